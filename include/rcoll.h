@@ -1,0 +1,246 @@
+/*
+ * rcoll.h - public API of rcoll, a collective-communication library.
+ *
+ * Conventions used throughout:
+ *  - Every function that can fail returns rcoll_status_t: RCOLL_OK (0) on success, a positive
+ *    value for "still in progress", a negative value for an error.  When a function that takes
+ *    a communicator fails, rcoll_comm_last_error(comm) returns a sentence naming the cause
+ *    (the argument, the peer rank, the system error).
+ *  - Outputs are written only on success.
+ *  - Handles (rcoll_comm_t, rcoll_request_t) are opaque; the library allocates and frees them.
+ *  - Buffers belong to the caller.  A buffer passed to a nonblocking call must stay valid and
+ *    unmodified (send side) / untouched (receive side) until the request completes.
+ *  - A communicator is not thread-safe: calls on one communicator must not overlap in time.
+ *    Different communicators may be used from different threads.
+ *
+ * This header is C99-clean and has no dependencies beyond <stddef.h> and <stdint.h>.
+ */
+#ifndef RCOLL_H
+#define RCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RCOLL_VERSION_MAJOR 0
+#define RCOLL_VERSION_MINOR 1
+#define RCOLL_VERSION_PATCH 0
+/* RCOLL_VERSION_CODE is MAJOR*10000 + MINOR*100 + PATCH. */
+#define RCOLL_VERSION_CODE \
+    (RCOLL_VERSION_MAJOR * 10000 + RCOLL_VERSION_MINOR * 100 + RCOLL_VERSION_PATCH)
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes.  Errors are negative and grouped by cause:
+ *   -1 .. -19   invalid argument or usage (the caller can fix it)
+ *   -20 .. -39  local system or resource failure (errno-level)
+ *   -40 .. -59  remote failure: a peer died, closed, misbehaved or failed authentication
+ *   -60 .. -79  timeout: a deadline passed while waiting for a named peer
+ *   -80 .. -99  unsupported: not built in, or not possible on this machine
+ *   -100        internal error (a bug in rcoll; please report it)
+ * ------------------------------------------------------------------------------------------ */
+typedef enum {
+    RCOLL_OK = 0,
+    RCOLL_INPROGRESS = 1,
+
+    RCOLL_ERR_INVALID_ARG = -1,   /* a NULL pointer, bad enum, out-of-range value */
+    RCOLL_ERR_INVALID_USAGE = -2, /* wrong call order, communicator already failed */
+
+    RCOLL_ERR_SYSTEM = -20,     /* a system call failed (the message carries errno text) */
+    RCOLL_ERR_NO_MEMORY = -21,  /* an allocation failed or a memory bound was exceeded */
+
+    RCOLL_ERR_REMOTE = -40,     /* a peer closed, reset or died */
+    RCOLL_ERR_PROTOCOL = -41,   /* a peer sent malformed or unexpected data */
+    RCOLL_ERR_AUTH = -42,       /* a peer did not prove the job secret */
+
+    RCOLL_ERR_TIMEOUT = -60,    /* no progress from the awaited peer within RCOLL_TIMEOUT */
+
+    RCOLL_ERR_UNSUPPORTED = -80, /* feature not built in or not available here */
+
+    RCOLL_ERR_INTERNAL = -100
+} rcoll_status_t;
+
+/* True when a status is an error (negative). */
+#define RCOLL_IS_ERR(st) ((st) < 0)
+
+/* Short constant text for a status ("invalid argument", "remote peer failure", ...).
+ * Never returns NULL; unknown values give "unknown status". */
+const char *rcoll_status_string(rcoll_status_t status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Types
+ * ------------------------------------------------------------------------------------------ */
+typedef struct rcoll_comm *rcoll_comm_t;       /* communicator */
+typedef struct rcoll_request *rcoll_request_t; /* nonblocking operation in flight */
+
+#define RCOLL_UNIQUE_ID_BYTES 128
+/* Identifies one communicator being created.  Produced by rcoll_get_unique_id() on one
+ * process and passed (by any means: MPI, a file, a key-value store) to every rank. */
+typedef struct {
+    char internal[RCOLL_UNIQUE_ID_BYTES];
+} rcoll_unique_id_t;
+
+typedef enum {
+    RCOLL_INT8 = 0,
+    RCOLL_UINT8 = 1,
+    RCOLL_INT32 = 2,
+    RCOLL_UINT32 = 3,
+    RCOLL_INT64 = 4,
+    RCOLL_UINT64 = 5,
+    RCOLL_FLOAT16 = 6,  /* IEEE 754 binary16 */
+    RCOLL_BFLOAT16 = 7, /* bfloat16: upper half of a binary32 */
+    RCOLL_FLOAT32 = 8,
+    RCOLL_FLOAT64 = 9,
+    RCOLL_NUM_DATATYPES = 10
+} rcoll_datatype_t;
+
+/* Reduction operators.  Integer SUM and PROD wrap modulo 2^bits (no undefined behaviour).
+ * FLOAT16 and BFLOAT16 are reduced with float32 arithmetic per element, rounded back to the
+ * element type after each step.  AVG sums, then divides by the number of ranks in the
+ * element's own type: for integer types the division truncates toward zero. */
+typedef enum {
+    RCOLL_SUM = 0,
+    RCOLL_PROD = 1,
+    RCOLL_MIN = 2,
+    RCOLL_MAX = 3,
+    RCOLL_AVG = 4,
+    RCOLL_NUM_OPS = 5
+} rcoll_op_t;
+
+/* Pass as sendbuf to operate in place (the input is taken from recvbuf), as MPI_IN_PLACE. */
+#define RCOLL_IN_PLACE ((const void *)1)
+
+/* The largest element count accepted by one call (2^40). */
+#define RCOLL_MAX_COUNT ((size_t)1 << 40)
+
+/* Size in bytes of one element of a datatype, or 0 for an invalid datatype. */
+size_t rcoll_datatype_size(rcoll_datatype_t dt);
+
+/* Version of the loaded library as RCOLL_VERSION_CODE; never fails. */
+int rcoll_version(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Communicator creation
+ * ------------------------------------------------------------------------------------------ */
+
+/* Create the identifier of a new communicator.  The calling process starts a bootstrap root
+ * (a listening socket served by a background thread) that the ranks connect to; the id holds
+ * its address and a random secret.  Call once per communicator, on one process, and give the
+ * same id to all ranks.  The root thread ends by itself when every rank has destroyed the
+ * communicator, or RCOLL_TIMEOUT after the last rank left or failed to arrive.
+ *   id (out): the identifier.
+ * Errors: RCOLL_ERR_INVALID_ARG (id NULL), RCOLL_ERR_SYSTEM (no usable interface, socket or
+ * thread failure). */
+rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id);
+
+/* Create the communicator with nranks ranks in which the caller is `rank`.  Blocks until all
+ * ranks have joined and connected, or fails within RCOLL_TIMEOUT naming the ranks that did not
+ * arrive.
+ *   nranks (in): >= 1.   id (in): from rcoll_get_unique_id().   rank (in): 0 <= rank < nranks.
+ *   comm (out): the new communicator; free it with rcoll_comm_destroy().
+ * Errors: RCOLL_ERR_INVALID_ARG (bad nranks/rank/id, NULL pointer), RCOLL_ERR_AUTH (the root
+ * rejected the secret), RCOLL_ERR_TIMEOUT (a rank never joined), RCOLL_ERR_REMOTE,
+ * RCOLL_ERR_SYSTEM.  On failure the reason is logged at WARN and also available through
+ * rcoll_last_init_error(). */
+rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int rank,
+                                    rcoll_comm_t *comm);
+
+/* Create a communicator from the environment, as set by tools/rcoll-run or a job launcher:
+ *   RCOLL_RANK, RCOLL_NRANKS, RCOLL_ROOT (host:port where rank 0 listens), RCOLL_SECRET;
+ * or, when those are absent, torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (rcoll's
+ * root then listens on MASTER_PORT + 1, since torchrun's own store holds MASTER_PORT);
+ * or Open MPI's OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE together with RCOLL_ROOT.
+ * Rank 0 starts the bootstrap root on RCOLL_ROOT's port.  Without RCOLL_SECRET the bootstrap
+ * is unauthenticated and init warns.
+ *   comm (out): the new communicator.
+ * Errors: as rcoll_comm_init_rank, plus RCOLL_ERR_INVALID_ARG when a variable is missing or
+ * malformed (the message names it). */
+rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm);
+
+/* Text of the last communicator-creation failure in this thread ("" if none). */
+const char *rcoll_last_init_error(void);
+
+/* Rank of the caller / number of ranks.  Errors: RCOLL_ERR_INVALID_ARG (NULL argument). */
+rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank);
+rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size);
+
+/* Bytes the communicator has allocated for itself (staging buffers, per-connection state),
+ * excluding user buffers and kernel socket buffers.  Bounded by RCOLL_BUFFSIZE per peer
+ * connection plus a small fixed part.  Errors: RCOLL_ERR_INVALID_ARG. */
+rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes);
+
+/* Release a communicator.  Outstanding requests must have completed (rcoll_wait) or their
+ * results are lost.  The rank hosting the bootstrap root waits, up to RCOLL_TIMEOUT, for the
+ * other ranks to destroy theirs, so that a late rank's failure can still be reported.
+ * Safe to call on a failed communicator.  comm may be NULL (no-op).
+ * Errors: RCOLL_ERR_TIMEOUT if peers did not leave in time (resources are freed anyway). */
+rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm);
+
+/* Abandon a communicator now: tell the other ranks (their pending and future operations
+ * fail with RCOLL_ERR_REMOTE naming this rank), close every connection, free everything.
+ * Never blocks longer than a few milliseconds.  comm may be NULL (no-op). */
+rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm);
+
+/* The detailed text of the last error on this communicator ("" if none).  The pointer stays
+ * valid until the next call on the communicator. */
+const char *rcoll_comm_last_error(rcoll_comm_t comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Collectives.  All ranks of a communicator must call the same collectives in the same order
+ * with matching count, datatype, op and root.  Blocking calls progress on the caller's thread.
+ * Once a collective on a communicator fails (peer death, timeout), the communicator is failed:
+ * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
+ * rcoll_comm_last_error(); destroy or abort it.
+ * Common errors: RCOLL_ERR_INVALID_ARG (NULL buffer with count > 0, bad datatype/op/root,
+ * count > RCOLL_MAX_COUNT, partially overlapping send and receive buffers), RCOLL_ERR_REMOTE,
+ * RCOLL_ERR_PROTOCOL, RCOLL_ERR_TIMEOUT (the message names the rank waited for).
+ * A count of 0 is a valid no-op that communicates nothing.
+ * ------------------------------------------------------------------------------------------ */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], on every rank.  sendbuf may be RCOLL_IN_PLACE. */
+rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                               rcoll_datatype_t datatype, rcoll_op_t op, rcoll_comm_t comm);
+
+/* Copy count elements of buf from rank `root` to every other rank. */
+rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t datatype, int root,
+                           rcoll_comm_t comm);
+
+/* Return once every rank has entered the barrier. */
+rcoll_status_t rcoll_barrier(rcoll_comm_t comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Nonblocking operations.  An rcoll_i* call checks its arguments, queues the operation and
+ * returns a request.  Operations on one communicator execute in the order they were issued;
+ * several may be outstanding and they may be waited for in any order.  Progress happens inside
+ * rcoll_test, rcoll_wait and any other call on the same communicator (there is no background
+ * thread).  A request must be completed with rcoll_wait, or rcoll_test until done, before the
+ * communicator is destroyed.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Nonblocking rcoll_allreduce.  req (out): the request. */
+rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                rcoll_datatype_t datatype, rcoll_op_t op, rcoll_comm_t comm,
+                                rcoll_request_t *req);
+
+/* Nonblocking rcoll_bcast / rcoll_barrier. */
+rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t datatype, int root,
+                            rcoll_comm_t comm, rcoll_request_t *req);
+rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req);
+
+/* Make progress and report whether *req has completed.  On completion (success or error) the
+ * request is freed and *req set to NULL; *done is set to 1.  Otherwise *done = 0 and RCOLL_OK.
+ * Returns the operation's status once complete.  Errors: RCOLL_ERR_INVALID_ARG (NULL req or
+ * *req, NULL done), or the operation's error. */
+rcoll_status_t rcoll_test(rcoll_request_t *req, int *done);
+
+/* Block until *req completes; frees it and sets *req to NULL.  Returns the operation's status.
+ * Errors: RCOLL_ERR_INVALID_ARG (NULL), or the operation's error. */
+rcoll_status_t rcoll_wait(rcoll_request_t *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RCOLL_H */

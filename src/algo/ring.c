@@ -1,0 +1,211 @@
+/*
+ * ring.c - the executor of ring-neighbour schedules (see sched.c for the pictures).
+ *
+ *   prev ──recv──> [staging slot] ──reduce/copy──> dst block ──send──> next
+ *
+ * Steps are processed strictly in order; receives are posted ahead into staging slots
+ * (bounded by nslots), sends are queued behind (bounded by RCOLL_RING_MAX_SENDS).  Never blocks
+ * and never allocates: the caller loops, checking deadlines and the control plane.
+ */
+#include <string.h>
+
+#include "algo/reduce.h"
+#include "algo/ring.h"
+#include "util/status.h"
+#include "util/time.h"
+
+void rcoll_ring_exec_init(rcoll_ring_exec_t *e, const rcoll_sched_t *s,
+                          const rcoll_ring_link_t *link, const void *src, void *dst,
+                          rcoll_datatype_t dt, rcoll_op_t op, int tag)
+{
+    memset(e, 0, sizeof(*e));
+    e->sched = *s;
+    e->link = link;
+    e->src = src;
+    e->dst = dst;
+    e->esize = rcoll_datatype_size(dt);
+    e->dt = dt;
+    e->op = op;
+    e->tag = tag;
+    e->last_progress_ns = rcoll_now_ns();
+}
+
+static rcoll_status_t complete_sends(rcoll_ring_exec_t *e, int *progressed)
+{
+    while (e->scount > 0) {
+        int done = 0;
+        rcoll_status_t st = e->link->tp->test(e->sreq[e->shead], &done, NULL);
+        if (st < 0) {
+            e->sreq[e->shead] = NULL;
+            e->err_recv_side = 0;
+            return st;
+        }
+        if (!done) break;
+        e->sreq[e->shead] = NULL;
+        e->shead = (e->shead + 1) % RCOLL_RING_MAX_SENDS;
+        e->scount--;
+        *progressed = 1;
+    }
+    return RCOLL_OK;
+}
+
+static rcoll_status_t post_recvs(rcoll_ring_exec_t *e)
+{
+    const rcoll_ring_link_t *l = e->link;
+    while (e->k_post < e->sched.nsteps && e->nposted < l->nslots) {
+        rcoll_step_t st;
+        rcoll_sched_step(&e->sched, e->k_post, &st);
+        if (!st.has_recv) {
+            e->k_post++;
+            continue;
+        }
+        int slot = (int)(e->rseq_post % (uint64_t)l->nslots);
+        size_t bytes = st.count * e->esize;
+        void *buf;
+        void *mh = NULL;
+        if (st.act == RCOLL_ACT_DIRECT) {
+            buf = e->dst + st.off * e->esize;
+        } else {
+            buf = l->staging + (size_t)slot * l->slot_bytes;
+            mh = l->staging_mh;
+        }
+        void *req = NULL;
+        int tag = e->tag;
+        rcoll_status_t rc = l->tp->irecv(l->recv_comm, 1, &buf, &bytes, &tag, &mh, &req);
+        if (rc < 0) {
+            e->err_recv_side = 1;
+            return rc;
+        }
+        if (!req) break; /* transport queue full: retry on the next call */
+        e->rreq[slot] = req;
+        e->rdone[slot] = 0;
+        e->rsize[slot] = 0;
+        e->rseq_post++;
+        e->nposted++;
+        e->k_post++;
+    }
+    return RCOLL_OK;
+}
+
+/* Is the send of step j (already processed) complete?  Sends complete in order. */
+static int send_step_done(const rcoll_ring_exec_t *e, int64_t j)
+{
+    if (j < 0) return 1;
+    return e->scount == 0 || (int64_t)e->sstep[e->shead] > j;
+}
+
+static void act(rcoll_ring_exec_t *e, const rcoll_step_t *st, const char *staged)
+{
+    char *d = e->dst + st->off * e->esize;
+    const char *s = e->src + st->off * e->esize;
+    switch (st->act) {
+    case RCOLL_ACT_REDUCE:
+        rcoll_reduce_local(d, staged, s, st->count, e->dt, e->op, 0);
+        break;
+    case RCOLL_ACT_REDUCE_FINAL:
+        rcoll_reduce_local(d, staged, s, st->count, e->dt, e->op, e->sched.nranks);
+        break;
+    case RCOLL_ACT_COPY:
+        memcpy(d, staged, st->count * e->esize);
+        break;
+    case RCOLL_ACT_NONE:
+    case RCOLL_ACT_DIRECT:
+        break;
+    }
+}
+
+static rcoll_status_t process_steps(rcoll_ring_exec_t *e, int *progressed)
+{
+    const rcoll_ring_link_t *l = e->link;
+    while (e->k_proc < e->sched.nsteps) {
+        rcoll_step_t st;
+        rcoll_sched_step(&e->sched, e->k_proc, &st);
+        int slot = (int)(e->rseq_proc % (uint64_t)l->nslots);
+        if (st.has_recv && !e->acted) {
+            if (e->rseq_proc >= e->rseq_post) {
+                e->waiting_recv = 1;
+                return RCOLL_OK; /* not posted yet */
+            }
+            if (!e->rdone[slot]) {
+                int done = 0;
+                size_t got = 0;
+                rcoll_status_t rc = l->tp->test(e->rreq[slot], &done, &got);
+                if (rc < 0) {
+                    e->rreq[slot] = NULL;
+                    e->err_recv_side = 1;
+                    return rc;
+                }
+                if (!done) {
+                    e->waiting_recv = 1;
+                    return RCOLL_OK;
+                }
+                e->rreq[slot] = NULL;
+                e->rdone[slot] = 1;
+                e->rsize[slot] = got;
+                *progressed = 1;
+            }
+            if (e->rsize[slot] != st.count * e->esize) {
+                e->err_recv_side = 1;
+                return rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                                     "received %zu bytes where %zu were expected (do all ranks "
+                                     "pass the same count and datatype?)",
+                                     e->rsize[slot], st.count * e->esize);
+            }
+        }
+        if (!e->acted) {
+            if (!send_step_done(e, st.wait_send_step)) {
+                e->waiting_recv = 0;
+                return RCOLL_OK;
+            }
+            act(e, &st, l->staging + (size_t)slot * l->slot_bytes);
+            e->acted = 1;
+        }
+        if (st.has_send) {
+            if (e->scount == RCOLL_RING_MAX_SENDS) {
+                e->waiting_recv = 0;
+                return RCOLL_OK;
+            }
+            const char *buf = (st.send_buf == RCOLL_BUF_SRC ? e->src : e->dst) +
+                              st.off * e->esize;
+            void *req = NULL;
+            rcoll_status_t rc = l->tp->isend(l->send_comm, (void *)buf, st.count * e->esize,
+                                             e->tag, NULL, &req);
+            if (rc < 0) {
+                e->err_recv_side = 0;
+                return rc;
+            }
+            if (!req) {
+                e->waiting_recv = 0;
+                return RCOLL_OK;
+            }
+            int tail = (e->shead + e->scount) % RCOLL_RING_MAX_SENDS;
+            e->sreq[tail] = req;
+            e->sstep[tail] = e->k_proc;
+            e->scount++;
+        }
+        if (st.has_recv) {
+            e->rseq_proc++;
+            e->nposted--;
+        }
+        e->acted = 0;
+        e->k_proc++;
+        *progressed = 1;
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_ring_exec_progress(rcoll_ring_exec_t *e, int *progressed)
+{
+    int moved = 0;
+    rcoll_status_t st = complete_sends(e, &moved);
+    if (st == RCOLL_OK) st = post_recvs(e);
+    if (st == RCOLL_OK) st = process_steps(e, &moved);
+    if (st == RCOLL_OK) st = post_recvs(e);
+    if (st == RCOLL_OK) st = complete_sends(e, &moved);
+    if (moved) e->last_progress_ns = rcoll_now_ns();
+    *progressed = moved;
+    if (st < 0) return st;
+    if (e->k_proc == e->sched.nsteps && e->scount == 0) return RCOLL_OK;
+    if (e->k_proc == e->sched.nsteps) e->waiting_recv = 0;
+    return RCOLL_INPROGRESS;
+}

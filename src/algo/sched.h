@@ -1,0 +1,58 @@
+/*
+ * sched.h - pure communication schedules: which block each rank receives, reduces, copies and
+ * sends at step k, computed with no I/O so that every schedule is unit-tested exhaustively by
+ * simulation (tests/unit/test_sched.c).  Offsets and counts are in elements.
+ */
+#ifndef RCOLL_ALGO_SCHED_H
+#define RCOLL_ALGO_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    RCOLL_SCHED_RING_ALLREDUCE, /* ring reduce-scatter then ring all-gather */
+    RCOLL_SCHED_CHAIN_BCAST     /* pipelined chain along the ring starting at root */
+} rcoll_sched_kind_t;
+
+/* What a step does with the block it receives. */
+typedef enum {
+    RCOLL_ACT_NONE = 0,     /* nothing received */
+    RCOLL_ACT_REDUCE,       /* recvbuf[blk] = staged OP src[blk] */
+    RCOLL_ACT_REDUCE_FINAL, /* same, and the result is final (AVG divides here) */
+    RCOLL_ACT_COPY,         /* recvbuf[blk] = staged */
+    RCOLL_ACT_DIRECT        /* received straight into recvbuf[blk]; nothing to do */
+} rcoll_sched_act_t;
+
+/* Buffers a step reads from. */
+typedef enum { RCOLL_BUF_SRC = 0, RCOLL_BUF_DST = 1 } rcoll_sched_buf_t;
+
+typedef struct {
+    int has_recv;           /* a message from the previous rank arrives in this step */
+    rcoll_sched_act_t act;  /* what to do with it */
+    int has_send;           /* a message goes to the next rank after the action */
+    rcoll_sched_buf_t send_buf; /* which buffer the send reads */
+    size_t off;             /* element offset of the block (recv and send use the same) */
+    size_t count;           /* elements in the block (may be 0: an empty message) */
+    int64_t wait_send_step; /* before acting, the send of this step must be complete; -1 none */
+} rcoll_step_t;
+
+typedef struct {
+    rcoll_sched_kind_t kind;
+    int nranks, rank, root;
+    size_t count;       /* elements in the whole operation */
+    size_t chunk;       /* elements per block per loop (>= 1) */
+    uint64_t nloops;    /* loops over the data */
+    uint32_t steps_per_loop;
+    uint64_t nsteps;    /* total steps */
+} rcoll_sched_t;
+
+/* Set up a schedule.  chunk_elems >= 1.  nranks >= 1, 0 <= rank, root < nranks.
+ * A count of 0 gives nsteps = 0. */
+void rcoll_sched_ring_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
+                                size_t chunk_elems);
+void rcoll_sched_chain_bcast(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                             size_t chunk_elems);
+/* Describe step k (0 <= k < s->nsteps). */
+void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step);
+
+#endif

@@ -1,0 +1,490 @@
+/*
+ * api.c - the public entry points: argument checks with messages that name the problem,
+ * launch-style handling (unique id, environment), and the blocking/nonblocking wrappers.
+ * Nothing here moves data; invalid input returns before anything is touched.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "rcoll_build.h"
+#include "util/log.h"
+#include "util/net.h"
+#include "util/status.h"
+#include "util/time.h"
+
+static __thread char init_error[RCOLL_LAST_ERROR_MAX];
+
+size_t rcoll_datatype_size(rcoll_datatype_t dt)
+{
+    static const size_t sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return ((unsigned)dt < RCOLL_NUM_DATATYPES) ? sizes[dt] : 0;
+}
+
+int rcoll_version(void) { return RCOLL_VERSION_CODE; }
+
+const char *rcoll_last_init_error(void) { return init_error; }
+
+const char *rcoll_comm_last_error(rcoll_comm_t comm)
+{
+    return comm ? comm->last_error : "NULL communicator";
+}
+
+/* Record an init failure for rcoll_last_init_error and the log. */
+static rcoll_status_t init_failed(rcoll_status_t st)
+{
+    snprintf(init_error, sizeof(init_error), "%s", rcoll_err_get());
+    RCOLL_WARN(INIT, "communicator creation failed: %s (%s)", init_error,
+               rcoll_status_string(st));
+    return st;
+}
+
+/* An argument error on a communicator call: message in last_error, comm left intact. */
+static rcoll_status_t arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static rcoll_status_t arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm->last_error, sizeof(comm->last_error), fmt, ap);
+    va_end(ap);
+    RCOLL_WARN(COLL, "%s", comm->last_error);
+    return st;
+}
+
+static void secret_from_string(const char *s, char secret[RCOLL_SECRET_BYTES])
+{
+    memset(secret, 0, RCOLL_SECRET_BYTES);
+    memcpy(secret, s, strlen(s));
+}
+
+rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
+{
+    if (!id) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_get_unique_id: id is NULL");
+    rcoll_config_t cfg;
+    rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_sockaddr_t addr;
+    char ifname[64];
+    st = rcoll_net_pick_addr(cfg.socket_ifname, &addr, ifname, sizeof(ifname));
+    if (st != RCOLL_OK) return init_failed(st);
+    uint8_t raw[RCOLL_SECRET_BYTES / 2];
+    st = rcoll_random_bytes(raw, sizeof(raw));
+    if (st != RCOLL_OK) return init_failed(st);
+    char hex[RCOLL_SECRET_BYTES + 1];
+    for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    char secret[RCOLL_SECRET_BYTES];
+    secret_from_string(hex, secret);
+    st = rcoll_bs_root_start(&cfg, &addr, secret, 0, id, NULL);
+    if (st != RCOLL_OK) return init_failed(st);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t check_init_args(int nranks, int rank, const void *id, const void *comm)
+{
+    if (!comm) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm (output) is NULL");
+    if (!id) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "unique id is NULL");
+    if (nranks < 1)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "nranks=%d (must be at least 1)", nranks);
+    if (rank < 0 || rank >= nranks)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rank=%d is outside [0, nranks=%d)", rank,
+                             nranks);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int rank,
+                                    rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    rcoll_status_t st = check_init_args(nranks, rank, id, comm);
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_config_t cfg;
+    st = rcoll_config_load(&cfg);
+    if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
+    if (st == RCOLL_OK) st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
+    return st == RCOLL_OK ? st : init_failed(st);
+}
+
+/* Parse a non-negative decimal environment value; -1 when absent, -2 when malformed. */
+static long env_long(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (*end || x < 0) ? -2 : x;
+}
+
+/* Work out rank, size and root address from whichever launcher set the environment. */
+static rcoll_status_t env_launch_params(const rcoll_config_t *cfg, int *rank, int *nranks,
+                                        char *root, size_t root_len)
+{
+    const char *rank_var = "RCOLL_RANK", *size_var = "RCOLL_NRANKS";
+    long r = cfg->rank, n = cfg->nranks;
+    if (r < 0 && n < 0) {
+        static const char *const alt[][2] = {{"RANK", "WORLD_SIZE"},
+                                             {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                             {"PMI_RANK", "PMI_SIZE"}};
+        for (size_t i = 0; i < sizeof(alt) / sizeof(alt[0]) && r < 0; i++) {
+            r = env_long(alt[i][0]);
+            n = env_long(alt[i][1]);
+            rank_var = alt[i][0];
+            size_var = alt[i][1];
+            if (r == -1 && n == -1) continue;
+            if (r < 0 || n < 0)
+                return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s/%s are not both set to "
+                                     "non-negative integers", rank_var, size_var);
+        }
+    }
+    if (r < 0 || n < 0)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "rcoll_comm_init_env: no rank/size in the environment (set "
+                             "RCOLL_RANK and RCOLL_NRANKS, or launch with tools/rcoll-run, "
+                             "torchrun or mpirun)");
+    if (n < 1 || r >= n)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s=%ld is outside [0, %s=%ld)", rank_var,
+                             r, size_var, n);
+    if (cfg->root[0]) {
+        snprintf(root, root_len, "%s", cfg->root);
+    } else {
+        const char *addr = getenv("MASTER_ADDR");
+        long port = env_long("MASTER_PORT");
+        if (!addr || port < 1 || port >= 65535)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                                 "rcoll_comm_init_env: RCOLL_ROOT (host:port of rank 0) is not "
+                                 "set, and MASTER_ADDR/MASTER_PORT are not usable");
+        /* torchrun's own store listens on MASTER_PORT; rcoll's root takes the next port. */
+        if (strchr(addr, ':'))
+            snprintf(root, root_len, "[%s]:%ld", addr, port + 1);
+        else
+            snprintf(root, root_len, "%s:%ld", addr, port + 1);
+    }
+    *rank = (int)r;
+    *nranks = (int)n;
+    return RCOLL_OK;
+}
+
+/* Rank 0 of an environment launch hosts the root on the given port. */
+static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
+                                     const char *secret, rcoll_bs_root_t **root)
+{
+    rcoll_unique_id_t unused;
+    rcoll_sockaddr_t bind_addr = *addr;
+    rcoll_status_t st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
+    if (st == RCOLL_OK) return st;
+    /* The name may resolve to an address of another interface of this host, or a NAT'ed
+     * name: listen on every address with that port instead. */
+    char keep[RCOLL_ERR_TEXT_MAX];
+    snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+    memset(&bind_addr, 0, sizeof(bind_addr));
+    bind_addr.sa.sa_family = addr->sa.sa_family;
+    rcoll_net_addr_set_port(&bind_addr, rcoll_net_addr_port(addr));
+    st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
+    if (st != RCOLL_OK) rcoll_err_set(st, "%s (and on the wildcard address: %s)", keep,
+                                      rcoll_err_get());
+    return st;
+}
+
+rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    if (!comm) return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm is NULL"));
+    rcoll_config_t cfg;
+    rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st != RCOLL_OK) return init_failed(st);
+    int rank = 0, nranks = 0;
+    char root_text[RCOLL_CFG_STR_MAX + 16];
+    st = env_launch_params(&cfg, &rank, &nranks, root_text, sizeof(root_text));
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_sockaddr_t addr;
+    st = rcoll_net_parse_hostport(root_text, &addr);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (strlen(cfg.secret) > RCOLL_SECRET_BYTES)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_SECRET is longer "
+                                         "than %d characters", RCOLL_SECRET_BYTES));
+    if (!cfg.secret[0] && rank == 0)
+        RCOLL_WARN(INIT, "RCOLL_SECRET is not set: the bootstrap is unauthenticated (any "
+                   "process that reaches %s can join); tools/rcoll-run sets one", root_text);
+    char secret[RCOLL_SECRET_BYTES];
+    secret_from_string(cfg.secret, secret);
+    rcoll_bs_root_t *root = NULL;
+    if (rank == 0) {
+        st = start_env_root(&cfg, &addr, secret, &root);
+        if (st != RCOLL_OK) return init_failed(st);
+    }
+    rcoll_unique_id_t id;
+    rcoll_bs_make_id(&addr, secret, &id);
+    st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
+    if (st != RCOLL_OK) {
+        rcoll_bs_root_release(root, 0);
+        return init_failed(st);
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
+{
+    if (!comm || !rank) return RCOLL_ERR_INVALID_ARG;
+    *rank = comm->rank;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
+{
+    if (!comm || !size) return RCOLL_ERR_INVALID_ARG;
+    *size = comm->nranks;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
+{
+    if (!comm || !bytes) return RCOLL_ERR_INVALID_ARG;
+    size_t total = comm->mem_bytes;
+    for (struct rcoll_request *r = comm->free_reqs; r; r = r->next) total += sizeof(*r);
+    *bytes = total;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
+{
+    if (!comm) return RCOLL_OK;
+    rcoll_bs_root_t *root = comm->root;
+    uint64_t deadline = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
+    rcoll_comm_free(comm, 1);
+    if (!root) return RCOLL_OK;
+    rcoll_status_t st = rcoll_bs_root_release(root, deadline);
+    if (st != RCOLL_OK) RCOLL_WARN(INIT, "rcoll_comm_destroy: %s", rcoll_err_get());
+    return st;
+}
+
+rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
+{
+    if (!comm) return RCOLL_OK;
+    char text[160];
+    snprintf(text, sizeof(text), "rank %d called rcoll_comm_abort", comm->rank);
+    rcoll_bs_report(comm->bs, comm->rank, RCOLL_ERR_REMOTE, text);
+    rcoll_bs_root_t *root = comm->root;
+    rcoll_comm_free(comm, 0);
+    rcoll_bs_root_release(root, 0);
+    return RCOLL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Collectives
+ * ---------------------------------------------------------------------------------------- */
+
+static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
+{
+    if (!comm) {
+        RCOLL_WARN(COLL, "%s: comm is NULL", fn);
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    if (comm->failed != RCOLL_OK) {
+        if (strncmp(comm->last_error, "communicator failed earlier", 27) != 0) {
+            char keep[RCOLL_LAST_ERROR_MAX];
+            snprintf(keep, sizeof(keep), "%s", comm->last_error);
+            snprintf(comm->last_error, sizeof(comm->last_error),
+                     "communicator failed earlier (destroy or abort it): %.560s", keep);
+        }
+        return RCOLL_ERR_INVALID_USAGE;
+    }
+    return RCOLL_OK;
+}
+
+static rcoll_status_t check_type(rcoll_comm_t comm, const char *fn, size_t count,
+                                 rcoll_datatype_t dt)
+{
+    if ((unsigned)dt >= RCOLL_NUM_DATATYPES)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid datatype %d", fn, (int)dt);
+    if (count > RCOLL_MAX_COUNT)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: count %zu exceeds the maximum of 2^40 elements", fn, count);
+    return RCOLL_OK;
+}
+
+static int ranges_overlap(const void *a, const void *b, size_t len)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + len && y < x + len;
+}
+
+static rcoll_status_t allreduce_args(const void *sendbuf, void *recvbuf, size_t count,
+                                     rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+                                     const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st != RCOLL_OK) return st;
+    if ((unsigned)op >= RCOLL_NUM_OPS)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn,
+                         (int)op);
+    if (count == 0) return RCOLL_OK;
+    if (!recvbuf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", fn,
+                         count);
+    if (!sendbuf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: sendbuf is NULL with count %zu (use RCOLL_IN_PLACE to reduce in "
+                         "place)", fn, count);
+    size_t bytes = count * rcoll_datatype_size(dt);
+    if (sendbuf != RCOLL_IN_PLACE && sendbuf != recvbuf &&
+        ranges_overlap(sendbuf, recvbuf, bytes))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: sendbuf and recvbuf overlap partially (they must be identical or "
+                         "disjoint)", fn);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t submit(rcoll_comm_t comm, struct rcoll_request *r, rcoll_request_t *req)
+{
+    rcoll_req_enqueue(comm, r);
+    if (req) {
+        *req = r;
+        rcoll_comm_progress(comm);
+        return RCOLL_OK;
+    }
+    rcoll_status_t st = rcoll_req_wait(r);
+    rcoll_req_release(r);
+    return st;
+}
+
+static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+                                   rcoll_request_t *req, const char *fn)
+{
+    rcoll_status_t st = allreduce_args(sendbuf, recvbuf, count, dt, op, comm, fn);
+    if (st != RCOLL_OK) return st;
+    struct rcoll_request *r;
+    st = rcoll_req_alloc(comm, RCOLL_OP_ALLREDUCE, &r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    r->src = sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf;
+    r->dst = recvbuf;
+    r->count = count;
+    r->dt = dt;
+    r->op = op;
+    return submit(comm, r, req);
+}
+
+rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                               rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
+{
+    return do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL, "rcoll_allreduce");
+}
+
+rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+                                rcoll_request_t *req)
+{
+    if (!req) {
+        if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_iallreduce: req is NULL");
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    return do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req, "rcoll_iallreduce");
+}
+
+static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
+                               rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st != RCOLL_OK) return st;
+    if (root < 0 || root >= comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: root %d is outside [0, %d)", fn,
+                         root, comm->nranks);
+    if (count && !buf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn,
+                         count);
+    struct rcoll_request *r;
+    st = rcoll_req_alloc(comm, RCOLL_OP_BCAST, &r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    r->src = buf;
+    r->dst = buf;
+    r->count = count;
+    r->dt = dt;
+    r->op = RCOLL_SUM;
+    r->root = root;
+    return submit(comm, r, req);
+}
+
+rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
+                           rcoll_comm_t comm)
+{
+    return do_bcast(buf, count, dt, root, comm, NULL, "rcoll_bcast");
+}
+
+rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
+                            rcoll_comm_t comm, rcoll_request_t *req)
+{
+    if (!req) {
+        if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_ibcast: req is NULL");
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    return do_bcast(buf, count, dt, root, comm, req, "rcoll_ibcast");
+}
+
+static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st != RCOLL_OK) return st;
+    struct rcoll_request *r;
+    st = rcoll_req_alloc(comm, RCOLL_OP_BARRIER, &r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    /* One byte per rank, max-reduced: every rank's result depends on every rank's entry. */
+    uint8_t *buf = r->barrier_buf;
+    if ((size_t)comm->nranks > sizeof(r->barrier_buf)) {
+        if (!r->barrier_heap) r->barrier_heap = calloc((size_t)comm->nranks, 1);
+        if (!r->barrier_heap) {
+            rcoll_req_release(r);
+            return arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+        }
+        buf = r->barrier_heap;
+    }
+    memset(buf, 0, (size_t)comm->nranks);
+    buf[comm->rank] = 1;
+    r->src = buf;
+    r->dst = buf;
+    r->count = (size_t)comm->nranks;
+    r->dt = RCOLL_UINT8;
+    r->op = RCOLL_MAX;
+    return submit(comm, r, req);
+}
+
+rcoll_status_t rcoll_barrier(rcoll_comm_t comm) { return do_barrier(comm, NULL, "rcoll_barrier"); }
+
+rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req)
+{
+    if (!req) {
+        if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_ibarrier: req is NULL");
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    return do_barrier(comm, req, "rcoll_ibarrier");
+}
+
+rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
+{
+    if (!req || !*req || !done) return RCOLL_ERR_INVALID_ARG;
+    struct rcoll_request *r = *req;
+    if (!r->complete) rcoll_comm_progress(r->comm);
+    if (!r->complete) {
+        *done = 0;
+        return RCOLL_OK;
+    }
+    rcoll_status_t st = r->status;
+    rcoll_req_release(r);
+    *req = NULL;
+    *done = 1;
+    return st;
+}
+
+rcoll_status_t rcoll_wait(rcoll_request_t *req)
+{
+    if (!req || !*req) return RCOLL_ERR_INVALID_ARG;
+    struct rcoll_request *r = *req;
+    rcoll_status_t st = rcoll_req_wait(r);
+    rcoll_req_release(r);
+    *req = NULL;
+    return st;
+}

@@ -1,0 +1,675 @@
+/*
+ * bootstrap.c - the root that introduces ranks to each other, and the control connection
+ * through which failures are announced.  It must never trust a connection that has not
+ * proved the secret, never block without a deadline while ranks are joining, and never let
+ * one rank's death go unannounced to the others.
+ *
+ *   rank i ──HELLO(secret, rank, nranks, info)──> root      (each rank)
+ *   rank i <──TABLE(info[0..n-1])───────────────── root      (once all n have joined)
+ *   rank i ──BYE | ABORT(culprit, text)──────────> root      (later)
+ *   rank j <──FAIL(culprit, text)───────────────── root      (to every other live rank)
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/bootstrap.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/time.h"
+
+#define BS_MAGIC 0x52434f42u /* "RCOB" */
+#define BS_VERSION 1
+#define BS_PENDING_MAX 64
+#define BS_HELLO_TIMEOUT_NS (10ull * 1000000000ull) /* a connector must say hello by then */
+
+enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL };
+
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t len; /* payload bytes */
+    uint32_t pad;
+} bs_hdr_t;
+
+typedef struct {
+    char secret[RCOLL_SECRET_BYTES];
+    int32_t rank;
+    int32_t nranks;
+    rcoll_peer_info_t info;
+} bs_hello_t;
+
+typedef struct {
+    int32_t culprit;
+    int32_t status;
+    char text[RCOLL_BS_TEXT_MAX];
+} bs_note_t; /* NACK, ABORT, FAIL */
+
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t pad;
+    rcoll_sockaddr_t root;
+    char secret[RCOLL_SECRET_BYTES];
+} bs_id_t;
+
+_Static_assert(sizeof(bs_id_t) <= RCOLL_UNIQUE_ID_BYTES, "unique id too small");
+
+/* ------------------------------------------------------------------------------------------
+ * Message helpers
+ * ---------------------------------------------------------------------------------------- */
+
+static rcoll_status_t bs_send_msg(int fd, int type, const void *payload, uint32_t len,
+                                  uint64_t deadline_ns)
+{
+    bs_hdr_t h = {.magic = BS_MAGIC, .version = BS_VERSION, .type = (uint16_t)type,
+                  .len = len};
+    rcoll_status_t st = rcoll_net_send_all(fd, &h, sizeof(h), deadline_ns);
+    if (st == RCOLL_OK && len) st = rcoll_net_send_all(fd, payload, len, deadline_ns);
+    return st;
+}
+
+static int hdr_valid(const bs_hdr_t *h, uint32_t max_len)
+{
+    return h->magic == BS_MAGIC && h->version == BS_VERSION && h->len <= max_len;
+}
+
+static void note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text)
+{
+    memset(n, 0, sizeof(*n));
+    n->culprit = culprit;
+    n->status = st;
+    snprintf(n->text, sizeof(n->text), "%s", text);
+}
+
+/* Constant-time comparison, so response timing does not leak the secret. */
+static int secret_equal(const char *a, const char *b)
+{
+    unsigned char diff = 0;
+    for (int i = 0; i < RCOLL_SECRET_BYTES; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash)
+{
+    char host[256] = "unknown";
+    gethostname(host, sizeof(host) - 1);
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
+        fclose(f);
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (const char *p = boot; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    *hash = h;
+    char *dot = strchr(host, '.');
+    if (dot) *dot = '\0';
+    snprintf(hostname, len, "%s", host);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Root
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int fd;
+    uint64_t since_ns;
+    size_t got;
+    rcoll_sockaddr_t addr;
+    union {
+        struct {
+            bs_hdr_t hdr;
+            bs_hello_t hello;
+        } m;
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_hello_t)];
+    } buf;
+} bs_pending_t;
+
+typedef struct {
+    int fd;       /* -1 once gone */
+    int joined;
+    int left;     /* said goodbye */
+    rcoll_peer_info_t info;
+    size_t got;   /* partial control message */
+    union {
+        struct {
+            bs_hdr_t hdr;
+            bs_note_t note;
+        } m;
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
+    } buf;
+} bs_member_t;
+
+struct rcoll_bs_root {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs;
+    int finished;
+    int listen_fd;
+    char secret[RCOLL_SECRET_BYTES];
+    double timeout_s;
+    int nranks; /* 0 until the first valid hello */
+    int njoined;
+    bs_member_t *members;
+    bs_pending_t pending[BS_PENDING_MAX];
+    int npending;
+    int failure_sent;
+};
+
+static void root_unref(rcoll_bs_root_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int last = --r->refs == 0;
+    pthread_mutex_unlock(&r->lock);
+    if (!last) return;
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->cond);
+    free(r->members);
+    free(r);
+}
+
+static void pending_drop(rcoll_bs_root_t *r, int i, const char *why)
+{
+    char abuf[64];
+    RCOLL_WARN(BOOTSTRAP, "dropped bootstrap connection from %s: %s",
+               rcoll_net_addr_str(&r->pending[i].addr, abuf, sizeof(abuf)), why);
+    close(r->pending[i].fd);
+    r->pending[i] = r->pending[--r->npending];
+}
+
+static void pending_reject(rcoll_bs_root_t *r, int i, rcoll_status_t st, const char *why)
+{
+    bs_note_t n;
+    note_fill(&n, -1, st, why);
+    bs_send_msg(r->pending[i].fd, BS_NACK, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+    pending_drop(r, i, why);
+}
+
+/* A complete hello arrived on pending connection i: admit or reject it. */
+static void root_admit(rcoll_bs_root_t *r, int i)
+{
+    bs_pending_t *p = &r->pending[i];
+    bs_hello_t *h = &p->buf.m.hello;
+    char why[160];
+    if (!secret_equal(h->secret, r->secret)) {
+        pending_reject(r, i, RCOLL_ERR_AUTH, "wrong job secret");
+        return;
+    }
+    if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
+        snprintf(why, sizeof(why), "invalid rank %d of %d", h->rank, h->nranks);
+        pending_reject(r, i, RCOLL_ERR_INVALID_ARG, why);
+        return;
+    }
+    if (r->nranks == 0) {
+        r->members = calloc((size_t)h->nranks, sizeof(*r->members));
+        if (!r->members) {
+            pending_reject(r, i, RCOLL_ERR_NO_MEMORY, "root out of memory");
+            return;
+        }
+        for (int k = 0; k < h->nranks; k++) r->members[k].fd = -1;
+        r->nranks = h->nranks;
+    }
+    if (h->nranks != r->nranks) {
+        snprintf(why, sizeof(why), "rank %d says nranks=%d but the job has %d ranks", h->rank,
+                 h->nranks, r->nranks);
+        pending_reject(r, i, RCOLL_ERR_INVALID_ARG, why);
+        return;
+    }
+    if (r->members[h->rank].joined) {
+        snprintf(why, sizeof(why), "rank %d already joined (from pid %d on %s)", h->rank,
+                 (int)r->members[h->rank].info.pid, r->members[h->rank].info.hostname);
+        pending_reject(r, i, RCOLL_ERR_INVALID_USAGE, why);
+        return;
+    }
+    bs_member_t *m = &r->members[h->rank];
+    m->fd = p->fd;
+    m->joined = 1;
+    m->info = h->info;
+    m->info.hostname[sizeof(m->info.hostname) - 1] = '\0';
+    r->njoined++;
+    RCOLL_INFO(BOOTSTRAP, "root: rank %d joined from %s pid %d (%d/%d)", h->rank,
+               m->info.hostname, (int)m->info.pid, r->njoined, r->nranks);
+    r->pending[i] = r->pending[--r->npending];
+}
+
+/* Read what is available on pending connection i. */
+static void root_read_pending(rcoll_bs_root_t *r, int i)
+{
+    bs_pending_t *p = &r->pending[i];
+    size_t want = sizeof(p->buf.raw);
+    rcoll_status_t st = rcoll_net_recv_some(p->fd, p->buf.raw, want, &p->got);
+    if (st != RCOLL_OK) {
+        pending_drop(r, i, "closed before completing its hello");
+        return;
+    }
+    if (p->got >= sizeof(bs_hdr_t)) {
+        const bs_hdr_t *h = &p->buf.m.hdr;
+        if (!hdr_valid(h, sizeof(bs_hello_t)) || h->type != BS_HELLO ||
+            h->len != sizeof(bs_hello_t)) {
+            pending_drop(r, i, "not an rcoll bootstrap hello (bad magic, version or size)");
+            return;
+        }
+    }
+    if (p->got == want) root_admit(r, i);
+}
+
+static void root_send_fail(rcoll_bs_root_t *r, int except, const bs_note_t *n)
+{
+    for (int k = 0; k < r->nranks; k++) {
+        bs_member_t *m = &r->members[k];
+        if (k == except || m->fd < 0 || m->left) continue;
+        bs_send_msg(m->fd, BS_FAIL, n, sizeof(*n), rcoll_now_ns() + 1000000000ull);
+    }
+}
+
+static void member_close(bs_member_t *m)
+{
+    if (m->fd >= 0) close(m->fd);
+    m->fd = -1;
+}
+
+/* Joining phase: returns 1 when every rank has joined, 0 on timeout/failure. */
+static int root_join_phase(rcoll_bs_root_t *r)
+{
+    uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
+    struct pollfd pfd[1 + BS_PENDING_MAX];
+    while (r->nranks == 0 || r->njoined < r->nranks) {
+        uint64_t now = rcoll_now_ns();
+        if (now >= deadline) return 0;
+        for (int i = r->npending - 1; i >= 0; i--)
+            if (now - r->pending[i].since_ns > BS_HELLO_TIMEOUT_NS)
+                pending_drop(r, i, "no hello within 10 s");
+        int n = 0;
+        pfd[n++] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
+        for (int i = 0; i < r->npending; i++)
+            pfd[n++] = (struct pollfd){.fd = r->pending[i].fd, .events = POLLIN};
+        poll(pfd, (nfds_t)n, 200);
+        for (int i = r->npending - 1; i >= 0; i--)
+            if (pfd[1 + i].revents) root_read_pending(r, i);
+        for (;;) {
+            int fd;
+            rcoll_sockaddr_t peer;
+            if (rcoll_net_accept(r->listen_fd, &fd, &peer) != RCOLL_OK) break;
+            if (r->npending == BS_PENDING_MAX) pending_drop(r, 0, "too many pending connections");
+            r->pending[r->npending++] = (bs_pending_t){.fd = fd, .since_ns = rcoll_now_ns(),
+                                                       .addr = peer};
+        }
+    }
+    return 1;
+}
+
+static void root_join_failed(rcoll_bs_root_t *r)
+{
+    char missing[160] = "";
+    size_t o = 0;
+    int first = -1, nmiss = 0;
+    for (int k = 0; k < r->nranks; k++) {
+        if (r->members[k].joined) continue;
+        if (first < 0) first = k;
+        nmiss++;
+        if (o + 12 < sizeof(missing))
+            o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", nmiss > 1 ? "," : "",
+                                  k);
+    }
+    char text[RCOLL_BS_TEXT_MAX];
+    snprintf(text, sizeof(text), "rank%s %s never joined the bootstrap within %g s",
+             nmiss > 1 ? "s" : "", missing, r->timeout_s);
+    RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+    bs_note_t n;
+    note_fill(&n, first, RCOLL_ERR_TIMEOUT, text);
+    root_send_fail(r, -1, &n);
+}
+
+/* Handle one readable member connection in the watch phase. */
+static void root_member_event(rcoll_bs_root_t *r, int k)
+{
+    bs_member_t *m = &r->members[k];
+    rcoll_status_t st = rcoll_net_recv_some(m->fd, m->buf.raw, sizeof(bs_hdr_t), &m->got);
+    if (st == RCOLL_OK && m->got >= sizeof(bs_hdr_t)) {
+        const bs_hdr_t *h = &m->buf.m.hdr;
+        if (!hdr_valid(h, sizeof(bs_note_t))) {
+            st = RCOLL_ERR_PROTOCOL;
+        } else if (h->len) {
+            st = rcoll_net_recv_some(m->fd, m->buf.raw, sizeof(bs_hdr_t) + h->len, &m->got);
+            if (st == RCOLL_OK && m->got < sizeof(bs_hdr_t) + h->len) return;
+        }
+    } else if (st == RCOLL_OK) {
+        return;
+    }
+    char text[RCOLL_BS_TEXT_MAX];
+    bs_note_t n;
+    if (st != RCOLL_OK) {
+        snprintf(text, sizeof(text),
+                 "rank %d (%s pid %d) exited or was killed: its bootstrap connection %s", k,
+                 m->info.hostname, (int)m->info.pid,
+                 st == RCOLL_ERR_PROTOCOL ? "sent garbage" : "closed");
+        member_close(m);
+        if (!r->failure_sent) {
+            RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+            note_fill(&n, k, RCOLL_ERR_REMOTE, text);
+            root_send_fail(r, k, &n);
+            r->failure_sent = 1;
+        }
+        return;
+    }
+    m->got = 0;
+    if (m->buf.m.hdr.type == BS_BYE) {
+        m->left = 1;
+        member_close(m);
+    } else if (m->buf.m.hdr.type == BS_ABORT && m->buf.m.hdr.len == sizeof(bs_note_t)) {
+        n = m->buf.m.note;
+        n.text[sizeof(n.text) - 1] = '\0';
+        if (!r->failure_sent) {
+            RCOLL_INFO(BOOTSTRAP, "root: rank %d reports: %s", k, n.text);
+            root_send_fail(r, k, &n);
+            r->failure_sent = 1;
+        }
+    }
+}
+
+static void root_watch_phase(rcoll_bs_root_t *r)
+{
+    struct pollfd *pfd = calloc((size_t)r->nranks, sizeof(*pfd));
+    int *who = calloc((size_t)r->nranks, sizeof(*who));
+    if (!pfd || !who) {
+        free(pfd);
+        free(who);
+        return;
+    }
+    for (;;) {
+        int n = 0;
+        for (int k = 0; k < r->nranks; k++)
+            if (r->members[k].fd >= 0) {
+                pfd[n] = (struct pollfd){.fd = r->members[k].fd, .events = POLLIN};
+                who[n++] = k;
+            }
+        if (n == 0) break;
+        /* The watch has no deadline of its own: it ends when the last rank leaves or dies,
+         * and each wait here is bounded so the thread never sleeps on a stale set. */
+        if (poll(pfd, (nfds_t)n, 1000) <= 0) continue;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents) root_member_event(r, who[i]);
+    }
+    free(pfd);
+    free(who);
+}
+
+static void *root_main(void *arg)
+{
+    rcoll_bs_root_t *r = arg;
+    if (root_join_phase(r)) {
+        close(r->listen_fd);
+        r->listen_fd = -1;
+        size_t bytes = (size_t)r->nranks * sizeof(rcoll_peer_info_t);
+        rcoll_peer_info_t *table = malloc(bytes);
+        if (table) {
+            for (int k = 0; k < r->nranks; k++) table[k] = r->members[k].info;
+            for (int k = 0; k < r->nranks; k++)
+                if (bs_send_msg(r->members[k].fd, BS_TABLE, table, (uint32_t)bytes,
+                                rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
+                    RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to rank %d: %s",
+                               k, rcoll_err_get());
+            free(table);
+            RCOLL_INFO(BOOTSTRAP, "root: all %d ranks joined", r->nranks);
+            root_watch_phase(r);
+        }
+    } else if (r->nranks > 0) {
+        root_join_failed(r);
+    } else {
+        RCOLL_WARN(BOOTSTRAP, "root: no rank joined within %g s; giving up", r->timeout_s);
+    }
+    for (int i = 0; i < r->npending; i++) close(r->pending[i].fd);
+    for (int k = 0; k < r->nranks; k++) member_close(&r->members[k]);
+    if (r->listen_fd >= 0) close(r->listen_fd);
+    pthread_mutex_lock(&r->lock);
+    r->finished = 1;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+    root_unref(r);
+    return NULL;
+}
+
+void rcoll_bs_make_id(const rcoll_sockaddr_t *addr, const char secret[RCOLL_SECRET_BYTES],
+                      rcoll_unique_id_t *id)
+{
+    bs_id_t b;
+    memset(&b, 0, sizeof(b));
+    b.magic = BS_MAGIC;
+    b.version = BS_VERSION;
+    b.root = *addr;
+    memcpy(b.secret, secret, RCOLL_SECRET_BYTES);
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, &b, sizeof(b));
+}
+
+rcoll_status_t rcoll_bs_check_id(const rcoll_unique_id_t *id)
+{
+    bs_id_t b;
+    memcpy(&b, id->internal, sizeof(b));
+    if (b.magic != BS_MAGIC || b.version != BS_VERSION)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "the unique id is not a valid rcoll id of version %d (was it made "
+                             "by rcoll_get_unique_id and copied whole?)", BS_VERSION);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
+                                   const char secret[RCOLL_SECRET_BYTES], int fixed_port,
+                                   rcoll_unique_id_t *id, rcoll_bs_root_t **root_p)
+{
+    rcoll_bs_root_t *r = calloc(1, sizeof(*r));
+    if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap root allocation failed");
+    rcoll_status_t st = rcoll_net_listen(addr, 1024, fixed_port, &r->listen_fd);
+    if (st != RCOLL_OK) {
+        free(r);
+        rcoll_err_prefix("bootstrap root: ");
+        return st;
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    memcpy(r->secret, secret, RCOLL_SECRET_BYTES);
+    r->timeout_s = cfg->timeout_s;
+    r->refs = root_p ? 2 : 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t th;
+    int rc = pthread_create(&th, &attr, root_main, r);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        close(r->listen_fd);
+        pthread_mutex_destroy(&r->lock);
+        pthread_cond_destroy(&r->cond);
+        free(r);
+        return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "cannot start the bootstrap root");
+    }
+    char abuf[64];
+    RCOLL_INFO(BOOTSTRAP, "root listening on %s", rcoll_net_addr_str(addr, abuf, sizeof(abuf)));
+    rcoll_bs_make_id(addr, secret, id);
+    if (root_p) *root_p = r;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *r, uint64_t deadline_ns)
+{
+    if (!r) return RCOLL_OK;
+    rcoll_status_t st = RCOLL_OK;
+    pthread_mutex_lock(&r->lock);
+    while (!r->finished) {
+        uint64_t now = rcoll_now_ns();
+        if (now >= deadline_ns) {
+            st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "ranks still connected to the bootstrap root"
+                               " after the timeout; leaving it running");
+            break;
+        }
+        uint64_t wake = now + 50000000ull; /* 50 ms */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)((wake - now) % 1000000000ull);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+    }
+    pthread_mutex_unlock(&r->lock);
+    root_unref(r);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Rank side
+ * ---------------------------------------------------------------------------------------- */
+
+struct rcoll_bootstrap {
+    int fd;
+    int nranks;
+    rcoll_peer_info_t root_host; /* rank 0's info, for the message when the root vanishes */
+    size_t got;
+    union {
+        struct {
+            bs_hdr_t hdr;
+            bs_note_t note;
+        } m;
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
+    } buf;
+    int failed;
+    rcoll_status_t fail_status;
+    int fail_culprit;
+    char fail_text[RCOLL_BS_TEXT_MAX + 64];
+};
+
+rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
+                             const rcoll_peer_info_t *mine, rcoll_peer_info_t *peers,
+                             uint64_t deadline_ns, rcoll_bootstrap_t **bs_p)
+{
+    bs_id_t b;
+    char abuf[64];
+    memcpy(&b, id->internal, sizeof(b));
+    rcoll_net_addr_str(&b.root, abuf, sizeof(abuf));
+    int fd = -1;
+    rcoll_status_t st = rcoll_net_connect_retry(&b.root, deadline_ns, &fd);
+    if (st != RCOLL_OK) {
+        rcoll_err_prefix("rank %d: bootstrap: ", rank);
+        return st;
+    }
+    bs_hello_t hello;
+    memset(&hello, 0, sizeof(hello));
+    memcpy(hello.secret, b.secret, RCOLL_SECRET_BYTES);
+    hello.rank = rank;
+    hello.nranks = nranks;
+    hello.info = *mine;
+    st = bs_send_msg(fd, BS_HELLO, &hello, sizeof(hello), deadline_ns);
+    bs_hdr_t h;
+    if (st == RCOLL_OK) st = rcoll_net_recv_all(fd, &h, sizeof(h), deadline_ns);
+    if (st == RCOLL_ERR_TIMEOUT) {
+        st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "rank %d: timed out waiting for the other ranks "
+                           "to join through the root at %s", rank, abuf);
+        goto err_close;
+    }
+    if (st != RCOLL_OK) {
+        rcoll_err_prefix("rank %d: bootstrap with root %s: ", rank, abuf);
+        goto err_close;
+    }
+    size_t table_bytes = (size_t)nranks * sizeof(rcoll_peer_info_t);
+    if (!hdr_valid(&h, (uint32_t)(table_bytes > sizeof(bs_note_t) ? table_bytes
+                                                                  : sizeof(bs_note_t)))) {
+        st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rank %d: the bootstrap root at %s sent a "
+                           "malformed reply", rank, abuf);
+        goto err_close;
+    }
+    if (h.type == BS_NACK || h.type == BS_FAIL) {
+        bs_note_t n;
+        memset(&n, 0, sizeof(n));
+        st = rcoll_net_recv_all(fd, &n, h.len < sizeof(n) ? h.len : sizeof(n), deadline_ns);
+        n.text[sizeof(n.text) - 1] = '\0';
+        rcoll_status_t why = n.status < 0 ? (rcoll_status_t)n.status : RCOLL_ERR_REMOTE;
+        st = rcoll_err_set(why, "rank %d: the bootstrap root at %s %s: %s", rank, abuf,
+                           h.type == BS_NACK ? "rejected this rank" : "reported a failure",
+                           n.text);
+        goto err_close;
+    }
+    if (h.type != BS_TABLE || h.len != table_bytes) {
+        st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rank %d: unexpected bootstrap reply (type %u, "
+                           "%u bytes) from %s", rank, h.type, h.len, abuf);
+        goto err_close;
+    }
+    st = rcoll_net_recv_all(fd, peers, table_bytes, deadline_ns);
+    if (st != RCOLL_OK) {
+        rcoll_err_prefix("rank %d: receiving the rank table: ", rank);
+        goto err_close;
+    }
+    rcoll_bootstrap_t *bs = calloc(1, sizeof(*bs));
+    if (!bs) {
+        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap state allocation failed");
+        goto err_close;
+    }
+    bs->fd = fd;
+    bs->nranks = nranks;
+    bs->root_host = peers[0];
+    *bs_p = bs;
+    return RCOLL_OK;
+
+err_close:
+    close(fd);
+    return st;
+}
+
+rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit)
+{
+    if (bs->failed) goto report;
+    rcoll_status_t st = rcoll_net_recv_some(bs->fd, bs->buf.raw, sizeof(bs_hdr_t), &bs->got);
+    if (st == RCOLL_OK && bs->got >= sizeof(bs_hdr_t)) {
+        const bs_hdr_t *h = &bs->buf.m.hdr;
+        if (!hdr_valid(h, sizeof(bs_note_t))) {
+            st = RCOLL_ERR_PROTOCOL;
+        } else {
+            st = rcoll_net_recv_some(bs->fd, bs->buf.raw, sizeof(bs_hdr_t) + h->len, &bs->got);
+            if (st == RCOLL_OK && bs->got < sizeof(bs_hdr_t) + h->len) return RCOLL_OK;
+        }
+    } else if (st == RCOLL_OK) {
+        return RCOLL_OK;
+    }
+    bs->failed = 1;
+    if (st != RCOLL_OK) {
+        /* The root itself is gone: in environment launch it lives in rank 0. */
+        bs->fail_status = RCOLL_ERR_REMOTE;
+        bs->fail_culprit = 0;
+        snprintf(bs->fail_text, sizeof(bs->fail_text),
+                 "lost the bootstrap root (hosted with rank 0, %s pid %d): that process exited "
+                 "or was killed", bs->root_host.hostname, (int)bs->root_host.pid);
+    } else {
+        bs_note_t *n = &bs->buf.m.note;
+        n->text[sizeof(n->text) - 1] = '\0';
+        bs->fail_status = n->status < 0 ? (rcoll_status_t)n->status : RCOLL_ERR_REMOTE;
+        bs->fail_culprit = n->culprit;
+        snprintf(bs->fail_text, sizeof(bs->fail_text), "%s", n->text);
+    }
+report:
+    *culprit = bs->fail_culprit;
+    return rcoll_err_set(bs->fail_status, "%s", bs->fail_text);
+}
+
+void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, const char *text)
+{
+    if (!bs || bs->fd < 0) return;
+    bs_note_t n;
+    note_fill(&n, culprit, st, text);
+    bs_send_msg(bs->fd, BS_ABORT, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+}
+
+void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful)
+{
+    if (!bs) return;
+    if (graceful && !bs->failed)
+        bs_send_msg(bs->fd, BS_BYE, NULL, 0, rcoll_now_ns() + 1000000000ull);
+    close(bs->fd);
+    free(bs);
+}

@@ -1,0 +1,67 @@
+/*
+ * bootstrap.h - how ranks find each other and learn of failures.
+ *
+ * A root (a thread in the process that made the unique id, or in rank 0 for environment
+ * launch) accepts one TCP connection per rank, checks the job secret, and hands every rank
+ * the table of all ranks' info (host identity, pid, transport handle).  Afterwards the root
+ * watches those connections: when a rank's connection drops without a goodbye, or a rank
+ * reports a failure, it tells every other rank, so that all survivors fail promptly with an
+ * error naming the rank at fault instead of waiting on a peer that will never answer.
+ */
+#ifndef RCOLL_CORE_BOOTSTRAP_H
+#define RCOLL_CORE_BOOTSTRAP_H
+
+#include <stdint.h>
+#include "rcoll.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/net.h"
+
+#define RCOLL_SECRET_BYTES 64
+#define RCOLL_BS_TEXT_MAX 256
+
+typedef struct {
+    char hostname[64];
+    uint64_t host_hash; /* hostname + boot id: equal values = same host */
+    int32_t pid;
+    int32_t pad;
+    uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+} rcoll_peer_info_t;
+
+typedef struct rcoll_bs_root rcoll_bs_root_t;
+typedef struct rcoll_bootstrap rcoll_bootstrap_t;
+
+/* Start a root thread listening on *addr (port 0 = any; reuse_port for a fixed port).  Writes
+ * the id ranks use.  *root_p (optional) gets a reference to wait for it; pass it to
+ * rcoll_bs_root_release. */
+rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
+                                   const char secret[RCOLL_SECRET_BYTES], int fixed_port,
+                                   rcoll_unique_id_t *id, rcoll_bs_root_t **root_p);
+/* Wait until deadline_ns for the root to finish (every rank left), then drop the reference.
+ * RCOLL_ERR_TIMEOUT if it was still serving ranks. */
+rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *root, uint64_t deadline_ns);
+
+/* Build the id for a root at addr with secret (environment launch: no root started here). */
+void rcoll_bs_make_id(const rcoll_sockaddr_t *addr, const char secret[RCOLL_SECRET_BYTES],
+                      rcoll_unique_id_t *id);
+/* Check an id's magic and version; RCOLL_ERR_INVALID_ARG with a message otherwise. */
+rcoll_status_t rcoll_bs_check_id(const rcoll_unique_id_t *id);
+
+/* Join: connect to the root, prove the secret, send mine, receive all nranks infos into
+ * peers (caller allocates nranks entries).  Fails by deadline_ns at the latest. */
+rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
+                             const rcoll_peer_info_t *mine, rcoll_peer_info_t *peers,
+                             uint64_t deadline_ns, rcoll_bootstrap_t **bs_p);
+/* Non-blocking check of the control connection.  RCOLL_OK if nothing happened; otherwise the
+ * failure the root announced (or the root's loss), with detail in rcoll_err_get() and the
+ * culprit rank in *culprit (-1 if unknown). */
+rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit);
+/* Tell the root this rank saw culprit fail (status st, text), so the others learn it. */
+void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, const char *text);
+/* Leave: say goodbye (graceful=1) or just close (abort), free bs.  NULL is a no-op. */
+void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful);
+
+/* This host's identity (hostname + boot id hash) and short hostname. */
+void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash);
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * progress.c - drives a communicator's queued operations, in issue order, on the calling
+ * thread (inside blocking calls, rcoll_test and rcoll_wait; there is no background thread).
+ * Owns the deadlines: an operation that sees no progress from the peer it waits on for
+ * RCOLL_TIMEOUT fails naming that peer, and failures announced by the bootstrap root fail
+ * every queued operation.  Does not validate arguments (api.c) or move bytes (algo/, transport/).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/reduce.h"
+#include "core/comm.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/time.h"
+
+#define CTL_POLL_INTERVAL_NS 1000000ull    /* look at the control connection every 1 ms */
+#define CULPRIT_GRACE_NS 300000000ull      /* wait this long for the root to name a culprit */
+
+rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
+                               struct rcoll_request **req_p)
+{
+    struct rcoll_request *r = comm->free_reqs;
+    if (r) {
+        comm->free_reqs = r->next;
+    } else {
+        r = calloc(1, sizeof(*r));
+        if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "request allocation failed");
+    }
+    uint8_t *heap = r->barrier_heap;
+    memset(r, 0, sizeof(*r));
+    r->barrier_heap = heap;
+    r->comm = comm;
+    r->kind = kind;
+    *req_p = r;
+    return RCOLL_OK;
+}
+
+void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req)
+{
+    req->seq = comm->next_seq++;
+    req->next = NULL;
+    if (comm->tail)
+        comm->tail->next = req;
+    else
+        comm->head = req;
+    comm->tail = req;
+}
+
+void rcoll_req_release(struct rcoll_request *req)
+{
+    rcoll_comm_t comm = req->comm;
+    req->next = comm->free_reqs;
+    comm->free_reqs = req;
+}
+
+static void complete_head(rcoll_comm_t comm, rcoll_status_t st)
+{
+    struct rcoll_request *r = comm->head;
+    r->complete = 1;
+    r->status = st;
+    comm->head = r->next;
+    if (!comm->head) comm->tail = NULL;
+    r->next = NULL;
+}
+
+void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const char *text)
+{
+    (void)culprit;
+    if (comm->failed == RCOLL_OK) {
+        comm->failed = st;
+        rcoll_comm_set_error(comm, st, text);
+    }
+    while (comm->head) complete_head(comm, st);
+}
+
+/* Start the head operation: set up its schedule, or finish it at once if it moves nothing. */
+static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
+{
+    r->started = 1;
+    int n = comm->nranks;
+    size_t esize = rcoll_datatype_size(r->dt);
+    rcoll_sched_t s;
+    switch (r->kind) {
+    case RCOLL_OP_ALLREDUCE:
+        if (r->count == 0) return 1;
+        if (n == 1) {
+            if (r->src != r->dst) memcpy(r->dst, r->src, r->count * esize);
+            if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
+            return 1;
+        }
+        rcoll_sched_ring_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes / esize);
+        break;
+    case RCOLL_OP_BARRIER:
+        if (n == 1) return 1;
+        rcoll_sched_ring_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes);
+        break;
+    case RCOLL_OP_BCAST:
+        if (r->count == 0 || n == 1) return 1;
+        rcoll_sched_chain_bcast(&s, n, comm->rank, r->root, r->count,
+                                comm->chunk_bytes / esize);
+        break;
+    default:
+        return 1;
+    }
+    rcoll_ring_exec_init(&r->exec, &s, &comm->link, r->src, r->dst, r->dt, r->op,
+                         (int)(r->seq & 0x3fffffff));
+    RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: ring schedule, %llu steps, chunk %zu B",
+                (unsigned long long)r->seq, (int)r->kind, r->count,
+                (unsigned long long)s.nsteps, comm->chunk_bytes);
+    return 0;
+}
+
+/* A data-path error: find out who is really at fault, tell everyone, fail the queue. */
+static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_status_t st)
+{
+    char detail[RCOLL_ERR_TEXT_MAX], text[RCOLL_LAST_ERROR_MAX], pbuf[128];
+    snprintf(detail, sizeof(detail), "%s", rcoll_err_get());
+    int peer = r->exec.err_recv_side ? comm->prev : comm->next;
+    /* A neighbour's broken connection is often a consequence of a failure elsewhere; the root
+     * knows the first cause, so give it a moment to say so. */
+    uint64_t until = rcoll_now_ns() + CULPRIT_GRACE_NS;
+    while (rcoll_now_ns() < until) {
+        int culprit = -1;
+        rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
+        if (cst != RCOLL_OK) {
+            snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
+            rcoll_comm_fail(comm, cst == RCOLL_ERR_TIMEOUT ? cst : RCOLL_ERR_REMOTE, culprit,
+                            text);
+            return;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(text, sizeof(text), "rank %d: %s failed: %s", comm->rank,
+             rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)), detail);
+    rcoll_bs_report(comm->bs, peer, st, text);
+    rcoll_comm_fail(comm, st, peer, text);
+}
+
+static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t now)
+{
+    uint64_t limit = (uint64_t)(comm->cfg.timeout_s * 1e9);
+    if (now - r->exec.last_progress_ns <= limit) return;
+    char text[RCOLL_LAST_ERROR_MAX], pbuf[128];
+    int peer = r->exec.waiting_recv ? comm->prev : comm->next;
+    snprintf(text, sizeof(text), "rank %d: no progress for %g s (RCOLL_TIMEOUT) %s %s", comm->rank,
+             comm->cfg.timeout_s,
+             r->exec.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
+             rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
+    rcoll_bs_report(comm->bs, peer, RCOLL_ERR_TIMEOUT, text);
+    rcoll_comm_fail(comm, RCOLL_ERR_TIMEOUT, peer, text);
+}
+
+static int progress_once(rcoll_comm_t comm)
+{
+    int moved = 0;
+    while (comm->head && comm->failed == RCOLL_OK) {
+        struct rcoll_request *r = comm->head;
+        if (!r->started && start_op(comm, r)) {
+            complete_head(comm, RCOLL_OK);
+            moved = 1;
+            continue;
+        }
+        int progressed = 0;
+        rcoll_status_t st = rcoll_ring_exec_progress(&r->exec, &progressed);
+        moved |= progressed;
+        if (st == RCOLL_OK) {
+            complete_head(comm, RCOLL_OK);
+            moved = 1;
+            continue;
+        }
+        if (st < 0) {
+            data_path_failed(comm, r, st);
+            return 1;
+        }
+        uint64_t now = rcoll_now_ns();
+        if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
+            comm->last_ctl_poll_ns = now;
+            int culprit = -1;
+            rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
+            if (cst != RCOLL_OK) {
+                char text[RCOLL_LAST_ERROR_MAX];
+                snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
+                rcoll_comm_fail(comm, cst, culprit, text);
+                return 1;
+            }
+            if (!progressed) check_timeout(comm, r, now);
+        }
+        break;
+    }
+    return moved;
+}
+
+void rcoll_comm_progress(rcoll_comm_t comm) { progress_once(comm); }
+
+rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
+{
+    rcoll_comm_t comm = req->comm;
+    rcoll_backoff_t bo;
+    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin);
+    while (!req->complete) {
+        if (progress_once(comm))
+            rcoll_backoff_reset(&bo);
+        else
+            rcoll_backoff_wait(&bo);
+    }
+    return req->status;
+}

@@ -1,0 +1,74 @@
+/*
+ * registry.c - the built-in transports in priority order, their once-per-process
+ * initialisation, and the shared stubs for operations a transport lacks.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/transport.h"
+#include "util/status.h"
+
+static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_tcp};
+#define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_done[NBUILTIN];
+static rcoll_status_t init_status[NBUILTIN];
+static char init_text[NBUILTIN][RCOLL_ERR_TEXT_MAX];
+
+const rcoll_transport_ops_t *const *rcoll_transport_list(size_t *count)
+{
+    *count = NBUILTIN;
+    return builtin;
+}
+
+const rcoll_transport_ops_t *rcoll_transport_find(const char *name)
+{
+    for (size_t i = 0; i < NBUILTIN; i++)
+        if (!strcmp(builtin[i]->name, name)) return builtin[i];
+    return NULL;
+}
+
+rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t,
+                                           const rcoll_config_t *cfg)
+{
+    size_t i = 0;
+    while (i < NBUILTIN && builtin[i] != t) i++;
+    if (i == NBUILTIN) return rcoll_err_set(RCOLL_ERR_INTERNAL, "unregistered transport");
+    pthread_mutex_lock(&init_lock);
+    if (!init_done[i]) {
+        rcoll_err_clear();
+        init_status[i] = t->init(cfg);
+        snprintf(init_text[i], sizeof(init_text[i]), "%s", rcoll_err_get());
+        init_done[i] = 1;
+    }
+    rcoll_status_t st = init_status[i];
+    pthread_mutex_unlock(&init_lock);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "transport %s: %s", t->name, init_text[i]);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_transport_stub_iflush(void *recv_comm, int n, void **data, int *sizes,
+                                           void **mhandles, void **request)
+{
+    (void)recv_comm, (void)n, (void)data, (void)sizes, (void)mhandles;
+    *request = NULL; /* host memory needs no flush */
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_transport_stub_reg_mr(void *comm, void *data, size_t size, int mem_type,
+                                           void **mhandle)
+{
+    (void)comm, (void)data, (void)size;
+    if (mem_type != RCOLL_PTR_HOST)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "this transport moves host memory only");
+    *mhandle = NULL;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle)
+{
+    (void)comm, (void)mhandle;
+    return RCOLL_OK;
+}

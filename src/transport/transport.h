@@ -1,0 +1,119 @@
+/*
+ * transport.h - THE contract between rcoll's algorithms and the ways bytes move.
+ *
+ * Modelled on NCCL's net plugin interface so the NCCL shim stays thin.  A transport connects
+ * endpoints, registers memory and moves bytes; it knows nothing of ranks, datatypes or
+ * collectives.  Every operation is non-blocking: connect/accept return RCOLL_OK with a NULL
+ * comm while the connection is still being established, and data moves only inside test().
+ * Connections are one-directional: connect() yields a send comm, accept() a recv comm.
+ * Messages on one connection are matched in order: the k-th isend is received by the k-th
+ * buffer posted with irecv (grouped receives take one message per buffer).
+ *
+ * Errors return a negative status with the detail recorded by rcoll_err_set(); the core adds
+ * the peer's rank.  After an error on a comm, every later call on it fails with the same
+ * status, and every outstanding request on it completes (in test) with that error.
+ */
+#ifndef RCOLL_TRANSPORT_H
+#define RCOLL_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rcoll.h"
+#include "util/config.h"
+
+#define RCOLL_TRANSPORT_HANDLE_BYTES 128 /* opaque connection handle exchanged by bootstrap */
+#define RCOLL_TRANSPORT_MAX_RECVS 8      /* most buffers one grouped irecv may carry */
+
+/* Kinds of memory a transport can move (bitmask in props.ptr_support, and mem_type). */
+enum {
+    RCOLL_PTR_HOST = 1 << 0,
+    RCOLL_PTR_CUDA = 1 << 1,
+    RCOLL_PTR_DMABUF = 1 << 2
+};
+
+typedef struct {
+    char name[64];        /* device name, e.g. "lo" or "mlx5_0" */
+    char pci_path[256];   /* sysfs path of the PCI device, "" if none */
+    uint64_t guid;        /* unique device id (0 if none) */
+    int ptr_support;      /* RCOLL_PTR_* mask */
+    int speed_mbps;       /* link speed */
+    int port;             /* port number (1-based) for NICs, 0 otherwise */
+    float latency_us;     /* nominal one-way latency */
+    int max_comms;        /* most connections the device supports */
+    int max_recvs;        /* most buffers per grouped irecv (<= RCOLL_TRANSPORT_MAX_RECVS) */
+    size_t max_msg_size;  /* largest message one isend/irecv may carry */
+} rcoll_transport_props_t;
+
+typedef struct rcoll_transport_ops {
+    const char *name; /* "tcp", "shm", "verbs", ... */
+
+    /* Called once per process before any other op, with the configuration of the first
+     * communicator.  Returns RCOLL_ERR_UNSUPPORTED when the transport cannot work here (the
+     * detail says why; rcoll-info prints it). */
+    rcoll_status_t (*init)(const rcoll_config_t *cfg);
+    rcoll_status_t (*devices)(int *ndev);
+    rcoll_status_t (*get_props)(int dev, rcoll_transport_props_t *props);
+
+    /* Start listening on device dev.  handle (out, RCOLL_TRANSPORT_HANDLE_BYTES) is what a
+     * peer passes to connect(); listen_comm (out) is passed to accept(). */
+    rcoll_status_t (*listen)(int dev, void *handle, void **listen_comm);
+    /* Connect to a peer's handle.  *send_comm is NULL until the connection is established;
+     * call again with the same arguments until it is non-NULL or an error is returned.
+     * timeout bookkeeping belongs to the caller. */
+    rcoll_status_t (*connect)(int dev, const void *handle, void **send_comm);
+    /* Accept the next connection on listen_comm; *recv_comm is NULL until one is ready.
+     * Connections that fail the transport's handshake are dropped and logged, never
+     * returned. */
+    rcoll_status_t (*accept)(void *listen_comm, void **recv_comm);
+
+    /* Register memory for use with isend/irecv on comm (send or recv comm).  mem_type is one
+     * RCOLL_PTR_* value.  *mhandle (out) is passed to isend/irecv and dereg_mr. */
+    rcoll_status_t (*reg_mr)(void *comm, void *data, size_t size, int mem_type,
+                             void **mhandle);
+    rcoll_status_t (*dereg_mr)(void *comm, void *mhandle);
+
+    /* Send size bytes.  *request is NULL when the transport cannot queue more now (caller
+     * retries later); otherwise it is completed through test(). */
+    rcoll_status_t (*isend)(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                            void **request);
+    /* Post n receive buffers (n <= max_recvs) as one request; each takes one message of at
+     * most sizes[i] bytes.  tags are advisory (must match the sender's if not -1).  *request
+     * is NULL when the transport cannot queue more now. */
+    rcoll_status_t (*irecv)(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                            void **mhandles, void **request);
+    /* Make received data visible to the GPU (GPUDirect); host-memory transports complete at
+     * once with *request = NULL. */
+    rcoll_status_t (*iflush)(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                             void **request);
+    /* Progress comm traffic and report completion.  When *done = 1 the request is freed and,
+     * for receives, sizes[i] (may be NULL) holds each received length.  A request that fails
+     * returns the error (and is freed). */
+    rcoll_status_t (*test)(void *request, int *done, size_t *sizes);
+
+    rcoll_status_t (*close_send)(void *send_comm);
+    rcoll_status_t (*close_recv)(void *recv_comm);
+    rcoll_status_t (*close_listen)(void *listen_comm);
+
+    /* Release process-wide resources (after every comm is closed). */
+    void (*fini)(void);
+} rcoll_transport_ops_t;
+
+/* Shared stubs for operations a transport does not have (callers never test for NULL). */
+rcoll_status_t rcoll_transport_stub_iflush(void *recv_comm, int n, void **data, int *sizes,
+                                           void **mhandles, void **request);
+rcoll_status_t rcoll_transport_stub_reg_mr(void *comm, void *data, size_t size, int mem_type,
+                                           void **mhandle);
+rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle);
+
+/* Built-in transports, in priority order (registry.c). */
+extern const rcoll_transport_ops_t rcoll_transport_tcp;
+
+/* Find a built-in transport by name ("tcp"); NULL if none. */
+const rcoll_transport_ops_t *rcoll_transport_find(const char *name);
+/* All built-in transports in priority order; *count set to their number. */
+const rcoll_transport_ops_t *const *rcoll_transport_list(size_t *count);
+/* Initialise a transport once per process (thread-safe); returns its init status, cached. */
+rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t,
+                                           const rcoll_config_t *cfg);
+
+#endif

@@ -1,0 +1,197 @@
+/*
+ * config.c - the table of every rcoll knob and its parser.  Adding a knob = one line in
+ * knobs[] plus a field in rcoll_config_t.  Nothing else in the library reads RCOLL_* variables.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/config.h"
+#include "util/log.h"
+#include "util/status.h"
+
+extern char **environ;
+
+#define KNOB(name, def, type, field, lo, hi, help) \
+    {name, def, RCOLL_KNOB_##type, offsetof(rcoll_config_t, field), lo, hi, help}
+
+static const rcoll_knob_t knobs[] = {
+    KNOB("RCOLL_DEBUG", "WARN", STRING, debug, 0, 0,
+         "log level: NONE, WARN, INFO or TRACE"),
+    KNOB("RCOLL_DEBUG_SUBSYS", "ALL", STRING, debug_subsys, 0, 0,
+         "subsystems to log, comma list (INIT,BOOTSTRAP,SOCKET,ALGO,COLL,...); ^ excludes"),
+    KNOB("RCOLL_DEBUG_FILE", "", STRING, debug_file, 0, 0,
+         "write logs to this file instead of stderr; %h = host, %p = pid"),
+    KNOB("RCOLL_RANK", "-1", INT, rank, -1, 1 << 24,
+         "this process's rank (rcoll_comm_init_env); set by rcoll-run"),
+    KNOB("RCOLL_NRANKS", "-1", INT, nranks, -1, 1 << 24,
+         "number of ranks (rcoll_comm_init_env); set by rcoll-run"),
+    KNOB("RCOLL_ROOT", "", STRING, root, 0, 0,
+         "host:port where rank 0 runs the bootstrap root (rcoll_comm_init_env)"),
+    KNOB("RCOLL_SECRET", "", STRING, secret, 0, 0,
+         "job secret every rank must prove at bootstrap (rcoll-run makes one per job)"),
+    KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
+         "seconds to wait without progress from an awaited peer before failing"),
+    KNOB("RCOLL_SPIN", "1000", INT, spin, 0, 100000000,
+         "poll iterations spent spinning before a waiting rank yields the CPU"),
+    KNOB("RCOLL_SOCKET_IFNAME", "", STRING, socket_ifname, 0, 0,
+         "interface for bootstrap and TCP: prefix, ^excluded,list or =exact name"),
+    KNOB("RCOLL_SOCKET_NSOCKS", "2", INT, socket_nsocks, 1, 16,
+         "TCP sockets per connection (large messages are striped over them)"),
+    KNOB("RCOLL_SOCKET_STRIPE_MIN", "256K", SIZE, socket_stripe_min, 0, 1LL << 40,
+         "messages of at least this many bytes are striped over all sockets"),
+    KNOB("RCOLL_BUFFSIZE", "4M", SIZE, buffsize, 4096, 1LL << 32,
+         "staging bytes per peer connection: the bound on a communicator's memory per peer"),
+    KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
+         "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
+    KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0, "all-reduce algorithm: auto or ring"),
+    KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
+         "transport between ranks: auto or tcp"),
+};
+
+const rcoll_knob_t *rcoll_config_knobs(size_t *count)
+{
+    *count = sizeof(knobs) / sizeof(knobs[0]);
+    return knobs;
+}
+
+int rcoll_parse_size(const char *s, size_t *out)
+{
+    if (!s) return -1;
+    while (isspace((unsigned char)*s)) s++;
+    if (!isdigit((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno) return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (toupper((unsigned char)*end) == 'B') end++;
+    if (*end != '\0') return -1;
+    if (shift && v > (~0ull >> shift)) return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static rcoll_status_t parse_knob(const rcoll_knob_t *k, const char *text, rcoll_config_t *cfg)
+{
+    char *field = (char *)cfg + k->offset;
+    char *end;
+    switch (k->type) {
+    case RCOLL_KNOB_STRING:
+        if (strlen(text) >= RCOLL_CFG_STR_MAX)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s is longer than %d characters",
+                                 k->name, RCOLL_CFG_STR_MAX - 1);
+        strcpy(field, text);
+        return RCOLL_OK;
+    case RCOLL_KNOB_INT: {
+        errno = 0;
+        long long v = strtoll(text, &end, 10);
+        if (errno || end == text || *end != '\0')
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s='%s' is not an integer", k->name,
+                                 text);
+        if (v < k->min || v > k->max)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s=%lld is out of range [%lld, %lld]",
+                                 k->name, v, k->min, k->max);
+        *(int *)field = (int)v;
+        return RCOLL_OK;
+    }
+    case RCOLL_KNOB_SIZE: {
+        size_t v;
+        if (rcoll_parse_size(text, &v))
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                                 "%s='%s' is not a size (bytes, with optional K/M/G)", k->name,
+                                 text);
+        if ((long long)v < k->min || (long long)v > k->max)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s=%zu is out of range [%lld, %lld]",
+                                 k->name, v, k->min, k->max);
+        *(size_t *)field = v;
+        return RCOLL_OK;
+    }
+    case RCOLL_KNOB_SECONDS: {
+        errno = 0;
+        double v = strtod(text, &end);
+        if (errno || end == text || *end != '\0' || !(v >= (double)k->min) ||
+            v > (double)k->max)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                                 "%s='%s' is not a number of seconds in [%lld, %lld]", k->name,
+                                 text, k->min, k->max);
+        *(double *)field = v;
+        return RCOLL_OK;
+    }
+    }
+    return rcoll_err_set(RCOLL_ERR_INTERNAL, "knob %s has an unknown type", k->name);
+}
+
+/* Variables that start with RCOLL_ but are read by tools rather than the library. */
+static const char *const tool_vars[] = {"RCOLL_LOCAL_RANK", "RCOLL_LOCAL_SIZE",
+                                        "RCOLL_RUN_GRACE", "RCOLL_TEST_", NULL};
+
+static void warn_unknown_vars(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "RCOLL_", 6) != 0) continue;
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        int known = 0;
+        for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]) && !known; i++)
+            known = strlen(knobs[i].name) == len && !strncmp(knobs[i].name, *e, len);
+        for (size_t i = 0; tool_vars[i] && !known; i++)
+            known = !strncmp(*e, tool_vars[i], strlen(tool_vars[i]));
+        if (!known)
+            RCOLL_WARN(INIT, "unknown variable %.*s ignored (rcoll-info -c lists every knob)",
+                       (int)len, *e);
+    }
+}
+
+static pthread_once_t first_load = PTHREAD_ONCE_INIT;
+
+static void first_load_fn(void) { warn_unknown_vars(); }
+
+rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
+{
+    rcoll_config_t tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+        rcoll_status_t st = parse_knob(&knobs[i], knobs[i].defval, &tmp);
+        if (st != RCOLL_OK) return st;
+    }
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+        const char *v = getenv(knobs[i].name);
+        if (!v) continue;
+        rcoll_status_t st = parse_knob(&knobs[i], v, &tmp);
+        if (st != RCOLL_OK) return st;
+    }
+    if (rcoll_log_parse_level(tmp.debug) < 0)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "RCOLL_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE",
+                             tmp.debug);
+    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring"))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_ALGO='%s' is not one of auto, ring",
+                             tmp.algo);
+    rcoll_log_configure(tmp.debug, tmp.debug_subsys, tmp.debug_file);
+    pthread_once(&first_load, first_load_fn);
+    *cfg = tmp;
+    return RCOLL_OK;
+}
+
+void rcoll_config_format(const rcoll_config_t *cfg, const rcoll_knob_t *k, char *buf,
+                         size_t len)
+{
+    const char *field = (const char *)cfg + k->offset;
+    switch (k->type) {
+    case RCOLL_KNOB_STRING: snprintf(buf, len, "%s", field); break;
+    case RCOLL_KNOB_INT: snprintf(buf, len, "%d", *(const int *)field); break;
+    case RCOLL_KNOB_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
+    case RCOLL_KNOB_SECONDS: snprintf(buf, len, "%g", *(const double *)field); break;
+    }
+}

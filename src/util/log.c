@@ -1,0 +1,126 @@
+/*
+ * log.c - the one place log lines are formatted and written.  Configured from RCOLL_DEBUG,
+ * RCOLL_DEBUG_SUBSYS and RCOLL_DEBUG_FILE (with %h = host, %p = pid) by config.c.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+int rcoll_log_level = RCOLL_LOG_WARN;
+uint32_t rcoll_log_subsys = RCOLL_SUBSYS_ALL;
+
+static FILE *log_file;
+static int log_rank = -1;
+static char log_host[64];
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct {
+    const char *name;
+    rcoll_subsys_t bit;
+} subsys_names[] = {
+    {"INIT", RCOLL_SUBSYS_INIT},     {"BOOTSTRAP", RCOLL_SUBSYS_BOOTSTRAP},
+    {"TOPO", RCOLL_SUBSYS_TOPO},     {"SHM", RCOLL_SUBSYS_SHM},
+    {"SOCKET", RCOLL_SUBSYS_SOCKET}, {"VERBS", RCOLL_SUBSYS_VERBS},
+    {"ALGO", RCOLL_SUBSYS_ALGO},     {"CUDA", RCOLL_SUBSYS_CUDA},
+    {"PLUGIN", RCOLL_SUBSYS_PLUGIN}, {"COLL", RCOLL_SUBSYS_COLL},
+    {"ALL", RCOLL_SUBSYS_ALL},
+};
+
+int rcoll_log_parse_level(const char *s)
+{
+    if (!s || !*s || !strcasecmp(s, "WARN")) return RCOLL_LOG_WARN;
+    if (!strcasecmp(s, "NONE")) return RCOLL_LOG_NONE;
+    if (!strcasecmp(s, "INFO")) return RCOLL_LOG_INFO;
+    if (!strcasecmp(s, "TRACE")) return RCOLL_LOG_TRACE;
+    return -1;
+}
+
+static uint32_t parse_subsys(const char *s)
+{
+    if (!s || !*s) return RCOLL_SUBSYS_ALL;
+    int negate = (s[0] == '^');
+    uint32_t mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", s + negate);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        for (size_t i = 0; i < sizeof(subsys_names) / sizeof(subsys_names[0]); i++)
+            if (!strcasecmp(tok, subsys_names[i].name)) mask |= subsys_names[i].bit;
+    }
+    return negate ? (RCOLL_SUBSYS_ALL & ~mask) : mask;
+}
+
+/* Expand %h (host) and %p (pid) in a file name pattern. */
+static void expand_pattern(const char *pat, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = pat; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
+            int n = p[1] == 'h' ? snprintf(out + o, len - o, "%s", log_host)
+                                : snprintf(out + o, len - o, "%d", (int)getpid());
+            if (n < 0) break;
+            o += (size_t)n < len - o ? (size_t)n : len - o - 1;
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+void rcoll_log_configure(const char *level, const char *subsys, const char *file)
+{
+    pthread_mutex_lock(&log_lock);
+    if (!log_host[0]) {
+        gethostname(log_host, sizeof(log_host) - 1);
+        char *dot = strchr(log_host, '.');
+        if (dot) *dot = '\0';
+    }
+    int lvl = rcoll_log_parse_level(level);
+    rcoll_log_level = lvl < 0 ? RCOLL_LOG_WARN : lvl;
+    rcoll_log_subsys = parse_subsys(subsys);
+    if (file && *file && !log_file) {
+        char path[512];
+        expand_pattern(file, path, sizeof(path));
+        log_file = fopen(path, "a");
+        if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+void rcoll_log_set_rank(int rank) { log_rank = rank; }
+
+static const char *subsys_name(rcoll_subsys_t ss)
+{
+    for (size_t i = 0; i < sizeof(subsys_names) / sizeof(subsys_names[0]); i++)
+        if (subsys_names[i].bit == ss) return subsys_names[i].name;
+    return "RCOLL";
+}
+
+void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char *fmt, ...)
+{
+    static const char *lvl_names[] = {"NONE", "WARN", "INFO", "TRACE"};
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (!log_host[0]) {
+        gethostname(log_host, sizeof(log_host) - 1);
+        char *dot = strchr(log_host, '.');
+        if (dot) *dot = '\0';
+    }
+    FILE *out = log_file ? log_file : stderr;
+    pthread_mutex_lock(&log_lock);
+    fprintf(out, "%s:%d:%ld [%d] rcoll %s %s %s\n", log_host, (int)getpid(),
+            (long)syscall(SYS_gettid), log_rank, lvl_names[level], subsys_name(subsys), msg);
+    fflush(out);
+    pthread_mutex_unlock(&log_lock);
+}

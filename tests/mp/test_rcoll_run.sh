@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Tests the rcoll-run launcher (tools/rcoll-run.c) with plain shell commands as ranks:
+# launch environment, output relay and prefixes, exit status propagation, grace period,
+# --timeout, signal forwarding, fd hygiene and usage errors; then, when the library works,
+# one real all_reduce_perf job. Every command is bounded by `timeout`.
+# Usage: bash tests/mp/test_rcoll_run.sh <meson build root>
+set -u
+
+BUILD=${1:?usage: test_rcoll_run.sh <meson build root>}
+RUN="$BUILD/tools/rcoll-run"
+if [ ! -x "$RUN" ]; then
+    echo "FAIL rcoll-run not found at $RUN"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# The checks below decide these themselves.
+unset RCOLL_SECRET RCOLL_SOCKET_IFNAME RCOLL_RUN_GRACE
+
+npass=0
+nfail=0
+RC=0
+ELAPSED_MS=0
+
+now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((t / 1000)); }
+
+# rr NAME ARGS...: runs rcoll-run ARGS, output in $TMP/NAME.out/.err, sets RC, ELAPSED_MS.
+rr() {
+    local name=$1 t0
+    shift
+    t0=$(now_ms)
+    timeout 20 "$RUN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null
+    RC=$?
+    ELAPSED_MS=$(($(now_ms) - t0))
+}
+
+# check NAME FUNCTION: runs one check; on failure shows what the launcher printed.
+check() {
+    local name=$1
+    shift
+    if "$@"; then
+        echo "ok   $name"
+        npass=$((npass + 1))
+    else
+        echo "FAIL $name (rc=$RC, ${ELAPSED_MS} ms)"
+        for f in "$TMP/$name.out" "$TMP/$name.err"; do
+            [ -f "$f" ] && sed "s|^|    ${f##*/}: |" "$f" | head -20
+        done
+        nfail=$((nfail + 1))
+    fi
+}
+
+t_env() {
+    rr env -n 4 sh -c 'echo "rank=$RCOLL_RANK n=$RCOLL_NRANKS lr=$RCOLL_LOCAL_RANK" \
+        "ls=$RCOLL_LOCAL_SIZE root=$RCOLL_ROOT secret=$RCOLL_SECRET if=$RCOLL_SOCKET_IFNAME"'
+    [ "$RC" = 0 ] && [ "$(wc -l <"$TMP/env.out")" = 4 ] && [ ! -s "$TMP/env.err" ] || return 1
+    for i in 0 1 2 3; do
+        grep -qx "\[$i\] rank=$i n=4 lr=$i ls=4 root=127\.0\.0\.1:[0-9]* secret=[0-9a-f]\{64\} if=lo" \
+            "$TMP/env.out" || return 1
+    done
+    [ "$(grep -o 'root=[^ ]*' "$TMP/env.out" | sort -u | wc -l)" = 1 ] &&
+        [ "$(grep -o 'secret=[^ ]*' "$TMP/env.out" | sort -u | wc -l)" = 1 ]
+}
+
+t_secret_fresh() {
+    local a b
+    rr secret_fresh -n 1 sh -c 'echo $RCOLL_SECRET'
+    a=$(cat "$TMP/secret_fresh.out")
+    rr secret_fresh -n 1 sh -c 'echo $RCOLL_SECRET'
+    b=$(cat "$TMP/secret_fresh.out")
+    [ "$RC" = 0 ] && [ -n "$a" ] && [ "$a" != "$b" ]
+}
+
+t_env_kept() {
+    RCOLL_SECRET=mysecret RCOLL_SOCKET_IFNAME=eth9 rr env_kept -n 2 \
+        sh -c 'echo "$RCOLL_SECRET $RCOLL_SOCKET_IFNAME"'
+    [ "$RC" = 0 ] && [ "$(sort "$TMP/env_kept.out")" = "$(printf '[0] mysecret eth9\n[1] mysecret eth9')" ]
+}
+
+t_streams() {
+    rr streams -n 2 sh -c 'echo out-$RCOLL_RANK; echo err-$RCOLL_RANK >&2; printf tail-$RCOLL_RANK'
+    [ "$RC" = 0 ] &&
+        [ "$(sort "$TMP/streams.out")" = "$(printf '[0] out-0\n[0] tail-0\n[1] out-1\n[1] tail-1')" ] &&
+        [ "$(sort "$TMP/streams.err")" = "$(printf '[0] err-0\n[1] err-1')" ]
+}
+
+t_quiet() {
+    rr quiet -q -n 3 sh -c 'echo out-$RCOLL_RANK; echo err-$RCOLL_RANK >&2'
+    [ "$RC" = 0 ] && [ "$(cat "$TMP/quiet.out")" = "[0] out-0" ] &&
+        [ "$(sort "$TMP/quiet.err")" = "$(printf '[0] err-0\n[1] err-1\n[2] err-2')" ]
+}
+
+t_no_prefix() {
+    rr no_prefix --no-prefix -n 2 -- sh -c 'echo line-$RCOLL_RANK'
+    [ "$RC" = 0 ] && [ "$(sort "$TMP/no_prefix.out")" = "$(printf 'line-0\nline-1')" ]
+}
+
+t_fds() {
+    # fd 7 is open in the launcher's parent without close-on-exec: ranks must not see it.
+    # ls runs as a plain child of the rank's shell, which then holds only 0-2.
+    rr fds -n 2 sh -c 'ls /proc/$$/fd' 7</dev/null
+    [ "$RC" = 0 ] && [ "$(sort "$TMP/fds.out")" = "$(printf '[0] 0\n[0] 1\n[0] 2\n[1] 0\n[1] 1\n[1] 2')" ]
+}
+
+t_exit_code() {
+    rr exit_code -n 3 sh -c '[ $RCOLL_RANK = 2 ] && exit 3; exit 0'
+    [ "$RC" = 3 ] && grep -q '^rcoll-run: rank 2 (pid [0-9]*) exited with status 3$' "$TMP/exit_code.err"
+}
+
+t_killed() {
+    rr killed -n 2 sh -c '[ $RCOLL_RANK = 1 ] && kill -9 $$; exit 0'
+    [ "$RC" = 137 ] && grep -q '^rcoll-run: rank 1 (pid [0-9]*) killed by signal 9' "$TMP/killed.err"
+}
+
+t_grace_finish() {
+    rr grace_finish --grace 5 -n 2 sh -c '[ $RCOLL_RANK = 0 ] && exit 3; sleep 0.5; echo finished'
+    [ "$RC" = 3 ] && grep -qx '\[1\] finished' "$TMP/grace_finish.out" && [ "$ELAPSED_MS" -lt 4000 ]
+}
+
+t_grace_bounded() {
+    rr grace_bounded --grace 1 -n 2 sh -c '[ $RCOLL_RANK = 0 ] && exit 3; exec sleep 30'
+    [ "$RC" = 3 ] && [ "$ELAPSED_MS" -ge 900 ] && [ "$ELAPSED_MS" -lt 5000 ] &&
+        grep -q 'grace period' "$TMP/grace_bounded.err"
+}
+
+t_timeout() {
+    rr timeout --timeout 1 -n 2 sleep 100
+    [ "$RC" = 124 ] && [ "$ELAPSED_MS" -lt 4000 ] &&
+        grep -q 'timeout after 1 s.*0-1' "$TMP/timeout.err"
+}
+
+# Starts rcoll-run in the background with ranks that print "ready" once set up; waits for
+# both ranks, sends rcoll-run the given signals 0.3 s apart, and sets RC once it is gone
+# (killed after 10 s if it is not). No `timeout` wrapper: the signals must reach rcoll-run.
+signal_job() {
+    local name=$1 script=$2 pid i t0
+    shift 2
+    "$RUN" -n 2 sh -c "$script" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
+    pid=$!
+    for i in $(seq 50); do
+        [ "$(grep -c ready "$TMP/$name.out")" = 2 ] && break
+        sleep 0.1
+    done
+    t0=$(now_ms)
+    for sig in "$@"; do
+        kill -"$sig" "$pid"
+        sleep 0.3
+    done
+    for i in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid"
+    RC=$?
+    ELAPSED_MS=$(($(now_ms) - t0))
+}
+
+t_sigint() {
+    signal_job sigint 'trap "echo got-int; exit 0" INT; echo ready; sleep 30 & wait' INT
+    [ "$RC" = 0 ] && grep -qx '\[0\] got-int' "$TMP/sigint.out" &&
+        grep -qx '\[1\] got-int' "$TMP/sigint.out" && [ "$ELAPSED_MS" -lt 3000 ]
+}
+
+t_sigint_twice() {
+    signal_job sigint_twice 'trap "" INT; echo ready; sleep 30' INT INT
+    [ "$RC" = 137 ] && [ "$ELAPSED_MS" -lt 3000 ]
+}
+
+t_usage() {
+    local ok=0
+    rr usage -q sh -c true;        [ "$RC" = 2 ] && grep -q 'missing -n' "$TMP/usage.err" || ok=1
+    rr usage -n 0 true;            [ "$RC" = 2 ] || ok=1
+    rr usage -n 1025 true;         [ "$RC" = 2 ] || ok=1
+    rr usage -n x true;            [ "$RC" = 2 ] || ok=1
+    rr usage -n 2;                 [ "$RC" = 2 ] && grep -q 'no command' "$TMP/usage.err" || ok=1
+    rr usage --bogus -n 2 true;    [ "$RC" = 2 ] || ok=1
+    rr usage --grace -1 -n 2 true; [ "$RC" = 2 ] || ok=1
+    rr usage --help;               [ "$RC" = 0 ] && grep -q '^usage: rcoll-run' "$TMP/usage.out" || ok=1
+    return $ok
+}
+
+t_not_found() {
+    rr not_found -n 2 ./no-such-command-here
+    [ "$RC" = 127 ] &&
+        grep -q "^\[[01]\] rcoll-run: cannot execute './no-such-command-here': No such file or directory$" \
+            "$TMP/not_found.err" &&
+        grep -q '^rcoll-run: rank [01] (pid [0-9]*) exited with status 127$' "$TMP/not_found.err"
+}
+
+check env t_env
+check secret_fresh t_secret_fresh
+check env_kept t_env_kept
+check streams t_streams
+check quiet t_quiet
+check no_prefix t_no_prefix
+check fds t_fds
+check exit_code t_exit_code
+check killed t_killed
+check grace_finish t_grace_finish
+check grace_bounded t_grace_bounded
+check timeout t_timeout
+check sigint t_sigint
+check sigint_twice t_sigint_twice
+check usage t_usage
+check not_found t_not_found
+
+PERF="$BUILD/bench/all_reduce_perf"
+if [ -x "$PERF" ]; then
+    rr perf --timeout 15 -n 2 "$PERF" -b 8 -e 1K -f 4 -n 2
+    if [ "$RC" = 0 ]; then
+        t_perf() { grep -q 'Out of bounds values : 0 OK' "$TMP/perf.out"; }
+        check perf t_perf
+    else
+        echo "note: all_reduce_perf not functional, skipped (rc=$RC)"
+    fi
+else
+    echo "note: all_reduce_perf not built, skipped"
+fi
+
+echo "$npass passed, $nfail failed"
+[ "$nfail" = 0 ]
