@@ -1,0 +1,284 @@
+/*
+ * test_coll_matrix.c - the collective matrix over real processes and real TCP connections:
+ * ranks 1..9; counts {0, 1, ranks-1, odd, multi-chunk} with a small-chunk knob so big counts
+ * take many pipeline loops; every datatype x op; in-place and out-of-place; broadcast from
+ * every root; barriers; several nonblocking operations outstanding, waited in reverse order
+ * and polled with rcoll_test.  Expected values come from a reference computed here in
+ * double/wide-integer arithmetic, independent of the library's reduction code.
+ * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+
+/* --- independent float16 / bfloat16 encoding of the small values used here ------------- */
+
+static uint16_t f16_from_double(double v)
+{
+    /* Exact for the values the generator makes (integers |v| <= 2048); rounds otherwise. */
+    if (v == 0) return 0;
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    double a = fabs(v);
+    int e = 0;
+    while (a >= 2.0) { a /= 2; e++; }
+    while (a < 1.0) { a *= 2; e--; }
+    uint16_t mant = (uint16_t)lround((a - 1.0) * 1024.0);
+    if (mant == 1024) { mant = 0; e++; }
+    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | mant);
+}
+
+static double f16_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 0) v = ldexp(m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t bf16_from_double(double v)
+{
+    float f = (float)v; /* exact small integers: the low half is zero */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static double bf16_to_double(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static const size_t esz[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static const char *const dtn[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                  "half", "bfloat16", "float", "double"};
+static const char *const opn[] = {"sum", "prod", "min", "max", "avg"};
+
+static int is_float(int dt) { return dt >= RCOLL_FLOAT16; }
+static int is_signed(int dt) { return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64; }
+
+/* The input of rank r at element i, as a small integer valid for every type. */
+static int64_t gen(int op, int r, size_t i)
+{
+    uint64_t h = (uint64_t)i * 2654435761u + (uint64_t)r * 40503u + (uint64_t)op * 977u;
+    h ^= h >> 13;
+    switch (op) {
+    case RCOLL_PROD: return 1 + (int64_t)(h % 2);           /* 1 or 2: 2^9 fits half */
+    case RCOLL_MIN:
+    case RCOLL_MAX: return (int64_t)(h % 120);             /* fits int8 and uint8 */
+    default: return (int64_t)(h % 9);                      /* 0..8 */
+    }
+}
+
+static void store(void *buf, int dt, size_t i, int64_t v)
+{
+    char *p = (char *)buf + i * esz[dt];
+    switch (dt) {
+    case RCOLL_INT8: case RCOLL_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+    case RCOLL_INT32: case RCOLL_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    case RCOLL_INT64: case RCOLL_UINT64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
+    case RCOLL_FLOAT16: { uint16_t x = f16_from_double((double)v); memcpy(p, &x, 2); break; }
+    case RCOLL_BFLOAT16: { uint16_t x = bf16_from_double((double)v); memcpy(p, &x, 2); break; }
+    case RCOLL_FLOAT32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    case RCOLL_FLOAT64: { double x = (double)v; memcpy(p, &x, 8); break; }
+    }
+}
+
+/* Read element i as double (floats) or as the integer's value. */
+static double load(const void *buf, int dt, size_t i)
+{
+    const char *p = (const char *)buf + i * esz[dt];
+    switch (dt) {
+    case RCOLL_INT8: { int8_t x; memcpy(&x, p, 1); return x; }
+    case RCOLL_UINT8: { uint8_t x; memcpy(&x, p, 1); return x; }
+    case RCOLL_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
+    case RCOLL_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
+    case RCOLL_INT64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+    case RCOLL_UINT64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
+    case RCOLL_FLOAT16: { uint16_t x; memcpy(&x, p, 2); return f16_to_double(x); }
+    case RCOLL_BFLOAT16: { uint16_t x; memcpy(&x, p, 2); return bf16_to_double(x); }
+    case RCOLL_FLOAT32: { float x; memcpy(&x, p, 4); return x; }
+    default: { double x; memcpy(&x, p, 8); return x; }
+    }
+}
+
+/* Wrap an exact integer result to the datatype's range (modular arithmetic). */
+static double wrap(int dt, int64_t v)
+{
+    switch (dt) {
+    case RCOLL_INT8: return (int8_t)(uint8_t)v;
+    case RCOLL_UINT8: return (uint8_t)v;
+    case RCOLL_INT32: return (int32_t)(uint32_t)v;
+    case RCOLL_UINT32: return (uint32_t)v;
+    default: return (double)v;
+    }
+}
+
+static double expected(int dt, int op, int n, size_t i)
+{
+    int64_t acc = gen(op, 0, i);
+    for (int r = 1; r < n; r++) {
+        int64_t v = gen(op, r, i);
+        switch (op) {
+        case RCOLL_PROD: acc *= v; break;
+        case RCOLL_MIN: acc = v < acc ? v : acc; break;
+        case RCOLL_MAX: acc = v > acc ? v : acc; break;
+        default: acc += v; break;
+        }
+    }
+    if (op != RCOLL_AVG) return is_float(dt) ? (double)acc : wrap(dt, acc);
+    if (is_float(dt)) return (double)acc / n;
+    /* Integer AVG: the sum in the element type, then C division (truncating). */
+    double w = wrap(dt, acc);
+    if (is_signed(dt)) return (double)((int64_t)w / n);
+    return (double)((uint64_t)w / (uint64_t)n);
+}
+
+static int close_enough(int dt, int op, double got, double want)
+{
+    if (op != RCOLL_AVG || !is_float(dt)) return got == want;
+    double rel = dt == RCOLL_FLOAT16 ? 1.0 / 512 : dt == RCOLL_BFLOAT16 ? 1.0 / 64
+               : dt == RCOLL_FLOAT32 ? 1e-6 : 1e-12;
+    return fabs(got - want) <= rel * (fabs(want) > 1 ? fabs(want) : 1);
+}
+
+static int verify(const void *buf, int dt, int op, int n, size_t count, const char *what,
+                  int rank)
+{
+    for (size_t i = 0; i < count; i++) {
+        double got = load(buf, dt, i), want = expected(dt, op, n, i);
+        if (!close_enough(dt, op, got, want)) {
+            fprintf(stderr, "rank %d: %s %s/%s count %zu: element %zu is %g, expected %g\n",
+                    rank, what, dtn[dt], opn[op], count, i, got, want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int fail_st(rcoll_comm_t comm, int rank, const char *what, rcoll_status_t st)
+{
+    fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, rcoll_status_string(st),
+            rcoll_comm_last_error(comm));
+    return 1;
+}
+
+static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    size_t counts[] = {0, 1, (size_t)(n - 1), 37, 1001};
+    size_t maxc = 1001;
+    char *send = malloc(maxc * 8), *recv = malloc(maxc * 8);
+    char *guard = malloc(maxc * 8 + 64);
+    int bad = 0;
+    for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
+        for (int op = 0; op < RCOLL_NUM_OPS; op++)
+            for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    size_t count = counts[ci];
+                    for (size_t i = 0; i < count; i++) store(send, dt, i, gen(op, rank, i));
+                    memset(recv, 0x5a, maxc * 8);
+                    rcoll_status_t st;
+                    if (inplace) {
+                        memcpy(recv, send, count * esz[dt]);
+                        st = rcoll_allreduce(RCOLL_IN_PLACE, recv, count, dt, op, comm);
+                    } else {
+                        memcpy(guard, send, maxc * 8);
+                        st = rcoll_allreduce(send, recv, count, dt, op, comm);
+                        if (memcmp(guard, send, maxc * 8)) {
+                            fprintf(stderr, "rank %d: allreduce modified sendbuf\n", rank);
+                            bad++;
+                        }
+                    }
+                    if (st != RCOLL_OK) return fail_st(comm, rank, "allreduce", st);
+                    bad += verify(recv, dt, op, n, count, inplace ? "in-place" : "out-of-place",
+                                  rank);
+                    /* Nothing past the end was written. */
+                    for (size_t b = count * esz[dt]; b < maxc * 8; b++)
+                        if ((unsigned char)recv[b] != 0x5a) {
+                            fprintf(stderr, "rank %d: byte %zu past the result was written\n",
+                                    rank, b);
+                            bad++;
+                            break;
+                        }
+                }
+    /* Broadcast from every root. */
+    for (int root = 0; root < n; root++)
+        for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+            size_t count = counts[ci];
+            for (size_t i = 0; i < count; i++)
+                store(recv, RCOLL_INT32, i, rank == root ? (int64_t)(i * 3 + root) : -1);
+            rcoll_status_t st = rcoll_bcast(recv, count, RCOLL_INT32, root, comm);
+            if (st != RCOLL_OK) return fail_st(comm, rank, "bcast", st);
+            for (size_t i = 0; i < count; i++)
+                if (load(recv, RCOLL_INT32, i) != (double)(i * 3 + root)) {
+                    fprintf(stderr, "rank %d: bcast root %d count %zu: element %zu wrong\n",
+                            rank, root, count, i);
+                    bad++;
+                    break;
+                }
+        }
+    /* Several nonblocking operations outstanding, completed in reverse order. */
+    enum { NB = 5 };
+    double *nb[NB];
+    rcoll_request_t req[NB];
+    for (int k = 0; k < NB; k++) {
+        nb[k] = malloc(700 * sizeof(double));
+        for (size_t i = 0; i < 700; i++) nb[k][i] = (double)(rank + k + (int)i % 5);
+        rcoll_status_t st = k == 2 ? rcoll_ibarrier(comm, &req[k])
+                                   : rcoll_iallreduce(RCOLL_IN_PLACE, nb[k], 700, RCOLL_FLOAT64,
+                                                      RCOLL_SUM, comm, &req[k]);
+        if (st != RCOLL_OK) return fail_st(comm, rank, "iallreduce", st);
+    }
+    for (int k = NB - 1; k >= 0; k--) {
+        rcoll_status_t st;
+        if (k % 2) {
+            st = rcoll_wait(&req[k]);
+        } else {
+            int done = 0;
+            do st = rcoll_test(&req[k], &done);
+            while (st == RCOLL_OK && !done);
+        }
+        if (st != RCOLL_OK || req[k] != NULL) return fail_st(comm, rank, "wait/test", st);
+        if (k == 2) continue;
+        for (size_t i = 0; i < 700; i++) {
+            double want = 0;
+            for (int r = 0; r < n; r++) want += r + k + (int)i % 5;
+            if (nb[k][i] != want) {
+                fprintf(stderr, "rank %d: nonblocking op %d element %zu wrong\n", rank, k, i);
+                bad++;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < NB; k++) free(nb[k]);
+    rcoll_status_t st = rcoll_barrier(comm);
+    if (st != RCOLL_OK) return fail_st(comm, rank, "barrier", st);
+    free(send);
+    free(recv);
+    free(guard);
+    return bad ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    int maxn = argc > 1 ? atoi(argv[1]) : 9;
+    setenv("RCOLL_CHUNK_SIZE", "64", 0);
+    setenv("RCOLL_TIMEOUT", "60", 0);
+    for (int n = 1; n <= maxn; n++) {
+        mp_result_t res;
+        int bad = mp_run(n, run_matrix, NULL, 300, &res);
+        CHECK(bad == 0, "matrix with %d ranks: %d ranks failed", n, bad);
+        printf("%d ranks: %s in %.1f s\n", n, bad ? "FAILED" : "ok", res.seconds);
+        fflush(stdout);
+    }
+    return mp_summary();
+}
