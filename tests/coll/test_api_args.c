@@ -1,0 +1,136 @@
+/*
+ * test_api_args.c - bad input returns the documented status with a message naming the
+ * problem, touches no buffer, and leaves the communicator usable.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+
+#define N 64
+
+static int expect(rcoll_comm_t comm, rcoll_status_t got, rcoll_status_t want, const char *word,
+                  const char *what, int rank)
+{
+    int ok = got == want && strstr(rcoll_comm_last_error(comm), word) != NULL;
+    if (!ok)
+        fprintf(stderr, "rank %d: %s: got %s '%s', wanted %s mentioning '%s'\n", rank, what,
+                rcoll_status_string(got), rcoll_comm_last_error(comm), rcoll_status_string(want),
+                word);
+    return ok ? 0 : 1;
+}
+
+static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    float buf[N], out[N], keep[N];
+    for (int i = 0; i < N; i++) buf[i] = out[i] = keep[i] = (float)i;
+    int bad = 0;
+    rcoll_request_t req = NULL;
+    bad += expect(comm, rcoll_allreduce(buf, NULL, N, RCOLL_FLOAT32, RCOLL_SUM, comm),
+                  RCOLL_ERR_INVALID_ARG, "recvbuf is NULL", "NULL recvbuf", rank);
+    bad += expect(comm, rcoll_allreduce(NULL, out, N, RCOLL_FLOAT32, RCOLL_SUM, comm),
+                  RCOLL_ERR_INVALID_ARG, "sendbuf is NULL", "NULL sendbuf", rank);
+    bad += expect(comm, rcoll_allreduce(buf, out, N, (rcoll_datatype_t)99, RCOLL_SUM, comm),
+                  RCOLL_ERR_INVALID_ARG, "invalid datatype 99", "bad datatype", rank);
+    bad += expect(comm, rcoll_allreduce(buf, out, N, RCOLL_FLOAT32, (rcoll_op_t)-3, comm),
+                  RCOLL_ERR_INVALID_ARG, "invalid reduction op -3", "bad op", rank);
+    bad += expect(comm, rcoll_allreduce(buf, out, RCOLL_MAX_COUNT + 1, RCOLL_FLOAT32, RCOLL_SUM,
+                                        comm),
+                  RCOLL_ERR_INVALID_ARG, "exceeds the maximum", "count overflow", rank);
+    bad += expect(comm, rcoll_allreduce(buf, buf + 1, N - 1, RCOLL_FLOAT32, RCOLL_SUM, comm),
+                  RCOLL_ERR_INVALID_ARG, "overlap partially", "overlapping buffers", rank);
+    bad += expect(comm, rcoll_bcast(buf, N, RCOLL_FLOAT32, n, comm), RCOLL_ERR_INVALID_ARG,
+                  "root", "root == nranks", rank);
+    bad += expect(comm, rcoll_bcast(buf, N, RCOLL_FLOAT32, -1, comm), RCOLL_ERR_INVALID_ARG,
+                  "root -1", "negative root", rank);
+    bad += expect(comm, rcoll_bcast(NULL, 3, RCOLL_FLOAT32, 0, comm), RCOLL_ERR_INVALID_ARG,
+                  "buf is NULL", "NULL bcast buffer", rank);
+    bad += expect(comm, rcoll_iallreduce(buf, out, N, RCOLL_FLOAT32, RCOLL_SUM, comm, NULL),
+                  RCOLL_ERR_INVALID_ARG, "req is NULL", "NULL request", rank);
+    if (rcoll_wait(NULL) != RCOLL_ERR_INVALID_ARG || rcoll_wait(&req) != RCOLL_ERR_INVALID_ARG) {
+        fprintf(stderr, "rank %d: rcoll_wait(NULL) not rejected\n", rank);
+        bad++;
+    }
+    int done;
+    if (rcoll_test(&req, &done) != RCOLL_ERR_INVALID_ARG) bad++;
+    if (rcoll_allreduce(buf, out, N, RCOLL_FLOAT32, RCOLL_SUM, NULL) != RCOLL_ERR_INVALID_ARG)
+        bad++;
+    int r = -1;
+    if (rcoll_comm_rank(comm, NULL) != RCOLL_ERR_INVALID_ARG ||
+        rcoll_comm_rank(comm, &r) != RCOLL_OK || r != rank)
+        bad++;
+    /* Nothing was touched by any rejected call. */
+    if (memcmp(buf, keep, sizeof(buf)) || memcmp(out, keep, sizeof(out))) {
+        fprintf(stderr, "rank %d: a rejected call modified a buffer\n", rank);
+        bad++;
+    }
+    /* Count 0 with NULL buffers is a valid no-op. */
+    if (rcoll_allreduce(NULL, NULL, 0, RCOLL_FLOAT32, RCOLL_SUM, comm) != RCOLL_OK) bad++;
+    /* The communicator still works. */
+    rcoll_status_t st = rcoll_allreduce(buf, out, N, RCOLL_FLOAT32, RCOLL_SUM, comm);
+    for (int i = 0; i < N && st == RCOLL_OK; i++)
+        if (out[i] != (float)(i * n)) st = RCOLL_ERR_INTERNAL;
+    if (st != RCOLL_OK) {
+        fprintf(stderr, "rank %d: comm unusable after bad input: %s\n", rank,
+                rcoll_comm_last_error(comm));
+        bad++;
+    }
+    return bad;
+}
+
+int main(void)
+{
+    setenv("RCOLL_DEBUG", "NONE", 0);
+    int bad = mp_run(3, bad_inputs, NULL, 60, NULL);
+    CHECK(bad == 0, "bad collective arguments rejected cleanly on every rank");
+
+    /* Communicator creation arguments (no process needed: they fail before any I/O). */
+    rcoll_unique_id_t id;
+    rcoll_comm_t comm = NULL;
+    CHECK(rcoll_get_unique_id(NULL) == RCOLL_ERR_INVALID_ARG, "NULL id pointer");
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK, "unique id");
+    CHECK(rcoll_comm_init_rank(2, &id, 2, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "rank=2") && comm == NULL,
+          "rank >= nranks: %s", rcoll_last_init_error());
+    CHECK(rcoll_comm_init_rank(0, &id, 0, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "nranks=0"),
+          "nranks 0: %s", rcoll_last_init_error());
+    CHECK(rcoll_comm_init_rank(2, NULL, 0, &comm) == RCOLL_ERR_INVALID_ARG, "NULL id");
+    CHECK(rcoll_comm_init_rank(2, &id, 0, NULL) == RCOLL_ERR_INVALID_ARG, "NULL comm");
+    rcoll_unique_id_t junk;
+    memset(&junk, 0x41, sizeof(junk));
+    CHECK(rcoll_comm_init_rank(2, &junk, 0, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "not a valid rcoll id"),
+          "garbage id: %s", rcoll_last_init_error());
+    unsetenv("RCOLL_RANK");
+    unsetenv("RCOLL_NRANKS");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMI_RANK");
+    unsetenv("PMI_SIZE");
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "RCOLL_RANK"),
+          "no launch environment: %s", rcoll_last_init_error());
+    setenv("RCOLL_RANK", "3", 1);
+    setenv("RCOLL_NRANKS", "2", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "RCOLL_RANK=3"),
+          "rank outside size: %s", rcoll_last_init_error());
+    setenv("RCOLL_RANK", "1", 1);
+    setenv("RCOLL_ROOT", "nonsense", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "nonsense"),
+          "malformed RCOLL_ROOT: %s", rcoll_last_init_error());
+    setenv("RCOLL_TIMEOUT", "never", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "RCOLL_TIMEOUT"),
+          "bad knob value named: %s", rcoll_last_init_error());
+    CHECK(rcoll_comm_destroy(NULL) == RCOLL_OK && rcoll_comm_abort(NULL) == RCOLL_OK,
+          "NULL destroy/abort are no-ops");
+    return mp_summary();
+}

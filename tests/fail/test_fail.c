@@ -1,0 +1,257 @@
+/*
+ * test_fail.c - failures must become clear errors within the timeout, never hangs:
+ *  - a rank killed mid all-reduce: every survivor returns an error naming it (unique-id
+ *    launch, and environment launch where the killed rank 0 also hosts the root);
+ *  - a rank that stops responding (SIGSTOP): survivors time out naming it;
+ *  - a rank that never joins: init fails on the others within the timeout, naming it;
+ *  - a process with the wrong secret is rejected (RCOLL_ERR_AUTH) and the job still forms;
+ *  - garbage and silent connections on the root's port are dropped; the job still forms.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp.h"
+
+#define TIMEOUT_S 4.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    int victim;       /* rank that dies */
+    int stop;         /* 1: SIGSTOP instead of SIGKILL */
+    char word[32];    /* survivors' error must contain this */
+    double limit_s;   /* survivors must see the error within this time of the death */
+} kill_arg_t;
+
+/* Each rank runs all-reduces; the victim dies in the middle of its third one. */
+static int run_until_failure(rcoll_comm_t comm, int rank, int n, kill_arg_t *a)
+{
+    (void)n;
+    size_t count = 1 << 20;
+    float *buf = malloc(count * sizeof(float));
+    for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
+    double t_start = 0;
+    for (int iter = 0; iter < 1000; iter++) {
+        if (rank == a->victim && iter == 2) {
+            rcoll_request_t req;
+            rcoll_iallreduce(RCOLL_IN_PLACE, buf, count, RCOLL_FLOAT32, RCOLL_SUM, comm, &req);
+            int done = 0;
+            for (int k = 0; k < 50 && !done; k++) rcoll_test(&req, &done);
+            raise(a->stop ? SIGSTOP : SIGKILL);
+            pause();
+        }
+        if (iter == 2) t_start = now_s();
+        rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, buf, count, RCOLL_FLOAT32,
+                                            RCOLL_SUM, comm);
+        if (st == RCOLL_OK) continue;
+        double took = now_s() - t_start;
+        const char *msg = rcoll_comm_last_error(comm);
+        int ok = strstr(msg, a->word) != NULL && took < a->limit_s &&
+                 (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_TIMEOUT);
+        fprintf(stderr, "rank %d: %s after %.2f s: %s: %s\n", rank, ok ? "ok" : "BAD", took,
+                rcoll_status_string(st), msg);
+        /* Later calls fail at once with the original cause. */
+        st = rcoll_barrier(comm);
+        if (st != RCOLL_ERR_INVALID_USAGE || !strstr(rcoll_comm_last_error(comm), a->word))
+            ok = 0;
+        free(buf);
+        return ok ? 0 : 1;
+    }
+    fprintf(stderr, "rank %d: never saw the failure\n", rank);
+    return 1;
+}
+
+static int killed_rank_fn(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    return run_until_failure(comm, rank, n, arg);
+}
+
+static void test_killed(int n, int victim)
+{
+    kill_arg_t a = {.victim = victim, .stop = 0, .limit_s = TIMEOUT_S};
+    snprintf(a.word, sizeof(a.word), "rank %d", victim);
+    mp_result_t res;
+    mp_run(n, killed_rank_fn, &a, 30, &res);
+    for (int r = 0; r < n; r++) {
+        if (r == victim)
+            CHECK(res.codes[r] == 128 + SIGKILL, "victim rank %d killed (code %d)", r,
+                  res.codes[r]);
+        else
+            CHECK(res.codes[r] == 0, "survivor rank %d of %d reported rank %d's death (code %d)",
+                  r, n, victim, res.codes[r]);
+    }
+}
+
+static void test_stopped(void)
+{
+    kill_arg_t a = {.victim = 1, .stop = 1, .limit_s = TIMEOUT_S + 3};
+    snprintf(a.word, sizeof(a.word), "rank 1");
+    mp_result_t res;
+    mp_run(3, killed_rank_fn, &a, TIMEOUT_S + 6, &res);
+    CHECK(res.codes[0] == 0 && res.codes[2] == 0,
+          "survivors of a stopped rank time out naming it (codes %d, %d)", res.codes[0],
+          res.codes[2]);
+    CHECK(res.codes[1] == MP_TIMEOUT_EXIT, "stopped rank reaped by the harness");
+}
+
+/* --- environment launch --------------------------------------------------------------- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static char root_env[64];
+
+static void set_env_rank(int rank, int n, const char *secret)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "%d", rank);
+    setenv("RCOLL_RANK", v, 1);
+    snprintf(v, sizeof(v), "%d", n);
+    setenv("RCOLL_NRANKS", v, 1);
+    setenv("RCOLL_ROOT", root_env, 1);
+    setenv("RCOLL_SECRET", secret, 1);
+}
+
+static int env_killed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    set_env_rank(rank, n, "s3cret");
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 90;
+    }
+    int rc = run_until_failure(comm, rank, n, arg);
+    rcoll_comm_destroy(comm);
+    return rc;
+}
+
+static void test_env_root_killed(void)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    kill_arg_t a = {.victim = 0, .stop = 0, .limit_s = TIMEOUT_S, .word = "rank 0"};
+    mp_result_t res;
+    mp_run_raw(3, env_killed_fn, &a, 30, &res);
+    CHECK(res.codes[0] == 128 + SIGKILL && res.codes[1] == 0 && res.codes[2] == 0,
+          "env launch: rank 0 (root host) killed; survivors name it (codes %d %d %d)",
+          res.codes[0], res.codes[1], res.codes[2]);
+}
+
+/* Ranks 0 and 1 form a job; rank "2" is an impostor with the wrong secret that tries first,
+ * and also throws garbage and a silent connection at the root's port. */
+static int auth_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg, (void)n;
+    if (rank == 2) {
+        int port = atoi(strchr(root_env, ':') + 1);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int g = -1, s = -1;
+        for (int k = 0; k < 100; k++) {
+            g = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(g, (struct sockaddr *)&sa, sizeof(sa)) == 0) break;
+            close(g);
+            g = -1;
+            usleep(20000);
+        }
+        if (g < 0) return 3;
+        const char junk[] = "GET / HTTP/1.0\r\n\r\nthis is not rcoll at all, not even close......";
+        if (write(g, junk, sizeof(junk)) < 0) return 4;
+        s = socket(AF_INET, SOCK_STREAM, 0); /* silent: connects and says nothing */
+        if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) return 5;
+        set_env_rank(1, 2, "wrong-secret");
+        setenv("RCOLL_DEBUG", "NONE", 1);
+        rcoll_comm_t comm;
+        rcoll_status_t st = rcoll_comm_init_env(&comm);
+        int ok = st == RCOLL_ERR_AUTH && strstr(rcoll_last_init_error(), "secret");
+        fprintf(stderr, "impostor: %s: %s\n", rcoll_status_string(st), rcoll_last_init_error());
+        close(g);
+        close(s);
+        return ok ? 0 : 6;
+    }
+    if (rank == 1) usleep(400000); /* let the impostor go first */
+    set_env_rank(rank, 2, "right-secret");
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_env(&comm);
+    if (st != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 7;
+    }
+    int v = rank + 1;
+    st = rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_INT32, RCOLL_SUM, comm);
+    rcoll_comm_destroy(comm);
+    return (st == RCOLL_OK && v == 3) ? 0 : 8;
+}
+
+static void test_auth_and_garbage(void)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    mp_result_t res;
+    mp_run_raw(3, auth_fn, NULL, 30, &res);
+    CHECK(res.codes[2] == 0, "impostor with the wrong secret gets RCOLL_ERR_AUTH (code %d)",
+          res.codes[2]);
+    CHECK(res.codes[0] == 0 && res.codes[1] == 0,
+          "job forms despite garbage, a silent socket and an impostor (codes %d %d)",
+          res.codes[0], res.codes[1]);
+}
+
+/* Rank 2 of 3 never calls init. */
+static int never_join_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)arg;
+    if (rank == 2) return 0;
+    double t0 = now_s();
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_rank(n, id, rank, &comm);
+    double took = now_s() - t0;
+    const char *msg = rcoll_last_init_error();
+    int ok = st == RCOLL_ERR_TIMEOUT && strstr(msg, "2") && strstr(msg, "never joined") &&
+             took < TIMEOUT_S + 4;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, ok ? "ok" : "BAD", took, msg);
+    return ok ? 0 : 1;
+}
+
+static void test_never_joins(void)
+{
+    mp_result_t res;
+    mp_run_raw(3, never_join_fn, NULL, 30, &res);
+    CHECK(res.codes[0] == 0 && res.codes[1] == 0,
+          "init fails within the timeout naming the missing rank (codes %d %d)", res.codes[0],
+          res.codes[1]);
+}
+
+int main(void)
+{
+    char t[32];
+    snprintf(t, sizeof(t), "%g", TIMEOUT_S);
+    setenv("RCOLL_TIMEOUT", t, 1);
+    setenv("RCOLL_CHUNK_SIZE", "64K", 1);
+    test_killed(2, 1);
+    test_killed(4, 2);
+    test_killed(5, 0);
+    test_stopped();
+    test_env_root_killed();
+    test_auth_and_garbage();
+    test_never_joins();
+    return mp_summary();
+}

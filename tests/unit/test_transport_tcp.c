@@ -1,0 +1,738 @@
+/*
+ * test_transport_tcp.c - conformance suite for the TCP transport, driven through its ops table.
+ * Both ends live in this one thread (every op is non-blocking, so one loop tests both sides);
+ * raw sockets built from socket.h play misbehaving peers.  Every wait has a 10 s deadline so
+ * a bug fails the test instead of hanging it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "transport/socket.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/time.h"
+
+#define DEADLINE_NS (10ull * 1000000000ull)
+#define GUARD 64
+
+static const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
+static int passed, failed;
+static int cur_failed;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());            \
+            cur_failed = 1;                                                     \
+        }                                                                       \
+    } while (0)
+
+typedef struct {
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc, *sc, *rc;
+} pair_t;
+
+/* (Re)initialise the transport with nsocks sockets per connection. */
+static void setup(int nsocks, size_t stripe_min)
+{
+    rcoll_config_t cfg;
+    T->fini();
+    if (rcoll_config_load(&cfg) != RCOLL_OK) {
+        fprintf(stderr, "config load failed: %s\n", rcoll_err_get());
+        exit(1);
+    }
+    cfg.socket_nsocks = nsocks;
+    cfg.socket_stripe_min = stripe_min;
+    if (T->init(&cfg) != RCOLL_OK) {
+        fprintf(stderr, "tcp init failed: %s\n", rcoll_err_get());
+        exit(1);
+    }
+}
+
+static rcoll_status_t pair_open(pair_t *p)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    rcoll_status_t st;
+    memset(p, 0, sizeof(*p));
+    st = T->listen(0, p->handle, &p->lc);
+    if (st != RCOLL_OK)
+        return st;
+    while (!p->sc || !p->rc) {
+        char copy[RCOLL_TRANSPORT_HANDLE_BYTES]; /* a fresh copy each call: keyed by contents */
+        memcpy(copy, p->handle, sizeof(copy));
+        if (!p->sc && (st = T->connect(0, copy, &p->sc)) != RCOLL_OK)
+            return st;
+        if (!p->rc && (st = T->accept(p->lc, &p->rc)) != RCOLL_OK)
+            return st;
+        if (rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "pair_open: no connection in 10 s");
+    }
+    return RCOLL_OK;
+}
+
+static void pair_close(pair_t *p)
+{
+    if (p->sc)
+        T->close_send(p->sc);
+    if (p->rc)
+        T->close_recv(p->rc);
+    if (p->lc)
+        T->close_listen(p->lc);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Test requests (either may be NULL or already done) until both are done or one fails. */
+static rcoll_status_t wait2(void **a, void **b, size_t *sizes_b)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (*a || *b) {
+        int done;
+        rcoll_status_t st;
+        if (*a) {
+            st = T->test(*a, &done, NULL);
+            if (st != RCOLL_OK) {
+                *a = NULL;
+                return st;
+            }
+            if (done)
+                *a = NULL;
+        }
+        if (*b) {
+            st = T->test(*b, &done, sizes_b);
+            if (st != RCOLL_OK) {
+                *b = NULL;
+                return st;
+            }
+            if (done)
+                *b = NULL;
+        }
+        if (rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait2: not done in 10 s");
+    }
+    return RCOLL_OK;
+}
+
+static void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (unsigned char)(x >> 16);
+    }
+}
+
+static int guard_ok(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+/* A raw TCP client connected (blocking) to the handle's listener. */
+static int raw_connect(const char *handle)
+{
+    rcoll_sock_handle_t h;
+    memcpy(&h, handle, sizeof(h));
+    int fd = socket(h.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, &h.addr.sa, rcoll_net_addr_len(&h.addr)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int raw_hello(int fd, const char *handle, uint64_t nonce_delta)
+{
+    rcoll_sock_handle_t h;
+    rcoll_sock_hello_t m;
+    memcpy(&h, handle, sizeof(h));
+    memset(&m, 0, sizeof(m));
+    m.magic = RCOLL_SOCK_HELLO_MAGIC;
+    m.version = RCOLL_SOCK_VERSION;
+    m.nonce = h.nonce + nonce_delta;
+    rcoll_random_bytes(&m.conn_id, sizeof(m.conn_id));
+    m.index = 0;
+    m.nsocks = h.nsocks;
+    return send(fd, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) ? 0 : -1;
+}
+
+/* Call accept until it yields a comm or the deadline; *comm NULL on timeout. */
+static rcoll_status_t accept_wait(void *lc, void **comm, double seconds)
+{
+    uint64_t end = rcoll_now_ns() + (uint64_t)(seconds * 1e9);
+    *comm = NULL;
+    while (!*comm && rcoll_now_ns() < end) {
+        rcoll_status_t st = T->accept(lc, comm);
+        if (st != RCOLL_OK)
+            return st;
+    }
+    return RCOLL_OK;
+}
+
+/* After the listener has dropped a raw socket, reading it gives EOF (or a reset). */
+static int raw_sees_close(int fd, void *lc)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    char b[16];
+    while (rcoll_now_ns() < end) {
+        void *rc = NULL;
+        T->accept(lc, &rc);
+        if (rc) {
+            T->close_recv(rc);
+            return 0; /* accepted: wrong */
+        }
+        ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------------------------ */
+
+static void test_props(void)
+{
+    rcoll_transport_props_t pr;
+    int n = 0;
+    CHECK(T->devices(&n) == RCOLL_OK && n == 1, "devices = %d", n);
+    CHECK(T->get_props(0, &pr) == RCOLL_OK, "get_props");
+    CHECK(pr.ptr_support == RCOLL_PTR_HOST, "ptr_support %d", pr.ptr_support);
+    CHECK(pr.speed_mbps > 0 && pr.max_recvs == RCOLL_TRANSPORT_MAX_RECVS, "props");
+    CHECK(pr.max_msg_size >= ((size_t)1 << 32), "max_msg_size %zu", pr.max_msg_size);
+    CHECK(pr.name[0] != '\0', "empty name");
+}
+
+static void test_sizes(int nsocks)
+{
+    static const size_t sizes[] = {0, 1, 100, 64 << 10, 1 << 20, (16 << 20) + 3};
+    pair_t p;
+    setup(nsocks, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && p.rc; k++) {
+        size_t n = sizes[k], cap = n + 5; /* the posted buffer may be larger than the msg */
+        unsigned char *src = malloc(n + 1), *dst = malloc(cap + GUARD);
+        void *sreq = NULL, *rreq = NULL, *dp = dst;
+        size_t got[1] = {~(size_t)0};
+        fill(src, n, (unsigned)k);
+        memset(dst, 0xA5, cap + GUARD);
+        CHECK(T->isend(p.sc, src, n, 7, NULL, &sreq) == RCOLL_OK && sreq, "isend %zu", n);
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){7}, NULL, &rreq) == RCOLL_OK && rreq,
+              "irecv %zu", n);
+        CHECK(wait2(&sreq, &rreq, got) == RCOLL_OK, "transfer of %zu bytes", n);
+        CHECK(got[0] == n, "size %zu reported %zu", n, got[0]);
+        CHECK(memcmp(src, dst, n) == 0, "data of %zu bytes differs", n);
+        CHECK(guard_ok(dst + n, cap + GUARD - n, 0xA5), "bytes past %zu were written", n);
+        free(src);
+        free(dst);
+    }
+    pair_close(&p);
+}
+
+/* Many messages in flight, mixed sizes, tested in reverse order; the queue bound. */
+static void test_pipeline(int nsocks)
+{
+    enum { N = RCOLL_SOCK_MAX_REQS };
+    pair_t p;
+    size_t len[N];
+    unsigned char *src[N], *dst[N];
+    void *sreq[N], *rreq[N], *extra = (void *)1;
+    setup(nsocks, 32 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    for (int i = 0; i < N; i++) {
+        len[i] = (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(len[i] + 1);
+        fill(src[i], len[i], 100u + (unsigned)i);
+        CHECK(T->isend(p.sc, src[i], len[i], i, NULL, &sreq[i]) == RCOLL_OK && sreq[i],
+              "isend %d", i);
+        void *dp = dst[i];
+        CHECK(T->irecv(p.rc, 1, &dp, &len[i], NULL, NULL, &rreq[i]) == RCOLL_OK && rreq[i],
+              "irecv %d", i);
+    }
+    CHECK(T->isend(p.sc, src[0], 1, 0, NULL, &extra) == RCOLL_OK && extra == NULL,
+          "isend beyond %d outstanding must give a NULL request", N);
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    int left = 2 * N;
+    while (left > 0 && rcoll_now_ns() < end && !cur_failed) {
+        for (int i = N - 1; i >= 0; i--) {
+            int done;
+            if (sreq[i]) {
+                CHECK(T->test(sreq[i], &done, NULL) == RCOLL_OK, "test send %d", i);
+                if (done) {
+                    sreq[i] = NULL;
+                    left--;
+                }
+            }
+            if (rreq[i]) {
+                size_t got = 0;
+                CHECK(T->test(rreq[i], &done, &got) == RCOLL_OK, "test recv %d", i);
+                if (done) {
+                    CHECK(got == len[i], "recv %d size %zu != %zu", i, got, len[i]);
+                    rreq[i] = NULL;
+                    left--;
+                }
+            }
+        }
+    }
+    CHECK(left == 0, "%d requests not complete", left);
+    for (int i = 0; i < N; i++) {
+        CHECK(left != 0 || memcmp(src[i], dst[i], len[i]) == 0, "message %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p); /* frees whatever is still outstanding after a failure */
+}
+
+static void test_grouped(int nsocks)
+{
+    pair_t p;
+    size_t len[3] = {10, 0, 300000}, cap[3] = {20, 8, 300000}, got[3] = {0, 1, 0};
+    unsigned char *src[3], *dst[3];
+    void *sreq[3], *rreq = NULL, *dp[3];
+    setup(nsocks, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    for (int i = 0; i < 3; i++) {
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(cap[i] + 1);
+        dp[i] = dst[i];
+        fill(src[i], len[i], 7u * (unsigned)i);
+        CHECK(T->isend(p.sc, src[i], len[i], -1, NULL, &sreq[i]) == RCOLL_OK, "isend %d", i);
+    }
+    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
+          "grouped irecv");
+    void *none = NULL;
+    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
+    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
+    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
+    for (int i = 0; i < 3; i++) {
+        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
+        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p);
+}
+
+static void test_tag_mismatch(void)
+{
+    pair_t p;
+    char sbuf[32] = "hello", rbuf[32];
+    size_t cap = sizeof(rbuf);
+    void *sreq = NULL, *rreq = NULL, *rreq2 = NULL, *dp = rbuf;
+    setup(1, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    CHECK(T->isend(p.sc, sbuf, 6, 7, NULL, &sreq) == RCOLL_OK, "isend");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){5}, NULL, &rreq) == RCOLL_OK, "irecv");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_OK, "irecv 2");
+    rcoll_status_t st = wait2(&sreq, &rreq, NULL);
+    CHECK(st == RCOLL_ERR_PROTOCOL, "tag mismatch gave %d", st);
+    CHECK(strstr(rcoll_err_get(), "tag") != NULL, "message names the tag");
+    int done = 0;
+    if (rreq2) /* the outstanding request fails the same way */
+        CHECK(T->test(rreq2, &done, NULL) == RCOLL_ERR_PROTOCOL, "outstanding request");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_ERR_PROTOCOL,
+          "later irecv on a failed comm");
+    pair_close(&p);
+}
+
+static void test_too_small(void)
+{
+    pair_t p;
+    unsigned char sbuf[200], rbuf[100 + GUARD];
+    size_t cap = 100;
+    void *sreq = NULL, *rreq = NULL, *dp = rbuf;
+    setup(1, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    fill(sbuf, sizeof(sbuf), 3);
+    memset(rbuf, 0x5A, sizeof(rbuf));
+    CHECK(T->isend(p.sc, sbuf, sizeof(sbuf), 1, NULL, &sreq) == RCOLL_OK, "isend");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+    void *none = NULL;
+    CHECK(wait2(&sreq, &none, NULL) == RCOLL_OK, "send completes into the socket");
+    rcoll_status_t st = wait2(&none, &rreq, NULL);
+    CHECK(st == RCOLL_ERR_PROTOCOL, "oversized message gave %d", st);
+    CHECK(strstr(rcoll_err_get(), "200") && strstr(rcoll_err_get(), "100"),
+          "message names both sizes");
+    CHECK(guard_ok(rbuf, sizeof(rbuf), 0x5A), "receive buffer or guard was written");
+    pair_close(&p);
+}
+
+static void test_garbage_client(int nsocks)
+{
+    pair_t p;
+    setup(nsocks, 64 << 10);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    int fd = raw_connect(p.handle);
+    CHECK(fd >= 0, "raw connect");
+    if (fd < 0)
+        goto out;
+    char junk[64];
+    memset(junk, 'x', sizeof(junk));
+    CHECK(send(fd, junk, sizeof(junk), MSG_NOSIGNAL) == (ssize_t)sizeof(junk), "send junk");
+    CHECK(raw_sees_close(fd, p.lc), "garbage client was not dropped");
+    close(fd);
+    /* a valid connect afterwards still works, and carries data */
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while ((!p.sc || !p.rc) && rcoll_now_ns() < end) {
+        if (!p.sc)
+            CHECK(T->connect(0, p.handle, &p.sc) == RCOLL_OK, "connect");
+        if (!p.rc)
+            CHECK(T->accept(p.lc, &p.rc) == RCOLL_OK, "accept");
+    }
+    CHECK(p.sc && p.rc, "valid connect after garbage");
+    if (p.sc && p.rc) {
+        char s[4] = "abc", r[4] = "";
+        size_t cap = 4;
+        void *sreq, *rreq, *dp = r;
+        T->isend(p.sc, s, 4, 0, NULL, &sreq);
+        T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq);
+        CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !strcmp(r, "abc"), "data");
+    }
+out:
+    pair_close(&p);
+}
+
+static void test_wrong_nonce(void)
+{
+    pair_t p;
+    void *rc = NULL;
+    setup(1, 64 << 10);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    int fd = raw_connect(p.handle);
+    CHECK(fd >= 0 && raw_hello(fd, p.handle, 1) == 0, "raw hello");
+    CHECK(raw_sees_close(fd, p.lc), "wrong-nonce client was not dropped");
+    CHECK(accept_wait(p.lc, &rc, 0.2) == RCOLL_OK && rc == NULL, "wrong nonce accepted");
+    if (rc)
+        T->close_recv(rc);
+    if (fd >= 0)
+        close(fd);
+    pair_close(&p);
+}
+
+/* Too many silent clients: the oldest are dropped, a valid connect still succeeds. */
+static void test_half_open_cap(void)
+{
+    enum { N = RCOLL_SOCK_MAX_HALF_OPEN + 20 };
+    static int fds[N];
+    pair_t p;
+    int saved = rcoll_log_level;
+    setup(1, 64 << 10);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    rcoll_log_level = RCOLL_LOG_NONE; /* 20 expected WARNs */
+    for (int i = 0; i < N; i++) {
+        fds[i] = raw_connect(p.handle);
+        if (i % 64 == 63) /* drain the backlog as we go */
+            T->accept(p.lc, &p.rc);
+    }
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while ((!p.sc || !p.rc) && rcoll_now_ns() < end) {
+        if (!p.sc)
+            CHECK(T->connect(0, p.handle, &p.sc) == RCOLL_OK, "connect");
+        if (!p.rc)
+            CHECK(T->accept(p.lc, &p.rc) == RCOLL_OK, "accept");
+    }
+    rcoll_log_level = saved;
+    CHECK(p.sc && p.rc, "valid connect behind %d silent clients", N);
+    char b;
+    CHECK(fds[0] >= 0 && recv(fds[0], &b, 1, MSG_DONTWAIT) == 0, "oldest silent client kept");
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    pair_close(&p);
+}
+
+/* A raw peer that completed a valid hello (nsocks 1), then misbehaves as told. */
+static void test_raw_peer(const char *what)
+{
+    pair_t p;
+    unsigned char buf[2000];
+    size_t cap = sizeof(buf);
+    void *rreq = NULL, *dp = buf, *none = NULL;
+    setup(1, 64 << 10);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    int fd = raw_connect(p.handle);
+    CHECK(fd >= 0 && raw_hello(fd, p.handle, 0) == 0, "raw hello");
+    CHECK(accept_wait(p.lc, &p.rc, 10) == RCOLL_OK && p.rc, "valid raw hello not accepted");
+    if (!p.rc || fd < 0)
+        goto out;
+    rcoll_sock_frame_t h = {.magic = RCOLL_SOCK_FRAME_MAGIC, .tag = 0, .length = 1000};
+    if (!strcmp(what, "badmagic"))
+        h.magic ^= 0x01010101u;
+    CHECK(send(fd, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h), "send header");
+    CHECK(send(fd, buf, 10, MSG_NOSIGNAL) == 10, "send part of the payload");
+    if (!strcmp(what, "close")) {
+        close(fd);
+        fd = -1;
+    }
+    memset(buf, 0, sizeof(buf));
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+    rcoll_status_t st = wait2(&none, &rreq, NULL);
+    if (!strcmp(what, "close")) {
+        CHECK(st == RCOLL_ERR_REMOTE, "peer close mid-message gave %d", st);
+        CHECK(strstr(rcoll_err_get(), "closed by peer") != NULL, "message");
+    } else {
+        CHECK(st == RCOLL_ERR_PROTOCOL, "bad magic gave %d", st);
+        CHECK(strstr(rcoll_err_get(), "malformed frame") != NULL, "message");
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    pair_close(&p);
+}
+
+/* The receiver closes while a big send is in flight: the sender sees RCOLL_ERR_REMOTE. */
+static void test_sender_sees_close(int nsocks)
+{
+    pair_t p;
+    size_t n = 64 << 20;
+    unsigned char *src = calloc(1, n);
+    void *sreq = NULL, *none = NULL;
+    setup(nsocks, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        CHECK(T->isend(p.sc, src, n, 0, NULL, &sreq) == RCOLL_OK, "isend");
+        int done;
+        CHECK(T->test(sreq, &done, NULL) == RCOLL_OK && !done, "first test");
+        T->close_recv(p.rc);
+        p.rc = NULL;
+        rcoll_status_t st = wait2(&sreq, &none, NULL);
+        CHECK(st == RCOLL_ERR_REMOTE, "send to a closed peer gave %d", st);
+        CHECK(strstr(rcoll_err_get(), "closed by peer") != NULL, "message");
+        CHECK(T->isend(p.sc, src, 1, 0, NULL, &sreq) == RCOLL_ERR_REMOTE, "later isend");
+    }
+    pair_close(&p);
+    free(src);
+}
+
+/* Closing comms with requests outstanding frees them (ASan checks for leaks). */
+static void test_close_outstanding(int nsocks)
+{
+    pair_t p;
+    size_t n = 8 << 20, cap = 100;
+    unsigned char *src = calloc(1, n), rbuf[100];
+    void *req, *dp = rbuf;
+    setup(nsocks, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        for (int i = 0; i < 4; i++)
+            CHECK(T->isend(p.sc, src, n, 0, NULL, &req) == RCOLL_OK && req, "isend");
+        int done;
+        T->test(req, &done, NULL);
+        for (int i = 0; i < 4; i++)
+            CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &req) == RCOLL_OK && req, "irecv");
+    }
+    pair_close(&p);
+    /* a connect left in progress is freed by fini */
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    CHECK(T->connect(0, p.handle, &p.sc) == RCOLL_OK, "connect");
+    if (p.sc)
+        T->close_send(p.sc);
+    T->close_listen(p.lc);
+    free(src);
+}
+
+static void test_reg_mr(void)
+{
+    pair_t p;
+    char buf[16];
+    void *mh = NULL;
+    setup(1, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.sc) {
+        CHECK(T->reg_mr(p.sc, buf, sizeof(buf), RCOLL_PTR_CUDA, &mh) == RCOLL_ERR_UNSUPPORTED,
+              "CUDA memory must be unsupported");
+        CHECK(T->reg_mr(p.sc, buf, sizeof(buf), RCOLL_PTR_HOST, &mh) == RCOLL_OK && mh,
+              "host reg_mr");
+        CHECK(T->dereg_mr(p.sc, mh) == RCOLL_OK, "dereg_mr");
+        void *req = (void *)1;
+        CHECK(T->iflush(p.rc, 1, (void *[]){buf}, (int[]){16}, NULL, &req) == RCOLL_OK,
+              "iflush");
+    }
+    pair_close(&p);
+}
+
+static void test_bad_args(void)
+{
+    pair_t p;
+    char bad[RCOLL_TRANSPORT_HANDLE_BYTES], buf[8];
+    void *sc = NULL, *req = (void *)1, *dp[RCOLL_TRANSPORT_MAX_RECVS + 1];
+    size_t caps[RCOLL_TRANSPORT_MAX_RECVS + 1] = {0};
+    rcoll_config_t cfg;
+    setup(1, 64 << 10);
+    memset(bad, 0x33, sizeof(bad));
+    CHECK(T->connect(0, bad, &sc) == RCOLL_ERR_INVALID_ARG && !sc, "connect to a bad handle");
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        for (int i = 0; i <= RCOLL_TRANSPORT_MAX_RECVS; i++)
+            dp[i] = buf;
+        CHECK(T->irecv(p.rc, RCOLL_TRANSPORT_MAX_RECVS + 1, dp, caps, NULL, NULL, &req) ==
+                  RCOLL_ERR_INVALID_ARG, "irecv with too many buffers");
+        CHECK(T->irecv(p.rc, 0, dp, caps, NULL, NULL, &req) == RCOLL_ERR_INVALID_ARG,
+              "irecv with no buffer");
+        CHECK(T->isend(p.rc, buf, 1, 0, NULL, &req) == RCOLL_ERR_INVALID_ARG,
+              "isend on a recv comm");
+    }
+    pair_close(&p);
+    /* an interface that does not exist: the transport says why it cannot work */
+    T->fini();
+    rcoll_config_load(&cfg);
+    snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=no_such_if0");
+    CHECK(T->init(&cfg) == RCOLL_ERR_UNSUPPORTED, "init on a missing interface");
+    CHECK(strstr(rcoll_err_get(), "no_such_if0") != NULL, "message names the filter");
+    setup(1, 64 << 10);
+}
+
+/* The two ends in two threads, as the core uses them: many random sizes, some striped. */
+enum { THR_MSGS = 300, THR_INFLIGHT = 8, THR_MAX = 3 << 20 };
+
+static size_t thr_len(int i) { return (size_t)((i * 2654435761u) % (i % 7 == 0 ? THR_MAX : 3000)); }
+
+static void *thr_sender(void *arg)
+{
+    void *sc = arg, *req[THR_INFLIGHT] = {0};
+    unsigned char *buf[THR_INFLIGHT];
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    intptr_t bad = 0;
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        buf[k] = malloc(THR_MAX);
+    for (int i = 0; i < THR_MSGS + THR_INFLIGHT && !bad; i++) {
+        int k = i % THR_INFLIGHT, done = 0;
+        while (req[k] && !done && !bad) {
+            bad = T->test(req[k], &done, NULL) != RCOLL_OK || rcoll_now_ns() > end;
+        }
+        req[k] = NULL;
+        if (i < THR_MSGS && !bad) {
+            fill(buf[k], thr_len(i), (unsigned)i);
+            bad = T->isend(sc, buf[k], thr_len(i), i, NULL, &req[k]) != RCOLL_OK || !req[k];
+        }
+    }
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        free(buf[k]);
+    return (void *)bad;
+}
+
+static void test_threads(void)
+{
+    pair_t p;
+    pthread_t th;
+    void *ret = (void *)1, *req[THR_INFLIGHT] = {0};
+    unsigned char *buf[THR_INFLIGHT], *want = malloc(THR_MAX);
+    int idx[THR_INFLIGHT], bad = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    setup(3, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    CHECK(pthread_create(&th, NULL, thr_sender, p.sc) == 0, "pthread_create");
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        buf[k] = malloc(THR_MAX);
+    for (int i = 0; i < THR_MSGS + THR_INFLIGHT && !bad; i++) {
+        int k = i % THR_INFLIGHT, done = 0;
+        size_t got = 0, cap = THR_MAX;
+        while (req[k] && !done && !bad)
+            bad = T->test(req[k], &done, &got) != RCOLL_OK || rcoll_now_ns() > end;
+        if (req[k] && !bad) {
+            size_t n = thr_len(idx[k]);
+            fill(want, n, (unsigned)idx[k]);
+            CHECK(got == n && memcmp(buf[k], want, n) == 0, "threaded message %d", idx[k]);
+        }
+        req[k] = NULL;
+        if (i < THR_MSGS && !bad) {
+            void *dp = buf[k];
+            idx[k] = i;
+            bad = T->irecv(p.rc, 1, &dp, &cap, (int[]){i}, NULL, &req[k]) != RCOLL_OK;
+        }
+    }
+    CHECK(!bad, "receiver failed or timed out");
+    pthread_join(th, &ret);
+    CHECK(ret == NULL, "sender failed or timed out");
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        free(buf[k]);
+    free(want);
+    pair_close(&p);
+}
+
+static void run(const char *name, void (*fn)(void))
+{
+    cur_failed = 0;
+    fn();
+    printf("%s %s\n", cur_failed ? "FAIL" : "ok  ", name);
+    fflush(stdout);
+    if (cur_failed)
+        failed++;
+    else
+        passed++;
+}
+
+static void props(void) { test_props(); }
+static void sizes1(void) { test_sizes(1); }
+static void sizes4(void) { test_sizes(4); }
+static void pipe1(void) { test_pipeline(1); }
+static void pipe4(void) { test_pipeline(4); }
+static void grouped1(void) { test_grouped(1); }
+static void grouped4(void) { test_grouped(4); }
+static void garbage1(void) { test_garbage_client(1); }
+static void garbage4(void) { test_garbage_client(4); }
+static void peer_close(void) { test_raw_peer("close"); }
+static void bad_magic(void) { test_raw_peer("badmagic"); }
+static void sender_close1(void) { test_sender_sees_close(1); }
+static void sender_close4(void) { test_sender_sees_close(4); }
+static void close_out1(void) { test_close_outstanding(1); }
+static void close_out4(void) { test_close_outstanding(4); }
+
+int main(void)
+{
+    setup(1, 64 << 10);
+    run("props", props);
+    run("sizes nsocks=1", sizes1);
+    run("sizes nsocks=4 (striped)", sizes4);
+    run("pipeline nsocks=1", pipe1);
+    run("pipeline nsocks=4", pipe4);
+    run("grouped irecv nsocks=1", grouped1);
+    run("grouped irecv nsocks=4", grouped4);
+    run("tag mismatch -> PROTOCOL", test_tag_mismatch);
+    run("recv buffer too small -> PROTOCOL", test_too_small);
+    run("garbage client dropped nsocks=1", garbage1);
+    run("garbage client dropped nsocks=4", garbage4);
+    run("wrong nonce dropped", test_wrong_nonce);
+    run("half-open cap", test_half_open_cap);
+    run("peer closes mid-message -> REMOTE", peer_close);
+    run("bad frame magic -> PROTOCOL", bad_magic);
+    run("sender sees receiver close nsocks=1", sender_close1);
+    run("sender sees receiver close nsocks=4", sender_close4);
+    run("close with outstanding requests nsocks=1", close_out1);
+    run("close with outstanding requests nsocks=4", close_out4);
+    run("reg_mr / iflush", test_reg_mr);
+    run("bad arguments", test_bad_args);
+    run("two threads, 300 messages, nsocks=3", test_threads);
+    T->fini();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
