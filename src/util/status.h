@@ -12,7 +12,7 @@
 #define RCOLL_ERR_TEXT_MAX 512
 
 /* Record the detail text of the error being returned; returns st for `return rcoll_err_set(...)`
- * style.  Also logs it at WARN when RCOLL_DEBUG allows. */
+ * style.  Logged at TRACE only: the layer that reports the error to the user logs it once. */
 rcoll_status_t rcoll_err_set(rcoll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* As rcoll_err_set, with ": <strerror(errnum)>" appended; st is RCOLL_ERR_SYSTEM usually. */

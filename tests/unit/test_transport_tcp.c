@@ -679,6 +679,90 @@ static void test_threads(void)
     pair_close(&p);
 }
 
+/* A burst of connections with 16 sockets each, more sockets than the half-open cap, all
+ * waiting on the backlog at once: every one is accepted, and each carries its own data. */
+static void test_burst(void)
+{
+    enum { NC = RCOLL_SOCK_MAX_HALF_OPEN / 16 + 2, LEN = 256 << 10 };
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc = NULL, *sc[NC] = {0}, *rc[NC] = {0}, *sreq[NC] = {0}, *rreq[NC] = {0};
+    unsigned char *src[NC], *dst[NC], *want = malloc(LEN);
+    int seen[NC] = {0}, nacc = 0, left = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    setup(16, 64 << 10);
+    CHECK(T->listen(0, handle, &lc) == RCOLL_OK, "listen");
+    for (int k = 0; k < NC && lc; k++) /* connects finish on the backlog, before any accept */
+        while (!sc[k] && rcoll_now_ns() < end)
+            if (T->connect(0, handle, &sc[k]) != RCOLL_OK)
+                break;
+    while (lc && nacc < NC && rcoll_now_ns() < end) {
+        CHECK(T->accept(lc, &rc[nacc]) == RCOLL_OK, "accept");
+        if (rc[nacc])
+            nacc++;
+    }
+    CHECK(nacc == NC, "accepted %d of %d connections", nacc, NC);
+    for (int k = 0; k < NC; k++) {
+        size_t cap = LEN;
+        void *dp;
+        src[k] = malloc(LEN);
+        dst[k] = dp = malloc(LEN);
+        fill(src[k], LEN, 1000u + (unsigned)k);
+        src[k][0] = (unsigned char)k; /* which connection it came from */
+        if (nacc == NC) {
+            CHECK(T->isend(sc[k], src[k], LEN, -1, NULL, &sreq[k]) == RCOLL_OK, "isend");
+            CHECK(T->irecv(rc[k], 1, &dp, &cap, NULL, NULL, &rreq[k]) == RCOLL_OK, "irecv");
+            left += 2;
+        }
+    }
+    while (left > 0 && rcoll_now_ns() < end && !cur_failed)
+        for (int k = 0; k < NC; k++) {
+            int done = 0;
+            if (sreq[k] && T->test(sreq[k], &done, NULL) == RCOLL_OK && done)
+                sreq[k] = NULL, left--;
+            if (rreq[k] && T->test(rreq[k], &done, NULL) == RCOLL_OK && done)
+                rreq[k] = NULL, left--;
+        }
+    CHECK(left == 0, "%d requests not done", left);
+    for (int j = 0; j < NC; j++) {
+        int k = dst[j][0];
+        if (left == 0 && k < NC && !seen[k]) {
+            seen[k] = 1;
+            fill(want, LEN, 1000u + (unsigned)k);
+            want[0] = (unsigned char)k;
+            CHECK(memcmp(dst[j], want, LEN) == 0, "data of connection %d", k);
+        } else {
+            CHECK(left != 0, "connection %d delivered twice or garbage", k);
+        }
+        free(src[j]);
+        free(dst[j]);
+        if (sc[j])
+            T->close_send(sc[j]);
+        if (rc[j])
+            T->close_recv(rc[j]);
+    }
+    if (lc)
+        T->close_listen(lc);
+    free(want);
+}
+
+/* Connecting to a listener that has gone fails (not hangs), naming the address. */
+static void test_connect_refused(void)
+{
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc = NULL, *sc = NULL;
+    rcoll_status_t st = RCOLL_OK;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    setup(2, 64 << 10);
+    CHECK(T->listen(0, handle, &lc) == RCOLL_OK, "listen");
+    if (lc)
+        T->close_listen(lc);
+    while (st == RCOLL_OK && !sc && rcoll_now_ns() < end)
+        st = T->connect(0, handle, &sc);
+    CHECK(st == RCOLL_ERR_REMOTE && !sc, "connect to a closed listener gave %d", st);
+    if (sc)
+        T->close_send(sc);
+}
+
 static void run(const char *name, void (*fn)(void))
 {
     cur_failed = 0;
@@ -723,6 +807,7 @@ int main(void)
     run("garbage client dropped nsocks=4", garbage4);
     run("wrong nonce dropped", test_wrong_nonce);
     run("half-open cap", test_half_open_cap);
+    run("burst of 16-socket connections", test_burst);
     run("peer closes mid-message -> REMOTE", peer_close);
     run("bad frame magic -> PROTOCOL", bad_magic);
     run("sender sees receiver close nsocks=1", sender_close1);
@@ -731,6 +816,7 @@ int main(void)
     run("close with outstanding requests nsocks=4", close_out4);
     run("reg_mr / iflush", test_reg_mr);
     run("bad arguments", test_bad_args);
+    run("connect to a closed listener", test_connect_refused);
     run("two threads, 300 messages, nsocks=3", test_threads);
     T->fini();
     printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,1110 @@
+/*
+ * socket.c - the TCP transport ("tcp"): one-directional connections made of 1..16 TCP sockets,
+ * carrying framed messages between host buffers.  It knows nothing of ranks or collectives.
+ * Nothing here blocks: connect/accept advance small state machines, and bytes move only in
+ * test(), straight between the user's buffers and the kernel.  It must never write past a
+ * posted buffer and never hand out a connection whose handshake failed.
+ *
+ * Wire format (layouts in socket.h):
+ *
+ *   handshake, once per socket:  hello {magic, version, nonce, conn_id, index, nsocks}
+ *
+ *   a message shorter than stripe_min (or nsocks == 1) goes whole on socket 0:
+ *       sock 0: [hdr magic|tag|len][............ payload ............]
+ *
+ *   a message of len >= stripe_min is split into nsocks contiguous, page-aligned parts:
+ *       sock 0: [hdr][part 0]          payload = | part 0 | part 1 | part 2 | part 3 |
+ *       sock 1:      [part 1]          the receiver derives the same split from len once
+ *       sock 2:      [part 2]          it has read the header on socket 0
+ *       sock 3:      [part 3]
+ *
+ * Each socket is a FIFO with its own cursor into the queue of posted messages, so messages
+ * pipeline: socket 0 may carry message k+1 while socket 3 still carries part 3 of message k.
+ * Requests still complete in posting order.
+ */
+#include "transport/socket.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "transport/transport.h"
+#include "util/log.h"
+#include "util/net.h"
+#include "util/status.h"
+
+#define SOCK_HDR ((uint64_t)sizeof(rcoll_sock_frame_t))
+#define SOCK_IOV_MAX 64                 /* iovecs per sendmsg/recvmsg */
+#define SOCK_STAGE_BYTES (64u << 10)    /* socket-0 receive staging: headers, small payloads */
+#define SOCK_STAGE_DIRECT (256u << 10)  /* payload rests this long are read without staging */
+#define SOCK_PART_ALIGN ((uint64_t)4096) /* stripe parts start on page multiples */
+#define SOCK_MAX_CONNECTING 64          /* connects in progress, process-wide */
+#define SOCK_MAX_MSG ((size_t)1 << 40)
+#define SOCK_LISTEN_BACKLOG 512
+#define SOCK_MAX_PENDING 1024 /* accepted sockets not yet in a comm, handshaking or not */
+#define SOCK_ADDR_STR 64
+
+/* ---------------------------------------------------------------------------------------------
+ * Objects
+ * ------------------------------------------------------------------------------------------ */
+
+/* Process-wide settings, written once by init(). */
+static struct {
+    int inited;
+    int nsocks;
+    uint64_t stripe_min;
+    rcoll_sockaddr_t addr; /* the device: address to listen on (port 0) */
+    char ifname[64];
+} sock_g;
+
+typedef struct sock_comm sock_comm_t;
+
+/* One message: a whole isend, or one buffer of a grouped irecv. */
+typedef struct {
+    char *data;
+    uint64_t cap;    /* send: message length; recv: posted buffer size */
+    uint64_t length; /* message length (recv: valid once known) */
+    int tag;
+    int known;       /* length known: always for sends, after the header for receives */
+    int pending;     /* sockets whose cursor has not yet passed this message */
+    rcoll_sock_frame_t hdr; /* send: built by isend; recv: read from socket 0 */
+} sock_msg_t;
+
+typedef struct {
+    sock_comm_t *comm;
+    int in_use;  /* handed out and not yet freed by test() */
+    int done;    /* complete and retired from the ring (requests retire in posting order) */
+    int nmsgs;
+    int pending; /* messages not complete yet */
+    sock_msg_t msgs[RCOLL_TRANSPORT_MAX_RECVS];
+} sock_req_t;
+
+/* Where one socket is in the queue: message msgs[mi] of the request posted as number seq,
+ * off bytes into that message's stream on this socket (header + part on socket 0). */
+typedef struct {
+    uint64_t seq;
+    int mi;
+    uint64_t off;
+} sock_cursor_t;
+
+/* A send or recv comm.  Requests live in reqs[]; ring[] holds the posted, unretired ones in
+ * posting order (sequence numbers head..tail-1). */
+struct sock_comm {
+    int is_recv;
+    int nsocks;
+    uint64_t stripe_min;
+    rcoll_status_t failed;               /* first error; sticky */
+    int fd[RCOLL_SOCK_MAX_NSOCKS];
+    sock_cursor_t cur[RCOLL_SOCK_MAX_NSOCKS];
+    uint64_t head, tail;
+    sock_req_t *ring[RCOLL_SOCK_MAX_REQS];
+    int nfree;
+    sock_req_t *free_reqs[RCOLL_SOCK_MAX_REQS];
+    sock_req_t reqs[RCOLL_SOCK_MAX_REQS];
+    char *stage; /* recv only: bytes read from socket 0 past the current payload */
+    size_t stage_off, stage_len;
+    char peer[SOCK_ADDR_STR];
+    char errtext[RCOLL_ERR_TEXT_MAX]; /* detail of `failed`, repeated by later calls */
+};
+
+/* An accepted socket whose hello is not yet complete, or whose siblings have not arrived.
+ * The cap on handshaking sockets protects against silent or slow clients; sockets that
+ * proved the nonce have a separate, larger cap, so that many peers connecting with 16
+ * sockets each at once do not push each other out. */
+typedef struct {
+    int fd;
+    uint32_t got;  /* hello bytes received */
+    int ready;     /* hello complete and valid */
+    uint64_t seq;  /* arrival order, to drop the oldest when full */
+    rcoll_sockaddr_t peer;
+    rcoll_sock_hello_t hello;
+} sock_half_t;
+
+typedef struct {
+    int fd;
+    uint32_t nsocks;
+    uint64_t nonce, stripe_min;
+    uint64_t seq;
+    int nhalf;      /* sockets in half[] */
+    int nhandshake; /* of which still in their handshake (at most RCOLL_SOCK_MAX_HALF_OPEN) */
+    sock_half_t half[SOCK_MAX_PENDING];
+} sock_listen_t;
+
+/* A connect in progress.  connect() returns NULL until every socket is connected and has
+ * sent its hello, and the caller calls again "with the same arguments"; the state is kept in
+ * this process-wide table keyed by (dev, handle contents), not by the handle's address, so a
+ * caller may pass a fresh copy of the handle each time.  Two connects to one handle in
+ * progress at once share an entry: each call that finds it complete takes it, the next
+ * starts a new connection, so every caller still ends with its own comm.  Abandoned entries
+ * are evicted oldest-first when the table is full, and freed by fini(). */
+typedef struct {
+    int used;
+    int dev;
+    uint64_t seq;
+    rcoll_sock_handle_t h;
+    sock_comm_t *comm;
+    uint8_t state[RCOLL_SOCK_MAX_NSOCKS]; /* 0 connecting, 1 sending hello, 2 done */
+    uint32_t sent[RCOLL_SOCK_MAX_NSOCKS];
+    rcoll_sock_hello_t hello[RCOLL_SOCK_MAX_NSOCKS];
+} sock_connecting_t;
+
+static pthread_mutex_t sock_conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static sock_connecting_t sock_conn_tab[SOCK_MAX_CONNECTING];
+static uint64_t sock_conn_seq;
+
+typedef struct {
+    void *ptr;
+    size_t size;
+} sock_mr_t;
+
+/* ---------------------------------------------------------------------------------------------
+ * Comms, requests and errors
+ * ------------------------------------------------------------------------------------------ */
+
+static sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
+{
+    sock_comm_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    if (is_recv) {
+        c->stage = malloc(SOCK_STAGE_BYTES);
+        if (!c->stage) {
+            free(c);
+            return NULL;
+        }
+    }
+    c->is_recv = is_recv;
+    c->nsocks = nsocks;
+    c->stripe_min = stripe_min;
+    for (int i = 0; i < RCOLL_SOCK_MAX_NSOCKS; i++)
+        c->fd[i] = -1;
+    for (int i = 0; i < RCOLL_SOCK_MAX_REQS; i++) {
+        c->reqs[i].comm = c;
+        c->free_reqs[i] = &c->reqs[RCOLL_SOCK_MAX_REQS - 1 - i];
+    }
+    c->nfree = RCOLL_SOCK_MAX_REQS;
+    return c;
+}
+
+static void sock_comm_free(sock_comm_t *c)
+{
+    for (int i = 0; i < RCOLL_SOCK_MAX_NSOCKS; i++)
+        if (c->fd[i] >= 0)
+            close(c->fd[i]);
+    free(c->stage);
+    free(c);
+}
+
+/* Mark the comm failed with st, whose detail rcoll_err_set() has just recorded. */
+static rcoll_status_t sock_fail(sock_comm_t *c, rcoll_status_t st)
+{
+    c->failed = st;
+    snprintf(c->errtext, sizeof(c->errtext), "%s", rcoll_err_get());
+    return st;
+}
+
+/* Report the comm's earlier failure again (later calls fail with the same status). */
+static rcoll_status_t sock_failed(const sock_comm_t *c)
+{
+    return rcoll_err_set(c->failed, "%s", c->errtext);
+}
+
+/* An I/O error (err 0 = EOF) on one of the comm's sockets. */
+static rcoll_status_t sock_io_error(sock_comm_t *c, int err)
+{
+    const char *dir = c->is_recv ? "from" : "to";
+    rcoll_status_t st;
+
+    if (err == 0 || err == ECONNRESET || err == EPIPE)
+        st = rcoll_err_set(RCOLL_ERR_REMOTE, "connection %s %s closed by peer", dir, c->peer);
+    else
+        st = rcoll_err_set_errno(rcoll_status_from_errno(err), err, "%s on connection %s %s",
+                                 c->is_recv ? "recv" : "send", dir, c->peer);
+    return sock_fail(c, st);
+}
+
+static sock_req_t *sock_req_get(sock_comm_t *c)
+{
+    if (c->nfree == 0)
+        return NULL;
+    sock_req_t *r = c->free_reqs[--c->nfree];
+    r->in_use = 1;
+    r->done = 0;
+    return r;
+}
+
+static void sock_req_put(sock_comm_t *c, sock_req_t *r)
+{
+    r->in_use = 0;
+    c->free_reqs[c->nfree++] = r;
+}
+
+/* Where socket s's part of a len-byte message lies (the split both ends compute). */
+static void sock_part(const sock_comm_t *c, uint64_t len, int s, uint64_t *off, uint64_t *plen)
+{
+    if (c->nsocks == 1 || len < c->stripe_min) {
+        *off = 0;
+        *plen = s == 0 ? len : 0;
+        return;
+    }
+    uint64_t chunk = (len + (uint64_t)c->nsocks - 1) / (uint64_t)c->nsocks;
+    chunk = (chunk + SOCK_PART_ALIGN - 1) & ~(SOCK_PART_ALIGN - 1);
+    uint64_t lo = (uint64_t)s * chunk, hi = lo + chunk;
+    lo = lo < len ? lo : len;
+    hi = hi < len ? hi : len;
+    *off = lo;
+    *plen = hi - lo;
+}
+
+static sock_msg_t *sock_cursor_msg(sock_comm_t *c, const sock_cursor_t *cur)
+{
+    return &c->ring[cur->seq % RCOLL_SOCK_MAX_REQS]->msgs[cur->mi];
+}
+
+/* The cursor's socket is finished with its message: step to the next one. */
+static void sock_cursor_next(sock_comm_t *c, sock_cursor_t *cur)
+{
+    sock_req_t *r = c->ring[cur->seq % RCOLL_SOCK_MAX_REQS];
+    if (--r->msgs[cur->mi].pending == 0)
+        r->pending--;
+    cur->off = 0;
+    if (++cur->mi == r->nmsgs) {
+        cur->mi = 0;
+        cur->seq++;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Data path
+ * ------------------------------------------------------------------------------------------ */
+
+/* One sendmsg (send comm) or recvmsg (recv comm) on socket s.  *n_p = bytes moved, 0 when the
+ * socket would block. */
+static rcoll_status_t sock_xfer(sock_comm_t *c, int s, struct iovec *iov, int niov,
+                                size_t *n_p)
+{
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+    for (;;) {
+        ssize_t rc = c->is_recv ? recvmsg(c->fd[s], &mh, MSG_DONTWAIT)
+                                : sendmsg(c->fd[s], &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (rc > 0) {
+            *n_p = (size_t)rc;
+            return RCOLL_OK;
+        }
+        if (rc == 0)
+            return sock_io_error(c, 0); /* EOF (only recv returns 0 for a non-empty iov) */
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *n_p = 0;
+            return RCOLL_OK;
+        }
+        return sock_io_error(c, errno);
+    }
+}
+
+/* Advance socket s's cursor by n bytes of its stream, retiring the messages it finishes
+ * (including those with nothing for this socket).  Stops at a message of unknown length. */
+static void sock_advance(sock_comm_t *c, int s, uint64_t n)
+{
+    sock_cursor_t *cur = &c->cur[s];
+    uint64_t hb = s == 0 ? SOCK_HDR : 0;
+
+    while (cur->seq < c->tail) {
+        sock_msg_t *m = sock_cursor_msg(c, cur);
+        uint64_t poff, plen;
+        if (!m->known)
+            return;
+        sock_part(c, m->length, s, &poff, &plen);
+        uint64_t left = hb + plen - cur->off;
+        if (left > n) {
+            cur->off += n;
+            return;
+        }
+        n -= left;
+        sock_cursor_next(c, cur);
+    }
+}
+
+/* Move socket s's stream as far as the kernel allows: every socket of a send comm, and
+ * sockets 1.. of a recv comm (whose parts have lengths known from socket 0's headers).
+ * Gathers consecutive messages into one sendmsg/recvmsg. */
+static rcoll_status_t sock_stream_progress(sock_comm_t *c, int s)
+{
+    sock_cursor_t *cur = &c->cur[s];
+    uint64_t hb = s == 0 ? SOCK_HDR : 0; /* only send comms come here with s == 0 */
+
+    for (;;) {
+        struct iovec iov[SOCK_IOV_MAX];
+        int niov = 0;
+        size_t total = 0, n = 0;
+
+        sock_advance(c, s, 0); /* step over messages with nothing for this socket */
+        uint64_t seq = cur->seq, off = cur->off;
+        int mi = cur->mi;
+        while (seq < c->tail && niov <= SOCK_IOV_MAX - 2) {
+            sock_req_t *r = c->ring[seq % RCOLL_SOCK_MAX_REQS];
+            sock_msg_t *m = &r->msgs[mi];
+            uint64_t poff, plen;
+            if (!m->known)
+                break;
+            sock_part(c, m->length, s, &poff, &plen);
+            if (off < hb) {
+                iov[niov].iov_base = (char *)&m->hdr + off;
+                iov[niov++].iov_len = hb - off;
+                total += hb - off;
+                off = hb;
+            }
+            if (off - hb < plen) {
+                iov[niov].iov_base = m->data + poff + (off - hb);
+                iov[niov++].iov_len = plen - (off - hb);
+                total += plen - (off - hb);
+            }
+            off = 0;
+            if (++mi == r->nmsgs) {
+                mi = 0;
+                seq++;
+            }
+        }
+        if (total == 0)
+            return RCOLL_OK;
+        rcoll_status_t st = sock_xfer(c, s, iov, niov, &n);
+        if (st != RCOLL_OK)
+            return st;
+        sock_advance(c, s, n);
+        if (n < total) /* the kernel took (or had) less: try again on the next test() */
+            return RCOLL_OK;
+    }
+}
+
+/* Copy up to len staged bytes to dst; returns how many. */
+static size_t sock_unstage(sock_comm_t *c, void *dst, uint64_t len)
+{
+    size_t take = len < c->stage_len ? (size_t)len : c->stage_len;
+    memcpy(dst, c->stage + c->stage_off, take);
+    c->stage_off += take;
+    c->stage_len -= take;
+    return take;
+}
+
+/* A complete header was read into m->hdr: validate it against the posted buffer. */
+static rcoll_status_t sock_check_header(sock_comm_t *c, sock_msg_t *m)
+{
+    const rcoll_sock_frame_t *h = &m->hdr;
+    if (h->magic != RCOLL_SOCK_FRAME_MAGIC)
+        return sock_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                                          "malformed frame from %s (magic 0x%08x)", c->peer,
+                                          (unsigned)h->magic));
+    if (h->length > m->cap)
+        return sock_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                                          "message of %llu bytes from %s is larger than the "
+                                          "posted receive buffer of %llu bytes",
+                                          (unsigned long long)h->length, c->peer,
+                                          (unsigned long long)m->cap));
+    if (m->tag != -1 && h->tag != -1 && h->tag != m->tag)
+        return sock_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                                          "tag mismatch from %s: receive posted with tag %d, "
+                                          "message has tag %d",
+                                          c->peer, m->tag, (int)h->tag));
+    m->length = h->length;
+    m->known = 1;
+    return RCOLL_OK;
+}
+
+/* Receive on socket 0: headers and socket-0 payloads.  Reads go through a staging buffer so
+ * that one recvmsg takes the rest of a payload (straight into the user's buffer) plus the
+ * headers and small payloads behind it; staged bytes are copied out before reading again.
+ * A read that returns less than asked means the socket is drained for this call. */
+static rcoll_status_t sock_recv_head(sock_comm_t *c)
+{
+    sock_cursor_t *cur = &c->cur[0];
+    int drained = 0;
+    rcoll_status_t st;
+
+    while (cur->seq < c->tail) {
+        sock_msg_t *m = sock_cursor_msg(c, cur);
+        uint64_t poff, plen;
+        size_t n;
+
+        if (cur->off < SOCK_HDR) {
+            if (c->stage_len == 0) {
+                struct iovec iov = {.iov_base = c->stage, .iov_len = SOCK_STAGE_BYTES};
+                if (drained)
+                    return RCOLL_OK;
+                st = sock_xfer(c, 0, &iov, 1, &n);
+                if (st != RCOLL_OK || n == 0)
+                    return st;
+                c->stage_off = 0;
+                c->stage_len = n;
+                drained = n < SOCK_STAGE_BYTES;
+            }
+            cur->off += sock_unstage(c, (char *)&m->hdr + cur->off, SOCK_HDR - cur->off);
+            if (cur->off < SOCK_HDR)
+                continue;
+            st = sock_check_header(c, m);
+            if (st != RCOLL_OK)
+                return st;
+        }
+        sock_part(c, m->length, 0, &poff, &plen);
+        if (cur->off - SOCK_HDR < plen) {
+            uint64_t want = plen - (cur->off - SOCK_HDR);
+            char *dst = m->data + poff + (cur->off - SOCK_HDR);
+            if (c->stage_len > 0) {
+                cur->off += sock_unstage(c, dst, want);
+            } else {
+                struct iovec iov[2] = {{.iov_base = dst, .iov_len = want},
+                                       {.iov_base = c->stage, .iov_len = SOCK_STAGE_BYTES}};
+                int niov = want >= SOCK_STAGE_DIRECT ? 1 : 2;
+                if (drained)
+                    return RCOLL_OK;
+                st = sock_xfer(c, 0, iov, niov, &n);
+                if (st != RCOLL_OK || n == 0)
+                    return st;
+                size_t user = n < want ? n : (size_t)want;
+                cur->off += user;
+                c->stage_off = 0;
+                c->stage_len = n - user;
+                drained = n < want + (niov == 2 ? SOCK_STAGE_BYTES : 0);
+            }
+            if (cur->off - SOCK_HDR < plen)
+                continue;
+        }
+        sock_cursor_next(c, cur);
+    }
+    return RCOLL_OK;
+}
+
+/* Move all traffic of the comm that the sockets accept now, then retire finished requests
+ * in posting order. */
+static rcoll_status_t sock_progress(sock_comm_t *c)
+{
+    rcoll_status_t st = RCOLL_OK;
+    int s = 0;
+
+    if (c->is_recv) {
+        st = sock_recv_head(c);
+        s = 1;
+    }
+    for (; st == RCOLL_OK && s < c->nsocks; s++)
+        st = sock_stream_progress(c, s);
+    while (c->head < c->tail && c->ring[c->head % RCOLL_SOCK_MAX_REQS]->pending == 0) {
+        c->ring[c->head % RCOLL_SOCK_MAX_REQS]->done = 1;
+        c->head++;
+    }
+    return st;
+}
+
+static rcoll_status_t sock_isend(void *send_comm, void *data, size_t size, int tag,
+                                 void *mhandle, void **request)
+{
+    sock_comm_t *c = send_comm;
+    (void)mhandle; /* sockets need no registration */
+
+    if (!c || c->is_recv || !request || (size > 0 && !data))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp isend: bad comm, data or request");
+    if (size > SOCK_MAX_MSG)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp isend: %zu bytes exceed the %zu-byte "
+                             "message limit", size, SOCK_MAX_MSG);
+    if (c->failed)
+        return sock_failed(c);
+    sock_req_t *r = sock_req_get(c);
+    if (!r) {
+        *request = NULL;
+        return RCOLL_OK;
+    }
+    sock_msg_t *m = &r->msgs[0];
+    m->data = data;
+    m->cap = m->length = size;
+    m->tag = tag;
+    m->known = 1;
+    m->pending = c->nsocks;
+    m->hdr = (rcoll_sock_frame_t){RCOLL_SOCK_FRAME_MAGIC, tag, size};
+    r->nmsgs = 1;
+    r->pending = 1;
+    c->ring[c->tail++ % RCOLL_SOCK_MAX_REQS] = r;
+    *request = r;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                                 void **mhandles, void **request)
+{
+    sock_comm_t *c = recv_comm;
+    (void)mhandles;
+
+    if (!c || !c->is_recv || !request || n < 1 || n > RCOLL_TRANSPORT_MAX_RECVS || !data ||
+        !sizes)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp irecv: bad comm, buffer count (%d, "
+                             "at most %d), buffers or request", n, RCOLL_TRANSPORT_MAX_RECVS);
+    for (int i = 0; i < n; i++)
+        if (sizes[i] > 0 && !data[i])
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp irecv: buffer %d is NULL", i);
+    if (c->failed)
+        return sock_failed(c);
+    sock_req_t *r = sock_req_get(c);
+    if (!r) {
+        *request = NULL;
+        return RCOLL_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        sock_msg_t *m = &r->msgs[i];
+        m->data = data[i];
+        m->cap = sizes[i];
+        m->length = 0;
+        m->tag = tags ? tags[i] : -1;
+        m->known = 0;
+        m->pending = c->nsocks;
+    }
+    r->nmsgs = n;
+    r->pending = n;
+    c->ring[c->tail++ % RCOLL_SOCK_MAX_REQS] = r;
+    *request = r;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_test(void *request, int *done, size_t *sizes)
+{
+    sock_req_t *r = request;
+    rcoll_status_t st = RCOLL_OK;
+
+    if (!r || !done)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp test: NULL request or done");
+    if (!r->in_use)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp test: request already completed");
+    sock_comm_t *c = r->comm;
+    if (!c->failed)
+        st = sock_progress(c);
+    if (r->done) {
+        if (sizes)
+            for (int i = 0; i < r->nmsgs; i++)
+                sizes[i] = r->msgs[i].length;
+        sock_req_put(c, r);
+        *done = 1;
+        return RCOLL_OK;
+    }
+    if (c->failed) {
+        sock_req_put(c, r);
+        /* a failure detected just now already carries its text; an older one is repeated */
+        return st != RCOLL_OK ? st : sock_failed(c);
+    }
+    *done = 0;
+    return RCOLL_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Device, memory registration
+ * ------------------------------------------------------------------------------------------ */
+
+static int sock_is_loopback(void)
+{
+    const rcoll_sockaddr_t *a = &sock_g.addr;
+    if (strcmp(sock_g.ifname, "lo") == 0)
+        return 1;
+    if (a->sa.sa_family == AF_INET)
+        return (ntohl(a->sin.sin_addr.s_addr) >> 24) == 127;
+    return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr);
+}
+
+static rcoll_status_t sock_init(const rcoll_config_t *cfg)
+{
+    char addr[SOCK_ADDR_STR];
+    rcoll_status_t st;
+
+    if (!cfg)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp init: NULL configuration");
+    st = rcoll_net_pick_addr(cfg->socket_ifname, &sock_g.addr, sock_g.ifname,
+                             sizeof(sock_g.ifname));
+    if (st != RCOLL_OK) {
+        char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
+        snprintf(why, sizeof(why), "%s", rcoll_err_get());
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "tcp transport unavailable: %s", why);
+    }
+    sock_g.nsocks = cfg->socket_nsocks < 1 ? 1 : cfg->socket_nsocks;
+    sock_g.nsocks = sock_g.nsocks > RCOLL_SOCK_MAX_NSOCKS ? RCOLL_SOCK_MAX_NSOCKS : sock_g.nsocks;
+    sock_g.stripe_min = cfg->socket_stripe_min;
+    sock_g.inited = 1;
+    RCOLL_INFO(SOCKET, "tcp: device %s (%s), %d socket(s) per connection, striping messages "
+               "of %llu bytes and more", sock_g.ifname,
+               rcoll_net_addr_str(&sock_g.addr, addr, sizeof(addr)), sock_g.nsocks,
+               (unsigned long long)sock_g.stripe_min);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_devices(int *ndev)
+{
+    if (!ndev)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp devices: NULL ndev");
+    *ndev = 1;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_get_props(int dev, rcoll_transport_props_t *props)
+{
+    char path[128];
+    int speed = 0;
+
+    if (!sock_g.inited)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp get_props before init");
+    if (dev != 0 || !props)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp get_props: bad device %d or NULL "
+                             "props", dev);
+    memset(props, 0, sizeof(*props));
+    snprintf(props->name, sizeof(props->name), "%s", sock_g.ifname);
+    if (sock_is_loopback()) {
+        speed = 100000;
+    } else {
+        snprintf(path, sizeof(path), "/sys/class/net/%s/speed", sock_g.ifname);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%d", &speed) != 1)
+                speed = 0;
+            fclose(f);
+        }
+        if (speed <= 0) /* virtual NICs report -1 or nothing */
+            speed = 10000;
+    }
+    props->ptr_support = RCOLL_PTR_HOST;
+    props->speed_mbps = speed;
+    props->latency_us = sock_is_loopback() ? 10.0f : 50.0f;
+    props->max_comms = 65536;
+    props->max_recvs = RCOLL_TRANSPORT_MAX_RECVS;
+    props->max_msg_size = SOCK_MAX_MSG;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_reg_mr(void *comm, void *data, size_t size, int mem_type,
+                                  void **mhandle)
+{
+    if (!comm || !mhandle)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp reg_mr: NULL comm or mhandle");
+    if (mem_type != RCOLL_PTR_HOST)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "tcp transport moves host memory only "
+                             "(asked to register memory type %d)", mem_type);
+    sock_mr_t *mr = malloc(sizeof(*mr));
+    if (!mr)
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp reg_mr: out of memory");
+    mr->ptr = data;
+    mr->size = size;
+    *mhandle = mr;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_dereg_mr(void *comm, void *mhandle)
+{
+    (void)comm;
+    free(mhandle);
+    return RCOLL_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Listen / accept
+ * ------------------------------------------------------------------------------------------ */
+
+static rcoll_status_t sock_listen(int dev, void *handle, void **listen_comm)
+{
+    rcoll_sock_handle_t h;
+    rcoll_sockaddr_t addr;
+    rcoll_status_t st;
+
+    if (!sock_g.inited)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp listen before init");
+    if (dev != 0 || !handle || !listen_comm)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp listen: bad device %d or NULL "
+                             "handle/listen_comm", dev);
+    sock_listen_t *l = calloc(1, sizeof(*l));
+    if (!l)
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp listen: out of memory");
+    addr = sock_g.addr;
+    rcoll_net_addr_set_port(&addr, 0);
+    st = rcoll_net_listen(&addr, SOCK_LISTEN_BACKLOG, 0, &l->fd);
+    if (st != RCOLL_OK)
+        goto err_free;
+    st = rcoll_random_bytes(&l->nonce, sizeof(l->nonce));
+    if (st != RCOLL_OK)
+        goto err_close;
+    l->nsocks = (uint32_t)sock_g.nsocks;
+    l->stripe_min = sock_g.stripe_min;
+
+    memset(&h, 0, sizeof(h));
+    h.magic = RCOLL_SOCK_HANDLE_MAGIC;
+    h.version = RCOLL_SOCK_VERSION;
+    h.nonce = l->nonce;
+    h.stripe_min = l->stripe_min;
+    h.nsocks = l->nsocks;
+    h.addr = addr;
+    memset(handle, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
+    memcpy(handle, &h, sizeof(h));
+    *listen_comm = l;
+    return RCOLL_OK;
+
+err_close:
+    close(l->fd);
+err_free:
+    free(l);
+    return st;
+}
+
+/* Close pending socket i with one WARN naming the peer, and forget it. */
+static void sock_half_drop(sock_listen_t *l, int i, const char *why)
+{
+    char addr[SOCK_ADDR_STR];
+    sock_half_t *h = &l->half[i];
+
+    RCOLL_WARN(SOCKET, "tcp: dropping connection from %s: %s",
+               rcoll_net_addr_str(&h->peer, addr, sizeof(addr)), why);
+    close(h->fd);
+    l->nhandshake -= !h->ready;
+    l->half[i] = l->half[--l->nhalf];
+}
+
+/* Make room for one more accepted socket by dropping the oldest one that is over a cap. */
+static void sock_half_make_room(sock_listen_t *l)
+{
+    int shaking = l->nhandshake >= RCOLL_SOCK_MAX_HALF_OPEN, oldest = -1;
+
+    if (!shaking && l->nhalf < SOCK_MAX_PENDING)
+        return;
+    for (int j = 0; j < l->nhalf; j++)
+        if ((!shaking || !l->half[j].ready) &&
+            (oldest < 0 || l->half[j].seq < l->half[oldest].seq))
+            oldest = j;
+    sock_half_drop(l, oldest, shaking ? "too many half-open connections (oldest dropped)"
+                                      : "too many connections waiting for their other "
+                                        "sockets (oldest dropped)");
+}
+
+/* Why the hello received so far is unacceptable (checked as its bytes arrive), or NULL. */
+static const char *sock_hello_check(const sock_listen_t *l, const sock_half_t *h)
+{
+    const rcoll_sock_hello_t *m = &h->hello;
+    if (h->got >= sizeof(m->magic) && m->magic != RCOLL_SOCK_HELLO_MAGIC)
+        return "not an rcoll tcp handshake (bad magic)";
+    if (h->got >= offsetof(rcoll_sock_hello_t, nonce) && m->version != RCOLL_SOCK_VERSION)
+        return "unsupported handshake version";
+    if (h->got < sizeof(*m))
+        return NULL;
+    if (m->nonce != l->nonce)
+        return "wrong nonce (handshake for another listener)";
+    if (m->nsocks != l->nsocks || m->index >= m->nsocks)
+        return "bad socket count or index";
+    for (int j = 0; j < l->nhalf; j++) {
+        const sock_half_t *o = &l->half[j];
+        if (o->ready && o->hello.conn_id == m->conn_id && o->hello.index == m->index)
+            return "duplicate socket index";
+    }
+    return NULL;
+}
+
+/* Read what has arrived of socket i's hello: -1 dropped (half[i] now holds another socket),
+ * 0 still incomplete, 1 complete and valid. */
+static int sock_half_read(sock_listen_t *l, int i)
+{
+    sock_half_t *h = &l->half[i];
+    char why[128];
+
+    for (;;) {
+        ssize_t rc = recv(h->fd, (char *)&h->hello + h->got, sizeof(h->hello) - h->got,
+                          MSG_DONTWAIT);
+        if (rc == 0) {
+            sock_half_drop(l, i, "closed during the handshake");
+            return -1;
+        }
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            snprintf(why, sizeof(why), "handshake failed: %s", strerror(errno));
+            sock_half_drop(l, i, why);
+            return -1;
+        }
+        h->got += (uint32_t)rc;
+        const char *bad = sock_hello_check(l, h);
+        if (bad) {
+            sock_half_drop(l, i, bad);
+            return -1;
+        }
+        if (h->got == sizeof(h->hello)) {
+            h->ready = 1;
+            l->nhandshake--;
+            return 1;
+        }
+    }
+}
+
+/* half[i] just completed its hello: if that completes its connection, build the recv comm
+ * (a connection can only complete when one of its sockets does, so this is checked once). */
+static rcoll_status_t sock_group(sock_listen_t *l, int i, sock_comm_t **comm_p)
+{
+    uint64_t id = l->half[i].hello.conn_id;
+    uint32_t count = 0;
+
+    for (int j = 0; j < l->nhalf; j++)
+        if (l->half[j].ready && l->half[j].hello.conn_id == id)
+            count++;
+    if (count < l->nsocks)
+        return RCOLL_OK;
+    sock_comm_t *c = sock_comm_alloc(1, (int)l->nsocks, l->stripe_min);
+    if (!c)
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp accept: out of memory");
+    for (int j = l->nhalf - 1; j >= 0; j--) { /* backwards: removal swaps in the last */
+        sock_half_t *h = &l->half[j];
+        if (!h->ready || h->hello.conn_id != id)
+            continue;
+        c->fd[h->hello.index] = h->fd;
+        if (h->hello.index == 0)
+            rcoll_net_addr_str(&h->peer, c->peer, sizeof(c->peer));
+        *h = l->half[--l->nhalf];
+    }
+    *comm_p = c;
+    return RCOLL_OK;
+}
+
+/* Read the hello of pending socket i; if that completes a connection, *c is its comm.
+ * Returns 1 when half[i] was dropped (and now holds another socket). */
+static int sock_half_step(sock_listen_t *l, int i, sock_comm_t **c, rcoll_status_t *st)
+{
+    int r = l->half[i].ready ? 0 : sock_half_read(l, i);
+    if (r > 0)
+        *st = sock_group(l, i, c);
+    return r < 0;
+}
+
+/* Accepted sockets are read at once (a connector sends its hello right after connecting),
+ * so a burst of valid connections never counts against the half-open cap.  Returns at the
+ * first connection that completes; the rest wait, their bytes safe in the kernel. */
+static rcoll_status_t sock_accept(void *listen_comm, void **recv_comm)
+{
+    sock_listen_t *l = listen_comm;
+    sock_comm_t *c = NULL;
+    rcoll_status_t st = RCOLL_OK;
+
+    if (!l || !recv_comm)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp accept: NULL listen_comm/recv_comm");
+    for (int i = 0; i < l->nhalf && !c && st == RCOLL_OK;)
+        if (!sock_half_step(l, i, &c, &st))
+            i++;
+    while (!c && st == RCOLL_OK) { /* then whatever waits on the backlog */
+        sock_half_t h;
+        memset(&h, 0, sizeof(h));
+        st = rcoll_net_accept(l->fd, &h.fd, &h.peer);
+        if (st != RCOLL_OK)
+            break;
+        sock_half_make_room(l);
+        h.seq = l->seq++;
+        l->half[l->nhalf++] = h;
+        l->nhandshake++;
+        sock_half_step(l, l->nhalf - 1, &c, &st);
+    }
+    if (st != RCOLL_OK && st != RCOLL_INPROGRESS)
+        return st;
+    *recv_comm = c;
+    return RCOLL_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Connect
+ * ------------------------------------------------------------------------------------------ */
+
+static void sock_conn_release(sock_connecting_t *e)
+{
+    if (e->comm)
+        sock_comm_free(e->comm);
+    memset(e, 0, sizeof(*e));
+}
+
+static rcoll_status_t sock_conn_start(int dev, const rcoll_sock_handle_t *h,
+                                      sock_connecting_t **e_p)
+{
+    sock_connecting_t *e = NULL;
+    uint64_t conn_id;
+    rcoll_status_t st;
+
+    for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
+        if (!sock_conn_tab[i].used)
+            e = &sock_conn_tab[i];
+    if (!e) {
+        e = &sock_conn_tab[0];
+        for (int i = 1; i < SOCK_MAX_CONNECTING; i++)
+            if (sock_conn_tab[i].seq < e->seq)
+                e = &sock_conn_tab[i];
+        RCOLL_WARN(SOCKET, "tcp: more than %d connects in progress; abandoning the oldest "
+                   "(to %s)", SOCK_MAX_CONNECTING, e->comm->peer);
+        sock_conn_release(e);
+    }
+    st = rcoll_random_bytes(&conn_id, sizeof(conn_id));
+    if (st != RCOLL_OK)
+        return st;
+    e->comm = sock_comm_alloc(0, (int)h->nsocks, h->stripe_min);
+    if (!e->comm)
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp connect: out of memory");
+    e->used = 1;
+    e->dev = dev;
+    e->seq = sock_conn_seq++;
+    e->h = *h;
+    rcoll_net_addr_str(&h->addr, e->comm->peer, sizeof(e->comm->peer));
+    for (uint32_t i = 0; i < h->nsocks; i++) {
+        st = rcoll_net_connect_start(&h->addr, &e->comm->fd[i]);
+        if (st != RCOLL_OK) {
+            e->comm->fd[i] = -1;
+            sock_conn_release(e);
+            return st;
+        }
+        e->hello[i] = (rcoll_sock_hello_t){RCOLL_SOCK_HELLO_MAGIC, RCOLL_SOCK_VERSION,
+                                           h->nonce, conn_id, i, h->nsocks};
+    }
+    *e_p = e;
+    return RCOLL_OK;
+}
+
+/* Advance every socket of a connect: finish connecting, then send its hello. */
+static rcoll_status_t sock_conn_step(sock_connecting_t *e, int *done_p)
+{
+    sock_comm_t *c = e->comm;
+    int done = 1;
+
+    for (int i = 0; i < c->nsocks; i++) {
+        if (e->state[i] == 0) {
+            rcoll_status_t st = rcoll_net_connect_check(c->fd[i]);
+            if (st == RCOLL_INPROGRESS) {
+                done = 0;
+                continue;
+            }
+            if (st == RCOLL_OK)
+                st = rcoll_net_set_nodelay(c->fd[i]);
+            if (st != RCOLL_OK) {
+                char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
+                snprintf(why, sizeof(why), "%s", rcoll_err_get());
+                return rcoll_err_set(st, "tcp connect to %s: %s", c->peer, why);
+            }
+            e->state[i] = 1;
+        }
+        if (e->state[i] == 1) {
+            ssize_t rc = send(c->fd[i], (char *)&e->hello[i] + e->sent[i],
+                              sizeof(e->hello[i]) - e->sent[i], MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (rc < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+                if (errno == ECONNRESET || errno == EPIPE)
+                    return rcoll_err_set(RCOLL_ERR_REMOTE, "connection to %s closed by peer "
+                                         "during the handshake", c->peer);
+                return rcoll_err_set_errno(rcoll_status_from_errno(errno), errno,
+                                           "tcp handshake with %s", c->peer);
+            }
+            if (rc > 0)
+                e->sent[i] += (uint32_t)rc;
+            if (e->sent[i] == sizeof(e->hello[i]))
+                e->state[i] = 2;
+            else
+                done = 0;
+        }
+    }
+    *done_p = done;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_connect(int dev, const void *handle, void **send_comm)
+{
+    rcoll_sock_handle_t h;
+    sock_connecting_t *e = NULL;
+    rcoll_status_t st = RCOLL_OK;
+    int done = 0;
+
+    if (!sock_g.inited)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp connect before init");
+    if (dev != 0 || !handle || !send_comm)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: bad device %d or NULL "
+                             "handle/send_comm", dev);
+    memcpy(&h, handle, sizeof(h));
+    if (h.magic != RCOLL_SOCK_HANDLE_MAGIC || h.version != RCOLL_SOCK_VERSION || h.nsocks < 1 ||
+        h.nsocks > RCOLL_SOCK_MAX_NSOCKS)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: not a tcp handle of version "
+                             "%u (magic 0x%08x, version %u, %u sockets)", RCOLL_SOCK_VERSION,
+                             (unsigned)h.magic, (unsigned)h.version, (unsigned)h.nsocks);
+
+    pthread_mutex_lock(&sock_conn_lock);
+    for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
+        if (sock_conn_tab[i].used && sock_conn_tab[i].dev == dev &&
+            memcmp(&sock_conn_tab[i].h, &h, sizeof(h)) == 0)
+            e = &sock_conn_tab[i];
+    if (!e)
+        st = sock_conn_start(dev, &h, &e);
+    if (st == RCOLL_OK)
+        st = sock_conn_step(e, &done);
+    if (st != RCOLL_OK) {
+        if (e)
+            sock_conn_release(e);
+    } else if (done) {
+        *send_comm = e->comm;
+        e->comm = NULL;
+        sock_conn_release(e);
+    } else {
+        *send_comm = NULL;
+    }
+    pthread_mutex_unlock(&sock_conn_lock);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Close, fini, ops table
+ * ------------------------------------------------------------------------------------------ */
+
+static rcoll_status_t sock_close_comm(void *comm, int is_recv)
+{
+    sock_comm_t *c = comm;
+    if (!c || c->is_recv != is_recv)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close: NULL or wrong kind of comm");
+    sock_comm_free(c); /* outstanding requests live inside the comm */
+    return RCOLL_OK;
+}
+
+static rcoll_status_t sock_close_send(void *send_comm) { return sock_close_comm(send_comm, 0); }
+
+static rcoll_status_t sock_close_recv(void *recv_comm) { return sock_close_comm(recv_comm, 1); }
+
+static rcoll_status_t sock_close_listen(void *listen_comm)
+{
+    sock_listen_t *l = listen_comm;
+    if (!l)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close_listen: NULL listen_comm");
+    for (int i = 0; i < l->nhalf; i++)
+        close(l->half[i].fd);
+    close(l->fd);
+    free(l);
+    return RCOLL_OK;
+}
+
+static void sock_fini(void)
+{
+    pthread_mutex_lock(&sock_conn_lock);
+    for (int i = 0; i < SOCK_MAX_CONNECTING; i++)
+        if (sock_conn_tab[i].used)
+            sock_conn_release(&sock_conn_tab[i]);
+    pthread_mutex_unlock(&sock_conn_lock);
+    memset(&sock_g, 0, sizeof(sock_g));
+}
+
+const rcoll_transport_ops_t rcoll_transport_tcp = {
+    .name = "tcp",
+    .init = sock_init,
+    .devices = sock_devices,
+    .get_props = sock_get_props,
+    .listen = sock_listen,
+    .connect = sock_connect,
+    .accept = sock_accept,
+    .reg_mr = sock_reg_mr,
+    .dereg_mr = sock_dereg_mr,
+    .isend = sock_isend,
+    .irecv = sock_irecv,
+    .iflush = rcoll_transport_stub_iflush,
+    .test = sock_test,
+    .close_send = sock_close_send,
+    .close_recv = sock_close_recv,
+    .close_listen = sock_close_listen,
+    .fini = sock_fini,
+};
