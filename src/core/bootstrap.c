@@ -136,6 +136,8 @@ typedef struct {
     int fd;       /* -1 once gone */
     int joined;
     int left;     /* said goodbye */
+    int waits_on; /* rank this one reported a timeout on, or -1 */
+    char report[RCOLL_BS_TEXT_MAX];
     rcoll_peer_info_t info;
     size_t got;   /* partial control message */
     union {
@@ -161,7 +163,13 @@ struct rcoll_bs_root {
     bs_pending_t pending[BS_PENDING_MAX];
     int npending;
     int failure_sent;
+    uint64_t decide_at; /* when to name the culprit of reported timeouts (0 = none pending) */
+    int first_named;    /* the rank named by the first timeout report */
 };
+
+/* How long the root collects timeout reports before naming the rank at the end of the chain
+ * of waiting ranks.  Ranks wait RCOLL_BS_VERDICT_WAIT_NS for the verdict. */
+#define BS_DECIDE_WINDOW_NS 1000000000ull
 
 static void root_unref(rcoll_bs_root_t *r)
 {
@@ -213,7 +221,10 @@ static void root_admit(rcoll_bs_root_t *r, int i)
             pending_reject(r, i, RCOLL_ERR_NO_MEMORY, "root out of memory");
             return;
         }
-        for (int k = 0; k < h->nranks; k++) r->members[k].fd = -1;
+        for (int k = 0; k < h->nranks; k++) {
+            r->members[k].fd = -1;
+            r->members[k].waits_on = -1;
+        }
         r->nranks = h->nranks;
     }
     if (h->nranks != r->nranks) {
@@ -366,12 +377,43 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
     } else if (m->buf.m.hdr.type == BS_ABORT && m->buf.m.hdr.len == sizeof(bs_note_t)) {
         n = m->buf.m.note;
         n.text[sizeof(n.text) - 1] = '\0';
-        if (!r->failure_sent) {
+        if (n.status == RCOLL_ERR_TIMEOUT && n.culprit >= 0 && n.culprit < r->nranks &&
+            !r->failure_sent) {
+            /* A timeout names only the peer this rank waited on, which may itself be waiting
+             * on another: collect reports briefly, then name the end of the chain. */
+            m->waits_on = n.culprit;
+            memcpy(m->report, n.text, sizeof(m->report));
+            if (!r->decide_at) {
+                r->decide_at = rcoll_now_ns() + BS_DECIDE_WINDOW_NS;
+                r->first_named = n.culprit;
+            }
+        } else if (!r->failure_sent) {
             RCOLL_INFO(BOOTSTRAP, "root: rank %d reports: %s", k, n.text);
             root_send_fail(r, k, &n);
             r->failure_sent = 1;
         }
     }
+}
+
+/* Name the culprit of the reported timeouts: follow "k waited on j" links from the first
+ * rank named to one that reported nothing (the stalled one). */
+static void root_decide_timeout(rcoll_bs_root_t *r)
+{
+    int c = r->first_named, waiter = -1;
+    for (int hops = 0; hops < r->nranks && r->members[c].waits_on >= 0; hops++)
+        c = r->members[c].waits_on;
+    for (int k = 0; k < r->nranks; k++)
+        if (r->members[k].waits_on == c) waiter = k;
+    char text[RCOLL_BS_TEXT_MAX];
+    snprintf(text, sizeof(text), "rank %d (%s pid %d) stopped making progress (%.150s)", c,
+             r->members[c].info.hostname, (int)r->members[c].info.pid,
+             waiter >= 0 ? r->members[waiter].report : "reported by its peers");
+    RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+    bs_note_t n;
+    note_fill(&n, c, RCOLL_ERR_TIMEOUT, text);
+    root_send_fail(r, -1, &n);
+    r->failure_sent = 1;
+    r->decide_at = 0;
 }
 
 static void root_watch_phase(rcoll_bs_root_t *r)
@@ -391,9 +433,11 @@ static void root_watch_phase(rcoll_bs_root_t *r)
                 who[n++] = k;
             }
         if (n == 0) break;
+        if (r->decide_at && !r->failure_sent && rcoll_now_ns() >= r->decide_at)
+            root_decide_timeout(r);
         /* The watch has no deadline of its own: it ends when the last rank leaves or dies,
          * and each wait here is bounded so the thread never sleeps on a stale set. */
-        if (poll(pfd, (nfds_t)n, 1000) <= 0) continue;
+        if (poll(pfd, (nfds_t)n, r->decide_at ? 50 : 1000) <= 0) continue;
         for (int i = 0; i < n; i++)
             if (pfd[i].revents) root_member_event(r, who[i]);
     }

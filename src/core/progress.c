@@ -17,6 +17,7 @@
 
 #define CTL_POLL_INTERVAL_NS 1000000ull    /* look at the control connection every 1 ms */
 #define CULPRIT_GRACE_NS 300000000ull      /* wait this long for the root to name a culprit */
+#define VERDICT_WAIT_NS 2500000000ull      /* after a timeout: the root decides within ~1 s */
 
 rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
                                struct rcoll_request **req_p)
@@ -112,6 +113,27 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     return 0;
 }
 
+/* Wait up to wait_ns for the root's verdict on a failure; 1 (and the comm failed with it)
+ * if one came. */
+static int await_verdict(rcoll_comm_t comm, uint64_t wait_ns)
+{
+    char text[RCOLL_LAST_ERROR_MAX];
+    uint64_t until = rcoll_now_ns() + wait_ns;
+    while (rcoll_now_ns() < until) {
+        int culprit = -1;
+        rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
+        if (cst != RCOLL_OK) {
+            snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
+            rcoll_comm_fail(comm, cst == RCOLL_ERR_TIMEOUT ? cst : RCOLL_ERR_REMOTE, culprit,
+                            text);
+            return 1;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 /* A data-path error: find out who is really at fault, tell everyone, fail the queue. */
 static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_status_t st)
 {
@@ -120,19 +142,7 @@ static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_s
     int peer = r->exec.err_recv_side ? comm->prev : comm->next;
     /* A neighbour's broken connection is often a consequence of a failure elsewhere; the root
      * knows the first cause, so give it a moment to say so. */
-    uint64_t until = rcoll_now_ns() + CULPRIT_GRACE_NS;
-    while (rcoll_now_ns() < until) {
-        int culprit = -1;
-        rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
-        if (cst != RCOLL_OK) {
-            snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
-            rcoll_comm_fail(comm, cst == RCOLL_ERR_TIMEOUT ? cst : RCOLL_ERR_REMOTE, culprit,
-                            text);
-            return;
-        }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
+    if (await_verdict(comm, CULPRIT_GRACE_NS)) return;
     snprintf(text, sizeof(text), "rank %d: %s failed: %s", comm->rank,
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)), detail);
     rcoll_bs_report(comm->bs, peer, st, text);
@@ -149,7 +159,10 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
              comm->cfg.timeout_s,
              r->exec.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
+    /* The peer may itself be waiting on another rank: the root collects every timeout report
+     * and names the rank at the end of the chain. */
     rcoll_bs_report(comm->bs, peer, RCOLL_ERR_TIMEOUT, text);
+    if (await_verdict(comm, VERDICT_WAIT_NS)) return;
     rcoll_comm_fail(comm, RCOLL_ERR_TIMEOUT, peer, text);
 }
 
