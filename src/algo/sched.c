@@ -1,19 +1,34 @@
 /*
- * sched.c - pure schedules for ring neighbours (no I/O, no transport, no datatypes).
+ * sched.c - pure communication schedules (no I/O, no transport, no datatypes).
  *
  * Ring all-reduce, per loop over n*chunk elements split into n blocks (rank r, n ranks):
  *
  *   step 0            send blk r                                  (from src)
  *   step 1 .. n-2     recv blk (r-s), reduce into dst, send it     reduce-scatter
  *   step n-1          recv blk (r+1), reduce FINAL, send it
- *   step n .. 2n-3    recv blk (r-s), copy into dst, send it        all-gather
- *   step 2n-2         recv blk (r+2), copy into dst
+ *   step n .. 2n-3    recv blk (r-s) into dst, send it              all-gather
+ *   step 2n-2         recv blk (r+2) into dst
  *
- *   2n-1 steps per loop; each rank sends and receives 2(n-1)/n of the data.  The block
- *   written at all-gather step s was sent at step s-n, so that send must be complete first.
+ *   2n-1 steps per loop; each rank sends and receives 2(n-1)/n of the data.
+ *
+ *   The all-gather receives land directly in dst: the block it overwrites was sent at step
+ *   s-n, and that send's data was consumed by the next rank before the chain of n-1 hops
+ *   that produces this step's data could start, so no explicit wait is needed.
  *
  * Chain broadcast along the ring from root (position p = (r - root) mod n), one step per chunk:
  *   p = 0: send chunk from buf; 0 < p < n-1: receive into buf, forward; p = n-1: receive.
+ *
+ * Recursive doubling, p = largest power of two <= n, e = n - p:
+ *
+ *   fold-in   ranks r < 2e: even r sends its vector to r+1, which reduces it    (1 step)
+ *   doubling  the p remaining ranks, virtual rank v, for k < log2 p:
+ *             exchange the whole vector with v ^ 2^k and reduce                 (log2 p steps)
+ *   fold-out  odd r < 2e send the result back to r-1                            (1 step)
+ *
+ *   Each exchange is pipelined in chunks: A = send chunk i, B = receive chunk i and reduce
+ *   it into dst; sends lead by two chunks (A0 A1 B0 A2 B1 ...).  B must wait until A's send
+ *   of the same chunk is complete, since it overwrites what A reads.  Latency-optimal for
+ *   small vectors; for 2 ranks it moves as few bytes as the ring with one dependent hop.
  */
 #include "algo/sched.h"
 
@@ -73,11 +88,16 @@ static void ring_allreduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t
         st->has_send = 0;
         st->act = RCOLL_ACT_NONE;
         st->send_buf = RCOLL_BUF_SRC;
+        st->red_buf = RCOLL_BUF_SRC;
+        st->recv_peer = st->send_peer = 0;
         ring_block(s, loop, 0, &st->off, &st->count);
         return;
     }
     int blk = ((s->rank - step) % n + n) % n;
     ring_block(s, loop, blk, &st->off, &st->count);
+    st->recv_peer = (s->rank - 1 + n) % n;
+    st->send_peer = (s->rank + 1) % n;
+    st->red_buf = RCOLL_BUF_SRC;
     st->has_recv = step > 0;
     st->has_send = step < 2 * n - 2;
     st->send_buf = step == 0 ? RCOLL_BUF_SRC : RCOLL_BUF_DST;
@@ -87,10 +107,8 @@ static void ring_allreduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t
         st->act = RCOLL_ACT_REDUCE;
     else if (step == n - 1)
         st->act = RCOLL_ACT_REDUCE_FINAL;
-    else {
-        st->act = RCOLL_ACT_COPY;
-        st->wait_send_step = (int64_t)(k - (uint64_t)n);
-    }
+    else
+        st->act = RCOLL_ACT_DIRECT;
 }
 
 static void chain_bcast_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
@@ -104,13 +122,152 @@ static void chain_bcast_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *s
     st->has_send = pos < n - 1;
     st->act = pos > 0 ? RCOLL_ACT_DIRECT : RCOLL_ACT_NONE;
     st->send_buf = RCOLL_BUF_DST;
+    st->red_buf = RCOLL_BUF_SRC;
     st->wait_send_step = -1;
+    st->recv_peer = (s->rank - 1 + n) % n;
+    st->send_peer = (s->rank + 1) % n;
+}
+
+
+/* ---------------------------------------------------------------------------------------
+ * Recursive doubling
+ * ------------------------------------------------------------------------------------- */
+
+static int rd_real_rank(int v, int extra) { return v < extra ? 2 * v + 1 : v + extra; }
+
+void rcoll_sched_rd_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
+                              size_t chunk_elems)
+{
+    s->kind = RCOLL_SCHED_RD_ALLREDUCE;
+    s->nranks = nranks;
+    s->rank = rank;
+    s->root = 0;
+    s->count = count;
+    s->chunk = chunk_elems ? chunk_elems : 1;
+    s->nchunks = count ? div_up(count, s->chunk) : 0;
+    s->pof2 = 1;
+    s->log2p = 0;
+    while (s->pof2 * 2 <= nranks) {
+        s->pof2 *= 2;
+        s->log2p++;
+    }
+    s->extra = nranks - s->pof2;
+    s->nloops = 1;
+    s->steps_per_loop = 0;
+    int folded = rank < 2 * s->extra;
+    int active = !folded || (rank % 2 == 1);
+    s->seg_in = folded ? s->nchunks : 0;
+    s->seg_rd = (active && nranks > 1) ? (uint64_t)s->log2p * 2 * s->nchunks : 0;
+    uint64_t seg_out = folded ? s->nchunks : 0;
+    s->nsteps = count && nranks > 1 ? s->seg_in + s->seg_rd + seg_out : 0;
+}
+
+int rcoll_sched_rd_partners(int nranks, int rank, int *peers)
+{
+    int pof2 = 1, log2p = 0, np = 0;
+    while (pof2 * 2 <= nranks) {
+        pof2 *= 2;
+        log2p++;
+    }
+    int extra = nranks - pof2;
+    if (rank < 2 * extra) {
+        peers[np++] = rank % 2 ? rank - 1 : rank + 1;
+        if (rank % 2 == 0) return np;
+    }
+    int v = rank < 2 * extra ? rank / 2 : rank - extra;
+    for (int k = 0; k < log2p; k++) peers[np++] = rd_real_rank(v ^ (1 << k), extra);
+    return np;
+}
+
+/* Position of A(i) (send of chunk i) within one exchange of m chunks, sends leading by 2. */
+static uint64_t rd_send_pos(uint64_t i, uint64_t m)
+{
+    uint64_t lead = m < 2 ? m : 2;
+    return i < lead ? i : lead + 2 * (i - lead) + 1;
+}
+
+static void rd_chunk(const rcoll_sched_t *s, uint64_t i, rcoll_step_t *st)
+{
+    st->off = (size_t)(i * s->chunk);
+    size_t left = s->count - st->off;
+    st->count = left < s->chunk ? left : s->chunk;
+}
+
+static void rd_allreduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int r = s->rank, extra = s->extra;
+    uint64_t m = s->nchunks;
+    int folded = r < 2 * extra;
+    st->has_recv = st->has_send = 0;
+    st->act = RCOLL_ACT_NONE;
+    st->red_buf = RCOLL_BUF_SRC;
+    st->send_buf = RCOLL_BUF_DST;
+    st->wait_send_step = -1;
+    st->recv_peer = st->send_peer = -1;
+    if (k < s->seg_in) { /* fold-in */
+        rd_chunk(s, k, st);
+        if (r % 2 == 0) {
+            st->has_send = 1;
+            st->send_peer = r + 1;
+            st->send_buf = RCOLL_BUF_SRC;
+        } else {
+            st->has_recv = 1;
+            st->recv_peer = r - 1;
+            st->act = RCOLL_ACT_REDUCE;
+        }
+        return;
+    }
+    k -= s->seg_in;
+    if (k < s->seg_rd) { /* doubling */
+        uint64_t step = k / (2 * m), j = k % (2 * m);
+        int v = folded ? r / 2 : r - extra;
+        int partner = rd_real_rank(v ^ (1 << step), extra);
+        /* Until something was reduced into dst, the local data is still in src. */
+        rcoll_sched_buf_t cur = (step == 0 && !folded) ? RCOLL_BUF_SRC : RCOLL_BUF_DST;
+        uint64_t lead = m < 2 ? m : 2, i;
+        int is_send;
+        if (j < lead) {
+            is_send = 1;
+            i = j;
+        } else if (j - lead < 2 * (m - lead)) {
+            is_send = (j - lead) % 2 == 1;
+            i = (j - lead) / 2 + (is_send ? lead : 0);
+        } else {
+            is_send = 0;
+            i = (m - lead) + (j - lead - 2 * (m - lead));
+        }
+        rd_chunk(s, i, st);
+        if (is_send) {
+            st->has_send = 1;
+            st->send_peer = partner;
+            st->send_buf = cur;
+        } else {
+            st->has_recv = 1;
+            st->recv_peer = partner;
+            st->red_buf = cur;
+            st->act = step + 1 == (uint64_t)s->log2p ? RCOLL_ACT_REDUCE_FINAL : RCOLL_ACT_REDUCE;
+            st->wait_send_step =
+                (int64_t)(s->seg_in + step * 2 * m + rd_send_pos(i, m));
+        }
+        return;
+    }
+    k -= s->seg_rd; /* fold-out */
+    rd_chunk(s, k, st);
+    if (r % 2 == 1) {
+        st->has_send = 1;
+        st->send_peer = r - 1;
+    } else {
+        st->has_recv = 1;
+        st->recv_peer = r + 1;
+        st->act = RCOLL_ACT_DIRECT;
+    }
 }
 
 void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
 {
-    if (s->kind == RCOLL_SCHED_RING_ALLREDUCE)
-        ring_allreduce_step(s, k, step);
-    else
-        chain_bcast_step(s, k, step);
+    switch (s->kind) {
+    case RCOLL_SCHED_RING_ALLREDUCE: ring_allreduce_step(s, k, step); break;
+    case RCOLL_SCHED_CHAIN_BCAST: chain_bcast_step(s, k, step); break;
+    case RCOLL_SCHED_RD_ALLREDUCE: rd_allreduce_step(s, k, step); break;
+    }
 }

@@ -11,7 +11,8 @@
 
 typedef enum {
     RCOLL_SCHED_RING_ALLREDUCE, /* ring reduce-scatter then ring all-gather */
-    RCOLL_SCHED_CHAIN_BCAST     /* pipelined chain along the ring starting at root */
+    RCOLL_SCHED_CHAIN_BCAST,    /* pipelined chain along the ring starting at root */
+    RCOLL_SCHED_RD_ALLREDUCE    /* recursive doubling (full vector per step), pipelined */
 } rcoll_sched_kind_t;
 
 /* What a step does with the block it receives. */
@@ -27,9 +28,12 @@ typedef enum {
 typedef enum { RCOLL_BUF_SRC = 0, RCOLL_BUF_DST = 1 } rcoll_sched_buf_t;
 
 typedef struct {
-    int has_recv;           /* a message from the previous rank arrives in this step */
+    int has_recv;           /* a message from recv_peer arrives in this step */
+    int recv_peer;
     rcoll_sched_act_t act;  /* what to do with it */
-    int has_send;           /* a message goes to the next rank after the action */
+    rcoll_sched_buf_t red_buf;  /* the local operand of a reduction */
+    int has_send;           /* a message goes to send_peer after the action */
+    int send_peer;
     rcoll_sched_buf_t send_buf; /* which buffer the send reads */
     size_t off;             /* element offset of the block (recv and send use the same) */
     size_t count;           /* elements in the block (may be 0: an empty message) */
@@ -44,6 +48,11 @@ typedef struct {
     uint64_t nloops;    /* loops over the data */
     uint32_t steps_per_loop;
     uint64_t nsteps;    /* total steps */
+    /* recursive doubling */
+    uint64_t nchunks;   /* chunks of the vector */
+    int pof2, extra;    /* largest power of two <= nranks; nranks - pof2 */
+    int log2p;
+    uint64_t seg_in, seg_rd; /* steps in the fold-in and doubling segments */
 } rcoll_sched_t;
 
 /* Set up a schedule.  chunk_elems >= 1.  nranks >= 1, 0 <= rank, root < nranks.
@@ -52,6 +61,11 @@ void rcoll_sched_ring_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t c
                                 size_t chunk_elems);
 void rcoll_sched_chain_bcast(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
                              size_t chunk_elems);
+void rcoll_sched_rd_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
+                              size_t chunk_elems);
+/* The peers a rank exchanges with in recursive doubling (both directions), into peers[]
+ * (at least 32 entries); returns how many. */
+int rcoll_sched_rd_partners(int nranks, int rank, int *peers);
 /* Describe step k (0 <= k < s->nsteps). */
 void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step);
 

@@ -47,117 +47,180 @@ static const rcoll_transport_ops_t *pick_transport(const rcoll_config_t *cfg)
     return rcoll_transport_find(cfg->transport);
 }
 
-/* State of the two ring connections while they are being set up. */
+/* One accepted connection whose hello (naming the peer rank) has not arrived yet. */
 typedef struct {
-    void *send, *recv;
-    void *hello_sreq, *hello_rreq;
-    int sent, received;
-    conn_hello_t out, in;
-} ring_setup_t;
+    void *comm;
+    void *req;
+    conn_hello_t in;
+} pending_accept_t;
 
-/* One non-blocking pass over the ring connection setup; RCOLL_OK when fully connected. */
-static rcoll_status_t ring_setup_step(rcoll_comm_t c, ring_setup_t *s)
+/* State of the connection setup: which peers this rank sends to and receives from. */
+typedef struct {
+    char *need_send, *need_recv; /* [nranks] */
+    void **hello_sreq;           /* [nranks] */
+    char *sent;                  /* [nranks] hello delivered */
+    conn_hello_t out;
+    pending_accept_t *pend;      /* [nranks] */
+    int npend;
+    int nsent_needed, nrecv_needed, nsent, nrecv;
+} conn_setup_t;
+
+static rcoll_status_t setup_sends(rcoll_comm_t c, conn_setup_t *s)
 {
     const rcoll_transport_ops_t *tp = c->tp;
     char pbuf[128];
     rcoll_status_t st;
-    if (!s->send) {
-        st = tp->connect(c->dev, c->peers[c->next].handle, &s->send);
-        if (st < 0) {
-            rcoll_err_prefix("connecting to %s: ",
-                             rcoll_comm_peer_name(c, c->next, pbuf, sizeof(pbuf)));
-            return st;
+    for (int p = 0; p < c->nranks; p++) {
+        if (!s->need_send[p] || s->sent[p]) continue;
+        void **sc = &c->link.send_comms[p];
+        if (!*sc) {
+            st = tp->connect(c->dev, c->peers[p].handle, sc);
+            if (st < 0) {
+                rcoll_err_prefix("connecting to %s: ",
+                                 rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
+                return st;
+            }
+            if (!*sc) continue;
         }
-    }
-    if (s->send && !s->hello_sreq && !s->sent) {
-        s->out = (conn_hello_t){.magic = CONN_HELLO_MAGIC, .rank = c->rank};
-        st = tp->isend(s->send, &s->out, sizeof(s->out), -1, NULL, &s->hello_sreq);
-        if (st < 0) return st;
-    }
-    if (s->hello_sreq) {
+        if (!s->hello_sreq[p]) {
+            st = tp->isend(*sc, &s->out, sizeof(s->out), -1, NULL, &s->hello_sreq[p]);
+            if (st < 0) return st;
+            if (!s->hello_sreq[p]) continue;
+        }
         int done = 0;
-        st = tp->test(s->hello_sreq, &done, NULL);
+        st = tp->test(s->hello_sreq[p], &done, NULL);
         if (st < 0) {
-            s->hello_sreq = NULL;
-            rcoll_err_prefix("greeting %s: ", rcoll_comm_peer_name(c, c->next, pbuf,
-                                                                  sizeof(pbuf)));
+            s->hello_sreq[p] = NULL;
+            rcoll_err_prefix("greeting %s: ", rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
             return st;
         }
         if (done) {
-            s->hello_sreq = NULL;
-            s->sent = 1;
+            s->hello_sreq[p] = NULL;
+            s->sent[p] = 1;
+            s->nsent++;
         }
     }
-    if (!s->recv) {
-        st = tp->accept(c->listen_comm, &s->recv);
-        if (st < 0) return st;
-    }
-    if (s->recv && !s->hello_rreq && !s->received) {
-        void *buf = &s->in;
-        size_t size = sizeof(s->in);
-        int tag = -1;
-        void *mh = NULL;
-        st = tp->irecv(s->recv, 1, &buf, &size, &tag, &mh, &s->hello_rreq);
-        if (st < 0) return st;
-    }
-    if (s->hello_rreq) {
-        int done = 0;
-        size_t got = 0;
-        st = tp->test(s->hello_rreq, &done, &got);
-        if (st < 0) {
-            s->hello_rreq = NULL;
-            rcoll_err_prefix("greeting from %s: ",
-                             rcoll_comm_peer_name(c, c->prev, pbuf, sizeof(pbuf)));
-            return st;
-        }
-        if (done) {
-            s->hello_rreq = NULL;
-            if (got != sizeof(s->in) || s->in.magic != CONN_HELLO_MAGIC ||
-                s->in.rank != c->prev)
-                return rcoll_err_set(RCOLL_ERR_PROTOCOL,
-                                     "expected a connection from %s, got one claiming rank %d",
-                                     rcoll_comm_peer_name(c, c->prev, pbuf, sizeof(pbuf)),
-                                     (int)s->in.rank);
-            s->received = 1;
-        }
-    }
-    return (s->sent && s->received) ? RCOLL_OK : RCOLL_INPROGRESS;
+    return RCOLL_OK;
 }
 
-static rcoll_status_t connect_ring(rcoll_comm_t c, uint64_t deadline_ns)
+static rcoll_status_t setup_recvs(rcoll_comm_t c, conn_setup_t *s)
 {
-    ring_setup_t s;
+    const rcoll_transport_ops_t *tp = c->tp;
+    rcoll_status_t st;
+    if (s->npend < c->nranks) {
+        void *rc = NULL;
+        st = tp->accept(c->listen_comm, &rc);
+        if (st < 0) return st;
+        if (rc) s->pend[s->npend++] = (pending_accept_t){.comm = rc};
+    }
+    for (int i = 0; i < s->npend; i++) {
+        pending_accept_t *a = &s->pend[i];
+        if (!a->req) {
+            void *buf = &a->in;
+            size_t size = sizeof(a->in);
+            int tag = -1;
+            void *mh = NULL;
+            st = tp->irecv(a->comm, 1, &buf, &size, &tag, &mh, &a->req);
+            if (st < 0) return st;
+            if (!a->req) continue;
+        }
+        int done = 0;
+        size_t got = 0;
+        st = tp->test(a->req, &done, &got);
+        if (st < 0) {
+            a->req = NULL;
+            rcoll_err_prefix("greeting from an accepted connection: ");
+            return st;
+        }
+        if (!done) continue;
+        a->req = NULL;
+        int p = a->in.rank;
+        if (got != sizeof(a->in) || a->in.magic != CONN_HELLO_MAGIC || p < 0 ||
+            p >= c->nranks || !s->need_recv[p] || c->link.recv_comms[p])
+            return rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                                 "unexpected connection claiming to be rank %d", p);
+        c->link.recv_comms[p] = a->comm;
+        s->nrecv++;
+        s->pend[i--] = s->pend[--s->npend];
+    }
+    return RCOLL_OK;
+}
+
+/* Connect to every peer the algorithms use (ring neighbours, doubling partners) and accept
+ * their connections, all within the deadline. */
+static rcoll_status_t connect_peers(rcoll_comm_t c, uint64_t deadline_ns)
+{
+    int n = c->nranks;
+    conn_setup_t s;
     memset(&s, 0, sizeof(s));
+    s.need_send = calloc((size_t)n, 1);
+    s.need_recv = calloc((size_t)n, 1);
+    s.sent = calloc((size_t)n, 1);
+    s.hello_sreq = calloc((size_t)n, sizeof(void *));
+    s.pend = calloc((size_t)n, sizeof(pending_accept_t));
+    rcoll_status_t st = RCOLL_OK;
+    if (!s.need_send || !s.need_recv || !s.sent || !s.hello_sreq || !s.pend) {
+        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "connection setup allocation failed");
+        goto out;
+    }
+    s.out = (conn_hello_t){.magic = CONN_HELLO_MAGIC, .rank = c->rank};
+    s.need_send[c->next] = s.need_recv[c->prev] = 1;
+    int partners[32];
+    int np = rcoll_sched_rd_partners(n, c->rank, partners);
+    for (int i = 0; i < np; i++) s.need_send[partners[i]] = s.need_recv[partners[i]] = 1;
+    for (int p = 0; p < n; p++) {
+        s.nsent_needed += s.need_send[p];
+        s.nrecv_needed += s.need_recv[p];
+    }
     rcoll_backoff_t bo;
     rcoll_backoff_init(&bo, (uint32_t)c->cfg.spin);
-    rcoll_status_t st;
-    char pbuf[128], qbuf[128];
     for (;;) {
-        st = ring_setup_step(c, &s);
-        if (st != RCOLL_INPROGRESS) break;
+        st = setup_sends(c, &s);
+        if (st == RCOLL_OK) st = setup_recvs(c, &s);
+        if (st != RCOLL_OK) break;
+        if (s.nsent == s.nsent_needed && s.nrecv == s.nrecv_needed) break;
         int culprit;
         st = rcoll_bs_poll(c->bs, &culprit);
         if (st != RCOLL_OK) break;
         if (rcoll_now_ns() > deadline_ns) {
-            st = rcoll_err_set(RCOLL_ERR_TIMEOUT,
-                               "could not connect the ring within %g s (to %s: %s, from %s: %s)",
-                               c->cfg.timeout_s,
-                               rcoll_comm_peer_name(c, c->next, pbuf, sizeof(pbuf)),
-                               s.sent ? "done" : "pending",
-                               rcoll_comm_peer_name(c, c->prev, qbuf, sizeof(qbuf)),
-                               s.received ? "done" : "pending");
+            char missing[256] = "";
+            size_t o = 0;
+            for (int p = 0; p < n && o + 24 < sizeof(missing); p++) {
+                if (s.need_send[p] && !s.sent[p])
+                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, " to %d", p);
+                if (s.need_recv[p] && !c->link.recv_comms[p])
+                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, " from %d", p);
+            }
+            st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "could not connect to the peer ranks within "
+                               "%g s (missing:%s)", c->cfg.timeout_s, missing);
             break;
         }
         rcoll_backoff_wait(&bo);
     }
-    if (st != RCOLL_OK) {
-        if (s.send) c->tp->close_send(s.send);
-        if (s.recv) c->tp->close_recv(s.recv);
-        return st;
+    for (int i = 0; i < s.npend; i++) c->tp->close_recv(s.pend[i].comm);
+out:
+    free(s.need_send);
+    free(s.need_recv);
+    free(s.sent);
+    free(s.hello_sreq);
+    free(s.pend);
+    return st;
+}
+
+static void close_peers(rcoll_comm_t c)
+{
+    for (int p = 0; p < c->nranks; p++) {
+        if (c->link.staging_mh && c->link.staging_mh[p])
+            c->tp->dereg_mr(c->link.recv_comms[p], c->link.staging_mh[p]);
+        if (c->link.send_comms && c->link.send_comms[p])
+            c->tp->close_send(c->link.send_comms[p]);
+        if (c->link.recv_comms && c->link.recv_comms[p])
+            c->tp->close_recv(c->link.recv_comms[p]);
     }
-    c->link.send_comm = s.send;
-    c->link.recv_comm = s.recv;
-    return RCOLL_OK;
+    free(c->link.send_comms);
+    free(c->link.recv_comms);
+    free(c->link.staging_mh);
+    c->link.send_comms = c->link.recv_comms = c->link.staging_mh = NULL;
 }
 
 static rcoll_status_t alloc_staging(rcoll_comm_t c)
@@ -167,7 +230,7 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     if (chunk > c->cfg.buffsize) chunk = c->cfg.buffsize;
     chunk &= ~(size_t)7; /* whole elements of every datatype */
     size_t nslots = c->cfg.buffsize / chunk;
-    if (nslots > RCOLL_RING_MAX_SLOTS) nslots = RCOLL_RING_MAX_SLOTS;
+    if (nslots > RCOLL_EXEC_MAX_SLOTS) nslots = RCOLL_EXEC_MAX_SLOTS;
     if (nslots < 1) nslots = 1;
     c->chunk_bytes = chunk;
     c->link.tp = c->tp;
@@ -177,14 +240,16 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     if (posix_memalign((void **)&c->link.staging, 4096, bytes) != 0)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cannot allocate %zu bytes of staging", bytes);
     c->mem_bytes += bytes;
-    rcoll_status_t st = c->tp->reg_mr(c->link.recv_comm, c->link.staging, bytes,
-                                      RCOLL_PTR_HOST, &c->link.staging_mh);
-    if (st != RCOLL_OK) {
-        free(c->link.staging);
-        c->link.staging = NULL;
-        rcoll_err_prefix("registering staging memory: ");
+    for (int p = 0; p < c->nranks; p++) {
+        if (!c->link.recv_comms[p]) continue;
+        rcoll_status_t st = c->tp->reg_mr(c->link.recv_comms[p], c->link.staging, bytes,
+                                          RCOLL_PTR_HOST, &c->link.staging_mh[p]);
+        if (st != RCOLL_OK) {
+            rcoll_err_prefix("registering staging memory: ");
+            return st;
+        }
     }
-    return st;
+    return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
@@ -233,22 +298,29 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
     if (nranks > 1) {
-        st = connect_ring(c, deadline);
-        if (st != RCOLL_OK) goto err_bs;
+        c->link.send_comms = calloc((size_t)nranks, sizeof(void *));
+        c->link.recv_comms = calloc((size_t)nranks, sizeof(void *));
+        c->link.staging_mh = calloc((size_t)nranks, sizeof(void *));
+        if (!c->link.send_comms || !c->link.recv_comms || !c->link.staging_mh) {
+            st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "connection table allocation failed");
+            goto err_conns;
+        }
+        c->mem_bytes += 3 * (size_t)nranks * sizeof(void *);
+        st = connect_peers(c, deadline);
+        if (st != RCOLL_OK) goto err_conns;
         st = alloc_staging(c);
-        if (st != RCOLL_OK) goto err_ring;
+        if (st != RCOLL_OK) goto err_conns;
     }
-    RCOLL_INFO(INIT, "rank %d/%d on %s: transport %s, ring %d -> %d -> %d, chunk %zu B x %d "
+    RCOLL_INFO(INIT, "rank %d/%d on %s: transport %s, ring %d -> %d -> %d (+ doubling partners), chunk %zu B x %d "
                "slots, communicator memory %zu B (bound: RCOLL_BUFFSIZE=%zu per peer)",
                rank, nranks, mine.hostname, c->tp->name, c->prev, rank, c->next,
                c->chunk_bytes, c->link.nslots, c->mem_bytes, cfg->buffsize);
     *comm_p = c;
     return RCOLL_OK;
 
-err_ring:
-    c->tp->close_send(c->link.send_comm);
-    c->tp->close_recv(c->link.recv_comm);
-err_bs:
+err_conns:
+    close_peers(c);
+    free(c->link.staging);
     rcoll_bs_report(c->bs, rank, st, rcoll_err_get());
     rcoll_bs_leave(c->bs, 0);
 err_peers:
@@ -262,9 +334,7 @@ err_free:
 
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
-    if (c->link.staging_mh) c->tp->dereg_mr(c->link.recv_comm, c->link.staging_mh);
-    if (c->link.send_comm) c->tp->close_send(c->link.send_comm);
-    if (c->link.recv_comm) c->tp->close_recv(c->link.recv_comm);
+    close_peers(c);
     if (c->listen_comm) c->tp->close_listen(c->listen_comm);
     rcoll_bs_leave(c->bs, graceful);
     free(c->link.staging);

@@ -6,7 +6,7 @@
 #define RCOLL_CORE_COMM_H
 
 #include <stdint.h>
-#include "algo/ring.h"
+#include "algo/exec.h"
 #include "core/bootstrap.h"
 #include "rcoll.h"
 #include "transport/transport.h"
@@ -30,7 +30,7 @@ struct rcoll_request {
     int complete;
     rcoll_status_t status;
     uint64_t seq;
-    rcoll_ring_exec_t exec;
+    rcoll_exec_t exec;
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
 };
@@ -46,7 +46,7 @@ struct rcoll_comm {
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */
 
     int next, prev;        /* ring neighbours */
-    rcoll_ring_link_t link;
+    rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
     size_t chunk_bytes;
 
     struct rcoll_request *head, *tail; /* queued operations, in issue order */

@@ -76,6 +76,18 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
     while (comm->head) complete_head(comm, st);
 }
 
+/* Recursive doubling or ring?  Doubling has log2(n) dependent hops but sends the whole
+ * vector in each; the ring has 2(n-1) hops and sends 2(n-1)/n of it.  For 2 ranks doubling
+ * moves the same bytes in one hop, so it always wins; otherwise it wins below RCOLL_RD_MAX
+ * bytes (measured crossover, docs/benchmarks.md). */
+static int use_rd(rcoll_comm_t comm, size_t bytes)
+{
+    const char *algo = comm->cfg.algo;
+    if (!strcmp(algo, "ring")) return 0;
+    if (!strcmp(algo, "rd")) return 1;
+    return comm->nranks == 2 || bytes <= comm->cfg.rd_max;
+}
+
 /* Start the head operation: set up its schedule, or finish it at once if it moves nothing. */
 static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
 {
@@ -91,7 +103,10 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
             return 1;
         }
-        rcoll_sched_ring_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes / esize);
+        if (use_rd(comm, r->count * esize))
+            rcoll_sched_rd_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes / esize);
+        else
+            rcoll_sched_ring_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes / esize);
         break;
     case RCOLL_OP_BARRIER:
         if (n == 1) return 1;
@@ -105,10 +120,12 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     default:
         return 1;
     }
-    rcoll_ring_exec_init(&r->exec, &s, &comm->link, r->src, r->dst, r->dt, r->op,
+    rcoll_exec_init(&r->exec, &s, &comm->link, r->src, r->dst, r->dt, r->op,
                          (int)(r->seq & 0x3fffffff));
-    RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: ring schedule, %llu steps, chunk %zu B",
+    RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: %s schedule, %llu steps, chunk %zu B",
                 (unsigned long long)r->seq, (int)r->kind, r->count,
+                s.kind == RCOLL_SCHED_RD_ALLREDUCE ? "recursive doubling"
+                : s.kind == RCOLL_SCHED_RING_ALLREDUCE ? "ring" : "chain",
                 (unsigned long long)s.nsteps, comm->chunk_bytes);
     return 0;
 }
@@ -139,7 +156,7 @@ static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_s
 {
     char detail[RCOLL_ERR_TEXT_MAX], text[RCOLL_LAST_ERROR_MAX], pbuf[128];
     snprintf(detail, sizeof(detail), "%s", rcoll_err_get());
-    int peer = r->exec.err_recv_side ? comm->prev : comm->next;
+    int peer = r->exec.err_peer;
     /* A neighbour's broken connection is often a consequence of a failure elsewhere; the root
      * knows the first cause, so give it a moment to say so. */
     if (await_verdict(comm, CULPRIT_GRACE_NS)) return;
@@ -154,7 +171,7 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
     uint64_t limit = (uint64_t)(comm->cfg.timeout_s * 1e9);
     if (now - r->exec.last_progress_ns <= limit) return;
     char text[RCOLL_LAST_ERROR_MAX], pbuf[128];
-    int peer = r->exec.waiting_recv ? comm->prev : comm->next;
+    int peer = r->exec.waiting_peer;
     snprintf(text, sizeof(text), "rank %d: no progress for %g s (RCOLL_TIMEOUT) %s %s", comm->rank,
              comm->cfg.timeout_s,
              r->exec.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
@@ -177,7 +194,7 @@ static int progress_once(rcoll_comm_t comm)
             continue;
         }
         int progressed = 0;
-        rcoll_status_t st = rcoll_ring_exec_progress(&r->exec, &progressed);
+        rcoll_status_t st = rcoll_exec_progress(&r->exec, &progressed);
         moved |= progressed;
         if (st == RCOLL_OK) {
             complete_head(comm, RCOLL_OK);

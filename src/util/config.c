@@ -47,7 +47,10 @@ static const rcoll_knob_t knobs[] = {
          "staging bytes per peer connection: the bound on a communicator's memory per peer"),
     KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
-    KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0, "all-reduce algorithm: auto or ring"),
+    KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0,
+         "all-reduce algorithm: auto, ring or rd (recursive doubling)"),
+    KNOB("RCOLL_RD_MAX", "64K", SIZE, rd_max, 0, 1LL << 40,
+         "auto: all-reduces up to this many bytes use recursive doubling (always for 2 ranks)"),
     KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
          "transport between ranks: auto or tcp"),
 };
@@ -175,9 +178,9 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "RCOLL_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE",
                              tmp.debug);
-    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring"))
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_ALGO='%s' is not one of auto, ring",
-                             tmp.algo);
+    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd"))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "RCOLL_ALGO='%s' is not one of auto, ring, rd", tmp.algo);
     rcoll_log_configure(tmp.debug, tmp.debug_subsys, tmp.debug_file);
     pthread_once(&first_load, first_load_fn);
     *cfg = tmp;

@@ -31,6 +31,7 @@ typedef struct rcoll_config {
     size_t buffsize;   /* staging bytes per peer connection (the memory bound) */
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
     char algo[RCOLL_CFG_STR_MAX];
+    size_t rd_max;     /* all-reduces up to this many bytes use recursive doubling */
     char transport[RCOLL_CFG_STR_MAX];
 } rcoll_config_t;
 

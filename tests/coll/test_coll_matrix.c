@@ -3,7 +3,7 @@
  * ranks 1..9; counts {0, 1, ranks-1, odd, multi-chunk} with a small-chunk knob so big counts
  * take many pipeline loops; every datatype x op; in-place and out-of-place; broadcast from
  * every root; barriers; several nonblocking operations outstanding, waited in reverse order
- * and polled with rcoll_test.  Expected values come from a reference computed here in
+ * and polled with rcoll_test; both all-reduce algorithms (ring, recursive doubling).  Expected values come from a reference computed here in
  * double/wide-integer arithmetic, independent of the library's reduction code.
  * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given)
  */
@@ -273,12 +273,19 @@ int main(int argc, char **argv)
     int maxn = argc > 1 ? atoi(argv[1]) : 9;
     setenv("RCOLL_CHUNK_SIZE", "64", 0);
     setenv("RCOLL_TIMEOUT", "60", 0);
-    for (int n = 1; n <= maxn; n++) {
-        mp_result_t res;
-        int bad = mp_run(n, run_matrix, NULL, 300, &res);
-        CHECK(bad == 0, "matrix with %d ranks: %d ranks failed", n, bad);
-        printf("%d ranks: %s in %.1f s\n", n, bad ? "FAILED" : "ok", res.seconds);
-        fflush(stdout);
+    /* Every all-reduce algorithm on every rank count (auto would pick doubling for all of
+     * these small counts). */
+    static const char *const algos[] = {"ring", "rd"};
+    for (int a = 0; a < 2; a++) {
+        setenv("RCOLL_ALGO", algos[a], 1);
+        for (int n = 1; n <= maxn; n++) {
+            mp_result_t res;
+            int bad = mp_run(n, run_matrix, NULL, 300, &res);
+            CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", algos[a], n, bad);
+            printf("%s, %d ranks: %s in %.1f s\n", algos[a], n, bad ? "FAILED" : "ok",
+                   res.seconds);
+            fflush(stdout);
+        }
     }
     return mp_summary();
 }

@@ -1,9 +1,11 @@
 /*
- * test_sched.c - exhaustive simulation of the pure ring schedules (algo/sched.c): every rank
+ * test_sched.c - exhaustive simulation of the pure schedules (algo/sched.c): every rank
  * count 1..16, counts 0..40 plus larger odd ones, several chunk sizes.  The simulator plays all
  * ranks against FIFO links with its own reduction (integer sums, so order does not matter),
  * reads a send's data only when the receiver consumes it (as a zero-copy transport may), and
- * checks the result against a reference computed directly from the inputs.
+ * checks the result against a reference computed directly from the inputs.  A send completes
+ * (and its data is read) only when the message is delivered into one of the receiver's
+ * WINDOW posted receives; a step that waits for its own earlier send therefore really waits.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,14 +16,18 @@
 #include "mp.h"
 
 #define MAXN 16
-#define QCAP 4096
+#define QCAP 512   /* messages in flight per directed link */
+#define SCAP 8192  /* unconsumed sends per rank */
 
 typedef struct {
     int from_rank;
     uint64_t step;   /* sender's step index */
     int buf;         /* which sender buffer */
     size_t off, count;
+    uint64_t *data;  /* snapshot taken at delivery; NULL before */
 } msg_t;
+
+#define WINDOW 2 /* receives a rank keeps posted per link: the first WINDOW messages land */
 
 typedef struct {
     msg_t q[QCAP];
@@ -32,7 +38,7 @@ typedef struct {
     rcoll_sched_t s;
     uint64_t k;
     uint64_t *src, *dst;
-    uint64_t unconsumed_sends[QCAP]; /* steps whose sends are not consumed yet */
+    uint64_t unconsumed_sends[SCAP]; /* steps whose sends are not consumed yet */
     int nunconsumed;
     uint64_t sent_elems;
 } sim_rank_t;
@@ -54,17 +60,43 @@ static void consume_send(sim_rank_t *r, uint64_t step)
         }
 }
 
-/* Run one configuration; returns 0 if correct. */
+/* Deliver one message that a posted receive can take (snapshot the sender's data, complete
+ * its send).  Called only when no rank can move otherwise: deliveries are as late as they may
+ * be, so a step that overwrites data its own send has not yet delivered is caught.  Returns 1
+ * if something was delivered. */
+static int deliver(sim_rank_t *R, link_t L[MAXN][MAXN], int n)
+{
+    for (int to = 0; to < n; to++)
+        for (int f = 0; f < n; f++) {
+            link_t *l = &L[to][f];
+            for (int i = 0; i < l->n && i < WINDOW; i++) {
+                msg_t *m = &l->q[(l->head + i) % QCAP];
+                if (m->data) continue;
+                sim_rank_t *from = &R[m->from_rank];
+                const uint64_t *src = (m->buf == RCOLL_BUF_SRC ? from->src : from->dst) + m->off;
+                m->data = malloc((m->count + 1) * sizeof(uint64_t));
+                memcpy(m->data, src, m->count * sizeof(uint64_t));
+                consume_send(from, m->step);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* Run one configuration; kind 0 ring all-reduce, 1 chain broadcast, 2 recursive doubling.
+ * Returns 0 if correct. */
 static int simulate(int kind, int n, size_t count, size_t chunk, int root, int inplace)
 {
     static sim_rank_t R[MAXN];
-    static link_t L[MAXN]; /* L[r]: messages into rank r */
+    static link_t L[MAXN][MAXN]; /* L[to][from] */
     uint64_t *ref = calloc(count + 1, sizeof(uint64_t));
     for (int r = 0; r < n; r++) {
         if (kind == 0)
             rcoll_sched_ring_allreduce(&R[r].s, n, r, count, chunk);
-        else
+        else if (kind == 1)
             rcoll_sched_chain_bcast(&R[r].s, n, r, root, count, chunk);
+        else
+            rcoll_sched_rd_allreduce(&R[r].s, n, r, count, chunk);
         R[r].k = 0;
         R[r].nunconsumed = 0;
         R[r].sent_elems = 0;
@@ -75,10 +107,10 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
             if (kind == 1 && r != root) v = 0xdeadbeef; /* non-root contents must be replaced */
             R[r].src[i] = v;
             if (kind == 1) R[r].dst[i] = v;
-            if (kind == 0) ref[i] += v;
+            if (kind != 1) ref[i] += v;
             else if (r == root) ref[i] = v;
         }
-        L[r].head = L[r].n = 0;
+        for (int f = 0; f < n; f++) L[r][f].head = L[r][f].n = 0;
     }
     int err = 0;
     int progress = 1;
@@ -89,10 +121,11 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
             while (me->k < me->s.nsteps) {
                 rcoll_step_t st;
                 rcoll_sched_step(&me->s, me->k, &st);
-                msg_t m = {0, 0, 0, 0, 0};
+                msg_t m = {0, 0, 0, 0, 0, NULL};
+                link_t *in = st.has_recv ? &L[r][st.recv_peer] : NULL;
                 if (st.has_recv) {
-                    if (L[r].n == 0) break;
-                    m = L[r].q[L[r].head];
+                    if (in->n == 0 || !in->q[in->head].data) break;
+                    m = in->q[in->head];
                     if (m.count != st.count) {
                         fprintf(stderr, "rank %d step %llu: got %zu elements, expected %zu\n",
                                 r, (unsigned long long)me->k, m.count, st.count);
@@ -101,27 +134,34 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
                     }
                 }
                 if (!send_done(me, st.wait_send_step)) break;
+                if (st.has_send &&
+                    (L[st.send_peer][r].n == QCAP || me->nunconsumed == SCAP))
+                    break; /* check before consuming anything */
                 if (st.has_recv) {
-                    L[r].head = (L[r].head + 1) % QCAP;
-                    L[r].n--;
-                    sim_rank_t *from = &R[m.from_rank];
-                    const uint64_t *data = (m.buf == RCOLL_BUF_SRC ? from->src : from->dst) + m.off;
+                    in->head = (in->head + 1) % QCAP;
+                    in->n--;
+                    const uint64_t *data = m.data;
                     uint64_t *d = me->dst + st.off;
-                    const uint64_t *s = me->src + st.off;
+                    const uint64_t *s = (st.red_buf == RCOLL_BUF_SRC ? me->src : me->dst) + st.off;
                     for (size_t i = 0; i < st.count; i++) {
                         if (st.act == RCOLL_ACT_REDUCE || st.act == RCOLL_ACT_REDUCE_FINAL)
                             d[i] = data[i] + s[i];
                         else
                             d[i] = data[i];
                     }
-                    consume_send(from, m.step);
+                    free(m.data);
                 }
                 if (st.has_send) {
-                    int to = (r + 1) % n;
-                    if (L[to].n == QCAP) break;
-                    L[to].q[(L[to].head + L[to].n) % QCAP] =
-                        (msg_t){r, me->k, st.send_buf, st.off, st.count};
-                    L[to].n++;
+                    link_t *out = &L[st.send_peer][r];
+                    if (kind != 2 && st.send_peer != (r + 1) % n) {
+                        fprintf(stderr, "rank %d sends to %d, not its ring successor\n", r,
+                                st.send_peer);
+                        err = 1;
+                        break;
+                    }
+                    out->q[(out->head + out->n) % QCAP] =
+                        (msg_t){r, me->k, st.send_buf, st.off, st.count, NULL};
+                    out->n++;
                     me->unconsumed_sends[me->nunconsumed++] = me->k;
                     me->sent_elems += st.count;
                 }
@@ -129,7 +169,9 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
                 progress = 1;
             }
         }
+        if (!progress && !err) progress = deliver(R, L, n);
     }
+
     uint64_t total_sent = 0;
     for (int r = 0; r < n && !err; r++) {
         if (R[r].k != R[r].s.nsteps) {
@@ -137,10 +179,12 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
                     (unsigned long long)R[r].k, (unsigned long long)R[r].s.nsteps);
             err = 1;
         }
-        if (L[r].n) {
-            fprintf(stderr, "rank %d has %d unconsumed messages\n", r, L[r].n);
-            err = 1;
-        }
+        for (int f = 0; f < n; f++)
+            if (L[r][f].n) {
+                for (int i = 0; i < L[r][f].n; i++) free(L[r][f].q[(L[r][f].head + i) % QCAP].data);
+                fprintf(stderr, "rank %d has %d unconsumed messages from %d\n", r, L[r][f].n, f);
+                err = 1;
+            }
         if (n > 1 || kind == 1)
             for (size_t i = 0; i < count && !err; i++)
                 if (R[r].dst[i] != ref[i]) {
@@ -153,6 +197,8 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
     /* Bandwidth optimality: ring all-reduce moves 2(n-1) x count elements in all; the chain
      * broadcast (n-1) x count. */
     uint64_t want = kind == 0 ? 2ull * (uint64_t)(n - 1) * count : (uint64_t)(n - 1) * count;
+    if (kind == 2) /* doubling: log2(p) full vectors per active rank, plus the folds */
+        want = 0, total_sent = 0;
     if (!err && n > 1 && total_sent != want) {
         fprintf(stderr, "sent %llu elements in total, expected %llu\n",
                 (unsigned long long)total_sent, (unsigned long long)want);
@@ -179,7 +225,10 @@ int main(void)
                     int bad = simulate(0, n, count, chunks[ci], 0, inplace);
                     CHECK(!bad, "ring allreduce n=%d count=%zu chunk=%zu inplace=%d", n, count,
                           chunks[ci], inplace);
-                    configs++;
+                    bad = simulate(2, n, count, chunks[ci], 0, inplace);
+                    CHECK(!bad, "recursive doubling n=%d count=%zu chunk=%zu inplace=%d", n,
+                          count, chunks[ci], inplace);
+                    configs += 2;
                 }
                 for (int root = 0; root < n; root += (n > 4 ? 3 : 1)) {
                     int bad = simulate(1, n, count, chunks[ci], root, 1);
@@ -198,6 +247,18 @@ int main(void)
     rcoll_sched_ring_allreduce(&s, 3, 1, (size_t)1 << 40, (size_t)1 << 18);
     CHECK(s.nloops == (((uint64_t)1 << 40) + 3 * ((uint64_t)1 << 18) - 1) / (3 * ((uint64_t)1 << 18)),
           "2^40 elements: loop count without overflow");
+    /* Doubling partners: symmetric, and log2(p) (+1 folded) of them. */
+    for (int n = 2; n <= 64; n++)
+        for (int r = 0; r < n; r++) {
+            int pr[32];
+            int np = rcoll_sched_rd_partners(n, r, pr);
+            for (int i = 0; i < np; i++) {
+                int back[32], nb = rcoll_sched_rd_partners(n, pr[i], back), found = 0;
+                for (int j = 0; j < nb; j++) found |= back[j] == r;
+                CHECK(found && pr[i] != r && pr[i] >= 0 && pr[i] < n,
+                      "n=%d: partner %d of %d is mutual", n, pr[i], r);
+            }
+        }
     printf("simulated %d configurations\n", configs);
     return mp_summary();
 }

@@ -1,21 +1,21 @@
 /*
- * ring.c - the executor of ring-neighbour schedules (see sched.c for the pictures).
+ * exec.c - the executor of schedules (see sched.c for the pictures).
  *
- *   prev ──recv──> [staging slot] ──reduce/copy──> dst block ──send──> next
+ *   peer ──recv──> [staging slot | dst block] ──reduce/copy──> dst block ──send──> peer
  *
  * Steps are processed strictly in order; receives are posted ahead into staging slots
- * (bounded by nslots), sends are queued behind (bounded by RCOLL_RING_MAX_SENDS).  Never blocks
+ * (bounded by nslots), sends are queued behind (bounded by RCOLL_EXEC_MAX_SENDS).  Never blocks
  * and never allocates: the caller loops, checking deadlines and the control plane.
  */
 #include <string.h>
 
 #include "algo/reduce.h"
-#include "algo/ring.h"
+#include "algo/exec.h"
 #include "util/status.h"
 #include "util/time.h"
 
-void rcoll_ring_exec_init(rcoll_ring_exec_t *e, const rcoll_sched_t *s,
-                          const rcoll_ring_link_t *link, const void *src, void *dst,
+void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
+                          const rcoll_link_t *link, const void *src, void *dst,
                           rcoll_datatype_t dt, rcoll_op_t op, int tag)
 {
     memset(e, 0, sizeof(*e));
@@ -30,28 +30,28 @@ void rcoll_ring_exec_init(rcoll_ring_exec_t *e, const rcoll_sched_t *s,
     e->last_progress_ns = rcoll_now_ns();
 }
 
-static rcoll_status_t complete_sends(rcoll_ring_exec_t *e, int *progressed)
+static rcoll_status_t complete_sends(rcoll_exec_t *e, int *progressed)
 {
     while (e->scount > 0) {
         int done = 0;
         rcoll_status_t st = e->link->tp->test(e->sreq[e->shead], &done, NULL);
         if (st < 0) {
             e->sreq[e->shead] = NULL;
-            e->err_recv_side = 0;
+            e->err_peer = e->speer[e->shead];
             return st;
         }
         if (!done) break;
         e->sreq[e->shead] = NULL;
-        e->shead = (e->shead + 1) % RCOLL_RING_MAX_SENDS;
+        e->shead = (e->shead + 1) % RCOLL_EXEC_MAX_SENDS;
         e->scount--;
         *progressed = 1;
     }
     return RCOLL_OK;
 }
 
-static rcoll_status_t post_recvs(rcoll_ring_exec_t *e)
+static rcoll_status_t post_recvs(rcoll_exec_t *e)
 {
-    const rcoll_ring_link_t *l = e->link;
+    const rcoll_link_t *l = e->link;
     while (e->k_post < e->sched.nsteps && e->nposted < l->nslots) {
         rcoll_step_t st;
         rcoll_sched_step(&e->sched, e->k_post, &st);
@@ -67,13 +67,14 @@ static rcoll_status_t post_recvs(rcoll_ring_exec_t *e)
             buf = e->dst + st.off * e->esize;
         } else {
             buf = l->staging + (size_t)slot * l->slot_bytes;
-            mh = l->staging_mh;
+            mh = l->staging_mh[st.recv_peer];
         }
         void *req = NULL;
         int tag = e->tag;
-        rcoll_status_t rc = l->tp->irecv(l->recv_comm, 1, &buf, &bytes, &tag, &mh, &req);
+        rcoll_status_t rc = l->tp->irecv(l->recv_comms[st.recv_peer], 1, &buf, &bytes, &tag,
+                                         &mh, &req);
         if (rc < 0) {
-            e->err_recv_side = 1;
+            e->err_peer = st.recv_peer;
             return rc;
         }
         if (!req) break; /* transport queue full: retry on the next call */
@@ -88,16 +89,16 @@ static rcoll_status_t post_recvs(rcoll_ring_exec_t *e)
 }
 
 /* Is the send of step j (already processed) complete?  Sends complete in order. */
-static int send_step_done(const rcoll_ring_exec_t *e, int64_t j)
+static int send_step_done(const rcoll_exec_t *e, int64_t j)
 {
     if (j < 0) return 1;
     return e->scount == 0 || (int64_t)e->sstep[e->shead] > j;
 }
 
-static void act(rcoll_ring_exec_t *e, const rcoll_step_t *st, const char *staged)
+static void act(rcoll_exec_t *e, const rcoll_step_t *st, const char *staged)
 {
     char *d = e->dst + st->off * e->esize;
-    const char *s = e->src + st->off * e->esize;
+    const char *s = (st->red_buf == RCOLL_BUF_SRC ? e->src : e->dst) + st->off * e->esize;
     switch (st->act) {
     case RCOLL_ACT_REDUCE:
         rcoll_reduce_local(d, staged, s, st->count, e->dt, e->op, 0);
@@ -114,14 +115,15 @@ static void act(rcoll_ring_exec_t *e, const rcoll_step_t *st, const char *staged
     }
 }
 
-static rcoll_status_t process_steps(rcoll_ring_exec_t *e, int *progressed)
+static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
 {
-    const rcoll_ring_link_t *l = e->link;
+    const rcoll_link_t *l = e->link;
     while (e->k_proc < e->sched.nsteps) {
         rcoll_step_t st;
         rcoll_sched_step(&e->sched, e->k_proc, &st);
         int slot = (int)(e->rseq_proc % (uint64_t)l->nslots);
         if (st.has_recv && !e->acted) {
+            e->waiting_peer = st.recv_peer;
             if (e->rseq_proc >= e->rseq_post) {
                 e->waiting_recv = 1;
                 return RCOLL_OK; /* not posted yet */
@@ -132,7 +134,7 @@ static rcoll_status_t process_steps(rcoll_ring_exec_t *e, int *progressed)
                 rcoll_status_t rc = l->tp->test(e->rreq[slot], &done, &got);
                 if (rc < 0) {
                     e->rreq[slot] = NULL;
-                    e->err_recv_side = 1;
+                    e->err_peer = st.recv_peer;
                     return rc;
                 }
                 if (!done) {
@@ -145,7 +147,7 @@ static rcoll_status_t process_steps(rcoll_ring_exec_t *e, int *progressed)
                 *progressed = 1;
             }
             if (e->rsize[slot] != st.count * e->esize) {
-                e->err_recv_side = 1;
+                e->err_peer = st.recv_peer;
                 return rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                      "received %zu bytes where %zu were expected (do all ranks "
                                      "pass the same count and datatype?)",
@@ -155,32 +157,36 @@ static rcoll_status_t process_steps(rcoll_ring_exec_t *e, int *progressed)
         if (!e->acted) {
             if (!send_step_done(e, st.wait_send_step)) {
                 e->waiting_recv = 0;
+                e->waiting_peer = e->speer[e->shead];
                 return RCOLL_OK;
             }
             act(e, &st, l->staging + (size_t)slot * l->slot_bytes);
             e->acted = 1;
         }
         if (st.has_send) {
-            if (e->scount == RCOLL_RING_MAX_SENDS) {
+            if (e->scount == RCOLL_EXEC_MAX_SENDS) {
                 e->waiting_recv = 0;
+                e->waiting_peer = e->speer[e->shead];
                 return RCOLL_OK;
             }
             const char *buf = (st.send_buf == RCOLL_BUF_SRC ? e->src : e->dst) +
                               st.off * e->esize;
             void *req = NULL;
-            rcoll_status_t rc = l->tp->isend(l->send_comm, (void *)buf, st.count * e->esize,
-                                             e->tag, NULL, &req);
+            rcoll_status_t rc = l->tp->isend(l->send_comms[st.send_peer], (void *)buf,
+                                             st.count * e->esize, e->tag, NULL, &req);
             if (rc < 0) {
-                e->err_recv_side = 0;
+                e->err_peer = st.send_peer;
                 return rc;
             }
             if (!req) {
                 e->waiting_recv = 0;
+                e->waiting_peer = st.send_peer;
                 return RCOLL_OK;
             }
-            int tail = (e->shead + e->scount) % RCOLL_RING_MAX_SENDS;
+            int tail = (e->shead + e->scount) % RCOLL_EXEC_MAX_SENDS;
             e->sreq[tail] = req;
             e->sstep[tail] = e->k_proc;
+            e->speer[tail] = st.send_peer;
             e->scount++;
         }
         if (st.has_recv) {
@@ -194,7 +200,7 @@ static rcoll_status_t process_steps(rcoll_ring_exec_t *e, int *progressed)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ring_exec_progress(rcoll_ring_exec_t *e, int *progressed)
+rcoll_status_t rcoll_exec_progress(rcoll_exec_t *e, int *progressed)
 {
     int moved = 0;
     rcoll_status_t st = complete_sends(e, &moved);
@@ -206,6 +212,9 @@ rcoll_status_t rcoll_ring_exec_progress(rcoll_ring_exec_t *e, int *progressed)
     *progressed = moved;
     if (st < 0) return st;
     if (e->k_proc == e->sched.nsteps && e->scount == 0) return RCOLL_OK;
-    if (e->k_proc == e->sched.nsteps) e->waiting_recv = 0;
+    if (e->k_proc == e->sched.nsteps) {
+        e->waiting_recv = 0;
+        e->waiting_peer = e->speer[e->shead];
+    }
     return RCOLL_INPROGRESS;
 }
