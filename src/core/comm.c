@@ -4,6 +4,7 @@
  * place where bootstrap, transports and algorithms meet.  Does not run collectives
  * (progress.c) or check user arguments (api.c).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,22 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     return RCOLL_OK;
 }
 
+/* RCOLL_SPIN=-1 (auto): spin briefly, unless this host runs more ranks than the CPUs this
+ * process may use; then a waiting rank yields at once so the rank it waits for can run. */
+static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
+{
+    int local = 0;
+    for (int p = 0; p < c->nranks; p++) local += c->peers[p].host_hash == mine->host_hash;
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    c->local_ranks = local;
+    if (c->cfg.spin >= 0) return;
+    c->cfg.spin = local > cpus ? 0 : 200;
+    if (local > cpus)
+        RCOLL_INFO(INIT, "%d ranks on this host share %d CPUs: waiting ranks yield at once "
+                   "(RCOLL_SPIN=0)", local, cpus);
+}
+
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
                                  const rcoll_config_t *cfg, rcoll_bs_root_t *root,
                                  rcoll_comm_t *comm_p)
@@ -295,6 +312,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
     if (st != RCOLL_OK) goto err_peers;
 
+    choose_spin(c, &mine);
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
     if (nranks > 1) {

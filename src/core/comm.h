@@ -45,6 +45,7 @@ struct rcoll_comm {
     rcoll_bootstrap_t *bs;
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */
 
+    int local_ranks;       /* ranks on this host (same host identity) */
     int next, prev;        /* ring neighbours */
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
     size_t chunk_bytes;

@@ -77,15 +77,17 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
 }
 
 /* Recursive doubling or ring?  Doubling has log2(n) dependent hops but sends the whole
- * vector in each; the ring has 2(n-1) hops and sends 2(n-1)/n of it.  For 2 ranks doubling
- * moves the same bytes in one hop, so it always wins; otherwise it wins below RCOLL_RD_MAX
- * bytes (measured crossover, docs/benchmarks.md). */
+ * vector in each; the ring has 2(n-1) hops and sends 2(n-1)/n of it.  Doubling wins below
+ * RCOLL_RD_MAX bytes (8x that for 2 ranks; measured crossovers in docs/benchmarks.md).  The
+ * cost-model selector of the intra-node issue replaces this rule. */
 static int use_rd(rcoll_comm_t comm, size_t bytes)
 {
     const char *algo = comm->cfg.algo;
     if (!strcmp(algo, "ring")) return 0;
     if (!strcmp(algo, "rd")) return 1;
-    return comm->nranks == 2 || bytes <= comm->cfg.rd_max;
+    /* Two ranks: doubling moves the ring's bytes in one hop instead of two; the ring's
+     * pipelined halves only win from about 1 MiB (docs/benchmarks.md). */
+    return bytes <= (comm->nranks == 2 ? 8 * comm->cfg.rd_max : comm->cfg.rd_max);
 }
 
 /* Start the head operation: set up its schedule, or finish it at once if it moves nothing. */

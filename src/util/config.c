@@ -35,8 +35,9 @@ static const rcoll_knob_t knobs[] = {
          "job secret every rank must prove at bootstrap (rcoll-run makes one per job)"),
     KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
          "seconds to wait without progress from an awaited peer before failing"),
-    KNOB("RCOLL_SPIN", "1000", INT, spin, 0, 100000000,
-         "poll iterations spent spinning before a waiting rank yields the CPU"),
+    KNOB("RCOLL_SPIN", "-1", INT, spin, -1, 100000000,
+         "poll iterations spent spinning before a waiting rank yields the CPU; -1 = auto "
+         "(200, or 0 when this host has more ranks than usable CPUs)"),
     KNOB("RCOLL_SOCKET_IFNAME", "", STRING, socket_ifname, 0, 0,
          "interface for bootstrap and TCP: prefix, ^excluded,list or =exact name"),
     KNOB("RCOLL_SOCKET_NSOCKS", "2", INT, socket_nsocks, 1, 16,
