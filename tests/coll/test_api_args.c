@@ -81,11 +81,31 @@ static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad;
 }
 
+/* The communicator's own memory stays within RCOLL_BUFFSIZE plus a small fixed part. */
+static int mem_bound(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    size_t bound = *(size_t *)arg + 64 * 1024 + (size_t)n * 1024;
+    size_t used = 0;
+    float v[1000] = {0};
+    if (rcoll_allreduce(RCOLL_IN_PLACE, v, 1000, RCOLL_FLOAT32, RCOLL_SUM, comm) != RCOLL_OK ||
+        rcoll_comm_mem_usage(comm, &used) != RCOLL_OK || used > bound || used == 0) {
+        fprintf(stderr, "rank %d: communicator uses %zu bytes, bound %zu\n", rank, used, bound);
+        return 1;
+    }
+    return 0;
+}
+
 int main(void)
 {
     setenv("RCOLL_DEBUG", "NONE", 0);
     int bad = mp_run(3, bad_inputs, NULL, 60, NULL);
     CHECK(bad == 0, "bad collective arguments rejected cleanly on every rank");
+    size_t buffsize = 4u << 20;
+    CHECK(mp_run(5, mem_bound, &buffsize, 60, NULL) == 0, "memory within the default bound");
+    setenv("RCOLL_BUFFSIZE", "1M", 1);
+    buffsize = 1u << 20;
+    CHECK(mp_run(5, mem_bound, &buffsize, 60, NULL) == 0, "RCOLL_BUFFSIZE=1M lowers the bound");
+    unsetenv("RCOLL_BUFFSIZE");
 
     /* Communicator creation arguments (no process needed: they fail before any I/O). */
     rcoll_unique_id_t id;
