@@ -60,6 +60,18 @@ typedef struct {
 
 _Static_assert(sizeof(bs_id_t) <= RCOLL_UNIQUE_ID_BYTES, "unique id too small");
 
+/* A control message (header and at most a note) read bit by bit from a non-blocking socket. */
+typedef struct {
+    size_t got;
+    union {
+        struct {
+            bs_hdr_t hdr;
+            bs_note_t note;
+        } m;
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
+    } buf;
+} bs_rx_t;
+
 /* ------------------------------------------------------------------------------------------
  * Message helpers
  * ---------------------------------------------------------------------------------------- */
@@ -77,6 +89,21 @@ static rcoll_status_t bs_send_msg(int fd, int type, const void *payload, uint32_
 static int hdr_valid(const bs_hdr_t *h, uint32_t max_len)
 {
     return h->magic == BS_MAGIC && h->version == BS_VERSION && h->len <= max_len;
+}
+
+/* Read what has arrived of a control message.  RCOLL_OK with *complete = 1 once the whole
+ * message is in rx (the caller then resets rx->got), RCOLL_ERR_PROTOCOL for a malformed
+ * header, or the connection's error (RCOLL_ERR_REMOTE when it closed). */
+static rcoll_status_t bs_rx_read(int fd, bs_rx_t *rx, int *complete)
+{
+    *complete = 0;
+    rcoll_status_t st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t), &rx->got);
+    if (st != RCOLL_OK || rx->got < sizeof(bs_hdr_t)) return st;
+    const bs_hdr_t *h = &rx->buf.m.hdr;
+    if (!hdr_valid(h, sizeof(bs_note_t))) return RCOLL_ERR_PROTOCOL;
+    st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t) + h->len, &rx->got);
+    *complete = st == RCOLL_OK && rx->got == sizeof(bs_hdr_t) + h->len;
+    return st;
 }
 
 static void note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text)
@@ -139,14 +166,7 @@ typedef struct {
     int waits_on; /* rank this one reported a timeout on, or -1 */
     char report[RCOLL_BS_TEXT_MAX];
     rcoll_peer_info_t info;
-    size_t got;   /* partial control message */
-    union {
-        struct {
-            bs_hdr_t hdr;
-            bs_note_t note;
-        } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
-    } buf;
+    bs_rx_t rx;   /* partial control message */
 } bs_member_t;
 
 struct rcoll_bs_root {
@@ -342,18 +362,9 @@ static void root_join_failed(rcoll_bs_root_t *r)
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
     bs_member_t *m = &r->members[k];
-    rcoll_status_t st = rcoll_net_recv_some(m->fd, m->buf.raw, sizeof(bs_hdr_t), &m->got);
-    if (st == RCOLL_OK && m->got >= sizeof(bs_hdr_t)) {
-        const bs_hdr_t *h = &m->buf.m.hdr;
-        if (!hdr_valid(h, sizeof(bs_note_t))) {
-            st = RCOLL_ERR_PROTOCOL;
-        } else if (h->len) {
-            st = rcoll_net_recv_some(m->fd, m->buf.raw, sizeof(bs_hdr_t) + h->len, &m->got);
-            if (st == RCOLL_OK && m->got < sizeof(bs_hdr_t) + h->len) return;
-        }
-    } else if (st == RCOLL_OK) {
-        return;
-    }
+    int complete;
+    rcoll_status_t st = bs_rx_read(m->fd, &m->rx, &complete);
+    if (st == RCOLL_OK && !complete) return;
     char text[RCOLL_BS_TEXT_MAX];
     bs_note_t n;
     if (st != RCOLL_OK) {
@@ -370,12 +381,12 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         }
         return;
     }
-    m->got = 0;
-    if (m->buf.m.hdr.type == BS_BYE) {
+    m->rx.got = 0;
+    if (m->rx.buf.m.hdr.type == BS_BYE) {
         m->left = 1;
         member_close(m);
-    } else if (m->buf.m.hdr.type == BS_ABORT && m->buf.m.hdr.len == sizeof(bs_note_t)) {
-        n = m->buf.m.note;
+    } else if (m->rx.buf.m.hdr.type == BS_ABORT && m->rx.buf.m.hdr.len == sizeof(bs_note_t)) {
+        n = m->rx.buf.m.note;
         n.text[sizeof(n.text) - 1] = '\0';
         if (n.status == RCOLL_ERR_TIMEOUT && n.culprit >= 0 && n.culprit < r->nranks &&
             !r->failure_sent) {
@@ -576,14 +587,7 @@ struct rcoll_bootstrap {
     int fd;
     int nranks;
     rcoll_peer_info_t root_host; /* rank 0's info, for the message when the root vanishes */
-    size_t got;
-    union {
-        struct {
-            bs_hdr_t hdr;
-            bs_note_t note;
-        } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
-    } buf;
+    bs_rx_t rx;
     int failed;
     rcoll_status_t fail_status;
     int fail_culprit;
@@ -669,18 +673,9 @@ err_close:
 rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit)
 {
     if (bs->failed) goto report;
-    rcoll_status_t st = rcoll_net_recv_some(bs->fd, bs->buf.raw, sizeof(bs_hdr_t), &bs->got);
-    if (st == RCOLL_OK && bs->got >= sizeof(bs_hdr_t)) {
-        const bs_hdr_t *h = &bs->buf.m.hdr;
-        if (!hdr_valid(h, sizeof(bs_note_t))) {
-            st = RCOLL_ERR_PROTOCOL;
-        } else {
-            st = rcoll_net_recv_some(bs->fd, bs->buf.raw, sizeof(bs_hdr_t) + h->len, &bs->got);
-            if (st == RCOLL_OK && bs->got < sizeof(bs_hdr_t) + h->len) return RCOLL_OK;
-        }
-    } else if (st == RCOLL_OK) {
-        return RCOLL_OK;
-    }
+    int complete;
+    rcoll_status_t st = bs_rx_read(bs->fd, &bs->rx, &complete);
+    if (st == RCOLL_OK && !complete) return RCOLL_OK;
     bs->failed = 1;
     if (st != RCOLL_OK) {
         /* The root itself is gone: in environment launch it lives in rank 0. */
@@ -690,7 +685,7 @@ rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit)
                  "lost the bootstrap root (hosted with rank 0, %s pid %d): that process exited "
                  "or was killed", bs->root_host.hostname, (int)bs->root_host.pid);
     } else {
-        bs_note_t *n = &bs->buf.m.note;
+        bs_note_t *n = &bs->rx.buf.m.note;
         n->text[sizeof(n->text) - 1] = '\0';
         bs->fail_status = n->status < 0 ? (rcoll_status_t)n->status : RCOLL_ERR_REMOTE;
         bs->fail_culprit = n->culprit;
