@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp.h"
 
@@ -95,6 +96,38 @@ static int mem_bound(rcoll_comm_t comm, int rank, int n, void *arg)
     return 0;
 }
 
+/* torchrun-style launch: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (rcoll uses port + 1). */
+static int torchrun_port;
+
+static int torchrun_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg;
+    char v[32];
+    unsetenv("RCOLL_RANK");
+    unsetenv("RCOLL_NRANKS");
+    unsetenv("RCOLL_ROOT");
+    snprintf(v, sizeof(v), "%d", rank);
+    setenv("RANK", v, 1);
+    snprintf(v, sizeof(v), "%d", n);
+    setenv("WORLD_SIZE", v, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof(v), "%d", torchrun_port);
+    setenv("MASTER_PORT", v, 1);
+    setenv("RCOLL_SECRET", "torch-job", 1);
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: torchrun-style init: %s\n", rank, rcoll_last_init_error());
+        return 1;
+    }
+    int got_rank = -1, got_size = -1;
+    rcoll_comm_rank(comm, &got_rank);
+    rcoll_comm_size(comm, &got_size);
+    int x = 1;
+    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &x, 1, RCOLL_INT32, RCOLL_SUM, comm);
+    rcoll_comm_destroy(comm);
+    return (st == RCOLL_OK && x == n && got_rank == rank && got_size == n) ? 0 : 2;
+}
+
 int main(void)
 {
     setenv("RCOLL_DEBUG", "NONE", 0);
@@ -106,6 +139,9 @@ int main(void)
     buffsize = 1u << 20;
     CHECK(mp_run(5, mem_bound, &buffsize, 60, NULL) == 0, "RCOLL_BUFFSIZE=1M lowers the bound");
     unsetenv("RCOLL_BUFFSIZE");
+    torchrun_port = 20000 + (int)(getpid() % 20000);
+    CHECK(mp_run_raw(3, torchrun_rank, NULL, 60, NULL) == 0,
+          "torchrun variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) launch a job");
 
     /* Communicator creation arguments (no process needed: they fail before any I/O). */
     rcoll_unique_id_t id;
