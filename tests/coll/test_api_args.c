@@ -5,7 +5,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "mp.h"
@@ -139,7 +142,14 @@ int main(void)
     buffsize = 1u << 20;
     CHECK(mp_run(5, mem_bound, &buffsize, 60, NULL) == 0, "RCOLL_BUFFSIZE=1M lowers the bound");
     unsetenv("RCOLL_BUFFSIZE");
-    torchrun_port = 20000 + (int)(getpid() % 20000);
+    /* A free port for rcoll's root; torchrun's store would sit one below it. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    close(fd);
+    torchrun_port = ntohs(sa.sin_port) - 1;
     CHECK(mp_run_raw(3, torchrun_rank, NULL, 60, NULL) == 0,
           "torchrun variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) launch a job");
 
