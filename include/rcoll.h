@@ -210,6 +210,79 @@ rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t datatype, i
 /* Return once every rank has entered the barrier. */
 rcoll_status_t rcoll_barrier(rcoll_comm_t comm);
 
+/* recvbuf[i] = op over ranks of sendbuf[i], on rank `root` only.  recvbuf is used on the root
+ * only (other ranks may pass NULL).  On the root, sendbuf may be RCOLL_IN_PLACE (or equal
+ * recvbuf): the input is taken from recvbuf.  Errors also: root out of range. */
+rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                            rcoll_datatype_t datatype, rcoll_op_t op, int root,
+                            rcoll_comm_t comm);
+
+/* Gather sendcount elements from every rank into recvbuf (nranks x sendcount elements, in
+ * rank order) on every rank.  In place: sendbuf = RCOLL_IN_PLACE, or sendbuf = recvbuf +
+ * rank x sendcount elements: the rank's block is already in place. */
+rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                               rcoll_datatype_t datatype, rcoll_comm_t comm);
+
+/* Reduce sendbuf (nranks x recvcount elements) element-wise over ranks; rank r receives block
+ * r (recvcount elements) in recvbuf.  In place: sendbuf = RCOLL_IN_PLACE or sendbuf =
+ * recvbuf: recvbuf holds the nranks x recvcount input and receives the result at its start
+ * (MPI semantics); or recvbuf = sendbuf + rank x recvcount elements (the result lands on the
+ * rank's own block). */
+rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    rcoll_datatype_t datatype, rcoll_op_t op,
+                                    rcoll_comm_t comm);
+
+/* Send count elements to and receive count elements from every rank: block j of sendbuf goes
+ * to rank j, block i of recvbuf comes from rank i (each buffer nranks x count elements).
+ * Not in place: the buffers must not overlap. */
+rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                              rcoll_datatype_t datatype, rcoll_comm_t comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Point to point.  rcoll_send(buf, n, dt, peer) is matched by rcoll_recv(buf, n, dt, src) on
+ * `peer`, with the same count and datatype; several messages between the same pair match in
+ * issue order.  As in NCCL, sends, receives and collectives on a communicator must be issued
+ * in a matching order on both sides (a mismatch is reported as RCOLL_ERR_PROTOCOL, never
+ * silently mixed).  Outside a group, rcoll_send returns once the data has left the buffer and
+ * rcoll_recv once it has arrived; a send and its receive issued one after the other on two
+ * ranks that both send first still complete for small messages only (use a group).
+ * ------------------------------------------------------------------------------------------ */
+rcoll_status_t rcoll_send(const void *buf, size_t count, rcoll_datatype_t datatype, int peer,
+                          rcoll_comm_t comm);
+rcoll_status_t rcoll_recv(void *buf, size_t count, rcoll_datatype_t datatype, int peer,
+                          rcoll_comm_t comm);
+
+/* Groups: between rcoll_group_start() and rcoll_group_end(), rcoll_send/rcoll_recv (and
+ * blocking collectives) on any communicator return at once without moving data; at
+ * rcoll_group_end() each communicator's sends and receives progress together, so a batch
+ * that would deadlock issued one by one (every rank sending to its neighbour before
+ * receiving) completes, and rcoll_group_end returns when everything in the group has
+ * completed (the first error if any; details in each communicator's last error).  A send to
+ * oneself needs the matching receive in the same group.  Groups nest; only the outermost
+ * rcoll_group_end runs them.  Nonblocking calls (rcoll_i*) are not allowed inside a group
+ * (RCOLL_ERR_INVALID_USAGE).  Groups are per thread.
+ * Errors of rcoll_group_end: RCOLL_ERR_INVALID_USAGE (no matching start, or a send to self
+ * without a receive), or the first operation's error. */
+rcoll_status_t rcoll_group_start(void);
+rcoll_status_t rcoll_group_end(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sub-communicators (collective over the parent: every rank of comm must call).
+ * ------------------------------------------------------------------------------------------ */
+#define RCOLL_UNDEFINED (-1)
+
+/* Split comm by color: ranks passing the same color form a new communicator, ordered by key
+ * (ties by rank in comm).  A rank passing RCOLL_UNDEFINED (any negative color) gets
+ * *newcomm = NULL.  The children reuse the parent's bootstrap and listening socket; each
+ * opens only the connections its algorithms need.  The child is independent of the parent
+ * (either may be destroyed first).  newcomm (out).  Errors: as collectives, plus
+ * RCOLL_ERR_INVALID_ARG (newcomm NULL). */
+rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_comm_t *newcomm);
+
+/* A new communicator with the same ranks in the same order (rcoll_comm_split with one color
+ * and key = rank). */
+rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm);
+
 /* ---------------------------------------------------------------------------------------------
  * Nonblocking operations.  An rcoll_i* call checks its arguments, queues the operation and
  * returns a request.  Operations on one communicator execute in the order they were issued;
@@ -224,10 +297,26 @@ rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count
                                 rcoll_datatype_t datatype, rcoll_op_t op, rcoll_comm_t comm,
                                 rcoll_request_t *req);
 
-/* Nonblocking rcoll_bcast / rcoll_barrier. */
+/* Nonblocking forms of the other operations: same arguments, plus req (out). */
 rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t datatype, int root,
                             rcoll_comm_t comm, rcoll_request_t *req);
 rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req);
+rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                             rcoll_datatype_t datatype, rcoll_op_t op, int root,
+                             rcoll_comm_t comm, rcoll_request_t *req);
+rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                rcoll_datatype_t datatype, rcoll_comm_t comm,
+                                rcoll_request_t *req);
+rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     rcoll_datatype_t datatype, rcoll_op_t op,
+                                     rcoll_comm_t comm, rcoll_request_t *req);
+rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                               rcoll_datatype_t datatype, rcoll_comm_t comm,
+                               rcoll_request_t *req);
+rcoll_status_t rcoll_isend(const void *buf, size_t count, rcoll_datatype_t datatype, int peer,
+                           rcoll_comm_t comm, rcoll_request_t *req);
+rcoll_status_t rcoll_irecv(void *buf, size_t count, rcoll_datatype_t datatype, int peer,
+                           rcoll_comm_t comm, rcoll_request_t *req);
 
 /* Make progress and report whether *req has completed.  On completion (success or error) the
  * request is freed and *req set to NULL; *done is set to 1.  Otherwise *done = 0 and RCOLL_OK.
