@@ -42,6 +42,7 @@ static rcoll_status_t complete_sends(rcoll_exec_t *e, int *progressed)
         }
         if (!done) break;
         e->sreq[e->shead] = NULL;
+        if (e->sslot[e->shead] >= 0) e->slot_busy[e->sslot[e->shead]] = 0;
         e->shead = (e->shead + 1) % RCOLL_EXEC_MAX_SENDS;
         e->scount--;
         *progressed = 1;
@@ -60,11 +61,12 @@ static rcoll_status_t post_recvs(rcoll_exec_t *e)
             continue;
         }
         int slot = (int)(e->rseq_post % (uint64_t)l->nslots);
+        if (e->slot_busy[slot]) break; /* still being forwarded from */
         size_t bytes = st.count * e->esize;
         void *buf;
         void *mh = NULL;
         if (st.act == RCOLL_ACT_DIRECT) {
-            buf = e->dst + st.off * e->esize;
+            buf = e->dst + st.doff * e->esize;
         } else {
             buf = l->staging + (size_t)slot * l->slot_bytes;
             mh = l->staging_mh[st.recv_peer];
@@ -95,11 +97,15 @@ static int send_step_done(const rcoll_exec_t *e, int64_t j)
     return e->scount == 0 || (int64_t)e->sstep[e->shead] > j;
 }
 
-static void act(rcoll_exec_t *e, const rcoll_step_t *st, const char *staged)
+static void act(rcoll_exec_t *e, const rcoll_step_t *st, char *staged)
 {
-    char *d = e->dst + st->off * e->esize;
-    const char *s = (st->red_buf == RCOLL_BUF_SRC ? e->src : e->dst) + st->off * e->esize;
+    char *d = e->dst + st->doff * e->esize;
+    const char *s = st->red_buf == RCOLL_BUF_SRC ? e->src + st->off * e->esize : d;
     switch (st->act) {
+    case RCOLL_ACT_REDUCE_STAGE:
+        rcoll_reduce_local((char *)staged, staged, e->src + st->off * e->esize, st->count,
+                           e->dt, e->op, 0);
+        break;
     case RCOLL_ACT_REDUCE:
         rcoll_reduce_local(d, staged, s, st->count, e->dt, e->op, 0);
         break;
@@ -169,8 +175,10 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
                 e->waiting_peer = e->speer[e->shead];
                 return RCOLL_OK;
             }
-            const char *buf = (st.send_buf == RCOLL_BUF_SRC ? e->src : e->dst) +
-                              st.off * e->esize;
+            const char *buf = st.send_buf == RCOLL_BUF_SRC   ? e->src + st.off * e->esize
+                              : st.send_buf == RCOLL_BUF_DST ? e->dst + st.doff * e->esize
+                                                             : l->staging +
+                                                                   (size_t)slot * l->slot_bytes;
             void *req = NULL;
             rcoll_status_t rc = l->tp->isend(l->send_comms[st.send_peer], (void *)buf,
                                              st.count * e->esize, e->tag, NULL, &req);
@@ -187,6 +195,8 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
             e->sreq[tail] = req;
             e->sstep[tail] = e->k_proc;
             e->speer[tail] = st.send_peer;
+            e->sslot[tail] = st.send_buf == RCOLL_BUF_STAGE ? slot : -1;
+            if (st.send_buf == RCOLL_BUF_STAGE) e->slot_busy[slot] = 1;
             e->scount++;
         }
         if (st.has_recv) {

@@ -48,6 +48,8 @@ typedef struct {
     uint64_t sstep[RCOLL_EXEC_MAX_SENDS];
     int shead, scount;
     int speer[RCOLL_EXEC_MAX_SENDS];
+    int sslot[RCOLL_EXEC_MAX_SENDS];       /* staging slot a send reads, or -1 */
+    int slot_busy[RCOLL_EXEC_MAX_SLOTS];   /* a send from this slot is still in flight */
     uint64_t last_progress_ns;
     int waiting_peer;   /* when stalled: the rank waited on */
     int waiting_recv;   /* 1 = waiting for its data, 0 = waiting for it to take ours */

@@ -29,7 +29,27 @@
  *   it into dst; sends lead by two chunks (A0 A1 B0 A2 B1 ...).  B must wait until A's send
  *   of the same chunk is complete, since it overwrites what A reads.  Latency-optimal for
  *   small vectors; for 2 ranks it moves as few bytes as the ring with one dependent hop.
+ *
+ * Ring all-gather (blocks of c elements, own block already in dst), per chunk loop:
+ *   step 0: send own block r; steps 1..n-2: receive block (r-s) into dst, forward it;
+ *   step n-1: receive block (r+1).                                      n-1 hops, (n-1)/n
+ *
+ * Ring reduce-scatter (rank r ends with block r), per chunk loop:
+ *   step 0: send src block (r-1); steps 1..n-2: receive block (r-1-s) into staging, add the
+ *   local src block in the slot, forward the slot; step n-1: receive block r, reduce FINAL
+ *   into dst (after step 0's send is done: in place, dst's start is src block 0).
+ *                                                                       n-1 hops, (n-1)/n
+ *
+ * Chain reduce to root (position p = (r - root - 1) mod n, root last), one step per chunk:
+ *   p = 0 sends its chunk; 0 < p < n-1 receive, add own, forward from the slot; the root
+ *   receives and reduces FINAL into dst.
+ *
+ * Pairwise all-to-all, rounds k = 1..n-1: send src block (r+k) to r+k, receive block (r-k)
+ * from r-k into dst, chunk by chunk (A0 B0 A1 B1 ...).  The own block is copied by the
+ * caller.
  */
+#include <stdint.h>
+
 #include "algo/sched.h"
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -263,11 +283,180 @@ static void rd_allreduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Block schedules: all-gather, reduce-scatter, chain reduce, all-to-all
+ * ------------------------------------------------------------------------------------- */
+
+static void sched_base(rcoll_sched_t *s, rcoll_sched_kind_t kind, int nranks, int rank,
+                       int root, size_t count, size_t chunk_elems)
+{
+    s->kind = kind;
+    s->nranks = nranks;
+    s->rank = rank;
+    s->root = root;
+    s->count = count;
+    s->chunk = chunk_elems ? chunk_elems : 1;
+    s->nchunks = count ? div_up(count, s->chunk) : 0;
+    s->pof2 = s->log2p = s->extra = 0;
+    s->seg_in = s->seg_rd = 0;
+}
+
+void rcoll_sched_ring_allgather(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
+                                size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_RING_ALLGATHER, nranks, rank, 0, blockcount, chunk_elems);
+    s->nloops = nranks > 1 ? s->nchunks : 0;
+    s->steps_per_loop = (uint32_t)nranks;
+    s->nsteps = s->nloops * s->steps_per_loop;
+}
+
+void rcoll_sched_ring_reduce_scatter(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
+                                     size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_RING_REDUCE_SCATTER, nranks, rank, 0, blockcount, chunk_elems);
+    s->nloops = nranks > 1 ? s->nchunks : 0;
+    s->steps_per_loop = (uint32_t)nranks;
+    s->nsteps = s->nloops * s->steps_per_loop;
+}
+
+void rcoll_sched_chain_reduce(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                              size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_CHAIN_REDUCE, nranks, rank, root, count, chunk_elems);
+    s->nloops = nranks > 1 ? s->nchunks : 0;
+    s->steps_per_loop = 1;
+    s->nsteps = s->nloops;
+}
+
+void rcoll_sched_pairwise_alltoall(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
+                                   size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_PAIRWISE_ALLTOALL, nranks, rank, 0, blockcount, chunk_elems);
+    s->nloops = nranks > 1 ? (uint64_t)(nranks - 1) : 0;
+    s->steps_per_loop = (uint32_t)(2 * s->nchunks);
+    s->nsteps = s->nloops * s->steps_per_loop;
+}
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* Chunk `loop` of block b in a buffer of n blocks of s->count elements. */
+static void block_chunk(const rcoll_sched_t *s, int b, uint64_t loop, size_t *off, size_t *cnt)
+{
+    size_t in_block = (size_t)(loop * s->chunk);
+    size_t left = s->count - in_block;
+    *off = (size_t)b * s->count + in_block;
+    *cnt = left < s->chunk ? left : s->chunk;
+}
+
+static void step_clear(rcoll_step_t *st)
+{
+    st->has_recv = st->has_send = 0;
+    st->recv_peer = st->send_peer = -1;
+    st->act = RCOLL_ACT_NONE;
+    st->red_buf = RCOLL_BUF_SRC;
+    st->send_buf = RCOLL_BUF_SRC;
+    st->wait_send_step = -1;
+}
+
+static void ring_allgather_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int n = s->nranks, r = s->rank;
+    uint64_t loop = k / s->steps_per_loop;
+    int step = (int)(k % s->steps_per_loop);
+    step_clear(st);
+    block_chunk(s, mod(r - step, n), loop, &st->off, &st->count);
+    st->doff = st->off;
+    st->has_recv = step > 0;
+    st->recv_peer = mod(r - 1, n);
+    st->act = step > 0 ? RCOLL_ACT_DIRECT : RCOLL_ACT_NONE;
+    st->has_send = step < n - 1;
+    st->send_peer = (r + 1) % n;
+    st->send_buf = RCOLL_BUF_DST;
+}
+
+static void ring_reduce_scatter_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int n = s->nranks, r = s->rank;
+    uint64_t loop = k / s->steps_per_loop;
+    int step = (int)(k % s->steps_per_loop);
+    step_clear(st);
+    block_chunk(s, mod(r - 1 - step, n), loop, &st->off, &st->count);
+    st->doff = (size_t)(loop * s->chunk); /* only the final block is written, at dst's start */
+    st->recv_peer = mod(r - 1, n);
+    st->send_peer = (r + 1) % n;
+    if (step == 0) {
+        st->has_send = 1;
+        st->send_buf = RCOLL_BUF_SRC;
+    } else if (step < n - 1) {
+        st->has_recv = st->has_send = 1;
+        st->act = RCOLL_ACT_REDUCE_STAGE;
+        st->send_buf = RCOLL_BUF_STAGE;
+    } else {
+        st->has_recv = 1;
+        st->act = RCOLL_ACT_REDUCE_FINAL;
+        /* In place with the result at the start of the buffer, the final write covers block
+         * 0, which rank 1 sent straight from src at step 0: that send must be done. */
+        st->wait_send_step = (int64_t)(loop * s->steps_per_loop);
+    }
+}
+
+static void chain_reduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int n = s->nranks, pos = mod(s->rank - s->root - 1, n);
+    step_clear(st);
+    st->off = st->doff = (size_t)(k * s->chunk);
+    size_t left = s->count - st->off;
+    st->count = left < s->chunk ? left : s->chunk;
+    st->recv_peer = mod(s->rank - 1, n);
+    st->send_peer = (s->rank + 1) % n;
+    if (pos == 0) {
+        st->has_send = 1;
+        st->send_buf = RCOLL_BUF_SRC;
+    } else if (pos < n - 1) {
+        st->has_recv = st->has_send = 1;
+        st->act = RCOLL_ACT_REDUCE_STAGE;
+        st->send_buf = RCOLL_BUF_STAGE;
+    } else {
+        st->has_recv = 1;
+        st->act = RCOLL_ACT_REDUCE_FINAL;
+    }
+}
+
+static void pairwise_alltoall_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int n = s->nranks, r = s->rank;
+    int round = (int)(k / s->steps_per_loop) + 1;
+    uint64_t j = k % s->steps_per_loop;
+    uint64_t i = j / 2;
+    step_clear(st);
+    if (j % 2 == 0) { /* send block (r+round) to rank r+round */
+        int to = (r + round) % n;
+        block_chunk(s, to, i, &st->off, &st->count);
+        st->doff = st->off;
+        st->has_send = 1;
+        st->send_peer = to;
+        st->send_buf = RCOLL_BUF_SRC;
+    } else { /* receive block (r-round) from rank r-round straight into dst */
+        int from = mod(r - round, n);
+        block_chunk(s, from, i, &st->off, &st->count);
+        st->doff = st->off;
+        st->has_recv = 1;
+        st->recv_peer = from;
+        st->act = RCOLL_ACT_DIRECT;
+    }
+}
+
 void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
 {
+    step->doff = SIZE_MAX;
     switch (s->kind) {
     case RCOLL_SCHED_RING_ALLREDUCE: ring_allreduce_step(s, k, step); break;
     case RCOLL_SCHED_CHAIN_BCAST: chain_bcast_step(s, k, step); break;
     case RCOLL_SCHED_RD_ALLREDUCE: rd_allreduce_step(s, k, step); break;
+    case RCOLL_SCHED_RING_ALLGATHER: ring_allgather_step(s, k, step); break;
+    case RCOLL_SCHED_RING_REDUCE_SCATTER: ring_reduce_scatter_step(s, k, step); break;
+    case RCOLL_SCHED_CHAIN_REDUCE: chain_reduce_step(s, k, step); break;
+    case RCOLL_SCHED_PAIRWISE_ALLTOALL: pairwise_alltoall_step(s, k, step); break;
     }
+    if (step->doff == SIZE_MAX) step->doff = step->off;
 }

@@ -12,7 +12,11 @@
 typedef enum {
     RCOLL_SCHED_RING_ALLREDUCE, /* ring reduce-scatter then ring all-gather */
     RCOLL_SCHED_CHAIN_BCAST,    /* pipelined chain along the ring starting at root */
-    RCOLL_SCHED_RD_ALLREDUCE    /* recursive doubling (full vector per step), pipelined */
+    RCOLL_SCHED_RD_ALLREDUCE,   /* recursive doubling (full vector per step), pipelined */
+    RCOLL_SCHED_RING_ALLGATHER, /* ring all-gather of one block per rank */
+    RCOLL_SCHED_RING_REDUCE_SCATTER, /* ring reduce-scatter, partial sums in staging */
+    RCOLL_SCHED_CHAIN_REDUCE,   /* pipelined chain along the ring ending at root */
+    RCOLL_SCHED_PAIRWISE_ALLTOALL /* n-1 rounds: send to r+k, receive from r-k */
 } rcoll_sched_kind_t;
 
 /* What a step does with the block it receives. */
@@ -21,11 +25,12 @@ typedef enum {
     RCOLL_ACT_REDUCE,       /* recvbuf[blk] = staged OP src[blk] */
     RCOLL_ACT_REDUCE_FINAL, /* same, and the result is final (AVG divides here) */
     RCOLL_ACT_COPY,         /* recvbuf[blk] = staged */
-    RCOLL_ACT_DIRECT        /* received straight into recvbuf[blk]; nothing to do */
+    RCOLL_ACT_DIRECT,       /* received straight into recvbuf[blk]; nothing to do */
+    RCOLL_ACT_REDUCE_STAGE  /* staged = staged OP src[blk], in the staging slot (to forward) */
 } rcoll_sched_act_t;
 
-/* Buffers a step reads from. */
-typedef enum { RCOLL_BUF_SRC = 0, RCOLL_BUF_DST = 1 } rcoll_sched_buf_t;
+/* Buffers a step reads from.  STAGE = the staging slot this step received into. */
+typedef enum { RCOLL_BUF_SRC = 0, RCOLL_BUF_DST = 1, RCOLL_BUF_STAGE = 2 } rcoll_sched_buf_t;
 
 typedef struct {
     int has_recv;           /* a message from recv_peer arrives in this step */
@@ -35,7 +40,8 @@ typedef struct {
     int has_send;           /* a message goes to send_peer after the action */
     int send_peer;
     rcoll_sched_buf_t send_buf; /* which buffer the send reads */
-    size_t off;             /* element offset of the block (recv and send use the same) */
+    size_t off;             /* element offset of the block in src */
+    size_t doff;            /* element offset of the block in dst (usually off) */
     size_t count;           /* elements in the block (may be 0: an empty message) */
     int64_t wait_send_step; /* before acting, the send of this step must be complete; -1 none */
 } rcoll_step_t;
@@ -43,7 +49,7 @@ typedef struct {
 typedef struct {
     rcoll_sched_kind_t kind;
     int nranks, rank, root;
-    size_t count;       /* elements in the whole operation */
+    size_t count;       /* elements in the whole operation (per block for block schedules) */
     size_t chunk;       /* elements per block per loop (>= 1) */
     uint64_t nloops;    /* loops over the data */
     uint32_t steps_per_loop;
@@ -63,6 +69,14 @@ void rcoll_sched_chain_bcast(rcoll_sched_t *s, int nranks, int rank, int root, s
                              size_t chunk_elems);
 void rcoll_sched_rd_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
                               size_t chunk_elems);
+void rcoll_sched_ring_allgather(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
+                                size_t chunk_elems);
+void rcoll_sched_ring_reduce_scatter(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
+                                     size_t chunk_elems);
+void rcoll_sched_chain_reduce(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                              size_t chunk_elems);
+void rcoll_sched_pairwise_alltoall(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
+                                   size_t chunk_elems);
 /* The peers a rank exchanges with in recursive doubling (both directions), into peers[]
  * (at least 32 entries); returns how many. */
 int rcoll_sched_rd_partners(int nranks, int rank, int *peers);

@@ -24,7 +24,8 @@ typedef struct {
     uint64_t step;   /* sender's step index */
     int buf;         /* which sender buffer */
     size_t off, count;
-    uint64_t *data;  /* snapshot taken at delivery; NULL before */
+    uint64_t *data;  /* the payload: a snapshot taken at delivery (or the staged values) */
+    int delivered;
 } msg_t;
 
 #define WINDOW 2 /* receives a rank keeps posted per link: the first WINDOW messages land */
@@ -37,11 +38,17 @@ typedef struct {
 typedef struct {
     rcoll_sched_t s;
     uint64_t k;
-    uint64_t *src, *dst;
-    uint64_t unconsumed_sends[SCAP]; /* steps whose sends are not consumed yet */
+    uint64_t *src, *dst, *ref;
+    size_t dlen_checked;
+    uint64_t unconsumed_sends[SCAP]; /* steps whose sends are not delivered yet */
     int nunconsumed;
     uint64_t sent_elems;
 } sim_rank_t;
+
+enum { K_RING_AR, K_BCAST, K_RD_AR, K_AG, K_RS, K_REDUCE, K_A2A, K_NKINDS };
+static const char *const kind_name[] = {"ring allreduce", "chain bcast", "recursive doubling",
+                                        "ring allgather", "ring reduce-scatter", "chain reduce",
+                                        "pairwise alltoall"};
 
 static int send_done(const sim_rank_t *r, int64_t j)
 {
@@ -71,11 +78,15 @@ static int deliver(sim_rank_t *R, link_t L[MAXN][MAXN], int n)
             link_t *l = &L[to][f];
             for (int i = 0; i < l->n && i < WINDOW; i++) {
                 msg_t *m = &l->q[(l->head + i) % QCAP];
-                if (m->data) continue;
+                if (m->delivered) continue;
                 sim_rank_t *from = &R[m->from_rank];
-                const uint64_t *src = (m->buf == RCOLL_BUF_SRC ? from->src : from->dst) + m->off;
-                m->data = malloc((m->count + 1) * sizeof(uint64_t));
-                memcpy(m->data, src, m->count * sizeof(uint64_t));
+                if (!m->data) {
+                    const uint64_t *src =
+                        (m->buf == RCOLL_BUF_SRC ? from->src : from->dst) + m->off;
+                    m->data = malloc((m->count + 1) * sizeof(uint64_t));
+                    memcpy(m->data, src, m->count * sizeof(uint64_t));
+                }
+                m->delivered = 1;
                 consume_send(from, m->step);
                 return 1;
             }
@@ -83,35 +94,72 @@ static int deliver(sim_rank_t *R, link_t L[MAXN][MAXN], int n)
     return 0;
 }
 
-/* Run one configuration; kind 0 ring all-reduce, 1 chain broadcast, 2 recursive doubling.
- * Returns 0 if correct. */
+static uint64_t val(int r, size_t i) { return (uint64_t)(r + 1) * 1000003u + i * 7u; }
+
+/* Buffers, initial contents and the expected result of rank r. */
+static void setup_rank(sim_rank_t *me, int kind, int n, int r, size_t count, int root,
+                       int inplace)
+{
+    size_t nb = (size_t)n * count;
+    size_t slen = count, dlen = count;
+    if (kind == K_AG) slen = 0, dlen = nb;
+    if (kind == K_RS) slen = nb, dlen = inplace ? nb : count;
+    if (kind == K_A2A) slen = dlen = nb;
+    me->src = calloc(slen + 1, sizeof(uint64_t));
+    int share = inplace && (kind == K_RING_AR || kind == K_RD_AR || kind == K_RS ||
+                            kind == K_REDUCE);
+    me->dst = share || kind == K_BCAST ? me->src : calloc(dlen + 1, sizeof(uint64_t));
+    if (kind == K_BCAST) me->dst = me->src;
+    me->ref = calloc(dlen + 1, sizeof(uint64_t));
+    me->dlen_checked = kind == K_RS ? count : dlen;
+    for (size_t i = 0; i < slen; i++) me->src[i] = val(r, i);
+    if (kind == K_BCAST && r != root)
+        for (size_t i = 0; i < count; i++) me->src[i] = 0xdeadbeef;
+    for (size_t i = 0; i < me->dlen_checked; i++) {
+        uint64_t want = 0;
+        switch (kind) {
+        case K_RING_AR: case K_RD_AR: case K_REDUCE:
+            for (int q = 0; q < n; q++) want += val(q, i);
+            break;
+        case K_BCAST: want = val(root, i); break;
+        case K_AG: want = val((int)(i / count), i % count); break;
+        case K_RS:
+            for (int q = 0; q < n; q++) want += val(q, (size_t)r * count + i);
+            break;
+        case K_A2A: want = val((int)(i / count), (size_t)r * count + i % count); break;
+        }
+        me->ref[i] = want;
+    }
+    if (kind == K_AG)
+        for (size_t i = 0; i < count; i++) me->dst[(size_t)r * count + i] = val(r, i);
+    if (kind == K_A2A)
+        for (size_t i = 0; i < count; i++)
+            me->dst[(size_t)r * count + i] = me->src[(size_t)r * count + i];
+    if (kind == K_REDUCE && r != root) me->dlen_checked = 0;
+}
+
+/* Run one configuration; returns 0 if correct. */
 static int simulate(int kind, int n, size_t count, size_t chunk, int root, int inplace)
 {
     static sim_rank_t R[MAXN];
     static link_t L[MAXN][MAXN]; /* L[to][from] */
-    uint64_t *ref = calloc(count + 1, sizeof(uint64_t));
     for (int r = 0; r < n; r++) {
-        if (kind == 0)
-            rcoll_sched_ring_allreduce(&R[r].s, n, r, count, chunk);
-        else if (kind == 1)
-            rcoll_sched_chain_bcast(&R[r].s, n, r, root, count, chunk);
-        else
-            rcoll_sched_rd_allreduce(&R[r].s, n, r, count, chunk);
+        switch (kind) {
+        case K_RING_AR: rcoll_sched_ring_allreduce(&R[r].s, n, r, count, chunk); break;
+        case K_BCAST: rcoll_sched_chain_bcast(&R[r].s, n, r, root, count, chunk); break;
+        case K_RD_AR: rcoll_sched_rd_allreduce(&R[r].s, n, r, count, chunk); break;
+        case K_AG: rcoll_sched_ring_allgather(&R[r].s, n, r, count, chunk); break;
+        case K_RS: rcoll_sched_ring_reduce_scatter(&R[r].s, n, r, count, chunk); break;
+        case K_REDUCE: rcoll_sched_chain_reduce(&R[r].s, n, r, root, count, chunk); break;
+        case K_A2A: rcoll_sched_pairwise_alltoall(&R[r].s, n, r, count, chunk); break;
+        }
         R[r].k = 0;
         R[r].nunconsumed = 0;
         R[r].sent_elems = 0;
-        R[r].src = calloc(count + 1, sizeof(uint64_t));
-        R[r].dst = inplace ? R[r].src : calloc(count + 1, sizeof(uint64_t));
-        for (size_t i = 0; i < count; i++) {
-            uint64_t v = (uint64_t)(r + 1) * 1000003u + i * 7u;
-            if (kind == 1 && r != root) v = 0xdeadbeef; /* non-root contents must be replaced */
-            R[r].src[i] = v;
-            if (kind == 1) R[r].dst[i] = v;
-            if (kind != 1) ref[i] += v;
-            else if (r == root) ref[i] = v;
-        }
+        setup_rank(&R[r], kind, n, r, count, root, inplace);
         for (int f = 0; f < n; f++) L[r][f].head = L[r][f].n = 0;
     }
+    int ring_only = kind != K_RD_AR && kind != K_A2A;
     int err = 0;
     int progress = 1;
     while (progress && !err) {
@@ -121,10 +169,10 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
             while (me->k < me->s.nsteps) {
                 rcoll_step_t st;
                 rcoll_sched_step(&me->s, me->k, &st);
-                msg_t m = {0, 0, 0, 0, 0, NULL};
+                msg_t m = {0, 0, 0, 0, 0, NULL, 0};
                 link_t *in = st.has_recv ? &L[r][st.recv_peer] : NULL;
                 if (st.has_recv) {
-                    if (in->n == 0 || !in->q[in->head].data) break;
+                    if (in->n == 0 || !in->q[in->head].delivered) break;
                     m = in->q[in->head];
                     if (m.count != st.count) {
                         fprintf(stderr, "rank %d step %llu: got %zu elements, expected %zu\n",
@@ -137,33 +185,51 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
                 if (st.has_send &&
                     (L[st.send_peer][r].n == QCAP || me->nunconsumed == SCAP))
                     break; /* check before consuming anything */
+                uint64_t *stage = NULL;
                 if (st.has_recv) {
                     in->head = (in->head + 1) % QCAP;
                     in->n--;
                     const uint64_t *data = m.data;
-                    uint64_t *d = me->dst + st.off;
-                    const uint64_t *s = (st.red_buf == RCOLL_BUF_SRC ? me->src : me->dst) + st.off;
-                    for (size_t i = 0; i < st.count; i++) {
-                        if (st.act == RCOLL_ACT_REDUCE || st.act == RCOLL_ACT_REDUCE_FINAL)
-                            d[i] = data[i] + s[i];
-                        else
-                            d[i] = data[i];
+                    uint64_t *d = me->dst + st.doff;
+                    const uint64_t *s =
+                        st.red_buf == RCOLL_BUF_SRC ? me->src + st.off : me->dst + st.doff;
+                    if (st.act == RCOLL_ACT_REDUCE_STAGE) {
+                        stage = malloc((st.count + 1) * sizeof(uint64_t));
+                        for (size_t i = 0; i < st.count; i++)
+                            stage[i] = data[i] + me->src[st.off + i];
+                    } else {
+                        for (size_t i = 0; i < st.count; i++) {
+                            if (st.act == RCOLL_ACT_REDUCE || st.act == RCOLL_ACT_REDUCE_FINAL)
+                                d[i] = data[i] + s[i];
+                            else
+                                d[i] = data[i];
+                        }
                     }
                     free(m.data);
                 }
                 if (st.has_send) {
                     link_t *out = &L[st.send_peer][r];
-                    if (kind != 2 && st.send_peer != (r + 1) % n) {
+                    if (ring_only && st.send_peer != (r + 1) % n) {
                         fprintf(stderr, "rank %d sends to %d, not its ring successor\n", r,
                                 st.send_peer);
+                        free(stage);
                         err = 1;
                         break;
                     }
+                    if (st.send_buf == RCOLL_BUF_STAGE && !stage) {
+                        fprintf(stderr, "rank %d step %llu sends a slot it did not fill\n", r,
+                                (unsigned long long)me->k);
+                        err = 1;
+                        break;
+                    }
+                    size_t off = st.send_buf == RCOLL_BUF_DST ? st.doff : st.off;
                     out->q[(out->head + out->n) % QCAP] =
-                        (msg_t){r, me->k, st.send_buf, st.off, st.count, NULL};
+                        (msg_t){r, me->k, st.send_buf, off, st.count, stage, 0};
                     out->n++;
                     me->unconsumed_sends[me->nunconsumed++] = me->k;
                     me->sent_elems += st.count;
+                } else {
+                    free(stage);
                 }
                 me->k++;
                 progress = 1;
@@ -173,32 +239,38 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
     }
 
     uint64_t total_sent = 0;
-    for (int r = 0; r < n && !err; r++) {
-        if (R[r].k != R[r].s.nsteps) {
+    for (int r = 0; r < n; r++) {
+        if (!err && R[r].k != R[r].s.nsteps) {
             fprintf(stderr, "deadlock: rank %d stopped at step %llu of %llu\n", r,
                     (unsigned long long)R[r].k, (unsigned long long)R[r].s.nsteps);
             err = 1;
         }
-        for (int f = 0; f < n; f++)
-            if (L[r][f].n) {
-                for (int i = 0; i < L[r][f].n; i++) free(L[r][f].q[(L[r][f].head + i) % QCAP].data);
+        for (int f = 0; f < n; f++) {
+            if (L[r][f].n && !err) {
                 fprintf(stderr, "rank %d has %d unconsumed messages from %d\n", r, L[r][f].n, f);
                 err = 1;
             }
-        if (n > 1 || kind == 1)
-            for (size_t i = 0; i < count && !err; i++)
-                if (R[r].dst[i] != ref[i]) {
-                    fprintf(stderr, "rank %d element %zu: %llu != %llu\n", r, i,
-                            (unsigned long long)R[r].dst[i], (unsigned long long)ref[i]);
-                    err = 1;
-                }
+            for (int i = 0; i < L[r][f].n; i++)
+                free(L[r][f].q[(L[r][f].head + i) % QCAP].data);
+        }
+        /* One rank: the core copies (tested by the collective tests), no schedule runs. */
+        int checked = n > 1 || kind == K_BCAST || kind == K_AG || kind == K_A2A;
+        for (size_t i = 0; checked && i < R[r].dlen_checked && !err; i++)
+            if (R[r].dst[i] != R[r].ref[i]) {
+                fprintf(stderr, "rank %d element %zu: %llu != %llu\n", r, i,
+                        (unsigned long long)R[r].dst[i], (unsigned long long)R[r].ref[i]);
+                err = 1;
+            }
         total_sent += R[r].sent_elems;
     }
-    /* Bandwidth optimality: ring all-reduce moves 2(n-1) x count elements in all; the chain
-     * broadcast (n-1) x count. */
-    uint64_t want = kind == 0 ? 2ull * (uint64_t)(n - 1) * count : (uint64_t)(n - 1) * count;
-    if (kind == 2) /* doubling: log2(p) full vectors per active rank, plus the folds */
-        want = 0, total_sent = 0;
+    /* Bandwidth: each schedule moves the minimum its algorithm allows. */
+    uint64_t nn = (uint64_t)n, c = count, want = 0;
+    switch (kind) {
+    case K_RING_AR: want = 2 * (nn - 1) * c; break;
+    case K_BCAST: case K_REDUCE: want = (nn - 1) * c; break;
+    case K_AG: case K_RS: case K_A2A: want = nn * (nn - 1) * c; break;
+    default: want = total_sent; break; /* doubling: log2(p) vectors per rank plus folds */
+    }
     if (!err && n > 1 && total_sent != want) {
         fprintf(stderr, "sent %llu elements in total, expected %llu\n",
                 (unsigned long long)total_sent, (unsigned long long)want);
@@ -207,8 +279,8 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
     for (int r = 0; r < n; r++) {
         if (R[r].dst != R[r].src) free(R[r].dst);
         free(R[r].src);
+        free(R[r].ref);
     }
-    free(ref);
     return err;
 }
 
@@ -221,20 +293,19 @@ int main(void)
         for (size_t ci = 0; ci < sizeof(chunks) / sizeof(chunks[0]); ci++)
             for (size_t c = 0; c <= 40 + sizeof(extra) / sizeof(extra[0]); c++) {
                 size_t count = c <= 40 ? c : extra[c - 41];
-                for (int inplace = 0; inplace < 2; inplace++) {
-                    int bad = simulate(0, n, count, chunks[ci], 0, inplace);
-                    CHECK(!bad, "ring allreduce n=%d count=%zu chunk=%zu inplace=%d", n, count,
-                          chunks[ci], inplace);
-                    bad = simulate(2, n, count, chunks[ci], 0, inplace);
-                    CHECK(!bad, "recursive doubling n=%d count=%zu chunk=%zu inplace=%d", n,
-                          count, chunks[ci], inplace);
-                    configs += 2;
-                }
-                for (int root = 0; root < n; root += (n > 4 ? 3 : 1)) {
-                    int bad = simulate(1, n, count, chunks[ci], root, 1);
-                    CHECK(!bad, "chain bcast n=%d count=%zu chunk=%zu root=%d", n, count,
-                          chunks[ci], root);
-                    configs++;
+                for (int kind = 0; kind < K_NKINDS; kind++) {
+                    int rooted = kind == K_BCAST || kind == K_REDUCE;
+                    /* Block schedules multiply the count by n: keep them small. */
+                    if ((kind == K_AG || kind == K_RS || kind == K_A2A) && count > 100) continue;
+                    int has_inplace = kind == K_RING_AR || kind == K_RD_AR || kind == K_RS ||
+                                      kind == K_REDUCE;
+                    for (int root = 0; root < (rooted ? n : 1); root += (n > 4 ? 3 : 1))
+                        for (int inplace = 0; inplace <= has_inplace; inplace++) {
+                            int bad = simulate(kind, n, count, chunks[ci], root, inplace);
+                            CHECK(!bad, "%s n=%d count=%zu chunk=%zu root=%d inplace=%d",
+                                  kind_name[kind], n, count, chunks[ci], root, inplace);
+                            configs++;
+                        }
                 }
             }
     /* Step counts: 2n-1 per loop for the ring, one per chunk for the chain. */
