@@ -18,6 +18,10 @@
 
 static __thread char init_error[RCOLL_LAST_ERROR_MAX];
 
+static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
+                                  rcoll_request_t *req);
+static rcoll_status_t no_group(rcoll_comm_t comm, const char *fn);
+
 size_t rcoll_datatype_size(rcoll_datatype_t dt)
 {
     static const size_t sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
@@ -365,7 +369,7 @@ static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t co
     r->count = count;
     r->dt = dt;
     r->op = op;
-    return submit(comm, r, req);
+    return submit_coll(comm, r, req);
 }
 
 rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -378,6 +382,8 @@ rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count
                                 rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
                                 rcoll_request_t *req)
 {
+    rcoll_status_t gst = no_group(comm, "rcoll_iallreduce");
+    if (gst != RCOLL_OK) return gst;
     if (!req) {
         if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_iallreduce: req is NULL");
         return RCOLL_ERR_INVALID_ARG;
@@ -406,7 +412,7 @@ static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int
     r->dt = dt;
     r->op = RCOLL_SUM;
     r->root = root;
-    return submit(comm, r, req);
+    return submit_coll(comm, r, req);
 }
 
 rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
@@ -418,6 +424,8 @@ rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int roo
 rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
                             rcoll_comm_t comm, rcoll_request_t *req)
 {
+    rcoll_status_t gst = no_group(comm, "rcoll_ibcast");
+    if (gst != RCOLL_OK) return gst;
     if (!req) {
         if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_ibcast: req is NULL");
         return RCOLL_ERR_INVALID_ARG;
@@ -449,13 +457,15 @@ static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const 
     r->count = (size_t)comm->nranks;
     r->dt = RCOLL_UINT8;
     r->op = RCOLL_MAX;
-    return submit(comm, r, req);
+    return submit_coll(comm, r, req);
 }
 
 rcoll_status_t rcoll_barrier(rcoll_comm_t comm) { return do_barrier(comm, NULL, "rcoll_barrier"); }
 
 rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req)
 {
+    rcoll_status_t gst = no_group(comm, "rcoll_ibarrier");
+    if (gst != RCOLL_OK) return gst;
     if (!req) {
         if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_ibarrier: req is NULL");
         return RCOLL_ERR_INVALID_ARG;
@@ -487,4 +497,419 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
     rcoll_req_release(r);
     *req = NULL;
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Groups (per thread)
+ * ---------------------------------------------------------------------------------------- */
+
+static __thread int group_depth;
+static __thread struct rcoll_request **group_reqs;
+static __thread int group_nreqs, group_cap;
+
+static rcoll_status_t group_record(rcoll_comm_t comm, struct rcoll_request *r)
+{
+    if (group_nreqs == group_cap) {
+        int cap = group_cap ? 2 * group_cap : 16;
+        struct rcoll_request **g = realloc(group_reqs, (size_t)cap * sizeof(*g));
+        if (!g) return arg_error(comm, RCOLL_ERR_NO_MEMORY, "group: out of memory");
+        group_reqs = g;
+        group_cap = cap;
+    }
+    group_reqs[group_nreqs++] = r;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_group_start(void)
+{
+    group_depth++;
+    return RCOLL_OK;
+}
+
+/* A batch's sends to oneself must pair with its receives from oneself. */
+static int self_pairs_match(const struct rcoll_request *r)
+{
+    int sends = 0, recvs = 0;
+    for (int i = 0; i < r->nitems; i++)
+        if (r->items[i].peer == r->comm->rank) {
+            sends += r->items[i].is_send;
+            recvs += !r->items[i].is_send;
+        }
+    return sends == recvs;
+}
+
+rcoll_status_t rcoll_group_end(void)
+{
+    if (group_depth == 0) {
+        RCOLL_WARN(COLL, "rcoll_group_end without rcoll_group_start");
+        return RCOLL_ERR_INVALID_USAGE;
+    }
+    if (--group_depth > 0) return RCOLL_OK;
+    /* Release the batches first, so every communicator's work can progress together. */
+    for (int i = 0; i < group_nreqs; i++) {
+        struct rcoll_request *r = group_reqs[i];
+        if (r->kind != RCOLL_OP_P2P || !r->held) continue;
+        r->held = 0;
+        r->comm->open_group = NULL;
+        if (!self_pairs_match(r)) {
+            r->preset = arg_error(r->comm, RCOLL_ERR_INVALID_USAGE,
+                                  "rcoll_group_end: a send to self (rank %d) has no matching "
+                                  "receive from self in the group, or the reverse",
+                                  r->comm->rank);
+        }
+    }
+    rcoll_status_t first = RCOLL_OK;
+    for (int i = 0; i < group_nreqs; i++) {
+        rcoll_status_t st = rcoll_req_wait(group_reqs[i]);
+        rcoll_req_release(group_reqs[i]);
+        if (st != RCOLL_OK && first == RCOLL_OK) first = st;
+    }
+    group_nreqs = 0;
+    return first;
+}
+
+static rcoll_status_t no_group(rcoll_comm_t comm, const char *fn)
+{
+    if (!group_depth) return RCOLL_OK;
+    if (comm)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: nonblocking calls are not allowed "
+                         "inside rcoll_group_start/end (use the blocking form)", fn);
+    return RCOLL_ERR_INVALID_USAGE;
+}
+
+/* Queue a prepared collective: nonblocking (req), deferred to the group's end, or blocking. */
+static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
+                                  rcoll_request_t *req)
+{
+    if (!req && group_depth) {
+        rcoll_status_t st = group_record(comm, r);
+        if (st != RCOLL_OK) {
+            rcoll_req_release(r);
+            return st;
+        }
+        rcoll_req_enqueue(comm, r);
+        return RCOLL_OK;
+    }
+    return submit(comm, r, req);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The other collectives
+ * ---------------------------------------------------------------------------------------- */
+
+static rcoll_status_t check_root(rcoll_comm_t comm, const char *fn, int root)
+{
+    if (root < 0 || root >= comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: root %d is outside [0, %d)", fn,
+                         root, comm->nranks);
+    return RCOLL_OK;
+}
+
+/* count x nranks elements must stay within the 2^40 limit (block collectives). */
+static rcoll_status_t check_blocks(rcoll_comm_t comm, const char *fn, size_t count)
+{
+    if (count > RCOLL_MAX_COUNT / (size_t)comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: count %zu x %d ranks exceeds the maximum of 2^40 elements", fn,
+                         count, comm->nranks);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t new_request(rcoll_comm_t comm, rcoll_op_kind_t kind, const char *fn,
+                                  struct rcoll_request **r)
+{
+    rcoll_status_t st = rcoll_req_alloc(comm, kind, r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    return RCOLL_OK;
+}
+
+static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm,
+                                rcoll_request_t *req, const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st == RCOLL_OK) st = check_root(comm, fn, root);
+    if (st != RCOLL_OK) return st;
+    if ((unsigned)op >= RCOLL_NUM_OPS)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
+    int is_root = comm->rank == root;
+    if (count && sendbuf == RCOLL_IN_PLACE && !is_root)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: RCOLL_IN_PLACE is valid on the root (%d) only", fn, root);
+    if (count && !sendbuf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu", fn,
+                         count);
+    if (count && is_root && !recvbuf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: recvbuf is NULL on the root with count %zu", fn, count);
+    size_t bytes = count * rcoll_datatype_size(dt);
+    if (count && is_root && sendbuf != RCOLL_IN_PLACE && sendbuf != recvbuf &&
+        ranges_overlap(sendbuf, recvbuf, bytes))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: sendbuf and recvbuf overlap partially (they must be identical or "
+                         "disjoint)", fn);
+    struct rcoll_request *r;
+    if ((st = new_request(comm, RCOLL_OP_REDUCE, fn, &r)) != RCOLL_OK) return st;
+    r->src = sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf;
+    r->dst = is_root ? recvbuf : NULL;
+    r->count = count;
+    r->dt = dt;
+    r->op = op;
+    r->root = root;
+    return submit_coll(comm, r, req);
+}
+
+rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                            rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm)
+{
+    return do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL, "rcoll_reduce");
+}
+
+rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                             rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm,
+                             rcoll_request_t *req)
+{
+    rcoll_status_t st = no_group(comm, "rcoll_ireduce");
+    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                                                      "rcoll_ireduce: req is NULL")
+                                          : RCOLL_ERR_INVALID_ARG;
+    if (st != RCOLL_OK) return st;
+    return do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req, "rcoll_ireduce");
+}
+
+static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
+                                   rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
+                                   const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
+    if (st != RCOLL_OK) return st;
+    size_t esize = rcoll_datatype_size(dt), blk = count * esize;
+    if (count && !recvbuf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", fn,
+                         count);
+    if (count && !sendbuf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: sendbuf is NULL with count %zu (use "
+                         "RCOLL_IN_PLACE when the block is already in recvbuf)", fn, count);
+    const void *own = count ? (const char *)recvbuf + (size_t)comm->rank * blk : recvbuf;
+    if (sendbuf == RCOLL_IN_PLACE) sendbuf = own;
+    if (count && sendbuf != own && ranges_overlap(sendbuf, recvbuf, blk * (size_t)comm->nranks))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: sendbuf overlaps recvbuf but is not this rank's block of it "
+                         "(in place: pass RCOLL_IN_PLACE or recvbuf + rank x sendcount)", fn);
+    struct rcoll_request *r;
+    if ((st = new_request(comm, RCOLL_OP_ALLGATHER, fn, &r)) != RCOLL_OK) return st;
+    r->src = sendbuf;
+    r->dst = recvbuf;
+    r->count = count;
+    r->dt = dt;
+    return submit_coll(comm, r, req);
+}
+
+rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                               rcoll_datatype_t dt, rcoll_comm_t comm)
+{
+    return do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL, "rcoll_allgather");
+}
+
+rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
+{
+    rcoll_status_t st = no_group(comm, "rcoll_iallgather");
+    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                                                      "rcoll_iallgather: req is NULL")
+                                          : RCOLL_ERR_INVALID_ARG;
+    if (st != RCOLL_OK) return st;
+    return do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req, "rcoll_iallgather");
+}
+
+static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                        rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+                                        rcoll_request_t *req, const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
+    if (st != RCOLL_OK) return st;
+    if ((unsigned)op >= RCOLL_NUM_OPS)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
+    size_t blk = count * rcoll_datatype_size(dt);
+    if (count && (!recvbuf || !sendbuf))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                         recvbuf ? "sendbuf" : "recvbuf", count);
+    if (sendbuf == RCOLL_IN_PLACE) sendbuf = recvbuf;
+    int own_block = count && (const char *)recvbuf ==
+                                 (const char *)sendbuf + (size_t)comm->rank * blk;
+    if (count && sendbuf != recvbuf && !own_block &&
+        ranges_overlap(sendbuf, recvbuf, blk * (size_t)comm->nranks) &&
+        ranges_overlap(recvbuf, sendbuf, blk))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: recvbuf overlaps sendbuf but is neither sendbuf (in place) nor "
+                         "this rank's block of it", fn);
+    struct rcoll_request *r;
+    if ((st = new_request(comm, RCOLL_OP_REDUCE_SCATTER, fn, &r)) != RCOLL_OK) return st;
+    r->src = sendbuf;
+    r->dst = recvbuf;
+    r->count = count;
+    r->dt = dt;
+    r->op = op;
+    return submit_coll(comm, r, req);
+}
+
+rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
+{
+    return do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL,
+                             "rcoll_reduce_scatter");
+}
+
+rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+                                     rcoll_request_t *req)
+{
+    rcoll_status_t st = no_group(comm, "rcoll_ireduce_scatter");
+    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                                                      "rcoll_ireduce_scatter: req is NULL")
+                                          : RCOLL_ERR_INVALID_ARG;
+    if (st != RCOLL_OK) return st;
+    return do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req,
+                             "rcoll_ireduce_scatter");
+}
+
+static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                  rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
+                                  const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
+    if (st != RCOLL_OK) return st;
+    size_t total = count * rcoll_datatype_size(dt) * (size_t)comm->nranks;
+    if (count && sendbuf == RCOLL_IN_PLACE)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: in-place all-to-all is not supported (use two buffers)", fn);
+    if (count && (!recvbuf || !sendbuf))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                         recvbuf ? "sendbuf" : "recvbuf", count);
+    if (count && ranges_overlap(sendbuf, recvbuf, total))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: sendbuf and recvbuf overlap (they must be disjoint)", fn);
+    struct rcoll_request *r;
+    if ((st = new_request(comm, RCOLL_OP_ALLTOALL, fn, &r)) != RCOLL_OK) return st;
+    r->src = sendbuf;
+    r->dst = recvbuf;
+    r->count = count;
+    r->dt = dt;
+    return submit_coll(comm, r, req);
+}
+
+rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                              rcoll_datatype_t dt, rcoll_comm_t comm)
+{
+    return do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL, "rcoll_alltoall");
+}
+
+rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                               rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
+{
+    rcoll_status_t st = no_group(comm, "rcoll_ialltoall");
+    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                                                      "rcoll_ialltoall: req is NULL")
+                                          : RCOLL_ERR_INVALID_ARG;
+    if (st != RCOLL_OK) return st;
+    return do_alltoall(sendbuf, recvbuf, count, dt, comm, req, "rcoll_ialltoall");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Point to point
+ * ---------------------------------------------------------------------------------------- */
+
+static rcoll_status_t p2p_add(struct rcoll_request *r, int is_send, int peer, void *buf,
+                              size_t bytes)
+{
+    rcoll_comm_t comm = r->comm;
+    if (r->nitems == r->cap_items) {
+        int cap = r->cap_items ? 2 * r->cap_items : 4;
+        rcoll_p2p_item_t *it = realloc(r->items, (size_t)cap * sizeof(*it));
+        if (!it) return RCOLL_ERR_NO_MEMORY;
+        r->items = it;
+        r->cap_items = cap;
+    }
+    uint32_t seq = is_send ? comm->p2p_send_seq[peer]++ : comm->p2p_recv_seq[peer]++;
+    r->items[r->nitems++] = (rcoll_p2p_item_t){
+        .is_send = is_send, .peer = peer, .buf = buf, .bytes = bytes,
+        .tag = (int)(0x40000000u | (seq & 0x3fffffffu))};
+    return RCOLL_OK;
+}
+
+static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatype_t dt,
+                             int peer, rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st != RCOLL_OK) return st;
+    if (peer < 0 || peer >= comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: peer %d is outside [0, %d)", fn,
+                         peer, comm->nranks);
+    if (count && !buf)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn,
+                         count);
+    if (peer == comm->rank && !group_depth)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                         "%s: a message to oneself needs its matching %s in the same group "
+                         "(rcoll_group_start/end)", fn, is_send ? "rcoll_recv" : "rcoll_send");
+    size_t bytes = count * rcoll_datatype_size(dt);
+    struct rcoll_request *r = group_depth ? comm->open_group : NULL;
+    if (!r) {
+        if ((st = new_request(comm, RCOLL_OP_P2P, fn, &r)) != RCOLL_OK) return st;
+        if (group_depth) {
+            if ((st = group_record(comm, r)) != RCOLL_OK) {
+                rcoll_req_release(r);
+                return st;
+            }
+            r->held = 1;
+            comm->open_group = r;
+            rcoll_req_enqueue(comm, r);
+        }
+    }
+    if (p2p_add(r, is_send, peer, buf, bytes) != RCOLL_OK)
+        return arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    if (group_depth) return RCOLL_OK;
+    return submit(comm, r, req);
+}
+
+rcoll_status_t rcoll_send(const void *buf, size_t count, rcoll_datatype_t dt, int peer,
+                          rcoll_comm_t comm)
+{
+    return do_p2p(1, (void *)buf, count, dt, peer, comm, NULL, "rcoll_send");
+}
+
+rcoll_status_t rcoll_recv(void *buf, size_t count, rcoll_datatype_t dt, int peer,
+                          rcoll_comm_t comm)
+{
+    return do_p2p(0, buf, count, dt, peer, comm, NULL, "rcoll_recv");
+}
+
+rcoll_status_t rcoll_isend(const void *buf, size_t count, rcoll_datatype_t dt, int peer,
+                           rcoll_comm_t comm, rcoll_request_t *req)
+{
+    rcoll_status_t st = no_group(comm, "rcoll_isend");
+    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                                                      "rcoll_isend: req is NULL")
+                                          : RCOLL_ERR_INVALID_ARG;
+    if (st != RCOLL_OK) return st;
+    return do_p2p(1, (void *)buf, count, dt, peer, comm, req, "rcoll_isend");
+}
+
+rcoll_status_t rcoll_irecv(void *buf, size_t count, rcoll_datatype_t dt, int peer,
+                           rcoll_comm_t comm, rcoll_request_t *req)
+{
+    rcoll_status_t st = no_group(comm, "rcoll_irecv");
+    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                                                      "rcoll_irecv: req is NULL")
+                                          : RCOLL_ERR_INVALID_ARG;
+    if (st != RCOLL_OK) return st;
+    return do_p2p(0, buf, count, dt, peer, comm, req, "rcoll_irecv");
 }

@@ -15,13 +15,7 @@
 #include "util/status.h"
 #include "util/time.h"
 
-#define CONN_HELLO_MAGIC 0x52484c4fu /* "RHLO" */
 #define MIN_CHUNK_BYTES 64
-
-typedef struct {
-    uint32_t magic;
-    int32_t rank;
-} conn_hello_t;
 
 const char *rcoll_comm_peer_name(rcoll_comm_t comm, int rank, char *buf, size_t len)
 {
@@ -46,182 +40,6 @@ static const rcoll_transport_ops_t *pick_transport(const rcoll_config_t *cfg)
         return rcoll_transport_list(&n)[0];
     }
     return rcoll_transport_find(cfg->transport);
-}
-
-/* One accepted connection whose hello (naming the peer rank) has not arrived yet. */
-typedef struct {
-    void *comm;
-    void *req;
-    conn_hello_t in;
-} pending_accept_t;
-
-/* State of the connection setup: which peers this rank sends to and receives from. */
-typedef struct {
-    char *need_send, *need_recv; /* [nranks] */
-    void **hello_sreq;           /* [nranks] */
-    char *sent;                  /* [nranks] hello delivered */
-    conn_hello_t out;
-    pending_accept_t *pend;      /* [nranks] */
-    int npend;
-    int nsent_needed, nrecv_needed, nsent, nrecv;
-} conn_setup_t;
-
-static rcoll_status_t setup_sends(rcoll_comm_t c, conn_setup_t *s)
-{
-    const rcoll_transport_ops_t *tp = c->tp;
-    char pbuf[128];
-    rcoll_status_t st;
-    for (int p = 0; p < c->nranks; p++) {
-        if (!s->need_send[p] || s->sent[p]) continue;
-        void **sc = &c->link.send_comms[p];
-        if (!*sc) {
-            st = tp->connect(c->dev, c->peers[p].handle, sc);
-            if (st < 0) {
-                rcoll_err_prefix("connecting to %s: ",
-                                 rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
-                return st;
-            }
-            if (!*sc) continue;
-        }
-        if (!s->hello_sreq[p]) {
-            st = tp->isend(*sc, &s->out, sizeof(s->out), -1, NULL, &s->hello_sreq[p]);
-            if (st < 0) return st;
-            if (!s->hello_sreq[p]) continue;
-        }
-        int done = 0;
-        st = tp->test(s->hello_sreq[p], &done, NULL);
-        if (st < 0) {
-            s->hello_sreq[p] = NULL;
-            rcoll_err_prefix("greeting %s: ", rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
-            return st;
-        }
-        if (done) {
-            s->hello_sreq[p] = NULL;
-            s->sent[p] = 1;
-            s->nsent++;
-        }
-    }
-    return RCOLL_OK;
-}
-
-static rcoll_status_t setup_recvs(rcoll_comm_t c, conn_setup_t *s)
-{
-    const rcoll_transport_ops_t *tp = c->tp;
-    rcoll_status_t st;
-    if (s->npend < c->nranks) {
-        void *rc = NULL;
-        st = tp->accept(c->listen_comm, &rc);
-        if (st < 0) return st;
-        if (rc) s->pend[s->npend++] = (pending_accept_t){.comm = rc};
-    }
-    for (int i = 0; i < s->npend; i++) {
-        pending_accept_t *a = &s->pend[i];
-        if (!a->req) {
-            void *buf = &a->in;
-            size_t size = sizeof(a->in);
-            int tag = -1;
-            void *mh = NULL;
-            st = tp->irecv(a->comm, 1, &buf, &size, &tag, &mh, &a->req);
-            if (st < 0) return st;
-            if (!a->req) continue;
-        }
-        int done = 0;
-        size_t got = 0;
-        st = tp->test(a->req, &done, &got);
-        if (st < 0) {
-            a->req = NULL;
-            rcoll_err_prefix("greeting from an accepted connection: ");
-            return st;
-        }
-        if (!done) continue;
-        a->req = NULL;
-        int p = a->in.rank;
-        if (got != sizeof(a->in) || a->in.magic != CONN_HELLO_MAGIC || p < 0 ||
-            p >= c->nranks || !s->need_recv[p] || c->link.recv_comms[p])
-            return rcoll_err_set(RCOLL_ERR_PROTOCOL,
-                                 "unexpected connection claiming to be rank %d", p);
-        c->link.recv_comms[p] = a->comm;
-        s->nrecv++;
-        s->pend[i--] = s->pend[--s->npend];
-    }
-    return RCOLL_OK;
-}
-
-/* Connect to every peer the algorithms use (ring neighbours, doubling partners) and accept
- * their connections, all within the deadline. */
-static rcoll_status_t connect_peers(rcoll_comm_t c, uint64_t deadline_ns)
-{
-    int n = c->nranks;
-    conn_setup_t s;
-    memset(&s, 0, sizeof(s));
-    s.need_send = calloc((size_t)n, 1);
-    s.need_recv = calloc((size_t)n, 1);
-    s.sent = calloc((size_t)n, 1);
-    s.hello_sreq = calloc((size_t)n, sizeof(void *));
-    s.pend = calloc((size_t)n, sizeof(pending_accept_t));
-    rcoll_status_t st = RCOLL_OK;
-    if (!s.need_send || !s.need_recv || !s.sent || !s.hello_sreq || !s.pend) {
-        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "connection setup allocation failed");
-        goto out;
-    }
-    s.out = (conn_hello_t){.magic = CONN_HELLO_MAGIC, .rank = c->rank};
-    s.need_send[c->next] = s.need_recv[c->prev] = 1;
-    int partners[32];
-    int np = rcoll_sched_rd_partners(n, c->rank, partners);
-    for (int i = 0; i < np; i++) s.need_send[partners[i]] = s.need_recv[partners[i]] = 1;
-    for (int p = 0; p < n; p++) {
-        s.nsent_needed += s.need_send[p];
-        s.nrecv_needed += s.need_recv[p];
-    }
-    rcoll_backoff_t bo;
-    rcoll_backoff_init(&bo, (uint32_t)c->cfg.spin);
-    for (;;) {
-        st = setup_sends(c, &s);
-        if (st == RCOLL_OK) st = setup_recvs(c, &s);
-        if (st != RCOLL_OK) break;
-        if (s.nsent == s.nsent_needed && s.nrecv == s.nrecv_needed) break;
-        int culprit;
-        st = rcoll_bs_poll(c->bs, &culprit);
-        if (st != RCOLL_OK) break;
-        if (rcoll_now_ns() > deadline_ns) {
-            char missing[256] = "";
-            size_t o = 0;
-            for (int p = 0; p < n && o + 24 < sizeof(missing); p++) {
-                if (s.need_send[p] && !s.sent[p])
-                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, " to %d", p);
-                if (s.need_recv[p] && !c->link.recv_comms[p])
-                    o += (size_t)snprintf(missing + o, sizeof(missing) - o, " from %d", p);
-            }
-            st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "could not connect to the peer ranks within "
-                               "%g s (missing:%s)", c->cfg.timeout_s, missing);
-            break;
-        }
-        rcoll_backoff_wait(&bo);
-    }
-    for (int i = 0; i < s.npend; i++) c->tp->close_recv(s.pend[i].comm);
-out:
-    free(s.need_send);
-    free(s.need_recv);
-    free(s.sent);
-    free(s.hello_sreq);
-    free(s.pend);
-    return st;
-}
-
-static void close_peers(rcoll_comm_t c)
-{
-    for (int p = 0; p < c->nranks; p++) {
-        if (c->link.staging_mh && c->link.staging_mh[p])
-            c->tp->dereg_mr(c->link.recv_comms[p], c->link.staging_mh[p]);
-        if (c->link.send_comms && c->link.send_comms[p])
-            c->tp->close_send(c->link.send_comms[p]);
-        if (c->link.recv_comms && c->link.recv_comms[p])
-            c->tp->close_recv(c->link.recv_comms[p]);
-    }
-    free(c->link.send_comms);
-    free(c->link.recv_comms);
-    free(c->link.staging_mh);
-    c->link.send_comms = c->link.recv_comms = c->link.staging_mh = NULL;
 }
 
 static rcoll_status_t alloc_staging(rcoll_comm_t c)
@@ -281,6 +99,16 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     c->cfg = *cfg;
     c->root = root;
     c->mem_bytes = sizeof(*c);
+    c->ctx = 1469598103934665603ull; /* FNV-1a of the id: the same on every rank */
+    for (size_t i = 0; i < sizeof(id->internal); i++)
+        c->ctx = (c->ctx ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+    c->p2p_send_seq = calloc((size_t)nranks, sizeof(uint32_t));
+    c->p2p_recv_seq = calloc((size_t)nranks, sizeof(uint32_t));
+    if (!c->p2p_send_seq || !c->p2p_recv_seq) {
+        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
+        goto err_free;
+    }
+    c->mem_bytes += 2 * (size_t)nranks * sizeof(uint32_t);
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(cfg->timeout_s * 1e9);
     rcoll_log_set_rank(rank);
 
@@ -316,15 +144,16 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
     if (nranks > 1) {
-        c->link.send_comms = calloc((size_t)nranks, sizeof(void *));
-        c->link.recv_comms = calloc((size_t)nranks, sizeof(void *));
-        c->link.staging_mh = calloc((size_t)nranks, sizeof(void *));
-        if (!c->link.send_comms || !c->link.recv_comms || !c->link.staging_mh) {
-            st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "connection table allocation failed");
-            goto err_conns;
-        }
-        c->mem_bytes += 3 * (size_t)nranks * sizeof(void *);
-        st = connect_peers(c, deadline);
+        st = rcoll_conn_init(c);
+        if (st != RCOLL_OK) goto err_conns;
+        /* The ring neighbours and doubling partners now; other peers when an operation
+         * needs them (all-to-all, point to point). */
+        rcoll_conn_want(c, c->next, 1, 0);
+        rcoll_conn_want(c, c->prev, 0, 1);
+        int partners[32];
+        int np = rcoll_sched_rd_partners(nranks, rank, partners);
+        for (int i = 0; i < np; i++) rcoll_conn_want(c, partners[i], 1, 1);
+        st = rcoll_conn_wait(c, deadline);
         if (st != RCOLL_OK) goto err_conns;
         st = alloc_staging(c);
         if (st != RCOLL_OK) goto err_conns;
@@ -337,7 +166,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     return RCOLL_OK;
 
 err_conns:
-    close_peers(c);
+    rcoll_conn_fini(c);
     free(c->link.staging);
     rcoll_bs_report(c->bs, rank, st, rcoll_err_get());
     rcoll_bs_leave(c->bs, 0);
@@ -346,21 +175,26 @@ err_peers:
 err_listen:
     c->tp->close_listen(c->listen_comm);
 err_free:
+    free(c->p2p_send_seq);
+    free(c->p2p_recv_seq);
     free(c);
     return st;
 }
 
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
-    close_peers(c);
+    rcoll_conn_fini(c);
     if (c->listen_comm) c->tp->close_listen(c->listen_comm);
     rcoll_bs_leave(c->bs, graceful);
     free(c->link.staging);
     free(c->peers);
+    free(c->p2p_send_seq);
+    free(c->p2p_recv_seq);
     struct rcoll_request *r = c->free_reqs;
     while (r) {
         struct rcoll_request *nx = r->next;
         free(r->barrier_heap);
+        free(r->items);
         free(r);
         r = nx;
     }

@@ -14,7 +14,29 @@
 
 #define RCOLL_LAST_ERROR_MAX 640
 
-typedef enum { RCOLL_OP_ALLREDUCE, RCOLL_OP_BCAST, RCOLL_OP_BARRIER } rcoll_op_kind_t;
+typedef enum {
+    RCOLL_OP_ALLREDUCE,
+    RCOLL_OP_BCAST,
+    RCOLL_OP_BARRIER,
+    RCOLL_OP_REDUCE,
+    RCOLL_OP_ALLGATHER,
+    RCOLL_OP_REDUCE_SCATTER,
+    RCOLL_OP_ALLTOALL,
+    RCOLL_OP_P2P /* a batch of sends and receives (one call, or a group) */
+} rcoll_op_kind_t;
+
+/* One send or receive of a point-to-point batch. */
+typedef struct {
+    int is_send;
+    int peer;
+    void *buf;
+    size_t bytes;
+    int tag;
+    void *treq;   /* transport request while in flight */
+    int posted, done;
+} rcoll_p2p_item_t;
+
+typedef struct rcoll_conn_state rcoll_conn_state_t;
 
 struct rcoll_request {
     struct rcoll_comm *comm;
@@ -28,11 +50,16 @@ struct rcoll_request {
     int root;
     int started;
     int complete;
+    rcoll_status_t preset; /* complete with this status instead of running (invalid group) */
     rcoll_status_t status;
     uint64_t seq;
     rcoll_exec_t exec;
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
+    int connecting;          /* waiting for connections to the op's peers */
+    int held;                /* part of an open group: not started before rcoll_group_end */
+    rcoll_p2p_item_t *items; /* RCOLL_OP_P2P */
+    int nitems, cap_items;
 };
 
 struct rcoll_comm {
@@ -45,6 +72,11 @@ struct rcoll_comm {
     rcoll_bootstrap_t *bs;
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */
 
+    uint64_t ctx;          /* communicator id, equal on all its ranks */
+    rcoll_conn_state_t *conn;
+    uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks] point-to-point messages so far */
+    uint64_t coll_seq;     /* collectives issued so far (their tags) */
+    struct rcoll_request *open_group; /* P2P batch collecting the current group's calls */
     int local_ranks;       /* ranks on this host (same host identity) */
     int next, prev;        /* ring neighbours */
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
@@ -69,6 +101,19 @@ void rcoll_comm_free(rcoll_comm_t comm, int graceful);
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text);
 /* "rank 3 (host pid 1234)" */
 const char *rcoll_comm_peer_name(rcoll_comm_t comm, int rank, char *buf, size_t len);
+
+/* conn.c */
+rcoll_status_t rcoll_conn_init(rcoll_comm_t comm);
+void rcoll_conn_fini(rcoll_comm_t comm);
+/* Mark peer p as needed for sending and/or receiving. */
+void rcoll_conn_want(rcoll_comm_t comm, int p, int send, int recv);
+int rcoll_conn_ready(rcoll_comm_t comm, int p, int send, int recv);
+/* Non-blocking: connect wanted peers, accept and identify incoming connections. */
+rcoll_status_t rcoll_conn_progress(rcoll_comm_t comm);
+int rcoll_conn_missing(rcoll_comm_t comm);
+int rcoll_conn_first_missing(rcoll_comm_t comm);
+/* Blocking until every wanted connection exists (communicator creation). */
+rcoll_status_t rcoll_conn_wait(rcoll_comm_t comm, uint64_t deadline_ns);
 
 /* progress.c */
 rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,

@@ -30,8 +30,12 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
         if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "request allocation failed");
     }
     uint8_t *heap = r->barrier_heap;
+    rcoll_p2p_item_t *items = r->items;
+    int cap = r->cap_items;
     memset(r, 0, sizeof(*r));
     r->barrier_heap = heap;
+    r->items = items;
+    r->cap_items = cap;
     r->comm = comm;
     r->kind = kind;
     *req_p = r;
@@ -40,7 +44,9 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
 
 void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req)
 {
-    req->seq = comm->next_seq++;
+    /* Collectives are numbered (their tags) on every rank alike; point-to-point messages
+     * carry per-peer numbers instead, since only two ranks take part. */
+    req->seq = req->kind == RCOLL_OP_P2P ? 0 : comm->coll_seq++;
     req->next = NULL;
     if (comm->tail)
         comm->tail->next = req;
@@ -90,46 +96,184 @@ static int use_rd(rcoll_comm_t comm, size_t bytes)
     return bytes <= (comm->nranks == 2 ? 8 * comm->cfg.rd_max : comm->cfg.rd_max);
 }
 
-/* Start the head operation: set up its schedule, or finish it at once if it moves nothing. */
+/* Local part of a point-to-point batch: pair sends to self with receives from self, in
+ * order, and copy.  Unpaired ones are a usage error (checked before the batch runs). */
+static void p2p_self_copy(rcoll_comm_t comm, struct rcoll_request *r)
+{
+    int si = 0, ri = 0;
+    for (;;) {
+        while (si < r->nitems && !(r->items[si].is_send && r->items[si].peer == comm->rank)) si++;
+        while (ri < r->nitems && !(!r->items[ri].is_send && r->items[ri].peer == comm->rank)) ri++;
+        if (si == r->nitems || ri == r->nitems) return;
+        rcoll_p2p_item_t *a = &r->items[si++], *b = &r->items[ri++];
+        size_t n = a->bytes < b->bytes ? a->bytes : b->bytes;
+        if (n) memcpy(b->buf, a->buf, n);
+        a->done = b->done = 1;
+    }
+}
+
+/* Start the head operation: local copies, the schedule, and the connections it needs.
+ * Returns 1 if the operation is already complete (nothing to move). */
 static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
 {
     r->started = 1;
-    int n = comm->nranks;
+    int n = comm->nranks, me = comm->rank;
     size_t esize = rcoll_datatype_size(r->dt);
+    size_t chunk = esize ? comm->chunk_bytes / esize : 0;
     rcoll_sched_t s;
+    r->exec.last_progress_ns = rcoll_now_ns();
     switch (r->kind) {
     case RCOLL_OP_ALLREDUCE:
+    case RCOLL_OP_REDUCE:
         if (r->count == 0) return 1;
         if (n == 1) {
             if (r->src != r->dst) memcpy(r->dst, r->src, r->count * esize);
             if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
             return 1;
         }
-        if (use_rd(comm, r->count * esize))
-            rcoll_sched_rd_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes / esize);
+        if (r->kind == RCOLL_OP_REDUCE)
+            rcoll_sched_chain_reduce(&s, n, me, r->root, r->count, chunk);
+        else if (use_rd(comm, r->count * esize))
+            rcoll_sched_rd_allreduce(&s, n, me, r->count, chunk);
         else
-            rcoll_sched_ring_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes / esize);
+            rcoll_sched_ring_allreduce(&s, n, me, r->count, chunk);
         break;
     case RCOLL_OP_BARRIER:
         if (n == 1) return 1;
-        rcoll_sched_ring_allreduce(&s, n, comm->rank, r->count, comm->chunk_bytes);
+        rcoll_sched_ring_allreduce(&s, n, me, r->count, comm->chunk_bytes);
         break;
     case RCOLL_OP_BCAST:
         if (r->count == 0 || n == 1) return 1;
-        rcoll_sched_chain_bcast(&s, n, comm->rank, r->root, r->count,
-                                comm->chunk_bytes / esize);
+        rcoll_sched_chain_bcast(&s, n, me, r->root, r->count, chunk);
         break;
+    case RCOLL_OP_ALLGATHER: {
+        if (r->count == 0) return 1;
+        char *own = (char *)r->dst + (size_t)me * r->count * esize;
+        if (r->src != own) memcpy(own, r->src, r->count * esize);
+        if (n == 1) return 1;
+        rcoll_sched_ring_allgather(&s, n, me, r->count, chunk);
+        r->src = r->dst; /* every send reads the gathered buffer */
+        break;
+    }
+    case RCOLL_OP_REDUCE_SCATTER:
+        if (r->count == 0) return 1;
+        if (n == 1) {
+            if (r->src != r->dst) memmove(r->dst, r->src, r->count * esize);
+            if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
+            return 1;
+        }
+        rcoll_sched_ring_reduce_scatter(&s, n, me, r->count, chunk);
+        break;
+    case RCOLL_OP_ALLTOALL: {
+        if (r->count == 0) return 1;
+        size_t blk = r->count * esize;
+        memcpy((char *)r->dst + (size_t)me * blk, (const char *)r->src + (size_t)me * blk, blk);
+        if (n == 1) return 1;
+        rcoll_sched_pairwise_alltoall(&s, n, me, r->count, chunk);
+        for (int p = 0; p < n; p++)
+            if (p != me) rcoll_conn_want(comm, p, 1, 1);
+        break;
+    }
+    case RCOLL_OP_P2P: {
+        p2p_self_copy(comm, r);
+        int left = 0;
+        for (int i = 0; i < r->nitems; i++) {
+            rcoll_p2p_item_t *it = &r->items[i];
+            if (it->done) continue;
+            rcoll_conn_want(comm, it->peer, it->is_send, !it->is_send);
+            left++;
+        }
+        r->connecting = rcoll_conn_missing(comm) > 0;
+        return left == 0;
+    }
     default:
         return 1;
     }
     rcoll_exec_init(&r->exec, &s, &comm->link, r->src, r->dst, r->dt, r->op,
-                         (int)(r->seq & 0x3fffffff));
-    RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: %s schedule, %llu steps, chunk %zu B",
-                (unsigned long long)r->seq, (int)r->kind, r->count,
-                s.kind == RCOLL_SCHED_RD_ALLREDUCE ? "recursive doubling"
-                : s.kind == RCOLL_SCHED_RING_ALLREDUCE ? "ring" : "chain",
+                    (int)(r->seq & 0x3fffffff));
+    r->connecting = rcoll_conn_missing(comm) > 0;
+    RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: schedule %d, %llu steps, chunk %zu B",
+                (unsigned long long)r->seq, (int)r->kind, r->count, (int)s.kind,
                 (unsigned long long)s.nsteps, comm->chunk_bytes);
     return 0;
+}
+
+/* A point-to-point batch: every send and receive is posted at once and all are tested, so
+ * nothing waits on anything else and a batch that would deadlock call by call completes.
+ * Each message travels whole (no staging): the transport stripes large ones itself. */
+static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, int *moved)
+{
+    const rcoll_transport_ops_t *tp = comm->tp;
+    int left = 0;
+    for (int i = 0; i < r->nitems; i++) {
+        rcoll_p2p_item_t *it = &r->items[i];
+        if (it->done) continue;
+        rcoll_status_t st;
+        if (!it->posted) {
+            if (it->is_send) {
+                st = tp->isend(comm->link.send_comms[it->peer], it->buf, it->bytes, it->tag,
+                               NULL, &it->treq);
+            } else {
+                void *mh = NULL;
+                st = tp->irecv(comm->link.recv_comms[it->peer], 1, &it->buf, &it->bytes,
+                               &it->tag, &mh, &it->treq);
+            }
+            if (st < 0) {
+                r->exec.err_peer = it->peer;
+                return st;
+            }
+            if (!it->treq) {
+                left++;
+                continue;
+            }
+            it->posted = 1;
+        }
+        int done = 0;
+        size_t got = 0;
+        st = tp->test(it->treq, &done, &got);
+        if (st < 0) {
+            it->treq = NULL;
+            r->exec.err_peer = it->peer;
+            return st;
+        }
+        if (!done) {
+            left++;
+            r->exec.waiting_peer = it->peer;
+            r->exec.waiting_recv = !it->is_send;
+            continue;
+        }
+        it->treq = NULL;
+        it->done = 1;
+        *moved = 1;
+        if (!it->is_send && got != it->bytes) {
+            r->exec.err_peer = it->peer;
+            return rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                                 "received %zu bytes where rcoll_recv expected %zu (do both "
+                                 "ranks pass the same count and datatype?)", got, it->bytes);
+        }
+    }
+    return left ? RCOLL_INPROGRESS : RCOLL_OK;
+}
+
+/* Advance the head operation once: connections first, then its schedule or batch. */
+static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *moved)
+{
+    if (r->connecting) {
+        rcoll_status_t st = rcoll_conn_progress(comm);
+        if (st < 0) {
+            r->exec.err_peer = rcoll_conn_first_missing(comm);
+            return st;
+        }
+        if (rcoll_conn_missing(comm) > 0) {
+            r->exec.waiting_peer = rcoll_conn_first_missing(comm);
+            r->exec.waiting_recv = 1;
+            return RCOLL_INPROGRESS;
+        }
+        r->connecting = 0;
+        *moved = 1;
+    }
+    if (r->kind == RCOLL_OP_P2P) return p2p_progress(comm, r, moved);
+    return rcoll_exec_progress(&r->exec, moved);
 }
 
 /* Wait up to wait_ns for the root's verdict on a failure; 1 (and the comm failed with it)
@@ -190,13 +334,20 @@ static int progress_once(rcoll_comm_t comm)
     int moved = 0;
     while (comm->head && comm->failed == RCOLL_OK) {
         struct rcoll_request *r = comm->head;
+        if (r->held) break; /* an open group's batch: runs at rcoll_group_end */
+        if (r->preset != RCOLL_OK) {
+            complete_head(comm, r->preset);
+            moved = 1;
+            continue;
+        }
         if (!r->started && start_op(comm, r)) {
             complete_head(comm, RCOLL_OK);
             moved = 1;
             continue;
         }
         int progressed = 0;
-        rcoll_status_t st = rcoll_exec_progress(&r->exec, &progressed);
+        rcoll_status_t st = run_op(comm, r, &progressed);
+        if (progressed) r->exec.last_progress_ns = rcoll_now_ns();
         moved |= progressed;
         if (st == RCOLL_OK) {
             complete_head(comm, RCOLL_OK);
@@ -212,6 +363,7 @@ static int progress_once(rcoll_comm_t comm)
             comm->last_ctl_poll_ns = now;
             int culprit = -1;
             rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
+            if (cst == RCOLL_OK) cst = rcoll_conn_progress(comm); /* early connectors */
             if (cst != RCOLL_OK) {
                 char text[RCOLL_LAST_ERROR_MAX];
                 snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
