@@ -256,6 +256,14 @@ rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
     rcoll_bs_root_t *root = comm->root;
+    /* The root serves the whole family: hand it to a member that lives on. */
+    rcoll_comm_t heir = NULL;
+    for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o && !heir; o = o->fam_next)
+        if (o != comm) heir = o;
+    if (root && heir) {
+        heir->root = root;
+        root = NULL;
+    }
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
     rcoll_comm_free(comm, 1);
     if (!root) return RCOLL_OK;
@@ -519,6 +527,8 @@ static rcoll_status_t group_record(rcoll_comm_t comm, struct rcoll_request *r)
     group_reqs[group_nreqs++] = r;
     return RCOLL_OK;
 }
+
+int rcoll_group_active(void) { return group_depth > 0; }
 
 rcoll_status_t rcoll_group_start(void)
 {

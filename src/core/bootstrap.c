@@ -584,6 +584,7 @@ rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *r, uint64_t deadline_ns)
  * ---------------------------------------------------------------------------------------- */
 
 struct rcoll_bootstrap {
+    int refs;    /* communicators sharing this control connection (parent and children) */
     int fd;
     int nranks;
     rcoll_peer_info_t root_host; /* rank 0's info, for the message when the root vanishes */
@@ -659,6 +660,7 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
         st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap state allocation failed");
         goto err_close;
     }
+    bs->refs = 1;
     bs->fd = fd;
     bs->nranks = nranks;
     bs->root_host = peers[0];
@@ -704,9 +706,15 @@ void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, cons
     bs_send_msg(bs->fd, BS_ABORT, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
 }
 
+rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs)
+{
+    bs->refs++;
+    return bs;
+}
+
 void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful)
 {
-    if (!bs) return;
+    if (!bs || --bs->refs > 0) return;
     if (graceful && !bs->failed)
         bs_send_msg(bs->fd, BS_BYE, NULL, 0, rcoll_now_ns() + 1000000000ull);
     close(bs->fd);

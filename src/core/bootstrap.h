@@ -58,7 +58,11 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
 rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit);
 /* Tell the root this rank saw culprit fail (status st, text), so the others learn it. */
 void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, const char *text);
-/* Leave: say goodbye (graceful=1) or just close (abort), free bs.  NULL is a no-op. */
+/* Share the control connection with a sub-communicator (one more rcoll_bs_leave needed).
+ * Communicators of one family are used from one thread at a time, like each of them. */
+rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);
+/* Leave: drop a reference; the last one says goodbye (graceful=1) or just closes (abort) and
+ * frees bs.  NULL is a no-op. */
 void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful);
 
 /* This host's identity (hostname + boot id hash) and short hostname. */

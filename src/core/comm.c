@@ -87,103 +87,134 @@ static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
                    "(RCOLL_SPIN=0)", local, cpus);
 }
 
-rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
-                                 const rcoll_config_t *cfg, rcoll_bs_root_t *root,
-                                 rcoll_comm_t *comm_p)
+rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
 {
-    rcoll_status_t st;
+    if (!f) {
+        f = calloc(1, sizeof(*f));
+        if (!f) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
+    }
+    f->refs++;
+    c->family = f;
+    c->fam_next = f->first;
+    if (f->first) f->first->fam_prev = c;
+    f->first = c;
+    return RCOLL_OK;
+}
+
+static void family_leave(rcoll_comm_t c)
+{
+    rcoll_family_t *f = c->family;
+    if (!f) return;
+    if (c->fam_prev) c->fam_prev->fam_next = c->fam_next;
+    else f->first = c->fam_next;
+    if (c->fam_next) c->fam_next->fam_prev = c->fam_prev;
+    if (--f->refs == 0) free(f);
+    c->family = NULL;
+}
+
+rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
+                                rcoll_comm_t *comm_p)
+{
     rcoll_comm_t c = calloc(1, sizeof(*c));
     if (!c) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     c->rank = rank;
     c->nranks = nranks;
     c->cfg = *cfg;
-    c->root = root;
     c->mem_bytes = sizeof(*c);
-    c->ctx = 1469598103934665603ull; /* FNV-1a of the id: the same on every rank */
-    for (size_t i = 0; i < sizeof(id->internal); i++)
-        c->ctx = (c->ctx ^ (unsigned char)id->internal[i]) * 1099511628211ull;
     c->p2p_send_seq = calloc((size_t)nranks, sizeof(uint32_t));
     c->p2p_recv_seq = calloc((size_t)nranks, sizeof(uint32_t));
-    if (!c->p2p_send_seq || !c->p2p_recv_seq) {
-        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
-        goto err_free;
-    }
-    c->mem_bytes += 2 * (size_t)nranks * sizeof(uint32_t);
-    uint64_t deadline = rcoll_now_ns() + (uint64_t)(cfg->timeout_s * 1e9);
-    rcoll_log_set_rank(rank);
-
-    c->tp = pick_transport(cfg);
-    if (!c->tp) {
-        st = rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s' names no transport "
-                           "built into rcoll (rcoll-info lists them)", cfg->transport);
-        goto err_free;
-    }
-    st = rcoll_transport_ensure_init(c->tp, cfg);
-    if (st != RCOLL_OK) goto err_free;
-    uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES];
-    memset(handle, 0, sizeof(handle));
-    st = c->tp->listen(c->dev, handle, &c->listen_comm);
-    if (st != RCOLL_OK) goto err_free;
-
     c->peers = calloc((size_t)nranks, sizeof(*c->peers));
-    if (!c->peers) {
-        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank table allocation failed");
-        goto err_listen;
+    if (!c->p2p_send_seq || !c->p2p_recv_seq || !c->peers) {
+        rcoll_comm_free(c, 0);
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     }
-    c->mem_bytes += (size_t)nranks * sizeof(*c->peers);
-    rcoll_peer_info_t mine;
-    memset(&mine, 0, sizeof(mine));
-    rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash);
-    mine.pid = (int32_t)getpid();
-    memcpy(mine.handle, handle, sizeof(handle));
-    /* A little longer than the root's own deadline, so its explanation arrives first. */
-    st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
-    if (st != RCOLL_OK) goto err_peers;
-
-    choose_spin(c, &mine);
+    c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(*c->peers));
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
-    if (nranks > 1) {
-        st = rcoll_conn_init(c);
-        if (st != RCOLL_OK) goto err_conns;
+    *comm_p = c;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
+{
+    const rcoll_peer_info_t *mine = &c->peers[c->rank];
+    choose_spin(c, mine);
+    if (c->nranks > 1) {
+        rcoll_status_t st = rcoll_conn_init(c);
+        if (st != RCOLL_OK) return st;
         /* The ring neighbours and doubling partners now; other peers when an operation
          * needs them (all-to-all, point to point). */
         rcoll_conn_want(c, c->next, 1, 0);
         rcoll_conn_want(c, c->prev, 0, 1);
         int partners[32];
-        int np = rcoll_sched_rd_partners(nranks, rank, partners);
+        int np = rcoll_sched_rd_partners(c->nranks, c->rank, partners);
         for (int i = 0; i < np; i++) rcoll_conn_want(c, partners[i], 1, 1);
         st = rcoll_conn_wait(c, deadline);
-        if (st != RCOLL_OK) goto err_conns;
-        st = alloc_staging(c);
-        if (st != RCOLL_OK) goto err_conns;
+        if (st == RCOLL_OK) st = alloc_staging(c);
+        if (st != RCOLL_OK) return st;
     }
-    RCOLL_INFO(INIT, "rank %d/%d on %s: transport %s, ring %d -> %d -> %d (+ doubling partners), chunk %zu B x %d "
-               "slots, communicator memory %zu B (bound: RCOLL_BUFFSIZE=%zu per peer)",
-               rank, nranks, mine.hostname, c->tp->name, c->prev, rank, c->next,
-               c->chunk_bytes, c->link.nslots, c->mem_bytes, cfg->buffsize);
+    RCOLL_INFO(INIT, "rank %d/%d on %s: transport %s, ring %d -> %d -> %d (+ doubling "
+               "partners), chunk %zu B x %d slots, communicator memory %zu B (bound: "
+               "RCOLL_BUFFSIZE=%zu)", c->rank, c->nranks, mine->hostname, c->tp->name, c->prev,
+               c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
+               c->cfg.buffsize);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES])
+{
+    c->tp = pick_transport(&c->cfg);
+    if (!c->tp)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s' names no transport "
+                             "built into rcoll (rcoll-info lists them)", c->cfg.transport);
+    rcoll_status_t st = rcoll_transport_ensure_init(c->tp, &c->cfg);
+    if (st != RCOLL_OK) return st;
+    memset(handle, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
+    return c->tp->listen(c->dev, handle, &c->listen_comm);
+}
+
+rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
+                                 const rcoll_config_t *cfg, rcoll_bs_root_t *root,
+                                 rcoll_comm_t *comm_p)
+{
+    rcoll_comm_t c;
+    rcoll_status_t st = rcoll_comm_alloc(nranks, rank, cfg, &c);
+    if (st != RCOLL_OK) return st;
+    c->ctx = 1469598103934665603ull; /* FNV-1a of the id: the same on every rank */
+    for (size_t i = 0; i < sizeof(id->internal); i++)
+        c->ctx = (c->ctx ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+    uint64_t deadline = rcoll_now_ns() + (uint64_t)(cfg->timeout_s * 1e9);
+    rcoll_log_set_rank(rank);
+
+    rcoll_peer_info_t mine;
+    memset(&mine, 0, sizeof(mine));
+    st = rcoll_comm_listen(c, mine.handle);
+    if (st != RCOLL_OK) goto err_free;
+    rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash);
+    mine.pid = (int32_t)getpid();
+    /* A little longer than the root's own deadline, so its explanation arrives first. */
+    st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
+    if (st != RCOLL_OK) goto err_free;
+    st = rcoll_comm_links(c, deadline);
+    if (st != RCOLL_OK) {
+        rcoll_bs_report(c->bs, rank, st, rcoll_err_get());
+        goto err_free;
+    }
+    st = rcoll_family_join(c, NULL);
+    if (st != RCOLL_OK) goto err_free;
+    c->root = root; /* only now: a failed creation must not wait for the root */
     *comm_p = c;
     return RCOLL_OK;
 
-err_conns:
-    rcoll_conn_fini(c);
-    free(c->link.staging);
-    rcoll_bs_report(c->bs, rank, st, rcoll_err_get());
-    rcoll_bs_leave(c->bs, 0);
-err_peers:
-    free(c->peers);
-err_listen:
-    c->tp->close_listen(c->listen_comm);
 err_free:
-    free(c->p2p_send_seq);
-    free(c->p2p_recv_seq);
-    free(c);
+    rcoll_comm_free(c, 0);
     return st;
 }
 
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
-    rcoll_conn_fini(c);
+    family_leave(c);
+    if (c->conn) rcoll_conn_fini(c);
     if (c->listen_comm) c->tp->close_listen(c->listen_comm);
     rcoll_bs_leave(c->bs, graceful);
     free(c->link.staging);

@@ -38,6 +38,14 @@ typedef struct {
 
 typedef struct rcoll_conn_state rcoll_conn_state_t;
 
+/* The communicators created from one communicator by split/dup (and it): they share the
+ * bootstrap control connection, and a wait on one progresses all, so operations running
+ * concurrently on parent and child cannot wait on each other forever. */
+typedef struct rcoll_family {
+    int refs;
+    struct rcoll_comm *first;
+} rcoll_family_t;
+
 struct rcoll_request {
     struct rcoll_comm *comm;
     struct rcoll_request *next; /* in the communicator's queue, or the free list */
@@ -78,6 +86,9 @@ struct rcoll_comm {
     uint64_t coll_seq;     /* collectives issued so far (their tags) */
     struct rcoll_request *open_group; /* P2P batch collecting the current group's calls */
     int local_ranks;       /* ranks on this host (same host identity) */
+    uint32_t nsplits;      /* children made so far (part of their ids) */
+    rcoll_family_t *family;
+    struct rcoll_comm *fam_next, *fam_prev;
     int next, prev;        /* ring neighbours */
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
     size_t chunk_bytes;
@@ -93,10 +104,22 @@ struct rcoll_comm {
 };
 
 /* comm.c */
+/* Join comm to a family (NULL: start a new one). */
+rcoll_status_t rcoll_family_join(rcoll_comm_t comm, rcoll_family_t *family);
+/* api.c: whether the calling thread is inside rcoll_group_start/end. */
+int rcoll_group_active(void);
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
                                  const rcoll_config_t *cfg, rcoll_bs_root_t *root,
                                  rcoll_comm_t *comm_p);
 void rcoll_comm_free(rcoll_comm_t comm, int graceful);
+/* Pieces of communicator creation, shared with rcoll_comm_split (split.c): allocate the
+ * object; pick the transport and listen (writes this rank's handle); connect to the ring
+ * neighbours and doubling partners and allocate the staging memory. */
+rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
+                                rcoll_comm_t *comm_p);
+rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm,
+                                 uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES]);
+rcoll_status_t rcoll_comm_links(rcoll_comm_t comm, uint64_t deadline);
 /* Record text as the communicator's last error (and log it at WARN). */
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text);
 /* "rank 3 (host pid 1234)" */

@@ -385,7 +385,12 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
     rcoll_backoff_t bo;
     rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin);
     while (!req->complete) {
-        if (progress_once(comm))
+        int moved = progress_once(comm);
+        /* The rest of the family too: a peer may be waiting for this rank's part of an
+         * operation on a sibling communicator before it can serve this one. */
+        for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next)
+            if (o != comm && o->head) moved |= progress_once(o);
+        if (moved)
             rcoll_backoff_reset(&bo);
         else
             rcoll_backoff_wait(&bo);
