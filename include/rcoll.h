@@ -273,10 +273,11 @@ rcoll_status_t rcoll_group_end(void);
 
 /* Split comm by color: ranks passing the same color form a new communicator, ordered by key
  * (ties by rank in comm).  A rank passing RCOLL_UNDEFINED (any negative color) gets
- * *newcomm = NULL.  The children reuse the parent's bootstrap and listening socket; each
- * opens only the connections its algorithms need.  The child is independent of the parent
- * (either may be destroyed first).  newcomm (out).  Errors: as collectives, plus
- * RCOLL_ERR_INVALID_ARG (newcomm NULL). */
+ * *newcomm = NULL.  The children reuse the parent's bootstrap connection; each opens its own
+ * listening socket and only the connections its algorithms need.  Either may be destroyed
+ * first; a wait on one progresses the others.  Not allowed inside a group.  newcomm (out).
+ * Errors: as collectives, plus RCOLL_ERR_INVALID_ARG (newcomm NULL),
+ * RCOLL_ERR_INVALID_USAGE (inside a group, or the parent has failed). */
 rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_comm_t *newcomm);
 
 /* A new communicator with the same ranks in the same order (rcoll_comm_split with one color
