@@ -32,8 +32,9 @@ static rcoll_status_t ar_start(const perf_op_t *o, const void *sendbuf, void *re
                             o->dtype, o->op, o->comm, req);
 }
 
-static void ar_fill(const perf_op_t *o, void *sendbuf)
+static void ar_fill(const perf_op_t *o, void *sendbuf, void *recvbuf)
 {
+    (void)recvbuf;
     perf_fill_input(sendbuf, o->sz.send_count, o->dtype, o->op, o->rank, o->nranks, 0);
 }
 

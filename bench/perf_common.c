@@ -1,16 +1,15 @@
 /*
  * perf_common.c - the nccl-tests-compatible harness behind every *_perf binary in bench/.
- * It parses the flags, creates the communicator, sweeps sizes, times and checks each
- * operation, prints the nccl-tests table and footer, and writes JSON and memory reports.
- * It knows a collective only through its perf_coll_t and uses the public rcoll API only;
- * expected results are computed here, never through the library under test.
+ * It creates the communicator, sweeps sizes, times and checks each operation, prints the
+ * nccl-tests table and footer, and writes JSON and memory reports.  It knows a collective only
+ * through its perf_coll_t and uses the public rcoll API only.  Flags are parsed in perf_opts.c;
+ * inputs and expected results come from perf_data.c, never from the library under test.
  */
 #include "perf_common.h"
+#include "perf_opts.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -20,333 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------------------------------------
- * Datatypes and operators
- * ------------------------------------------------------------------------------------------ */
-
-/* Indexed by rcoll_datatype_t. */
-static const char *const dtype_names[RCOLL_NUM_DATATYPES] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
-static const size_t dtype_sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-/* "-d all" runs the datatypes in nccl-tests' order. */
-static const rcoll_datatype_t all_dtypes[RCOLL_NUM_DATATYPES] = {
-    RCOLL_INT8, RCOLL_UINT8, RCOLL_INT32, RCOLL_UINT32, RCOLL_INT64, RCOLL_UINT64,
-    RCOLL_FLOAT16, RCOLL_FLOAT32, RCOLL_FLOAT64, RCOLL_BFLOAT16};
-static const char *const op_names[RCOLL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
-/* "-o all" runs the operators in nccl-tests' order. */
-static const rcoll_op_t all_ops[RCOLL_NUM_OPS] = {RCOLL_SUM, RCOLL_PROD, RCOLL_MAX, RCOLL_MIN,
-                                                   RCOLL_AVG};
-
-const char *perf_dtype_name(rcoll_datatype_t dt)
-{
-    return ((unsigned)dt < RCOLL_NUM_DATATYPES) ? dtype_names[dt] : "?";
-}
-
-const char *perf_op_name(rcoll_op_t op)
-{
-    return ((unsigned)op < RCOLL_NUM_OPS) ? op_names[op] : "?";
-}
-
-static size_t dtype_size(rcoll_datatype_t dt)
-{
-    return dtype_sizes[dt];
-}
-
-static int dtype_is_float(rcoll_datatype_t dt)
-{
-    return dt == RCOLL_FLOAT16 || dt == RCOLL_BFLOAT16 || dt == RCOLL_FLOAT32 ||
-           dt == RCOLL_FLOAT64;
-}
-
-static int dtype_is_signed(rcoll_datatype_t dt)
-{
-    return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * float16 / bfloat16 conversions (round to nearest even)
- * ------------------------------------------------------------------------------------------ */
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t mag = x & 0x7fffffffu;
-
-    if (mag > 0x7f800000u) /* NaN: keep it quiet */
-        return sign | 0x7e00u;
-    if (mag >= 0x477ff000u) /* >= 65520 rounds to infinity */
-        return sign | 0x7c00u;
-    if (mag < 0x38800000u) { /* below 2^-14: subnormal half (units of 2^-24) or zero */
-        float a = fabsf(f) * 16777216.0f; /* exact: scaling by a power of two */
-        return sign | (uint16_t)lrintf(a); /* 1024 lands on the smallest normal, as it should */
-    }
-    uint32_t r = mag - (112u << 23); /* rebias the exponent from 127 to 15 */
-    r += 0x0fffu + ((r >> 13) & 1u);
-    return sign | (uint16_t)(r >> 13);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-    uint32_t x;
-
-    if (exp == 0) {
-        float v = ldexpf((float)man, -24);
-        return sign ? -v : v;
-    }
-    if (exp == 31)
-        x = sign | 0x7f800000u | (man << 13);
-    else
-        x = sign | ((exp + 112u) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &x, sizeof(f));
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, sizeof(f));
-    return f;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Element access
- * ------------------------------------------------------------------------------------------ */
-
-static void store_float(void *buf, size_t k, rcoll_datatype_t dt, double v)
-{
-    switch (dt) {
-    case RCOLL_FLOAT16: ((uint16_t *)buf)[k] = f32_to_f16((float)v); break;
-    case RCOLL_BFLOAT16: ((uint16_t *)buf)[k] = f32_to_bf16((float)v); break;
-    case RCOLL_FLOAT32: ((float *)buf)[k] = (float)v; break;
-    default: ((double *)buf)[k] = v; break;
-    }
-}
-
-static double load_float(const void *buf, size_t k, rcoll_datatype_t dt)
-{
-    switch (dt) {
-    case RCOLL_FLOAT16: return f16_to_f32(((const uint16_t *)buf)[k]);
-    case RCOLL_BFLOAT16: return bf16_to_f32(((const uint16_t *)buf)[k]);
-    case RCOLL_FLOAT32: return ((const float *)buf)[k];
-    default: return ((const double *)buf)[k];
-    }
-}
-
-/* Integer elements travel as their low bits in a uint64_t. */
-static void store_int(void *buf, size_t k, rcoll_datatype_t dt, uint64_t v)
-{
-    switch (dtype_size(dt)) {
-    case 1: ((uint8_t *)buf)[k] = (uint8_t)v; break;
-    case 4: ((uint32_t *)buf)[k] = (uint32_t)v; break;
-    default: ((uint64_t *)buf)[k] = v; break;
-    }
-}
-
-static uint64_t load_bits(const void *buf, size_t k, rcoll_datatype_t dt)
-{
-    switch (dtype_size(dt)) {
-    case 1: return ((const uint8_t *)buf)[k];
-    case 2: return ((const uint16_t *)buf)[k];
-    case 4: return ((const uint32_t *)buf)[k];
-    default: return ((const uint64_t *)buf)[k];
-    }
-}
-
-static int64_t sign_extend(uint64_t v, unsigned bits)
-{
-    if (bits >= 64)
-        return (int64_t)v;
-    uint64_t m = (uint64_t)1 << (bits - 1);
-    v &= ((uint64_t)1 << bits) - 1;
-    return (int64_t)((v ^ m) - m);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Input values and exact expected results
- * ------------------------------------------------------------------------------------------ */
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-static uint64_t int_value(int r, size_t i)
-{
-    return mix64((uint64_t)i * 0x9e3779b97f4a7c15ULL + (uint64_t)r * 0xd1b54a32d192ed03ULL + 1);
-}
-
-/* Largest |value| such that any partial sum of nranks values is exact in the type. */
-static int64_t float_amplitude(rcoll_datatype_t dt, int nranks)
-{
-    int64_t limit = dt == RCOLL_BFLOAT16 ? 256 : dt == RCOLL_FLOAT16 ? 2048 : (int64_t)1 << 24;
-    int64_t a = limit / (nranks > 0 ? nranks : 1);
-    if (a > 100)
-        a = 100;
-    return a < 1 ? 1 : a;
-}
-
-static double float_value(rcoll_datatype_t dt, rcoll_op_t op, int r, int nranks, size_t i)
-{
-    if (op == RCOLL_PROD) {
-        /* +-1 or +-2; at most ceil(nranks / period) twos per element. */
-        uint64_t period = nranks <= 120 ? 8 : (uint64_t)nranks;
-        double mag = (((uint64_t)i + (uint64_t)r) % period == 0) ? 2.0 : 1.0;
-        return (((uint64_t)i * 3 + (uint64_t)r) % 5 == 0) ? -mag : mag;
-    }
-    int64_t a = float_amplitude(dt, nranks);
-    uint64_t m = (uint64_t)(2 * a + 1); /* odd, so 2i + r visits every residue */
-    return (double)((int64_t)(((uint64_t)i * 2 + (uint64_t)r) % m) - a);
-}
-
-void perf_fill_input(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op, int rank,
-                     int nranks, size_t first)
-{
-    if (dtype_is_float(dt)) {
-        for (size_t k = 0; k < count; k++)
-            store_float(buf, k, dt, float_value(dt, op, rank, nranks, first + k));
-    } else {
-        for (size_t k = 0; k < count; k++)
-            store_int(buf, k, dt, int_value(rank, first + k));
-    }
-}
-
-static uint64_t reduce_int(rcoll_datatype_t dt, rcoll_op_t op, int nranks, size_t i)
-{
-    unsigned bits = (unsigned)(8 * dtype_size(dt));
-    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
-    int sgn = dtype_is_signed(dt);
-    uint64_t acc = int_value(0, i) & mask;
-
-    for (int r = 1; r < nranks; r++) {
-        uint64_t v = int_value(r, i) & mask;
-        switch (op) {
-        case RCOLL_PROD: acc = (acc * v) & mask; break;
-        case RCOLL_MIN:
-            if (sgn ? sign_extend(v, bits) < sign_extend(acc, bits) : v < acc)
-                acc = v;
-            break;
-        case RCOLL_MAX:
-            if (sgn ? sign_extend(v, bits) > sign_extend(acc, bits) : v > acc)
-                acc = v;
-            break;
-        default: acc = (acc + v) & mask; break; /* SUM, AVG */
-        }
-    }
-    if (op == RCOLL_AVG) {
-        /* The wrapped sum in the element's type, divided in that type (C truncation). */
-        if (sgn)
-            acc = (uint64_t)(sign_extend(acc, bits) / (int64_t)nranks) & mask;
-        else
-            acc = acc / (uint64_t)nranks;
-    }
-    return acc;
-}
-
-static double reduce_float(rcoll_datatype_t dt, rcoll_op_t op, int nranks, size_t i)
-{
-    /* Every partial result is a small integer (or +-2^k), exact in double and in dt. */
-    double acc = float_value(dt, op, 0, nranks, i);
-    for (int r = 1; r < nranks; r++) {
-        double v = float_value(dt, op, r, nranks, i);
-        switch (op) {
-        case RCOLL_PROD: acc *= v; break;
-        case RCOLL_MIN: acc = v < acc ? v : acc; break;
-        case RCOLL_MAX: acc = v > acc ? v : acc; break;
-        default: acc += v; break;
-        }
-    }
-    if (op == RCOLL_AVG) {
-        if (dt == RCOLL_FLOAT64)
-            acc = acc / (double)nranks;
-        else /* float32 division; float16/bfloat16 round once more in store_float */
-            acc = (double)((float)acc / (float)nranks);
-    }
-    return acc;
-}
-
-void perf_fill_reduced(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op, int nranks,
-                       size_t first)
-{
-    for (size_t k = 0; k < count; k++) {
-        if (dtype_is_float(dt))
-            store_float(buf, k, dt, reduce_float(dt, op, nranks, first + k));
-        else
-            store_int(buf, k, dt, reduce_int(dt, op, nranks, first + k));
-    }
-}
-
-/* Distance in units in the last place between two finite values of one float type. */
-static uint64_t ulp_distance(uint64_t a, uint64_t b, rcoll_datatype_t dt)
-{
-    unsigned bits = (unsigned)(8 * dtype_size(dt));
-    uint64_t sbit = (uint64_t)1 << (bits - 1);
-    uint64_t ma = a & (sbit - 1), mb = b & (sbit - 1);
-    if ((a & sbit) == (b & sbit))
-        return ma > mb ? ma - mb : mb - ma;
-    return ma + mb; /* opposite signs: distance through zero (cannot overflow: mags < 2^63) */
-}
-
-size_t perf_count_wrong(const void *got, const void *expected, size_t count,
-                        rcoll_datatype_t dt, rcoll_op_t op)
-{
-    size_t wrong = 0;
-
-    if (!dtype_is_float(dt)) {
-        for (size_t k = 0; k < count; k++)
-            wrong += load_bits(got, k, dt) != load_bits(expected, k, dt);
-        return wrong;
-    }
-    for (size_t k = 0; k < count; k++) {
-        double g = load_float(got, k, dt), e = load_float(expected, k, dt);
-        if (g == e)
-            continue;
-        if (op == RCOLL_AVG && !isnan(g) && !isinf(g) &&
-            ulp_distance(load_bits(got, k, dt), load_bits(expected, k, dt), dt) <= 2)
-            continue;
-        wrong++;
-    }
-    return wrong;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Options
- * ------------------------------------------------------------------------------------------ */
-
-typedef struct {
-    size_t min_bytes, max_bytes, step_bytes;
-    long step_factor; /* <= 1: additive steps of step_bytes */
-    int iters, warmup, agg, cycles, check, root, blocking, timeout, average, mem_report;
-    int nthreads, ngpus;
-    const char *json_path;
-    int ndtypes;
-    rcoll_datatype_t dtypes[RCOLL_NUM_DATATYPES];
-    int nops;
-    rcoll_op_t ops[RCOLL_NUM_OPS];
-    const char *algo, *transport;
-} perf_opts_t;
-
+/* Everything one run needs; one per process, passed down explicitly. */
 typedef struct {
     const perf_coll_t *coll;
     perf_opts_t opt;
@@ -363,273 +36,6 @@ typedef struct {
     char *memlog; /* -M per-operation lines, printed after the table */
     size_t memlog_len;
 } perf_ctx_t;
-
-static const char *prog_name = "perf";
-static int usage_lead = 1; /* only the launch's rank 0 prints usage errors */
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: %s [options]\n"
-        "  -b,--minbytes <size>       first size (K/M/G suffixes)          [32M]\n"
-        "  -e,--maxbytes <size>       last size                            [32M]\n"
-        "  -i,--stepbytes <size>      additive step (without -f)           [1M]\n"
-        "  -f,--stepfactor <n>        multiplicative step\n"
-        "  -n,--iters <n>             timed iterations per size            [20]\n"
-        "  -w,--warmup_iters <n>      untimed iterations                   [1]\n"
-        "  -m,--agg_iters <n>         operations aggregated per iteration  [1]\n"
-        "  -N,--run_cycles <n>        repeat the sweep, 0 = forever        [1]\n"
-        "  -c,--check <n>             correctness iterations, 0 = off      [1]\n"
-        "  -o,--op <op>               sum prod min max avg all             [sum]\n"
-        "  -d,--datatype <type>       int8 uint8 int32 uint32 int64 uint64 half float\n"
-        "                             double bfloat16 all                  [float]\n"
-        "  -r,--root <rank>           root of rooted collectives, -1 = all [0]\n"
-        "  -z,--blocking <0/1/2>      1: wait and barrier after each op    [0]\n"
-        "  -T,--timeout <s>           abort (exit 4) when init or a row takes longer [0]\n"
-        "  -a,--average <0-3>         time over ranks: 0 rank0 1 mean 2 min 3 max [1]\n"
-        "  -J,--output_file <file>    also write JSON results\n"
-        "  -M,--memory <0/1>          print a memory-usage report          [0]\n"
-        "  -t,--nthreads <n>          threads per process (only 1)         [1]\n"
-        "  -g,--ngpus <n>             GPUs per thread (only 1)             [1]\n"
-        "     --memtype <host|cuda>   buffer memory (only host)            [host]\n"
-        "     --algo <name>           force an algorithm (sets RCOLL_ALGO)\n"
-        "     --transport <name>      force a transport (sets RCOLL_TRANSPORT)\n"
-        "  -h,--help                  this text\n"
-        "Launch several ranks with tools/rcoll-run; without RCOLL_* variables it runs one rank.\n"
-        "Exit: 0 ok, 1 internal, 3 library error, 4 timeout, 5 not implemented, 6 usage,"
-        " 7 wrong results.\n",
-        prog_name);
-}
-
-static void usage_fail(int code, const char *fmt, const char *what, const char *value)
-{
-    if (usage_lead) {
-        fprintf(stderr, "%s: ", prog_name);
-        fprintf(stderr, fmt, what, value);
-        fprintf(stderr, "\n");
-        if (code == PERF_EXIT_USAGE)
-            fprintf(stderr, "%s: run with -h for the list of options\n", prog_name);
-    }
-    exit(code);
-}
-
-int perf_parse_size(const char *s, size_t *bytes)
-{
-    char *end;
-    unsigned long long v, mult = 1;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
-    switch (*end) {
-    case 'K': case 'k': mult = 1ULL << 10; end++; break;
-    case 'M': case 'm': mult = 1ULL << 20; end++; break;
-    case 'G': case 'g': mult = 1ULL << 30; end++; break;
-    case 'T': case 't': mult = 1ULL << 40; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || v > SIZE_MAX / mult)
-        return -1;
-    *bytes = (size_t)(v * mult);
-    return 0;
-}
-
-static long parse_long(const char *what, const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        char range[96];
-        snprintf(range, sizeof(range), "%s (expected an integer in [%ld, %ld])", s, lo, hi);
-        usage_fail(PERF_EXIT_USAGE, "invalid value for %s: %s", what, range);
-    }
-    return v;
-}
-
-static size_t parse_size_opt(const char *what, const char *s)
-{
-    size_t v;
-    if (perf_parse_size(s, &v) != 0)
-        usage_fail(PERF_EXIT_USAGE, "invalid size for %s: '%s' (use e.g. 8, 64K, 32M, 1G)",
-                   what, s);
-    return v;
-}
-
-static int lookup_dtype(const char *s)
-{
-    static const struct { const char *name; int dt; } names[] = {
-        {"int8", RCOLL_INT8}, {"char", RCOLL_INT8}, {"uint8", RCOLL_UINT8},
-        {"int32", RCOLL_INT32}, {"int", RCOLL_INT32}, {"uint32", RCOLL_UINT32},
-        {"int64", RCOLL_INT64}, {"uint64", RCOLL_UINT64}, {"half", RCOLL_FLOAT16},
-        {"float16", RCOLL_FLOAT16}, {"fp16", RCOLL_FLOAT16}, {"float", RCOLL_FLOAT32},
-        {"float32", RCOLL_FLOAT32}, {"fp32", RCOLL_FLOAT32}, {"double", RCOLL_FLOAT64},
-        {"float64", RCOLL_FLOAT64}, {"fp64", RCOLL_FLOAT64}, {"bfloat16", RCOLL_BFLOAT16},
-        {"bf16", RCOLL_BFLOAT16}};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strcmp(s, names[i].name) == 0)
-            return names[i].dt;
-    if (strncmp(s, "f8", 2) == 0 || strncmp(s, "fp8", 3) == 0)
-        usage_fail(PERF_EXIT_NOT_IMPLEMENTED, "%s %s: not implemented (rcoll has no fp8 types)",
-                   "-d", s);
-    return -1;
-}
-
-static int lookup_op(const char *s)
-{
-    for (int i = 0; i < RCOLL_NUM_OPS; i++)
-        if (strcmp(s, op_names[i]) == 0)
-            return i;
-    if (strcmp(s, "mulsum") == 0 || strcmp(s, "premulsum") == 0)
-        usage_fail(PERF_EXIT_NOT_IMPLEMENTED, "%s %s: not implemented in rcoll", "-o", s);
-    return -1;
-}
-
-/* -d / -o take one name, "all", or a comma-separated list (an rcoll extension). */
-static void parse_dtypes(perf_opts_t *o, const char *arg)
-{
-    if (strcmp(arg, "all") == 0) {
-        memcpy(o->dtypes, all_dtypes, sizeof(all_dtypes));
-        o->ndtypes = RCOLL_NUM_DATATYPES;
-        return;
-    }
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", arg);
-    o->ndtypes = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int dt = lookup_dtype(t);
-        if (dt < 0)
-            usage_fail(PERF_EXIT_USAGE, "invalid %s '%s' (int8 uint8 int32 uint32 int64 uint64 "
-                       "half float double bfloat16 all)", "datatype", t);
-        if (o->ndtypes < RCOLL_NUM_DATATYPES)
-            o->dtypes[o->ndtypes++] = (rcoll_datatype_t)dt;
-    }
-    if (o->ndtypes == 0)
-        usage_fail(PERF_EXIT_USAGE, "invalid %s '%s'", "datatype", arg);
-}
-
-static void parse_ops(perf_opts_t *o, const char *arg)
-{
-    if (strcmp(arg, "all") == 0) {
-        memcpy(o->ops, all_ops, sizeof(all_ops));
-        o->nops = RCOLL_NUM_OPS;
-        return;
-    }
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", arg);
-    o->nops = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int op = lookup_op(t);
-        if (op < 0)
-            usage_fail(PERF_EXIT_USAGE, "invalid %s '%s' (sum prod min max avg all)", "op", t);
-        if (o->nops < RCOLL_NUM_OPS)
-            o->ops[o->nops++] = (rcoll_op_t)op;
-    }
-    if (o->nops == 0)
-        usage_fail(PERF_EXIT_USAGE, "invalid %s '%s'", "op", arg);
-}
-
-enum { OPT_MEMTYPE = 1000, OPT_ALGO, OPT_TRANSPORT };
-
-static void parse_args(int argc, char **argv, perf_opts_t *o)
-{
-    static const struct option longopts[] = {
-        {"minbytes", required_argument, NULL, 'b'},
-        {"maxbytes", required_argument, NULL, 'e'},
-        {"stepbytes", required_argument, NULL, 'i'},
-        {"stepfactor", required_argument, NULL, 'f'},
-        {"iters", required_argument, NULL, 'n'},
-        {"warmup_iters", required_argument, NULL, 'w'},
-        {"agg_iters", required_argument, NULL, 'm'},
-        {"run_cycles", required_argument, NULL, 'N'},
-        {"check", required_argument, NULL, 'c'},
-        {"op", required_argument, NULL, 'o'},
-        {"datatype", required_argument, NULL, 'd'},
-        {"root", required_argument, NULL, 'r'},
-        {"blocking", required_argument, NULL, 'z'},
-        {"timeout", required_argument, NULL, 'T'},
-        {"average", required_argument, NULL, 'a'},
-        {"output_file", required_argument, NULL, 'J'},
-        {"memory", required_argument, NULL, 'M'},
-        {"nthreads", required_argument, NULL, 't'},
-        {"ngpus", required_argument, NULL, 'g'},
-        {"help", no_argument, NULL, 'h'},
-        {"memtype", required_argument, NULL, OPT_MEMTYPE},
-        {"algo", required_argument, NULL, OPT_ALGO},
-        {"transport", required_argument, NULL, OPT_TRANSPORT},
-        {NULL, 0, NULL, 0}};
-    int c;
-
-    *o = (perf_opts_t){
-        .min_bytes = 32u << 20, .max_bytes = 32u << 20, .step_bytes = 1u << 20,
-        .step_factor = 1, .iters = 20, .warmup = 1, .agg = 1, .cycles = 1, .check = 1,
-        .root = 0, .blocking = 0, .timeout = 0, .average = 1, .mem_report = 0,
-        .nthreads = 1, .ngpus = 1, .ndtypes = 1, .dtypes = {RCOLL_FLOAT32}, .nops = 1,
-        .ops = {RCOLL_SUM}};
-
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:N:c:o:d:r:z:T:a:J:M:t:g:h", longopts,
-                            NULL)) != -1) {
-        switch (c) {
-        case 'b': o->min_bytes = parse_size_opt("-b", optarg); break;
-        case 'e': o->max_bytes = parse_size_opt("-e", optarg); break;
-        case 'i': o->step_bytes = parse_size_opt("-i", optarg); break;
-        case 'f': o->step_factor = parse_long("-f", optarg, 1, 1L << 20); break;
-        case 'n': o->iters = (int)parse_long("-n", optarg, 1, INT_MAX); break;
-        case 'w': o->warmup = (int)parse_long("-w", optarg, 0, INT_MAX); break;
-        case 'm': o->agg = (int)parse_long("-m", optarg, 1, 1 << 20); break;
-        case 'N': o->cycles = (int)parse_long("-N", optarg, 0, INT_MAX); break;
-        case 'c': o->check = (int)parse_long("-c", optarg, 0, INT_MAX); break;
-        case 'o': parse_ops(o, optarg); break;
-        case 'd': parse_dtypes(o, optarg); break;
-        case 'r': o->root = (int)parse_long("-r", optarg, -1, INT_MAX); break;
-        case 'z': o->blocking = (int)parse_long("-z", optarg, 0, 2); break;
-        case 'T': o->timeout = (int)parse_long("-T", optarg, 0, INT_MAX); break;
-        case 'a': o->average = (int)parse_long("-a", optarg, 0, 3); break;
-        case 'J': o->json_path = optarg; break;
-        case 'M': o->mem_report = (int)parse_long("-M", optarg, 0, 1); break;
-        case 't': o->nthreads = (int)parse_long("-t", optarg, 1, INT_MAX); break;
-        case 'g': o->ngpus = (int)parse_long("-g", optarg, 1, INT_MAX); break;
-        case 'h':
-            if (usage_lead)
-                usage(stdout);
-            exit(PERF_EXIT_OK);
-        case OPT_MEMTYPE:
-            if (strcmp(optarg, "cuda") == 0)
-                usage_fail(PERF_EXIT_NOT_IMPLEMENTED, "%s %s: not implemented (this build "
-                           "benchmarks host memory only)", "--memtype", optarg);
-            if (strcmp(optarg, "host") != 0)
-                usage_fail(PERF_EXIT_USAGE, "invalid value for %s: '%s' (host or cuda)",
-                           "--memtype", optarg);
-            break;
-        case OPT_ALGO: o->algo = optarg; break;
-        case OPT_TRANSPORT: o->transport = optarg; break;
-        case ':':
-            usage_fail(PERF_EXIT_USAGE, "option %s%s needs a value", "", argv[optind - 1]);
-            break;
-        default:
-            usage_fail(PERF_EXIT_USAGE, "unknown option %s%s", "", argv[optind - 1]);
-            break;
-        }
-    }
-    if (optind < argc)
-        usage_fail(PERF_EXIT_USAGE, "unexpected argument %s%s", "", argv[optind]);
-    if (o->min_bytes > o->max_bytes) {
-        char v[64];
-        snprintf(v, sizeof(v), "%zu > %zu", o->min_bytes, o->max_bytes);
-        usage_fail(PERF_EXIT_USAGE, "invalid size range %s: %s", "-b/-e", v);
-    }
-    if (o->step_factor <= 1 && o->step_bytes == 0 && o->min_bytes < o->max_bytes)
-        usage_fail(PERF_EXIT_USAGE, "invalid value for %s: %s (the sweep would never end)",
-                   "-i", "0");
-    if (o->nthreads != 1 || o->ngpus != 1)
-        usage_fail(PERF_EXIT_NOT_IMPLEMENTED, "%s: not implemented (%s; run one process per "
-                   "rank with tools/rcoll-run)", o->nthreads != 1 ? "-t" : "-g",
-                   "only 1 thread and 1 device per process are supported");
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Watchdog (-T), failures and small collective helpers
@@ -652,7 +58,7 @@ static void watchdog_setup(int seconds)
         return;
     snprintf(watchdog_msg, sizeof(watchdog_msg),
              "%s: timeout: no progress within -T %d s (init or one row); aborting\n",
-             prog_name, seconds);
+             perf_prog_name, seconds);
     watchdog_len = strlen(watchdog_msg);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -673,7 +79,7 @@ static void lib_fail(perf_ctx_t *c, const char *call, rcoll_status_t st)
 {
     char detail[512];
     snprintf(detail, sizeof(detail), "%s", c->comm ? rcoll_comm_last_error(c->comm) : "");
-    fprintf(stderr, "%s: rank %d: %s failed: %s%s%s\n", prog_name, c->rank, call,
+    fprintf(stderr, "%s: rank %d: %s failed: %s%s%s\n", perf_prog_name, c->rank, call,
             rcoll_status_string(st), detail[0] ? ": " : "", detail);
     fflush(stdout);
     if (c->json)
@@ -781,7 +187,7 @@ static void json_open(perf_ctx_t *c, int argc, char **argv)
     if (c->rank == 0 && c->opt.json_path) {
         c->json = fopen(c->opt.json_path, "w");
         if (c->json == NULL) {
-            fprintf(stderr, "%s: cannot write JSON output to %s: %s\n", prog_name,
+            fprintf(stderr, "%s: cannot write JSON output to %s: %s\n", perf_prog_name,
                     c->opt.json_path, strerror(errno));
             bad = 1;
         }
@@ -852,7 +258,7 @@ static void print_preamble(perf_ctx_t *c)
 
     if (any_rank(c, rec == NULL)) {
         if (c->rank == 0)
-            fprintf(stderr, "%s: out of memory for the device report\n", prog_name);
+            fprintf(stderr, "%s: out of memory for the device report\n", perf_prog_name);
         leave(c, PERF_EXIT_INTERNAL);
     }
     /* Every rank fills its own slot of a zeroed buffer; a SUM all-reduce gathers them. */
@@ -942,7 +348,7 @@ static void run_ops(perf_ctx_t *c, const perf_op_t *o, const void *sb, void *rb,
 /* The send and receive pointers of one column (see perf_coll_t for the in-place layout). */
 static void column_bufs(perf_ctx_t *c, const perf_op_t *o, char **sb, char **rb)
 {
-    size_t ts = dtype_size(o->dtype);
+    size_t ts = perf_dtype_size(o->dtype);
     if (o->in_place) {
         *sb = c->recvbuf + o->sz.send_inplace_off * ts;
         *rb = c->recvbuf + o->sz.recv_inplace_off * ts;
@@ -955,13 +361,13 @@ static void column_bufs(perf_ctx_t *c, const perf_op_t *o, char **sb, char **rb)
 /* Fill this rank's input; poison the output first so unwritten elements are caught. */
 static void prepare(perf_ctx_t *c, const perf_op_t *o, int poison)
 {
-    size_t ts = dtype_size(o->dtype);
+    size_t ts = perf_dtype_size(o->dtype);
     size_t big = o->sz.send_count > o->sz.recv_count ? o->sz.send_count : o->sz.recv_count;
     char *sb, *rb;
     column_bufs(c, o, &sb, &rb);
     if (poison)
         memset(c->recvbuf, 0xa5, (o->in_place ? big : o->sz.recv_count) * ts);
-    c->coll->fill(o, sb);
+    c->coll->fill(o, sb, rb);
 }
 
 static double combine_time(perf_ctx_t *c, double t)
@@ -1042,10 +448,29 @@ static void print_column(double us, double algbw, double busbw, int64_t wrong)
     printf("  %7s  %6s  %6s  %6s", t, a, b, w);
 }
 
+double perf_bus_factor_one(int nranks)
+{
+    (void)nranks;
+    return 1.0;
+}
+
+double perf_bus_factor_ring(int nranks)
+{
+    return nranks > 0 ? (double)(nranks - 1) / (double)nranks : 0.0;
+}
+
+/* A column that is not run (PERF_IN_PLACE_NONE): N/A in the table, nulls in JSON. */
+static void print_column_na(perf_ctx_t *c, const char *key)
+{
+    printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+    if (c->json)
+        json_column(c->json, key, NAN, NAN, NAN, -1);
+}
+
 static void run_row(perf_ctx_t *c, perf_op_t *o, size_t bytes)
 {
     const perf_coll_t *coll = c->coll;
-    size_t ts = dtype_size(o->dtype);
+    size_t ts = perf_dtype_size(o->dtype);
     coll->sizes(bytes / ts, c->nranks, c->rank, &o->sz);
     size_t elems = o->sz.send_count > o->sz.recv_count ? o->sz.send_count : o->sz.recv_count;
     size_t row_bytes = elems * ts;
@@ -1054,19 +479,27 @@ static void run_row(perf_ctx_t *c, perf_op_t *o, size_t bytes)
 
     watchdog_rearm(c);
     if (c->rank == 0) {
-        printf("%12zu  %12zu  %8s  %6s  %6d", row_bytes, elems, perf_dtype_name(o->dtype),
-               opname, shown_root);
+        /* As nccl-tests: size is the larger buffer, count the call's count argument. */
+        printf("%12zu  %12zu  %8s  %6s  %6d", row_bytes, o->sz.param_count,
+               perf_dtype_name(o->dtype), opname, shown_root);
         fflush(stdout);
         if (c->json) {
             fprintf(c->json, "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\","
-                    "\"root\":%d", c->json_rows++ ? "," : "", row_bytes, elems,
+                    "\"root\":%d", c->json_rows++ ? "," : "", row_bytes, o->sz.param_count,
                     perf_dtype_name(o->dtype), opname, shown_root);
         }
     }
     for (int ip = 0; ip < 2; ip++) {
+        const char *key = ip ? "in_place" : "out_of_place";
         o->in_place = ip;
+        if (ip && coll->in_place == PERF_IN_PLACE_NONE) {
+            if (c->rank == 0)
+                print_column_na(c, key);
+            continue;
+        }
         double us = time_column(c, o);
-        int64_t wrong = c->opt.check > 0 ? check_column(c, o) : -1;
+        int checked = c->opt.check > 0 && !(ip && coll->in_place == PERF_IN_PLACE_UNCHECKED);
+        int64_t wrong = checked ? check_column(c, o) : -1;
         double algbw = us > 0 ? (double)row_bytes / (us * 1e3) : 0.0;
         double busbw = algbw * coll->bus_factor(c->nranks);
         if (wrong > 0)
@@ -1075,7 +508,7 @@ static void run_row(perf_ctx_t *c, perf_op_t *o, size_t bytes)
             print_column(us, algbw, busbw, wrong);
             fflush(stdout);
             if (c->json)
-                json_column(c->json, ip ? "in_place" : "out_of_place", us, algbw, busbw, wrong);
+                json_column(c->json, key, us, algbw, busbw, wrong);
         }
         c->bw_sum += busbw;
         c->bw_count++;
@@ -1159,9 +592,9 @@ static void comm_create(perf_ctx_t *c)
     const char *how;
 
     if (c->opt.algo && setenv("RCOLL_ALGO", c->opt.algo, 1) != 0)
-        usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--algo", "");
+        perf_usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--algo", "");
     if (c->opt.transport && setenv("RCOLL_TRANSPORT", c->opt.transport, 1) != 0)
-        usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--transport", "");
+        perf_usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--transport", "");
     if (env_launched()) {
         how = "rcoll_comm_init_env";
         st = rcoll_comm_init_env(&c->comm);
@@ -1176,7 +609,7 @@ static void comm_create(perf_ctx_t *c)
     }
     if (RCOLL_IS_ERR(st)) {
         const char *why = rcoll_last_init_error();
-        fprintf(stderr, "%s: %s failed: %s%s%s\n", prog_name, how, rcoll_status_string(st),
+        fprintf(stderr, "%s: %s failed: %s%s%s\n", perf_prog_name, how, rcoll_status_string(st),
                 why && why[0] ? ": " : "", why ? why : "");
         exit(PERF_EXIT_LIBRARY);
     }
@@ -1189,7 +622,7 @@ static void buffers_alloc(perf_ctx_t *c)
 {
     size_t send = 0, recv = 0, big = 0;
     for (int i = 0; i < c->opt.ndtypes; i++) {
-        size_t ts = dtype_size(c->opt.dtypes[i]);
+        size_t ts = perf_dtype_size(c->opt.dtypes[i]);
         perf_sizes_t sz;
         c->coll->sizes(c->opt.max_bytes / ts, c->nranks, c->rank, &sz);
         size_t s = sz.send_count * ts, r = sz.recv_count * ts;
@@ -1208,7 +641,7 @@ static void buffers_alloc(perf_ctx_t *c)
     bad |= c->reqs == NULL;
     if (bad)
         fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes of buffers for -e %zu\n",
-                prog_name, c->rank, send + big + recv, c->opt.max_bytes);
+                perf_prog_name, c->rank, send + big + recv, c->opt.max_bytes);
     if (any_rank(c, bad))
         leave(c, PERF_EXIT_INTERNAL);
     memset(sb, 0, send); /* touch every page now, not inside a timed loop */
@@ -1247,15 +680,15 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
 
     memset(c, 0, sizeof(*c));
     c->coll = coll;
-    prog_name = coll->name;
-    usage_lead = env_rank_hint() <= 0;
-    parse_args(argc, argv, &c->opt);
+    perf_prog_name = coll->name;
+    perf_usage_lead = env_rank_hint() <= 0;
+    perf_parse_args(argc, argv, &c->opt);
     watchdog_setup(c->opt.timeout);
 
     comm_create(c);
     if (coll->rooted && c->opt.root >= c->nranks) {
         if (c->rank == 0)
-            fprintf(stderr, "%s: invalid value for -r: %d (the job has %d ranks)\n", prog_name,
+            fprintf(stderr, "%s: invalid value for -r: %d (the job has %d ranks)\n", perf_prog_name,
                     c->opt.root, c->nranks);
         leave(c, PERF_EXIT_USAGE);
     }
@@ -1301,7 +734,7 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
     c->json = NULL;
     rcoll_status_t st = rcoll_comm_destroy(c->comm);
     if (RCOLL_IS_ERR(st)) {
-        fprintf(stderr, "%s: rank %d: rcoll_comm_destroy failed: %s\n", prog_name, c->rank,
+        fprintf(stderr, "%s: rank %d: rcoll_comm_destroy failed: %s\n", perf_prog_name, c->rank,
                 rcoll_status_string(st));
         if (code == PERF_EXIT_OK)
             code = PERF_EXIT_LIBRARY;

@@ -6,6 +6,7 @@
  * The harness owns everything else: flags, launch, size sweep, timing, the table and footer,
  * JSON output, the memory report, correctness checks and exit codes
  * (docs: /work/shared/specs/nccl-tests-compat.md).  Uses the public rcoll API only.
+ * Implementation: perf_common.c (run, time, print), perf_opts.c (flags), perf_data.c (data).
  *
  * A minimal user (see all_reduce_perf.c):
  *     static const perf_coll_t coll = { .name = "all_reduce_perf", .reducing = 1, ... };
@@ -17,6 +18,7 @@
 #include <stddef.h>
 
 #include "rcoll.h"
+#include "perf_data.h" /* inputs, expected results, checking: what callbacks use */
 
 /* Exit codes (the spec's list). */
 enum {
@@ -51,6 +53,16 @@ typedef struct {
     perf_sizes_t sz; /* from perf_coll_t.sizes for this row */
 } perf_op_t;
 
+/* What the in-place column of a row does. */
+typedef enum {
+    PERF_IN_PLACE_CHECKED = 0, /* timed and checked like out of place (the default) */
+    PERF_IN_PLACE_UNCHECKED,   /* timed with the in-place buffers, #wrong prints N/A: the
+                                * result is not defined (nccl-tests' sendrecv does the same) */
+    PERF_IN_PLACE_NONE         /* the library has no in-place form: the column is not run and
+                                * prints N/A in all four fields (JSON nulls), and is left out
+                                * of the average bus bandwidth */
+} perf_in_place_t;
+
 /*
  * The description of one collective.  Buffers handed to the callbacks:
  *   out of place: sendbuf holds sz.send_count elements, recvbuf sz.recv_count;
@@ -62,13 +74,15 @@ typedef struct {
     const char *name; /* program name as printed: "all_reduce_perf" */
     int reducing;     /* 1: -o applies and the redop column names it; 0: "none", -o ignored */
     int rooted;       /* 1: -r applies (-1 loops over every root); 0: root column prints -1 */
+    perf_in_place_t in_place; /* what the in-place column does (0: timed and checked) */
 
     /* busbw = algbw x bus_factor(nranks). */
     double (*bus_factor)(int nranks);
 
     /* Fill *sz for a row whose nominal element count is `count` (= -b..-e size / type size).
      * The row's size column is max(send_count, recv_count) x type size, which is also the S
-     * used for algbw (it matches the spec's table for every collective). */
+     * used for algbw (it matches the spec's table for every collective); the count column is
+     * param_count, as nccl-tests prints it (the count argument of the call). */
     void (*sizes)(size_t count, int nranks, int rank, perf_sizes_t *sz);
 
     /* Run one operation to completion (blocking call).  Required. */
@@ -80,47 +94,27 @@ typedef struct {
                             rcoll_request_t *req);
 
     /* Write this rank's sz.send_count input elements into sendbuf.  Usually one call of
-     * perf_fill_input(). */
-    void (*fill)(const perf_op_t *o, void *sendbuf);
+     * perf_fill_input().  Called before every timed column and every check, never inside the
+     * timed region.  recvbuf is the column's receive buffer (poisoned before a check); most
+     * collectives leave it alone, one whose library call works in one buffer only (broadcast,
+     * out of place) stages its input there. */
+    void (*fill)(const perf_op_t *o, void *sendbuf, void *recvbuf);
 
     /* Write the exact expected content of this rank's receive buffer into `expected` (room for
      * sz.recv_count elements) and return how many leading elements to compare; 0 when this
-     * rank's output is undefined (a non-root rank of reduce).  Computed by the harness helpers
-     * below, never through the library. */
+     * rank's output is undefined (a non-root rank of reduce).  Computed with the helpers of
+     * perf_data.h, never through the library. */
     size_t (*expect)(const perf_op_t *o, void *expected);
 } perf_coll_t;
+
+/* Bus-bandwidth factors shared by several collectives: 1 (broadcast, reduce, send/recv) and
+ * (n-1)/n (all-gather, reduce-scatter, all-to-all: each rank moves all but its own block). */
+double perf_bus_factor_one(int nranks);
+double perf_bus_factor_ring(int nranks);
 
 /* Run the benchmark: parse argv, create the communicator, sweep, print, clean up.
  * Returns the process exit code (PERF_EXIT_*); some failures exit directly with their code. */
 int perf_main(int argc, char **argv, const perf_coll_t *coll);
-
-/* ---- Data helpers: inputs whose reductions are exact in any order --------------------------
- * value(r, i) is a pure function of (datatype, op, rank r, element index i):
- *  - integer types: a hash of (r, i) over the full range (sum/prod wrap exactly mod 2^bits);
- *  - float types, op PROD: +-1 or +-2, at most ceil(nranks/8) factors of 2 per element (fits
- *    float16 up to 120 ranks);
- *  - other float ops: small integers in [-A, A] with A chosen so every partial sum of nranks
- *    values is exactly representable (A <= 256/nranks for bfloat16, 2048/nranks for float16).
- * nranks is needed for A and the prod period; it must be the communicator size. */
-
-/* buf[k] = value(rank, first + k) for k < count, in datatype dt. */
-void perf_fill_input(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op, int rank,
-                     int nranks, size_t first);
-
-/* buf[k] = op over r < nranks of value(r, first + k), computed exactly with rcoll's semantics
- * (integer wrap; integer AVG = wrapped sum / nranks truncating; float AVG = exact sum divided
- * by nranks in the element type, half/bfloat16 through float32). */
-void perf_fill_reduced(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op, int nranks,
-                       size_t first);
-
-/* Number of elements of got[] that differ from expected[]: integers bitwise, floats by value
- * (+0 == -0), float AVG within 2 units in the last place of the element type. */
-size_t perf_count_wrong(const void *got, const void *expected, size_t count,
-                        rcoll_datatype_t dt, rcoll_op_t op);
-
-/* Names as nccl-tests prints them ("float", "half", "sum", ...). */
-const char *perf_dtype_name(rcoll_datatype_t dt);
-const char *perf_op_name(rcoll_op_t op);
 
 /* Parse "64", "8K", "32M", "1G" (powers of 1024, either case) into bytes; 0 on success,
  * -1 on a malformed or overflowing value. */
