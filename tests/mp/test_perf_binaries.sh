@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Every perf binary, launched by rcoll-run with 4 local ranks as the README shows, must finish
+# with exit 0 and "Out of bounds values : 0 OK" (its own independent correctness check),
+# including every datatype and op, and every root for the rooted ones.
+set -u
+build=$1
+run="$build/tools/rcoll-run"
+pass=0
+fail=0
+check() { # name args...
+    local name=$1
+    shift
+    local out rc
+    out=$(timeout 120 "$run" -q -n 4 --timeout 100 "$build/bench/$name" "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" <<<"$out"; then
+        pass=$((pass + 1))
+        echo "ok   $name $*"
+    else
+        fail=$((fail + 1))
+        echo "FAIL $name $* (exit $rc)"
+        tail -n 15 <<<"$out"
+    fi
+}
+common=(-b 8 -e 256K -f 8 -n 2 -w 1)
+check all_reduce_perf "${common[@]}" -d all -o all
+check all_gather_perf "${common[@]}" -d all
+check reduce_scatter_perf "${common[@]}" -d all -o all
+check broadcast_perf "${common[@]}" -d all -r -1
+check reduce_perf "${common[@]}" -d float,int8,half -o all -r -1
+check alltoall_perf "${common[@]}" -d all
+check sendrecv_perf "${common[@]}" -d all
+check all_reduce_perf -b 1M -e 8M -f 8 -n 2 -w 1 -z 1
+check reduce_scatter_perf -b 1M -e 8M -f 8 -n 2 -w 1 -m 3
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
