@@ -374,6 +374,26 @@ static void ring_allgather_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t
     st->send_buf = RCOLL_BUF_DST;
 }
 
+/* A reducing chain along the ring at position pos of last+1: the first sends its own data,
+ * the middle ones add theirs to what arrives and forward it from the slot, the last reduces
+ * into dst. */
+static void chain_role(rcoll_step_t *st, int n, int r, int pos, int last)
+{
+    st->recv_peer = mod(r - 1, n);
+    st->send_peer = (r + 1) % n;
+    if (pos == 0) {
+        st->has_send = 1;
+        st->send_buf = RCOLL_BUF_SRC;
+    } else if (pos < last) {
+        st->has_recv = st->has_send = 1;
+        st->act = RCOLL_ACT_REDUCE_STAGE;
+        st->send_buf = RCOLL_BUF_STAGE;
+    } else {
+        st->has_recv = 1;
+        st->act = RCOLL_ACT_REDUCE_FINAL;
+    }
+}
+
 static void ring_reduce_scatter_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
 {
     int n = s->nranks, r = s->rank;
@@ -382,22 +402,10 @@ static void ring_reduce_scatter_step(const rcoll_sched_t *s, uint64_t k, rcoll_s
     step_clear(st);
     block_chunk(s, mod(r - 1 - step, n), loop, &st->off, &st->count);
     st->doff = (size_t)(loop * s->chunk); /* only the final block is written, at dst's start */
-    st->recv_peer = mod(r - 1, n);
-    st->send_peer = (r + 1) % n;
-    if (step == 0) {
-        st->has_send = 1;
-        st->send_buf = RCOLL_BUF_SRC;
-    } else if (step < n - 1) {
-        st->has_recv = st->has_send = 1;
-        st->act = RCOLL_ACT_REDUCE_STAGE;
-        st->send_buf = RCOLL_BUF_STAGE;
-    } else {
-        st->has_recv = 1;
-        st->act = RCOLL_ACT_REDUCE_FINAL;
-        /* In place with the result at the start of the buffer, the final write covers block
-         * 0, which rank 1 sent straight from src at step 0: that send must be done. */
-        st->wait_send_step = (int64_t)(loop * s->steps_per_loop);
-    }
+    chain_role(st, n, r, step, n - 1);
+    /* In place with the result at the start of the buffer, the final write covers block 0,
+     * which rank 1 sent straight from src at step 0: that send must be done. */
+    if (step == n - 1) st->wait_send_step = (int64_t)(loop * s->steps_per_loop);
 }
 
 static void chain_reduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
@@ -407,19 +415,7 @@ static void chain_reduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *
     st->off = st->doff = (size_t)(k * s->chunk);
     size_t left = s->count - st->off;
     st->count = left < s->chunk ? left : s->chunk;
-    st->recv_peer = mod(s->rank - 1, n);
-    st->send_peer = (s->rank + 1) % n;
-    if (pos == 0) {
-        st->has_send = 1;
-        st->send_buf = RCOLL_BUF_SRC;
-    } else if (pos < n - 1) {
-        st->has_recv = st->has_send = 1;
-        st->act = RCOLL_ACT_REDUCE_STAGE;
-        st->send_buf = RCOLL_BUF_STAGE;
-    } else {
-        st->has_recv = 1;
-        st->act = RCOLL_ACT_REDUCE_FINAL;
-    }
+    chain_role(st, n, s->rank, pos, n - 1);
 }
 
 static void pairwise_alltoall_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)

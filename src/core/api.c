@@ -20,7 +20,7 @@ static __thread char init_error[RCOLL_LAST_ERROR_MAX];
 
 static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
                                   rcoll_request_t *req);
-static rcoll_status_t no_group(rcoll_comm_t comm, const char *fn);
+static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn);
 
 size_t rcoll_datatype_size(rcoll_datatype_t dt)
 {
@@ -317,10 +317,16 @@ static rcoll_status_t check_type(rcoll_comm_t comm, const char *fn, size_t count
     return RCOLL_OK;
 }
 
-static int ranges_overlap(const void *a, const void *b, size_t len)
+/* Do [a, a + alen) and [b, b + blen) share a byte? */
+static int spans_overlap(const void *a, size_t alen, const void *b, size_t blen)
 {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + len && y < x + len;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+static int ranges_overlap(const void *a, const void *b, size_t len)
+{
+    return spans_overlap(a, len, b, len);
 }
 
 static rcoll_status_t allreduce_args(const void *sendbuf, void *recvbuf, size_t count,
@@ -390,12 +396,8 @@ rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count
                                 rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
                                 rcoll_request_t *req)
 {
-    rcoll_status_t gst = no_group(comm, "rcoll_iallreduce");
+    rcoll_status_t gst = check_ireq(comm, req, "rcoll_iallreduce");
     if (gst != RCOLL_OK) return gst;
-    if (!req) {
-        if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_iallreduce: req is NULL");
-        return RCOLL_ERR_INVALID_ARG;
-    }
     return do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req, "rcoll_iallreduce");
 }
 
@@ -432,12 +434,8 @@ rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int roo
 rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
                             rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t gst = no_group(comm, "rcoll_ibcast");
+    rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibcast");
     if (gst != RCOLL_OK) return gst;
-    if (!req) {
-        if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_ibcast: req is NULL");
-        return RCOLL_ERR_INVALID_ARG;
-    }
     return do_bcast(buf, count, dt, root, comm, req, "rcoll_ibcast");
 }
 
@@ -472,12 +470,8 @@ rcoll_status_t rcoll_barrier(rcoll_comm_t comm) { return do_barrier(comm, NULL, 
 
 rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t gst = no_group(comm, "rcoll_ibarrier");
+    rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibarrier");
     if (gst != RCOLL_OK) return gst;
-    if (!req) {
-        if (comm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_ibarrier: req is NULL");
-        return RCOLL_ERR_INVALID_ARG;
-    }
     return do_barrier(comm, req, "rcoll_ibarrier");
 }
 
@@ -578,13 +572,20 @@ rcoll_status_t rcoll_group_end(void)
     return first;
 }
 
-static rcoll_status_t no_group(rcoll_comm_t comm, const char *fn)
+/* The checks every rcoll_i* call makes first: outside a group, with a place for the request. */
+static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
 {
-    if (!group_depth) return RCOLL_OK;
-    if (comm)
-        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: nonblocking calls are not allowed "
-                         "inside rcoll_group_start/end (use the blocking form)", fn);
-    return RCOLL_ERR_INVALID_USAGE;
+    rcoll_status_t st = RCOLL_OK;
+    if (group_depth) {
+        st = RCOLL_ERR_INVALID_USAGE;
+        if (comm)
+            arg_error(comm, st, "%s: nonblocking calls are not allowed inside "
+                      "rcoll_group_start/end (use the blocking form)", fn);
+    } else if (!req) {
+        st = RCOLL_ERR_INVALID_ARG;
+        if (comm) arg_error(comm, st, "%s: req is NULL", fn);
+    }
+    return st;
 }
 
 /* Queue a prepared collective: nonblocking (req), deferred to the group's end, or blocking. */
@@ -680,10 +681,7 @@ rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
                              rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm,
                              rcoll_request_t *req)
 {
-    rcoll_status_t st = no_group(comm, "rcoll_ireduce");
-    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
-                                                      "rcoll_ireduce: req is NULL")
-                                          : RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce");
     if (st != RCOLL_OK) return st;
     return do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req, "rcoll_ireduce");
 }
@@ -705,7 +703,8 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
                          "RCOLL_IN_PLACE when the block is already in recvbuf)", fn, count);
     const void *own = count ? (const char *)recvbuf + (size_t)comm->rank * blk : recvbuf;
     if (sendbuf == RCOLL_IN_PLACE) sendbuf = own;
-    if (count && sendbuf != own && ranges_overlap(sendbuf, recvbuf, blk * (size_t)comm->nranks))
+    if (count && sendbuf != own &&
+        spans_overlap(sendbuf, blk, recvbuf, blk * (size_t)comm->nranks))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf overlaps recvbuf but is not this rank's block of it "
                          "(in place: pass RCOLL_IN_PLACE or recvbuf + rank x sendcount)", fn);
@@ -727,10 +726,7 @@ rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendco
 rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                 rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t st = no_group(comm, "rcoll_iallgather");
-    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
-                                                      "rcoll_iallgather: req is NULL")
-                                          : RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t st = check_ireq(comm, req, "rcoll_iallgather");
     if (st != RCOLL_OK) return st;
     return do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req, "rcoll_iallgather");
 }
@@ -753,8 +749,7 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
     int own_block = count && (const char *)recvbuf ==
                                  (const char *)sendbuf + (size_t)comm->rank * blk;
     if (count && sendbuf != recvbuf && !own_block &&
-        ranges_overlap(sendbuf, recvbuf, blk * (size_t)comm->nranks) &&
-        ranges_overlap(recvbuf, sendbuf, blk))
+        spans_overlap(sendbuf, blk * (size_t)comm->nranks, recvbuf, blk))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: recvbuf overlaps sendbuf but is neither sendbuf (in place) nor "
                          "this rank's block of it", fn);
@@ -779,10 +774,7 @@ rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t 
                                      rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
                                      rcoll_request_t *req)
 {
-    rcoll_status_t st = no_group(comm, "rcoll_ireduce_scatter");
-    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
-                                                      "rcoll_ireduce_scatter: req is NULL")
-                                          : RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce_scatter");
     if (st != RCOLL_OK) return st;
     return do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req,
                              "rcoll_ireduce_scatter");
@@ -824,10 +816,7 @@ rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
                                rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t st = no_group(comm, "rcoll_ialltoall");
-    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
-                                                      "rcoll_ialltoall: req is NULL")
-                                          : RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t st = check_ireq(comm, req, "rcoll_ialltoall");
     if (st != RCOLL_OK) return st;
     return do_alltoall(sendbuf, recvbuf, count, dt, comm, req, "rcoll_ialltoall");
 }
@@ -905,10 +894,7 @@ rcoll_status_t rcoll_recv(void *buf, size_t count, rcoll_datatype_t dt, int peer
 rcoll_status_t rcoll_isend(const void *buf, size_t count, rcoll_datatype_t dt, int peer,
                            rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t st = no_group(comm, "rcoll_isend");
-    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
-                                                      "rcoll_isend: req is NULL")
-                                          : RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t st = check_ireq(comm, req, "rcoll_isend");
     if (st != RCOLL_OK) return st;
     return do_p2p(1, (void *)buf, count, dt, peer, comm, req, "rcoll_isend");
 }
@@ -916,10 +902,7 @@ rcoll_status_t rcoll_isend(const void *buf, size_t count, rcoll_datatype_t dt, i
 rcoll_status_t rcoll_irecv(void *buf, size_t count, rcoll_datatype_t dt, int peer,
                            rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t st = no_group(comm, "rcoll_irecv");
-    if (st == RCOLL_OK && !req) st = comm ? arg_error(comm, RCOLL_ERR_INVALID_ARG,
-                                                      "rcoll_irecv: req is NULL")
-                                          : RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t st = check_ireq(comm, req, "rcoll_irecv");
     if (st != RCOLL_OK) return st;
     return do_p2p(0, buf, count, dt, peer, comm, req, "rcoll_irecv");
 }
