@@ -528,6 +528,64 @@ static void part_bcast(rcoll_comm_t comm)
 
 /* --- nonblocking: different operations outstanding, completed in reverse order --------- */
 
+static void fill_u32(uint32_t *p, size_t count, uint32_t seed);
+static int u32_ok(const uint32_t *p, size_t count, uint32_t seed, const char *what);
+
+/* Blocking calls issued while nonblocking ones are outstanding run after them (issue order)
+ * and progress them. */
+static void nonblocking_then_blocking(rcoll_comm_t comm)
+{
+    uint64_t s = ++salt;
+    size_t rc = 301, count = 203;
+    char *rs_in = galloc(rc * 4 * nr), *rs_out = galloc(rc * 4);
+    char *ag_in = galloc(count * 8), *ag_out = galloc(count * 8 * nr);
+    for (size_t g = 0; g < rc * nr; g++) put_input(rs_in, RCOLL_INT32, RCOLL_PROD, s, me, g, g);
+    for (size_t i = 0; i < count; i++) put_raw(ag_in, RCOLL_FLOAT64, s, me, 1, i, i);
+    rcoll_request_t req = NULL;
+    int ok = ok_call(comm, rcoll_ireduce_scatter(rs_in, rs_out, rc, RCOLL_INT32, RCOLL_PROD, comm,
+                                                 &req), "ireduce_scatter before a blocking call");
+    ok &= ok_call(comm, rcoll_allgather(ag_in, ag_out, count, RCOLL_FLOAT64, comm),
+                  "blocking allgather after an ireduce_scatter");
+    if (req) ok &= ok_call(comm, rcoll_wait(&req), "wait for the ireduce_scatter");
+    for (size_t i = 0; i < rc && ok; i++)
+        if (!check_reduced(rs_out, RCOLL_INT32, RCOLL_PROD, s, nr, me * rc + i, i))
+            bad("ireduce_scatter under a blocking allgather: element %zu wrong", i), ok = 0;
+    for (int r = 0; r < nr && ok; r++)
+        for (size_t i = 0; i < count && ok; i++)
+            if (!raw_ok(ag_out, RCOLL_FLOAT64, s, r, 1, i, r * count + i))
+                bad("allgather after an ireduce_scatter: block %d element %zu wrong", r, i), ok = 0;
+    if (ok && guard_ok(rs_out, rc * 4, "ireduce_scatter") &&
+        guard_ok(ag_out, count * 8 * nr, "allgather"))
+        good();
+    free(rs_in), free(rs_out), free(ag_in), free(ag_out);
+}
+
+/* rcoll_isend/rcoll_irecv outside a group: 4 MiB to both neighbours and from both, all
+ * outstanding at once (as nonblocking calls they cannot deadlock), completed in reverse. */
+static void nonblocking_p2p(rcoll_comm_t comm)
+{
+    if (nr == 1) return; /* a send to oneself needs a group, where rcoll_i* is not allowed */
+    size_t count = (4u << 20) / 4;
+    int right = (me + 1) % nr, left = (me + nr - 1) % nr;
+    uint32_t *buf[4];
+    for (int k = 0; k < 4; k++) buf[k] = malloc(count * 4);
+    fill_u32(buf[0], count, (uint32_t)(5000 + 2 * me));
+    fill_u32(buf[1], count, (uint32_t)(5001 + 2 * me));
+    rcoll_request_t req[4] = {0};
+    int ok = ok_call(comm, rcoll_isend(buf[0], count, RCOLL_UINT32, right, comm, &req[0]), "isend right");
+    ok &= ok_call(comm, rcoll_isend(buf[1], count, RCOLL_UINT32, left, comm, &req[1]), "isend left");
+    ok &= ok_call(comm, rcoll_irecv(buf[2], count, RCOLL_UINT32, left, comm, &req[2]), "irecv left");
+    ok &= ok_call(comm, rcoll_irecv(buf[3], count, RCOLL_UINT32, right, comm, &req[3]), "irecv right");
+    for (int k = 3; k >= 0; k--)
+        if (req[k])
+            ok &= ok_call(comm, (k % 2) ? rcoll_wait(&req[k]) : test_until_done(&req[k], 60),
+                          "isend/irecv completion");
+    if (ok && u32_ok(buf[2], count, (uint32_t)(5000 + 2 * left), "irecv from left") &&
+        u32_ok(buf[3], count, (uint32_t)(5001 + 2 * right), "irecv from right"))
+        good();
+    for (int k = 0; k < 4; k++) free(buf[k]);
+}
+
 static void part_nonblocking(rcoll_comm_t comm)
 {
     for (int round = 0; round < 2; round++) {
@@ -595,6 +653,8 @@ static void part_nonblocking(rcoll_comm_t comm)
         if (ok) good();
         free(sa), free(ra), free(sbuf), free(rb), free(sc), free(rc), free(sd), free(rd), free(be);
     }
+    nonblocking_p2p(comm);
+    nonblocking_then_blocking(comm);
 }
 
 /* --- groups ---------------------------------------------------------------------------- */
@@ -729,6 +789,20 @@ static void p2p_blocking(rcoll_comm_t comm)
                  guard_ok((char *)msg, c * 4, "ping-pong");
         }
     }
+    /* 4 MiB one way, then back: the receiver is waiting, so blocking calls complete. */
+    size_t big = (4u << 20) / 4;
+    uint32_t *bb = malloc(big * 4);
+    for (int dir = 0; dir < 2 && ok; dir++) {
+        if (me == dir) {
+            fill_u32(bb, big, (uint32_t)(900 + dir));
+            ok &= ok_call(comm, rcoll_send(bb, big, RCOLL_UINT32, peer, comm), "4 MiB send");
+        } else {
+            memset(bb, 0, big * 4);
+            ok &= ok_call(comm, rcoll_recv(bb, big, RCOLL_UINT32, peer, comm), "4 MiB recv");
+            ok = ok && u32_ok(bb, big, (uint32_t)(900 + dir), "4 MiB blocking recv");
+        }
+    }
+    free(bb);
     /* Both send first: completes for small messages (rcoll.h). */
     uint32_t out[16], in[16];
     fill_u32(out, 16, (uint32_t)(77 + me));
@@ -760,9 +834,39 @@ static void group_with_collective(rcoll_comm_t comm)
         good();
 }
 
+/* Several messages to the same peer in one group, of different sizes and datatypes: they
+ * match the peer's receives in issue order. */
+static void group_same_peer(rcoll_comm_t comm)
+{
+    static const int dts[4] = {RCOLL_INT8, RCOLL_FLOAT64, RCOLL_INT32, RCOLL_BFLOAT16};
+    static const size_t cnt[4] = {17, 1000, 0, 3};
+    uint64_t s = ++salt;
+    int right = (me + 1) % nr, left = (me + nr - 1) % nr;
+    char *out[4], *in[4];
+    int ok = ok_call(comm, rcoll_group_start(), "group_start");
+    for (int k = 0; k < 4; k++) {
+        out[k] = galloc(cnt[k] * esz[dts[k]]);
+        in[k] = galloc(cnt[k] * esz[dts[k]]);
+        for (size_t i = 0; i < cnt[k]; i++) put_raw(out[k], dts[k], s, me, k, i, i);
+        ok &= ok_call(comm, rcoll_send(out[k], cnt[k], dts[k], right, comm), "send (same peer)");
+    }
+    for (int k = 0; k < 4; k++)
+        ok &= ok_call(comm, rcoll_recv(in[k], cnt[k], dts[k], left, comm), "recv (same peer)");
+    ok &= ok_call(comm, rcoll_group_end(), "group_end (four messages to one peer)");
+    for (int k = 0; k < 4 && ok; k++) {
+        for (size_t i = 0; i < cnt[k] && ok; i++)
+            if (!raw_ok(in[k], dts[k], s, left, k, i, i))
+                bad("message %d of 4 from rank %d: element %zu wrong (issue order)", k, left, i), ok = 0;
+        ok = ok && guard_ok(in[k], cnt[k] * esz[dts[k]], "message to one peer");
+    }
+    if (ok) good();
+    for (int k = 0; k < 4; k++) free(out[k]), free(in[k]);
+}
+
 static void part_groups(rcoll_comm_t comm)
 {
     group_ring(comm);
+    group_same_peer(comm);
     group_self(comm);
     group_alltoallv(comm);
     p2p_blocking(comm);
@@ -802,6 +906,27 @@ static int check_sub(rcoll_comm_t sub, const int *members, int size, const char 
     if (crank == 0) ok &= mx == maxp;
     ok &= bc == 4242;
     if (!ok) bad("%s: collectives on the child gave wrong results (sum %d want %d)", what, sum, want);
+    return ok;
+}
+
+/* One group over two communicators: a ring to the right on a, to the left on b. */
+static int group_two_comms(rcoll_comm_t a, rcoll_comm_t b)
+{
+    enum { C = 70000 };
+    uint32_t *oa = malloc(C * 4), *ob = malloc(C * 4), *ia = malloc(C * 4), *ib = malloc(C * 4);
+    fill_u32(oa, C, (uint32_t)(7000 + me));
+    fill_u32(ob, C, (uint32_t)(8000 + me));
+    int right = (me + 1) % nr, left = (me + nr - 1) % nr;
+    const char *what = "one group over parent and dup";
+    int ok = ok_call(a, rcoll_group_start(), what);
+    ok &= ok_call(a, rcoll_send(oa, C, RCOLL_UINT32, right, a), what);
+    ok &= ok_call(b, rcoll_send(ob, C, RCOLL_UINT32, left, b), what);
+    ok &= ok_call(a, rcoll_recv(ia, C, RCOLL_UINT32, left, a), what);
+    ok &= ok_call(b, rcoll_recv(ib, C, RCOLL_UINT32, right, b), what);
+    ok &= ok_call(a, rcoll_group_end(), what);
+    ok = ok && u32_ok(ia, C, (uint32_t)(7000 + left), "group over two comms: parent") &&
+         u32_ok(ib, C, (uint32_t)(8000 + right), "group over two comms: dup");
+    free(oa), free(ob), free(ia), free(ib);
     return ok;
 }
 
@@ -858,6 +983,7 @@ static void part_split(rcoll_comm_t comm)
     if (ok_call(comm, rcoll_comm_dup(comm, &dup), "dup") && dup) {
         if (check_sub(dup, members, nr, "dup")) good();
         if (concurrent(comm, dup, nr - 1, "iallreduce on parent and dup at once")) good();
+        if (group_two_comms(comm, dup)) good();
     }
     /* Nonblocking on parent and split child at once; the child is destroyed first. */
     int cmax = me;
@@ -1040,15 +1166,17 @@ int main(int argc, char **argv)
         printf("%d ranks (%.1f s):", n, res.seconds);
         for (int p = 0; p < NPART; p++) {
             if (!part_on[p]) continue;
-            int fails = 0, checks = 0, hung = 0, skipped = 0, first = -1;
+            int fails = 0, checks = 0, hung = 0, skipped = 0, first = -1, reached = 0;
             for (int r = 0; r < n; r++) {
                 fails += board->fails[p][r];
                 checks += board->checks[p][r];
+                reached |= board->state[p][r] != 0;
                 hung |= board->state[p][r] == 1 || board->state[p][r] == 0;
                 skipped |= board->state[p][r] == 3;
                 if (first < 0 && board->fails[p][r]) first = r;
             }
-            const char *verdict = fails ? "FAIL" : hung ? "HUNG" : skipped ? "SKIPPED" : "ok";
+            const char *verdict = fails ? "FAIL" : !reached ? "NOT RUN" : hung ? "HUNG"
+                                : skipped ? "SKIPPED" : "ok";
             printf(" %s %s(%d)", part_name[p], verdict, checks);
             CHECK(!fails && !hung && !skipped, "%d ranks, %s: %s, %d failures (first, rank %d: %s)",
                   n, part_name[p], verdict, fails, first, first >= 0 ? board->first[p][first] : "");

@@ -5,7 +5,8 @@
  * the victim starts the nonblocking form with a large count, polls rcoll_test a few times and
  * dies by SIGKILL.  Each survivor's failing call must return RCOLL_ERR_REMOTE or
  * RCOLL_ERR_TIMEOUT naming "rank <victim>" within the timeout, and later calls must return
- * RCOLL_ERR_INVALID_USAGE with the original cause.
+ * RCOLL_ERR_INVALID_USAGE with the original cause.  Two more cases stop the victim (SIGSTOP)
+ * so that only timeouts can find it.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -31,18 +32,22 @@ typedef struct {
     kind_t kind;
     const char *name;
     int victim, root;
+    int stop; /* 1: the victim stops (SIGSTOP) instead: survivors time out naming it */
 } case_t;
 
 static const case_t cases[] = {
-    {K_REDUCE, "reduce (root 0)", 3, 0},
-    {K_ALLGATHER, "allgather", 1, 0},
-    {K_REDUCE_SCATTER, "reduce_scatter", 2, 0},
-    {K_ALLTOALL, "alltoall", 0, 0},
-    {K_BCAST, "bcast (the root dies)", 1, 1},
-    {K_BCAST, "bcast (a non-root dies)", 2, 0},
-    {K_BARRIER, "barrier", 2, 0},
-    {K_P2P_GROUP, "send/recv group (killed before group_end)", 1, 0},
-    {K_P2P_MID, "send/recv (killed mid-transfer; survivors in a group)", 3, 0},
+    {K_REDUCE, "reduce (root 0)", 3, 0, 0},
+    {K_ALLGATHER, "allgather", 1, 0, 0},
+    {K_REDUCE_SCATTER, "reduce_scatter", 2, 0, 0},
+    {K_ALLTOALL, "alltoall", 0, 0, 0},
+    {K_BCAST, "bcast (the root dies)", 1, 1, 0},
+    {K_BCAST, "bcast (a non-root dies)", 2, 0, 0},
+    {K_BARRIER, "barrier", 2, 0, 0},
+    {K_P2P_GROUP, "send/recv group (killed before group_end)", 1, 0, 0},
+    {K_P2P_MID, "send/recv (killed mid-transfer; survivors in a group)", 3, 0, 0},
+    /* Beyond kills: a stopped rank is found by timeouts, which must still name it. */
+    {K_ALLTOALL, "alltoall, victim stopped", 2, 0, 1},
+    {K_P2P_MID, "send/recv, victim stopped mid-transfer", 1, 0, 1},
 };
 
 /* What each survivor saw, shared with the parent. */
@@ -131,7 +136,7 @@ static void die_midway(const case_t *c, bufs_t *b, rcoll_comm_t comm, int rank)
             int done = 0;
             if (req[q]) rcoll_test(&req[q], &done);
         }
-    raise(SIGKILL);
+    raise(c->stop ? SIGSTOP : SIGKILL);
     pause();
 }
 
@@ -162,7 +167,7 @@ static int run_case(rcoll_comm_t comm, int rank, int n, void *arg)
         s->iter = iter;
         snprintf(s->msg, sizeof(s->msg), "%s", rcoll_comm_last_error(comm));
         int ok = (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_TIMEOUT) &&
-                 strstr(s->msg, word) != NULL && s->took < LIMIT_S;
+                 strstr(s->msg, word) != NULL && s->took < LIMIT_S + (c->stop ? 2 : 0);
         /* Later calls fail at once with the original cause. */
         rcoll_status_t later = rcoll_barrier(comm);
         s->later_status = later;
@@ -189,13 +194,14 @@ int main(void)
         const case_t *c = &cases[k];
         memset(seen, 0, NRANKS * sizeof(seen_t));
         mp_result_t res;
-        mp_run(NRANKS, run_case, (void *)c, 30, &res);
+        mp_run(NRANKS, run_case, (void *)c, c->stop ? TIMEOUT_S + 6 : 30, &res);
         printf("%s, victim rank %d (%.1f s):\n", c->name, c->victim, res.seconds);
         for (int r = 0; r < NRANKS; r++) {
             seen_t *s = &seen[r];
             if (r == c->victim) {
-                CHECK(res.codes[r] == 128 + SIGKILL, "%s: victim rank %d died by SIGKILL (code %d)",
-                      c->name, r, res.codes[r]);
+                CHECK(res.codes[r] == (c->stop ? MP_TIMEOUT_EXIT : 128 + SIGKILL),
+                      "%s: victim rank %d %s (code %d)", c->name, r,
+                      c->stop ? "stopped, reaped by the harness" : "died by SIGKILL", res.codes[r]);
                 continue;
             }
             printf("  rank %d: code %d, round %d, %s after %.2f s, later %s: %s\n", r,
@@ -203,7 +209,8 @@ int main(void)
                    rcoll_status_string(s->later_status), s->msg);
             CHECK(res.codes[r] == 0 || res.codes[r] == 2,
                   "%s: survivor rank %d gets RCOLL_ERR_REMOTE/TIMEOUT naming rank %d within "
-                  "%.0f s (code %d: %s after %.2f s: %s)", c->name, r, c->victim, LIMIT_S,
+                  "%.0f s (code %d: %s after %.2f s: %s)", c->name, r, c->victim,
+                  LIMIT_S + (c->stop ? 2 : 0),
                   res.codes[r], rcoll_status_string(s->status), s->took, s->msg);
             if (res.codes[r] == 0 || res.codes[r] == 2)
                 CHECK(res.codes[r] == 0, "%s: survivor rank %d: the next call returns "
