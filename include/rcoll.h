@@ -211,11 +211,17 @@ rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t datatype, i
 rcoll_status_t rcoll_barrier(rcoll_comm_t comm);
 
 /* recvbuf[i] = op over ranks of sendbuf[i], on rank `root` only.  recvbuf is used on the root
- * only (other ranks may pass NULL).  On the root, sendbuf may be RCOLL_IN_PLACE (or equal
- * recvbuf): the input is taken from recvbuf.  Errors also: root out of range. */
+ * only (other ranks may pass NULL; it is never written there).  On the root, sendbuf may be
+ * RCOLL_IN_PLACE (or equal recvbuf): the input is taken from recvbuf; on other ranks
+ * RCOLL_IN_PLACE is RCOLL_ERR_INVALID_ARG.  Errors also: root out of range.  As in MPI, an
+ * argument error detected on some ranks only (a NULL recvbuf on the root) leaves the others
+ * running the operation: they fail later with RCOLL_ERR_TIMEOUT or RCOLL_ERR_PROTOCOL. */
 rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             rcoll_datatype_t datatype, rcoll_op_t op, int root,
                             rcoll_comm_t comm);
+
+/* For the block collectives (all-gather, reduce-scatter, all-to-all) the limit of
+ * RCOLL_MAX_COUNT elements applies to the whole buffer: nranks x count. */
 
 /* Gather sendcount elements from every rank into recvbuf (nranks x sendcount elements, in
  * rank order) on every rank.  In place: sendbuf = RCOLL_IN_PLACE, or sendbuf = recvbuf +
@@ -227,7 +233,7 @@ rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendco
  * r (recvcount elements) in recvbuf.  In place: sendbuf = RCOLL_IN_PLACE or sendbuf =
  * recvbuf: recvbuf holds the nranks x recvcount input and receives the result at its start
  * (MPI semantics); or recvbuf = sendbuf + rank x recvcount elements (the result lands on the
- * rank's own block). */
+ * rank's own block).  In the in-place forms the rest of the buffer is left unspecified. */
 rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                     rcoll_datatype_t datatype, rcoll_op_t op,
                                     rcoll_comm_t comm);
@@ -260,7 +266,8 @@ rcoll_status_t rcoll_recv(void *buf, size_t count, rcoll_datatype_t datatype, in
  * completed (the first error if any; details in each communicator's last error).  A send to
  * oneself needs the matching receive in the same group.  Groups nest; only the outermost
  * rcoll_group_end runs them.  Nonblocking calls (rcoll_i*) are not allowed inside a group
- * (RCOLL_ERR_INVALID_USAGE).  Groups are per thread.
+ * (RCOLL_ERR_INVALID_USAGE), so messages to oneself exist only inside groups.  Groups are
+ * per thread.
  * Errors of rcoll_group_end: RCOLL_ERR_INVALID_USAGE (no matching start, or a send to self
  * without a receive), or the first operation's error. */
 rcoll_status_t rcoll_group_start(void);

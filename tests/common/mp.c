@@ -60,28 +60,51 @@ int mp_run_raw(int nranks, mp_raw_fn_t fn, void *arg, double timeout_s, mp_resul
     memset(res, 0, sizeof(*res));
     res->nranks = nranks;
     if (nranks < 1 || nranks > 64) return nranks;
-    rcoll_unique_id_t id;
-    rcoll_status_t st = rcoll_get_unique_id(&id);
-    if (st != RCOLL_OK) {
-        fprintf(stderr, "rcoll_get_unique_id: %s: %s\n", rcoll_status_string(st),
-                rcoll_last_init_error());
-        return nranks;
-    }
+    /* Fork first, then make the id (which starts the root thread) and hand it over a pipe:
+     * a child forked while a thread of the parent holds a lock (malloc's, under ASan) would
+     * inherit it locked forever. */
     fflush(NULL);
     pid_t pids[64];
+    int pipes[64][2];
     double t0 = now_s();
     for (int r = 0; r < nranks; r++) {
+        if (pipe(pipes[r]) != 0) {
+            perror("pipe");
+            pids[r] = 0;
+            res->codes[r] = 99;
+            continue;
+        }
         pids[r] = fork();
         if (pids[r] == 0) {
+            close(pipes[r][1]);
+            rcoll_unique_id_t id;
+            size_t got = 0;
+            while (got < sizeof(id)) {
+                ssize_t n = read(pipes[r][0], (char *)&id + got, sizeof(id) - got);
+                if (n <= 0) _exit(98); /* the parent could not make an id */
+                got += (size_t)n;
+            }
+            close(pipes[r][0]);
             int rc = fn(&id, r, nranks, arg);
             fflush(NULL);
             _exit(rc);
         }
+        close(pipes[r][0]);
         if (pids[r] < 0) {
             perror("fork");
             pids[r] = 0;
             res->codes[r] = 99;
         }
+    }
+    rcoll_unique_id_t id;
+    rcoll_status_t st = rcoll_get_unique_id(&id);
+    if (st != RCOLL_OK)
+        fprintf(stderr, "rcoll_get_unique_id: %s: %s\n", rcoll_status_string(st),
+                rcoll_last_init_error());
+    for (int r = 0; r < nranks; r++) {
+        if (pids[r] > 0 && st == RCOLL_OK && write(pipes[r][1], &id, sizeof(id)) != sizeof(id))
+            perror("write");
+        if (pids[r] > 0) close(pipes[r][1]);
     }
     int left = 0;
     for (int r = 0; r < nranks; r++) left += pids[r] > 0;
