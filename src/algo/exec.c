@@ -34,7 +34,8 @@ static rcoll_status_t complete_sends(rcoll_exec_t *e, int *progressed)
 {
     while (e->scount > 0) {
         int done = 0;
-        rcoll_status_t st = e->link->tp->test(e->sreq[e->shead], &done, NULL);
+        rcoll_status_t st =
+            e->link->tps[e->speer[e->shead]]->test(e->sreq[e->shead], &done, NULL);
         if (st < 0) {
             e->sreq[e->shead] = NULL;
             e->err_peer = e->speer[e->shead];
@@ -73,14 +74,15 @@ static rcoll_status_t post_recvs(rcoll_exec_t *e)
         }
         void *req = NULL;
         int tag = e->tag;
-        rcoll_status_t rc = l->tp->irecv(l->recv_comms[st.recv_peer], 1, &buf, &bytes, &tag,
-                                         &mh, &req);
+        rcoll_status_t rc = l->tps[st.recv_peer]->irecv(l->recv_comms[st.recv_peer], 1, &buf,
+                                                        &bytes, &tag, &mh, &req);
         if (rc < 0) {
             e->err_peer = st.recv_peer;
             return rc;
         }
         if (!req) break; /* transport queue full: retry on the next call */
         e->rreq[slot] = req;
+        e->rpeer[slot] = st.recv_peer;
         e->rdone[slot] = 0;
         e->rsize[slot] = 0;
         e->rseq_post++;
@@ -137,7 +139,7 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
             if (!e->rdone[slot]) {
                 int done = 0;
                 size_t got = 0;
-                rcoll_status_t rc = l->tp->test(e->rreq[slot], &done, &got);
+                rcoll_status_t rc = l->tps[e->rpeer[slot]]->test(e->rreq[slot], &done, &got);
                 if (rc < 0) {
                     e->rreq[slot] = NULL;
                     e->err_peer = st.recv_peer;
@@ -180,8 +182,9 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
                                                              : l->staging +
                                                                    (size_t)slot * l->slot_bytes;
             void *req = NULL;
-            rcoll_status_t rc = l->tp->isend(l->send_comms[st.send_peer], (void *)buf,
-                                             st.count * e->esize, e->tag, NULL, &req);
+            rcoll_status_t rc = l->tps[st.send_peer]->isend(
+                l->send_comms[st.send_peer], (void *)buf, st.count * e->esize, e->tag, NULL,
+                &req);
             if (rc < 0) {
                 e->err_peer = st.send_peer;
                 return rc;

@@ -17,7 +17,7 @@
 
 /* A rank's connections (indexed by peer rank; NULL where none) and its staging memory. */
 typedef struct {
-    const rcoll_transport_ops_t *tp;
+    const rcoll_transport_ops_t **tps; /* [nranks]: the transport that reaches each peer */
     void **send_comms;  /* [nranks] */
     void **recv_comms;  /* [nranks] */
     void **staging_mh;  /* [nranks]: staging registered on each receive connection */
@@ -49,6 +49,7 @@ typedef struct {
     int shead, scount;
     int speer[RCOLL_EXEC_MAX_SENDS];
     int sslot[RCOLL_EXEC_MAX_SENDS];       /* staging slot a send reads, or -1 */
+    int rpeer[RCOLL_EXEC_MAX_SLOTS];       /* peer whose message a slot's receive awaits */
     int slot_busy[RCOLL_EXEC_MAX_SLOTS];   /* a send from this slot is still in flight */
     uint64_t last_progress_ns;
     int waiting_peer;   /* when stalled: the rank waited on */

@@ -25,7 +25,9 @@ typedef struct {
     uint64_t host_hash; /* hostname + boot id: equal values = same host */
     int32_t pid;
     int32_t pad;
-    uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    /* Listen handle per built-in transport (registry order); all zero where this rank has
+     * no such transport. */
+    uint8_t handles[RCOLL_MAX_TRANSPORTS][RCOLL_TRANSPORT_HANDLE_BYTES];
 } rcoll_peer_info_t;
 
 typedef struct rcoll_bs_root rcoll_bs_root_t;

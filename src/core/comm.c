@@ -33,14 +33,7 @@ void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text
     RCOLL_WARN(COLL, "%s (%s)", text, rcoll_status_string(st));
 }
 
-static const rcoll_transport_ops_t *pick_transport(const rcoll_config_t *cfg)
-{
-    if (!strcmp(cfg->transport, "auto")) {
-        size_t n;
-        return rcoll_transport_list(&n)[0];
-    }
-    return rcoll_transport_find(cfg->transport);
-}
+static rcoll_status_t choose_transports(rcoll_comm_t c);
 
 static rcoll_status_t alloc_staging(rcoll_comm_t c)
 {
@@ -52,7 +45,6 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     if (nslots > RCOLL_EXEC_MAX_SLOTS) nslots = RCOLL_EXEC_MAX_SLOTS;
     if (nslots < 1) nslots = 1;
     c->chunk_bytes = chunk;
-    c->link.tp = c->tp;
     c->link.slot_bytes = chunk;
     c->link.nslots = (int)nslots;
     size_t bytes = nslots * chunk;
@@ -61,8 +53,9 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     c->mem_bytes += bytes;
     for (int p = 0; p < c->nranks; p++) {
         if (!c->link.recv_comms[p]) continue;
-        rcoll_status_t st = c->tp->reg_mr(c->link.recv_comms[p], c->link.staging, bytes,
-                                          RCOLL_PTR_HOST, &c->link.staging_mh[p]);
+        rcoll_status_t st = c->link.tps[p]->reg_mr(c->link.recv_comms[p], c->link.staging,
+                                                    bytes, RCOLL_PTR_HOST,
+                                                    &c->link.staging_mh[p]);
         if (st != RCOLL_OK) {
             rcoll_err_prefix("registering staging memory: ");
             return st;
@@ -141,6 +134,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
     choose_spin(c, mine);
     if (c->nranks > 1) {
         rcoll_status_t st = rcoll_conn_init(c);
+        if (st == RCOLL_OK) st = choose_transports(c);
         if (st != RCOLL_OK) return st;
         /* The ring neighbours and doubling partners now; other peers when an operation
          * needs them (all-to-all, point to point). */
@@ -153,24 +147,81 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         if (st == RCOLL_OK) st = alloc_staging(c);
         if (st != RCOLL_OK) return st;
     }
-    RCOLL_INFO(INIT, "rank %d/%d on %s: transport %s, ring %d -> %d -> %d (+ doubling "
-               "partners), chunk %zu B x %d slots, communicator memory %zu B (bound: "
-               "RCOLL_BUFFSIZE=%zu)", c->rank, c->nranks, mine->hostname, c->tp->name, c->prev,
+    RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
+               "%zu B x %d slots, communicator memory %zu B (bound: RCOLL_BUFFSIZE=%zu)",
+               c->rank, c->nranks, mine->hostname, c->prev,
                c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
                c->cfg.buffsize);
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES])
+/* Is a transport's handle slot filled (the peer listens on that transport)? */
+static int handle_present(const uint8_t *h)
 {
-    c->tp = pick_transport(&c->cfg);
-    if (!c->tp)
+    for (int i = 0; i < 8; i++)
+        if (h[i]) return 1;
+    return 0;
+}
+
+/* Per peer, the first transport in priority order that both ranks listen on and that can
+ * reach it (host-local transports only on the same host). */
+static rcoll_status_t choose_transports(rcoll_comm_t c)
+{
+    const rcoll_peer_info_t *mine = &c->peers[c->rank];
+    int used[RCOLL_MAX_TRANSPORTS] = {0};
+    char pbuf[128];
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank) continue;
+        for (int t = 0; t < RCOLL_MAX_TRANSPORTS && !c->link.tps[p]; t++) {
+            if (!c->listen_comms[t] || !handle_present(c->peers[p].handles[t])) continue;
+            rcoll_transport_props_t props;
+            memset(&props, 0, sizeof(props));
+            c->tps[t]->get_props(c->dev, &props);
+            if (props.host_local && c->peers[p].host_hash != mine->host_hash) continue;
+            c->link.tps[p] = c->tps[t];
+            used[t]++;
+            RCOLL_TRACE(INIT, "%s: transport %s", rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)),
+                        c->tps[t]->name);
+        }
+        if (!c->link.tps[p])
+            return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no transport reaches %s (this rank "
+                                 "and it have no usable transport in common)",
+                                 rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
+    }
+    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
+        if (used[t])
+            RCOLL_INFO(INIT, "rank %d reaches %d peer%s over %s", c->rank, used[t],
+                       used[t] > 1 ? "s" : "", c->tps[t]->name);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
+{
+    size_t n;
+    const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
+    int forced = strcmp(c->cfg.transport, "auto") != 0, found = 0;
+    if (forced && !rcoll_transport_find(c->cfg.transport))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s' names no transport "
                              "built into rcoll (rcoll-info lists them)", c->cfg.transport);
-    rcoll_status_t st = rcoll_transport_ensure_init(c->tp, &c->cfg);
-    if (st != RCOLL_OK) return st;
-    memset(handle, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
-    return c->tp->listen(c->dev, handle, &c->listen_comm);
+    rcoll_status_t st = RCOLL_OK;
+    for (size_t t = 0; t < n; t++) {
+        if (forced && strcmp(list[t]->name, c->cfg.transport)) continue;
+        st = rcoll_transport_ensure_init(list[t], &c->cfg);
+        if (st == RCOLL_OK) st = list[t]->listen(c->dev, mine->handles[t], &c->listen_comms[t]);
+        if (st != RCOLL_OK) {
+            RCOLL_INFO(INIT, "transport %s not used: %s", list[t]->name, rcoll_err_get());
+            memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
+            c->listen_comms[t] = NULL;
+            continue;
+        }
+        c->tps[t] = list[t];
+        found = 1;
+    }
+    if (!found)
+        return rcoll_err_set(st, "no transport could listen%s%s (last error: %s)",
+                             forced ? " with RCOLL_TRANSPORT=" : "",
+                             forced ? c->cfg.transport : "", rcoll_err_get());
+    return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
@@ -188,7 +239,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
 
     rcoll_peer_info_t mine;
     memset(&mine, 0, sizeof(mine));
-    st = rcoll_comm_listen(c, mine.handle);
+    st = rcoll_comm_listen(c, &mine);
     if (st != RCOLL_OK) goto err_free;
     rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash);
     mine.pid = (int32_t)getpid();
@@ -215,7 +266,8 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
     family_leave(c);
     if (c->conn) rcoll_conn_fini(c);
-    if (c->listen_comm) c->tp->close_listen(c->listen_comm);
+    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
+        if (c->listen_comms[t]) c->tps[t]->close_listen(c->listen_comms[t]);
     rcoll_bs_leave(c->bs, graceful);
     free(c->link.staging);
     free(c->peers);

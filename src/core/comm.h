@@ -73,9 +73,10 @@ struct rcoll_request {
 struct rcoll_comm {
     int rank, nranks;
     rcoll_config_t cfg;
-    const rcoll_transport_ops_t *tp;
+    /* Transports this rank listens on (index = registry position; NULL where unusable). */
+    const rcoll_transport_ops_t *tps[RCOLL_MAX_TRANSPORTS];
+    void *listen_comms[RCOLL_MAX_TRANSPORTS];
     int dev;
-    void *listen_comm;
     rcoll_peer_info_t *peers;
     rcoll_bootstrap_t *bs;
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */
@@ -117,8 +118,7 @@ void rcoll_comm_free(rcoll_comm_t comm, int graceful);
  * neighbours and doubling partners and allocate the staging memory. */
 rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p);
-rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm,
-                                 uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES]);
+rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm, rcoll_peer_info_t *mine);
 rcoll_status_t rcoll_comm_links(rcoll_comm_t comm, uint64_t deadline);
 /* Record text as the communicator's last error (and log it at WARN). */
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text);

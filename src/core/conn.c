@@ -24,6 +24,7 @@ typedef struct {
 
 /* One accepted connection whose hello has not arrived yet. */
 typedef struct {
+    const rcoll_transport_ops_t *tp; /* the transport it arrived on */
     void *comm;
     void *req;
     conn_hello_t in;
@@ -47,6 +48,7 @@ rcoll_status_t rcoll_conn_init(rcoll_comm_t c)
     c->link.send_comms = calloc(n, sizeof(void *));
     c->link.recv_comms = calloc(n, sizeof(void *));
     c->link.staging_mh = calloc(n, sizeof(void *));
+    c->link.tps = calloc(n, sizeof(*c->link.tps));
     if (s) {
         s->want_send = calloc(n, 1);
         s->want_recv = calloc(n, 1);
@@ -54,11 +56,11 @@ rcoll_status_t rcoll_conn_init(rcoll_comm_t c)
         s->hello_sreq = calloc(n, sizeof(void *));
         s->pend = calloc(n, sizeof(pending_accept_t));
     }
-    if (!s || !c->link.send_comms || !c->link.recv_comms || !c->link.staging_mh ||
+    if (!s || !c->link.send_comms || !c->link.recv_comms || !c->link.staging_mh || !c->link.tps ||
         !s->want_send || !s->want_recv || !s->sent || !s->hello_sreq || !s->pend)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "connection table allocation failed");
     s->out = (conn_hello_t){.magic = CONN_HELLO_MAGIC, .rank = c->rank, .ctx = c->ctx};
-    c->mem_bytes += sizeof(*s) + n * (3 * sizeof(void *) + 3 + sizeof(void *) +
+    c->mem_bytes += sizeof(*s) + n * (5 * sizeof(void *) + 3 +
                                       sizeof(pending_accept_t));
     return RCOLL_OK;
 }
@@ -66,16 +68,16 @@ rcoll_status_t rcoll_conn_init(rcoll_comm_t c)
 void rcoll_conn_fini(rcoll_comm_t c)
 {
     rcoll_conn_state_t *s = c->conn;
-    for (int p = 0; p < c->nranks; p++) {
+    for (int p = 0; c->link.tps && p < c->nranks; p++) {
+        const rcoll_transport_ops_t *tp = c->link.tps[p];
+        if (!tp) continue; /* nothing was opened to this peer */
         if (c->link.staging_mh && c->link.staging_mh[p])
-            c->tp->dereg_mr(c->link.recv_comms[p], c->link.staging_mh[p]);
-        if (c->link.send_comms && c->link.send_comms[p])
-            c->tp->close_send(c->link.send_comms[p]);
-        if (c->link.recv_comms && c->link.recv_comms[p])
-            c->tp->close_recv(c->link.recv_comms[p]);
+            tp->dereg_mr(c->link.recv_comms[p], c->link.staging_mh[p]);
+        if (c->link.send_comms && c->link.send_comms[p]) tp->close_send(c->link.send_comms[p]);
+        if (c->link.recv_comms && c->link.recv_comms[p]) tp->close_recv(c->link.recv_comms[p]);
     }
     if (s) {
-        for (int i = 0; i < s->npend; i++) c->tp->close_recv(s->pend[i].comm);
+        for (int i = 0; i < s->npend; i++) s->pend[i].tp->close_recv(s->pend[i].comm);
         free(s->want_send);
         free(s->want_recv);
         free(s->sent);
@@ -86,8 +88,10 @@ void rcoll_conn_fini(rcoll_comm_t c)
     free(c->link.send_comms);
     free(c->link.recv_comms);
     free(c->link.staging_mh);
+    free(c->link.tps);
     c->conn = NULL;
     c->link.send_comms = c->link.recv_comms = c->link.staging_mh = NULL;
+    c->link.tps = NULL;
 }
 
 static int send_ready(rcoll_comm_t c, int p) { return c->conn->sent[p]; }
@@ -113,14 +117,15 @@ int rcoll_conn_ready(rcoll_comm_t c, int p, int send, int recv)
 
 static rcoll_status_t progress_sends(rcoll_comm_t c, rcoll_conn_state_t *s)
 {
-    const rcoll_transport_ops_t *tp = c->tp;
     char pbuf[128];
     rcoll_status_t st;
     for (int p = 0; p < c->nranks; p++) {
         if (!s->want_send[p] || s->sent[p]) continue;
+        const rcoll_transport_ops_t *tp = c->link.tps[p];
         void **sc = &c->link.send_comms[p];
         if (!*sc) {
-            st = tp->connect(c->dev, c->peers[p].handle, sc);
+            int t = rcoll_transport_index(tp);
+            st = tp->connect(c->dev, c->peers[p].handles[t], sc);
             if (st < 0) {
                 rcoll_err_prefix("connecting to %s: ",
                                  rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
@@ -155,7 +160,7 @@ static rcoll_status_t adopt_recv(rcoll_comm_t c, int p, void *comm)
     c->link.recv_comms[p] = comm;
     if (c->conn->want_recv[p]) c->conn->missing--;
     if (!c->link.staging) return RCOLL_OK;
-    rcoll_status_t st = c->tp->reg_mr(comm, c->link.staging,
+    rcoll_status_t st = c->link.tps[p]->reg_mr(comm, c->link.staging,
                                       (size_t)c->link.nslots * c->link.slot_bytes,
                                       RCOLL_PTR_HOST, &c->link.staging_mh[p]);
     if (st != RCOLL_OK) rcoll_err_prefix("registering staging memory: ");
@@ -164,16 +169,17 @@ static rcoll_status_t adopt_recv(rcoll_comm_t c, int p, void *comm)
 
 static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
 {
-    const rcoll_transport_ops_t *tp = c->tp;
     rcoll_status_t st;
-    if (s->npend < c->nranks) {
+    for (int t = 0; t < RCOLL_MAX_TRANSPORTS && s->npend < c->nranks; t++) {
+        if (!c->listen_comms[t]) continue;
         void *rc = NULL;
-        st = tp->accept(c->listen_comm, &rc);
+        st = c->tps[t]->accept(c->listen_comms[t], &rc);
         if (st < 0) return st;
-        if (rc) s->pend[s->npend++] = (pending_accept_t){.comm = rc};
+        if (rc) s->pend[s->npend++] = (pending_accept_t){.tp = c->tps[t], .comm = rc};
     }
     for (int i = 0; i < s->npend; i++) {
         pending_accept_t *a = &s->pend[i];
+        const rcoll_transport_ops_t *tp = a->tp;
         if (!a->req) {
             void *buf = &a->in;
             size_t size = sizeof(a->in);
@@ -195,7 +201,7 @@ static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
         a->req = NULL;
         int p = a->in.rank;
         if (got != sizeof(a->in) || a->in.magic != CONN_HELLO_MAGIC || a->in.ctx != c->ctx ||
-            p < 0 || p >= c->nranks || c->link.recv_comms[p])
+            p < 0 || p >= c->nranks || c->link.recv_comms[p] || c->link.tps[p] != tp)
             return rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                  "unexpected connection claiming to be rank %d of communicator "
                                  "%llx (this is %llx)", p, (unsigned long long)a->in.ctx,

@@ -203,11 +203,11 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
  * Each message travels whole (no staging): the transport stripes large ones itself. */
 static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, int *moved)
 {
-    const rcoll_transport_ops_t *tp = comm->tp;
     int left = 0;
     for (int i = 0; i < r->nitems; i++) {
         rcoll_p2p_item_t *it = &r->items[i];
         if (it->done) continue;
+        const rcoll_transport_ops_t *tp = comm->link.tps[it->peer];
         rcoll_status_t st;
         if (!it->posted) {
             if (it->is_send) {

@@ -19,7 +19,7 @@
 typedef struct {
     int32_t color;
     int32_t key;
-    uint8_t handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    uint8_t handles[RCOLL_MAX_TRANSPORTS][RCOLL_TRANSPORT_HANDLE_BYTES];
 } split_rec_t;
 
 typedef struct {
@@ -67,8 +67,11 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
     /* Listen before the exchange, so the handle travels with it. */
     rcoll_comm_t probe = NULL;
     if (color != RCOLL_UNDEFINED) {
+        rcoll_peer_info_t info;
+        memset(&info, 0, sizeof(info));
         st = rcoll_comm_alloc(1, 0, &comm->cfg, &probe);
-        if (st == RCOLL_OK) st = rcoll_comm_listen(probe, mine.handle);
+        if (st == RCOLL_OK) st = rcoll_comm_listen(probe, &info);
+        memcpy(mine.handles, info.handles, sizeof(mine.handles));
         if (st != RCOLL_OK) {
             rcoll_comm_set_error(comm, st, rcoll_err_get());
             /* Still take part in the exchange, as "undefined", so the others do not hang. */
@@ -95,16 +98,18 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
         rcoll_comm_free(probe, 0);
         goto fail;
     }
-    c->tp = probe->tp;
     c->dev = probe->dev;
-    c->listen_comm = probe->listen_comm;
-    probe->listen_comm = NULL;
+    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++) {
+        c->tps[t] = probe->tps[t];
+        c->listen_comms[t] = probe->listen_comms[t];
+        probe->listen_comms[t] = NULL;
+    }
     rcoll_comm_free(probe, 0);
     uint64_t ctx = comm->ctx ^ (0x9e3779b97f4a7c15ull * (split_no + 1));
     c->ctx = (ctx ^ (uint64_t)(uint32_t)color) * 1099511628211ull;
     for (int i = 0; i < size; i++) {
         c->peers[i] = comm->peers[members[i].rank];
-        memcpy(c->peers[i].handle, all[members[i].rank].handle, RCOLL_TRANSPORT_HANDLE_BYTES);
+        memcpy(c->peers[i].handles, all[members[i].rank].handles, sizeof(c->peers[i].handles));
     }
     c->bs = rcoll_bs_ref(comm->bs);
     st = rcoll_comm_links(c, rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9));

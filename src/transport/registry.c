@@ -11,6 +11,7 @@
 
 static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_tcp};
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
+_Static_assert(NBUILTIN <= RCOLL_MAX_TRANSPORTS, "raise RCOLL_MAX_TRANSPORTS");
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_done[NBUILTIN];
@@ -21,6 +22,13 @@ const rcoll_transport_ops_t *const *rcoll_transport_list(size_t *count)
 {
     *count = NBUILTIN;
     return builtin;
+}
+
+int rcoll_transport_index(const rcoll_transport_ops_t *t)
+{
+    for (size_t i = 0; i < NBUILTIN; i++)
+        if (builtin[i] == t) return (int)i;
+    return -1;
 }
 
 const rcoll_transport_ops_t *rcoll_transport_find(const char *name)

@@ -23,6 +23,7 @@
 
 #define RCOLL_TRANSPORT_HANDLE_BYTES 128 /* opaque connection handle exchanged by bootstrap */
 #define RCOLL_TRANSPORT_MAX_RECVS 8      /* most buffers one grouped irecv may carry */
+#define RCOLL_MAX_TRANSPORTS 4           /* built-in transports at most */
 
 /* Kinds of memory a transport can move (bitmask in props.ptr_support, and mem_type). */
 enum {
@@ -42,6 +43,7 @@ typedef struct {
     int max_comms;        /* most connections the device supports */
     int max_recvs;        /* most buffers per grouped irecv (<= RCOLL_TRANSPORT_MAX_RECVS) */
     size_t max_msg_size;  /* largest message one isend/irecv may carry */
+    int host_local;       /* 1: connects only processes of one host (shared memory, IPC) */
 } rcoll_transport_props_t;
 
 typedef struct rcoll_transport_ops {
@@ -108,6 +110,8 @@ rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle);
 /* Built-in transports, in priority order (registry.c). */
 extern const rcoll_transport_ops_t rcoll_transport_tcp;
 
+/* Position of a built-in transport in the priority list (its slot in handle tables). */
+int rcoll_transport_index(const rcoll_transport_ops_t *t);
 /* Find a built-in transport by name ("tcp"); NULL if none. */
 const rcoll_transport_ops_t *rcoll_transport_find(const char *name);
 /* All built-in transports in priority order; *count set to their number. */

@@ -1,0 +1,118 @@
+/*
+ * shm.h - layouts of the shared-memory transport (shm.c): the connection handle, the
+ * handshake message and the shared segment.  Internal to transport/, and shared with its
+ * conformance test so that the test can play raw (misbehaving) peers.  Both ends run on one
+ * host, so everything is in host byte order.
+ */
+#ifndef RCOLL_TRANSPORT_SHM_H
+#define RCOLL_TRANSPORT_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "transport/transport.h"
+
+#define RCOLL_SHM_VERSION 1u
+#define RCOLL_SHM_HANDLE_MAGIC 0x72635348u /* "rcSH" */
+#define RCOLL_SHM_HELLO_MAGIC 0x7263534cu  /* "rcSL" */
+#define RCOLL_SHM_SEG_MAGIC 0x72635347u    /* "rcSG" */
+
+#define RCOLL_SHM_MAX_REQS 64     /* outstanding requests per comm (isend/irecv -> NULL) */
+#define RCOLL_SHM_NAME_BYTES 40   /* abstract socket name, NUL-terminated, without the '\0' */
+#define RCOLL_SHM_HOST_BYTES 48   /* host name carried for error messages (truncated) */
+#define RCOLL_SHM_INLINE_BYTES 32 /* messages this short travel in the slot header's line */
+
+/* What listen() writes into the opaque handle (the rest of the 128 bytes is zero). */
+typedef struct {
+    uint32_t magic;   /* RCOLL_SHM_HANDLE_MAGIC */
+    uint32_t version; /* RCOLL_SHM_VERSION */
+    uint64_t nonce;   /* random; the connector's hello must carry it */
+    uint64_t host_id; /* hash of host name, boot id and network namespace */
+    int32_t pid;      /* the listening process, for messages */
+    uint32_t reserved;
+    char name[RCOLL_SHM_NAME_BYTES]; /* abstract Unix socket name ("" prefix '\0' implied) */
+    char host[RCOLL_SHM_HOST_BYTES]; /* host name, for the "another host" message */
+} rcoll_shm_handle_t;
+
+/* The one message a connector sends on the Unix socket, with the segment's fd attached
+ * (SCM_RIGHTS).  After it the socket carries nothing: its EOF tells that the peer is gone. */
+typedef struct {
+    uint32_t magic;     /* RCOLL_SHM_HELLO_MAGIC */
+    uint32_t version;   /* RCOLL_SHM_VERSION */
+    uint64_t nonce;     /* from the handle */
+    uint64_t seg_bytes; /* size of the attached segment */
+    int32_t pid;        /* the connector (informational; SO_PEERCRED is what is trusted) */
+    uint32_t flags;     /* RCOLL_SHM_HELLO_* */
+    uint64_t probe_addr;  /* address in the connector of probe_value (single-copy probe) */
+    uint64_t probe_value; /* random; what a process_vm_readv of probe_addr must return */
+} rcoll_shm_hello_t;
+
+#define RCOLL_SHM_HELLO_SEALED 1u /* the segment is a memfd sealed against resizing */
+
+/*
+ * The segment: one per connection, created by the connector (the sender), written by the
+ * sender except for the consumer line, which only the receiver writes.
+ *
+ *   0    seg header (read-only after setup)
+ *   128  consumer line: consumed, recv_flags                   (receiver writes)
+ *   256  slot 0: [hdr 32 B | inline 32 B][payload slot_bytes]  (sender writes, seq last)
+ *        slot 1 ...
+ *
+ * Slot k of the stream (k = 0, 1, 2, ...) lives at index k % nslots.  The sender fills it
+ * once consumed >= k + 1 - nslots, then publishes it by a release store of seq = k + 1; the
+ * receiver waits for seq == k + 1 (acquire), copies the data out and stores consumed = k + 1
+ * (release).  A message of len bytes takes max(1, ceil(len / slot_bytes)) consecutive slots
+ * (header fields valid in its first); one of at most RCOLL_SHM_INLINE_BYTES sits in the
+ * header's own cache line.  A slot flagged RCOLL_SHM_SLOT_RNDV instead carries the address
+ * of the whole message in the sender, which the receiver reads with process_vm_readv; the
+ * sender's request completes only when that slot is consumed.
+ */
+typedef struct {
+    uint32_t magic;      /* RCOLL_SHM_SEG_MAGIC */
+    uint32_t version;    /* RCOLL_SHM_VERSION */
+    uint32_t nslots;     /* slots in the ring */
+    uint32_t slot_bytes; /* payload bytes per slot (multiple of 64) */
+    uint64_t seg_bytes;  /* whole segment */
+    int32_t pid;         /* creator */
+    uint32_t reserved;
+    char pad[128 - 32];
+    _Atomic uint64_t consumed;   /* slots the receiver is done with */
+    _Atomic uint32_t recv_flags; /* RCOLL_SHM_RECV_* (set by the receiver at accept) */
+    char pad2[128 - 12];
+} rcoll_shm_seg_t;
+
+#define RCOLL_SHM_RECV_VMREAD 1u /* the receiver can read the sender's memory directly */
+
+typedef struct {
+    _Atomic uint64_t seq; /* k + 1 once slot k of the stream is published */
+    uint64_t length;      /* message length (first slot of a message) */
+    int32_t tag;          /* sender's tag (-1: none) */
+    uint32_t flags;       /* RCOLL_SHM_SLOT_* */
+    uint64_t addr;        /* RNDV: the message's address in the sender */
+    unsigned char inline_data[RCOLL_SHM_INLINE_BYTES];
+} rcoll_shm_slot_t;
+
+#define RCOLL_SHM_SLOT_RNDV 1u
+
+#define RCOLL_SHM_SLOTS_OFFSET ((size_t)sizeof(rcoll_shm_seg_t))
+
+_Static_assert(sizeof(rcoll_shm_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
+               "shm handle must fit RCOLL_TRANSPORT_HANDLE_BYTES");
+_Static_assert(sizeof(rcoll_shm_hello_t) == 48, "hello layout has no padding");
+_Static_assert(sizeof(rcoll_shm_seg_t) == 256, "segment header is four cache lines");
+_Static_assert(offsetof(rcoll_shm_seg_t, consumed) == 128, "consumer line at 128");
+_Static_assert(sizeof(rcoll_shm_slot_t) == 64, "slot header is one cache line");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free (shared memory)");
+
+/* The transport (shm.c); transport.h should list it with the other built-ins. */
+extern const rcoll_transport_ops_t rcoll_transport_shm;
+
+/* Settings without a knob yet, read by the next init() (tests and benchmarks set them):
+ * force_shm_open = 1 creates segments with shm_open in /dev/shm (the fallback for kernels
+ * without memfd_create); single_copy_min > 0 sends messages of at least that many bytes
+ * single-copy (process_vm_readv) where the receiver can read the sender.  Default 0, 0:
+ * memfd, and single-copy off, because on the machines measured so far it is slower than the
+ * pipelined copy through the ring (see the top of shm.c). */
+void rcoll_shm_test_options(int force_shm_open, uint64_t single_copy_min);
+
+#endif
