@@ -132,9 +132,15 @@ void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash)
         if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
         fclose(f);
     }
+    /* The network namespace too: host-local transports (abstract sockets) do not cross it,
+     * so ranks in different namespaces of one machine count as different hosts. */
+    char netns[64] = "";
+    ssize_t nl = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+    netns[nl > 0 ? nl : 0] = '\0';
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     for (const char *p = boot; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (const char *p = netns; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     *hash = h;
     char *dot = strchr(host, '.');
     if (dot) *dot = '\0';

@@ -206,10 +206,17 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     rcoll_status_t st = RCOLL_OK;
     for (size_t t = 0; t < n; t++) {
         if (forced && strcmp(list[t]->name, c->cfg.transport)) continue;
+        if (!forced && c->cfg.shm_disable && list[t] == &rcoll_transport_shm) continue;
         st = rcoll_transport_ensure_init(list[t], &c->cfg);
         if (st == RCOLL_OK) st = list[t]->listen(c->dev, mine->handles[t], &c->listen_comms[t]);
         if (st != RCOLL_OK) {
-            RCOLL_INFO(INIT, "transport %s not used: %s", list[t]->name, rcoll_err_get());
+            /* Not built or not possible here is information; a transport that should work
+             * but failed (a full /dev/shm) deserves a warning with its reason. */
+            if (st == RCOLL_ERR_UNSUPPORTED)
+                RCOLL_INFO(INIT, "transport %s not used: %s", list[t]->name, rcoll_err_get());
+            else
+                RCOLL_WARN(INIT, "transport %s not used, falling back: %s", list[t]->name,
+                           rcoll_err_get());
             memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
             c->listen_comms[t] = NULL;
             continue;

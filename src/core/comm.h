@@ -68,6 +68,7 @@ struct rcoll_request {
     int held;                /* part of an open group: not started before rcoll_group_end */
     rcoll_p2p_item_t *items; /* RCOLL_OP_P2P */
     int nitems, cap_items;
+    int unposted;            /* items the transport has not taken yet */
 };
 
 struct rcoll_comm {

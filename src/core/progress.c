@@ -62,14 +62,23 @@ void rcoll_req_release(struct rcoll_request *req)
     comm->free_reqs = req;
 }
 
-static void complete_head(rcoll_comm_t comm, rcoll_status_t st)
+/* Complete r, which follows prev in the queue (prev NULL: r is the head). */
+static void complete_req(rcoll_comm_t comm, struct rcoll_request *prev,
+                         struct rcoll_request *r, rcoll_status_t st)
 {
-    struct rcoll_request *r = comm->head;
     r->complete = 1;
     r->status = st;
-    comm->head = r->next;
-    if (!comm->head) comm->tail = NULL;
+    if (prev)
+        prev->next = r->next;
+    else
+        comm->head = r->next;
+    if (comm->tail == r) comm->tail = prev;
     r->next = NULL;
+}
+
+static void complete_head(rcoll_comm_t comm, rcoll_status_t st)
+{
+    complete_req(comm, NULL, comm->head, st);
 }
 
 void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const char *text)
@@ -204,6 +213,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
 static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, int *moved)
 {
     int left = 0;
+    r->unposted = 0;
     for (int i = 0; i < r->nitems; i++) {
         rcoll_p2p_item_t *it = &r->items[i];
         if (it->done) continue;
@@ -224,6 +234,7 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
             }
             if (!it->treq) {
                 left++;
+                r->unposted++;
                 continue;
             }
             it->posted = 1;
@@ -329,6 +340,8 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
     rcoll_comm_fail(comm, RCOLL_ERR_TIMEOUT, peer, text);
 }
 
+static int progress_p2p_followers(rcoll_comm_t comm);
+
 static int progress_once(rcoll_comm_t comm)
 {
     int moved = 0;
@@ -358,6 +371,8 @@ static int progress_once(rcoll_comm_t comm)
             data_path_failed(comm, r, st);
             return 1;
         }
+        if (r->kind == RCOLL_OP_P2P) moved |= progress_p2p_followers(comm);
+        if (comm->failed != RCOLL_OK) return 1;
         uint64_t now = rcoll_now_ns();
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
@@ -373,6 +388,45 @@ static int progress_once(rcoll_comm_t comm)
             if (!progressed) check_timeout(comm, r, now);
         }
         break;
+    }
+    return moved;
+}
+
+/* Point-to-point operations queued right behind a running one progress with it: a rank's
+ * isend and irecv to the same peer must both be in flight, or two ranks that each sent first
+ * would wait on each other whenever the transport cannot buffer a whole message.  Their items
+ * are posted in issue order (a later operation posts nothing while an earlier one still has
+ * unposted items), so each connection still carries messages in issue order. */
+static int progress_p2p_followers(rcoll_comm_t comm)
+{
+    int moved = 0;
+    struct rcoll_request *prev = comm->head;
+    if (!prev || prev->kind != RCOLL_OP_P2P || prev->complete) return 0;
+    for (struct rcoll_request *r = prev->next; r && comm->failed == RCOLL_OK;) {
+        if (r->kind != RCOLL_OP_P2P || r->held || prev->unposted || prev->connecting) break;
+        struct rcoll_request *next = r->next;
+        rcoll_status_t st = RCOLL_INPROGRESS;
+        if (r->preset != RCOLL_OK)
+            st = r->preset;
+        else if (!r->started && start_op(comm, r))
+            st = RCOLL_OK;
+        else {
+            int progressed = 0;
+            st = run_op(comm, r, &progressed);
+            if (progressed) r->exec.last_progress_ns = rcoll_now_ns();
+            moved |= progressed;
+        }
+        if (st < 0) {
+            data_path_failed(comm, r, st);
+            return 1;
+        }
+        if (st != RCOLL_INPROGRESS) {
+            complete_req(comm, prev, r, st);
+            moved = 1;
+        } else {
+            prev = r;
+        }
+        r = next;
     }
     return moved;
 }

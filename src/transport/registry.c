@@ -9,7 +9,9 @@
 #include "transport/transport.h"
 #include "util/status.h"
 
-static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_tcp};
+/* Priority order: for each peer the first one that reaches it is used. */
+static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_shm,
+                                                       &rcoll_transport_tcp};
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
 _Static_assert(NBUILTIN <= RCOLL_MAX_TRANSPORTS, "raise RCOLL_MAX_TRANSPORTS");
 

@@ -58,12 +58,14 @@ typedef struct {
  *   256  slot 0: [hdr 32 B | inline 32 B][payload slot_bytes]  (sender writes, seq last)
  *        slot 1 ...
  *
- * Slot k of the stream (k = 0, 1, 2, ...) lives at index k % nslots.  The sender fills it
+ * Slot k of the stream (k = 0, 1, 2, ...) lives at index k % nslots (nslots is a power of
+ * two; each slot is a 64-byte header line followed by slot_bytes of payload).  The sender fills it
  * once consumed >= k + 1 - nslots, then publishes it by a release store of seq = k + 1; the
  * receiver waits for seq == k + 1 (acquire), copies the data out and stores consumed = k + 1
  * (release).  A message of len bytes takes max(1, ceil(len / slot_bytes)) consecutive slots
  * (header fields valid in its first); one of at most RCOLL_SHM_INLINE_BYTES sits in the
- * header's own cache line.  A slot flagged RCOLL_SHM_SLOT_RNDV instead carries the address
+ * header's own cache line.  A slot flagged RCOLL_SHM_SLOT_RNDV (optional single-copy, used
+ * only when the receiver set RCOLL_SHM_RECV_VMREAD) instead carries the address
  * of the whole message in the sender, which the receiver reads with process_vm_readv; the
  * sender's request completes only when that slot is consumed.
  */

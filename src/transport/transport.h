@@ -108,6 +108,7 @@ rcoll_status_t rcoll_transport_stub_reg_mr(void *comm, void *data, size_t size, 
 rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle);
 
 /* Built-in transports, in priority order (registry.c). */
+extern const rcoll_transport_ops_t rcoll_transport_shm;
 extern const rcoll_transport_ops_t rcoll_transport_tcp;
 
 /* Position of a built-in transport in the priority list (its slot in handle tables). */

@@ -53,7 +53,9 @@ static const rcoll_knob_t knobs[] = {
     KNOB("RCOLL_RD_MAX", "64K", SIZE, rd_max, 0, 1LL << 40,
          "auto: all-reduces up to this many bytes use recursive doubling (always for 2 ranks)"),
     KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
-         "transport between ranks: auto or tcp"),
+         "transport between ranks: auto (shared memory on one host, else TCP), shm or tcp"),
+    KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
+         "1: ranks on one host talk over the network transport instead of shared memory"),
 };
 
 const rcoll_knob_t *rcoll_config_knobs(size_t *count)

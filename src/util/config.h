@@ -33,6 +33,7 @@ typedef struct rcoll_config {
     char algo[RCOLL_CFG_STR_MAX];
     size_t rd_max;     /* all-reduces up to this many bytes use recursive doubling */
     char transport[RCOLL_CFG_STR_MAX];
+    int shm_disable;   /* 1: never use shared memory between local ranks */
 } rcoll_config_t;
 
 typedef enum {

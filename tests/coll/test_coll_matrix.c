@@ -276,14 +276,18 @@ int main(int argc, char **argv)
     /* Every all-reduce algorithm on every rank count (auto would pick doubling for all of
      * these small counts). */
     static const char *const algos[] = {"ring", "rd"};
+    /* And both transports between these local ranks: ring over TCP, doubling over shared
+     * memory (the other collectives' tests run over each as well). */
+    static const char *const transports[] = {"tcp", "auto"};
     for (int a = 0; a < 2; a++) {
         setenv("RCOLL_ALGO", algos[a], 1);
+        setenv("RCOLL_TRANSPORT", transports[a], 1);
         for (int n = 1; n <= maxn; n++) {
             mp_result_t res;
             int bad = mp_run(n, run_matrix, NULL, 300, &res);
             CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", algos[a], n, bad);
-            printf("%s, %d ranks: %s in %.1f s\n", algos[a], n, bad ? "FAILED" : "ok",
-                   res.seconds);
+            printf("%s over %s, %d ranks: %s in %.1f s\n", algos[a], transports[a], n,
+                   bad ? "FAILED" : "ok", res.seconds);
             fflush(stdout);
         }
     }

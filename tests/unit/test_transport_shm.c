@@ -1,0 +1,1290 @@
+/*
+ * test_transport_shm.c - conformance suite for the shared-memory transport, driven through
+ * its ops table.  Most tests keep both ends in this one thread (every op is non-blocking);
+ * the ones about processes fork real peers (and SIGKILL them).  Raw Unix sockets built from
+ * shm.h play misbehaving connectors.  Every wait has a deadline, so a bug fails the test
+ * instead of hanging it.  At the end: no fd leaked, nothing left in /dev/shm.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "transport/shm.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/time.h"
+
+#define DEADLINE_NS (10ull * 1000000000ull)
+#define DEATH_NS (2ull * 1000000000ull) /* a dead peer must be noticed this fast */
+#define GUARD 64
+
+static const rcoll_transport_ops_t *T = &rcoll_transport_shm;
+static int passed, failed, skipped;
+static int cur_failed, cur_skipped;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());            \
+            cur_failed = 1;                                                     \
+        }                                                                       \
+    } while (0)
+
+typedef struct {
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc, *sc, *rc;
+} pair_t;
+
+#define SINGLE_COPY_MIN (1u << 20) /* single-copy from 1 MiB when a test turns it on */
+
+/* (Re)initialise the transport: RCOLL_BUFFSIZE, /dev/shm fallback, single-copy on/off. */
+static rcoll_status_t setup_opts(size_t buffsize, int force_shm_open, int single_copy)
+{
+    rcoll_config_t cfg;
+    T->fini();
+    if (rcoll_config_load(&cfg) != RCOLL_OK) {
+        fprintf(stderr, "config load failed: %s\n", rcoll_err_get());
+        exit(1);
+    }
+    cfg.buffsize = buffsize;
+    rcoll_shm_test_options(force_shm_open, single_copy ? SINGLE_COPY_MIN : 0);
+    return T->init(&cfg);
+}
+
+static int g_force_shm_open; /* setup() uses the /dev/shm fallback */
+
+static void setup(size_t buffsize, int single_copy)
+{
+    if (setup_opts(buffsize, g_force_shm_open, single_copy) != RCOLL_OK) {
+        fprintf(stderr, "shm init failed: %s\n", rcoll_err_get());
+        exit(1);
+    }
+}
+
+static rcoll_status_t pair_open(pair_t *p)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    rcoll_status_t st;
+    memset(p, 0, sizeof(*p));
+    st = T->listen(0, p->handle, &p->lc);
+    if (st != RCOLL_OK)
+        return st;
+    while (!p->sc || !p->rc) {
+        if (!p->sc && (st = T->connect(0, p->handle, &p->sc)) != RCOLL_OK)
+            return st;
+        if (!p->rc && (st = T->accept(p->lc, &p->rc)) != RCOLL_OK)
+            return st;
+        if (rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "pair_open: no connection in 10 s");
+    }
+    return RCOLL_OK;
+}
+
+static void pair_close(pair_t *p)
+{
+    if (p->sc)
+        T->close_send(p->sc);
+    if (p->rc)
+        T->close_recv(p->rc);
+    if (p->lc)
+        T->close_listen(p->lc);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Test requests (either may be NULL or already done) until both are done or one fails. */
+static rcoll_status_t wait2(void **a, void **b, size_t *sizes_b)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (*a || *b) {
+        int done;
+        rcoll_status_t st;
+        if (*a) {
+            st = T->test(*a, &done, NULL);
+            if (st != RCOLL_OK) {
+                *a = NULL;
+                return st;
+            }
+            if (done)
+                *a = NULL;
+        }
+        if (*b) {
+            st = T->test(*b, &done, sizes_b);
+            if (st != RCOLL_OK) {
+                *b = NULL;
+                return st;
+            }
+            if (done)
+                *b = NULL;
+        }
+        if (rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait2: not done in 10 s");
+    }
+    return RCOLL_OK;
+}
+
+/* Test one request until it is done, fails, or the deadline passes. */
+static rcoll_status_t wait1(void *req, size_t *sizes, uint64_t ns)
+{
+    uint64_t end = rcoll_now_ns() + ns;
+    int done = 0;
+    while (!done) {
+        rcoll_status_t st = T->test(req, &done, sizes);
+        if (st != RCOLL_OK)
+            return st;
+        if (!done && rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait1: not done in time");
+        if (!done)
+            sched_yield(); /* the peer may share this core (2 cores, other jobs) */
+    }
+    return RCOLL_OK;
+}
+
+static void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (unsigned char)(x >> 16);
+    }
+}
+
+static int guard_ok(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+/* Names in /dev/shm that look like ours ("rcoll-..."), one per line in buf. */
+static void devshm_list(char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, "rcoll-", 6) && off + strlen(e->d_name) + 2 < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s\n", e->d_name);
+    closedir(d);
+}
+
+/* A raw Unix client connected to the handle's listener (blocking), or -1. */
+static int raw_connect(const char *handle)
+{
+    rcoll_shm_handle_t h;
+    struct sockaddr_un a;
+    memcpy(&h, handle, sizeof(h));
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path + 1, h.name, strlen(h.name));
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&a,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(h.name))) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Send len bytes of msg with fd attached (fd < 0: none). */
+static int raw_send(int sock, const void *msg, size_t len, int fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    memset(&ctl, 0, sizeof(ctl));
+    if (fd >= 0) {
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof(ctl.buf);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    }
+    return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* After the listener has dropped a raw socket, reading it gives EOF; nothing is accepted. */
+static int raw_sees_close(int fd, void *lc)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    char b[16];
+    while (rcoll_now_ns() < end) {
+        void *rc = NULL;
+        T->accept(lc, &rc);
+        if (rc) {
+            T->close_recv(rc);
+            return 0; /* accepted: wrong */
+        }
+        ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 1;
+    }
+    return 0;
+}
+
+/* Call accept until it yields a comm or seconds pass; *comm NULL on timeout. */
+static rcoll_status_t accept_wait(void *lc, void **comm, double seconds)
+{
+    uint64_t end = rcoll_now_ns() + (uint64_t)(seconds * 1e9);
+    *comm = NULL;
+    while (!*comm && rcoll_now_ns() < end) {
+        rcoll_status_t st = T->accept(lc, comm);
+        if (st != RCOLL_OK)
+            return st;
+        if (!*comm)
+            sched_yield();
+    }
+    return RCOLL_OK;
+}
+
+static int accept_wait_ok(void *lc, void **comm)
+{
+    return accept_wait(lc, comm, 10) == RCOLL_OK && *comm != NULL;
+}
+
+/* Run fn in a child process; returns its pid.  The child exits 0 when fn found no fault. */
+static pid_t spawn(void (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        cur_failed = 0;
+        fn(arg);
+        _exit(cur_failed ? 1 : 0);
+    }
+    return pid;
+}
+
+/* Reap pid within the deadline (killing it if it overstays); 1 when it exited 0. */
+static int reap(pid_t pid)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (rcoll_now_ns() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return 0;
+        }
+        usleep(1000);
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests: data
+ * ------------------------------------------------------------------------------------------ */
+
+/* 40M+1 is above the streaming copy-out threshold (at most 32 MiB) on every machine. */
+static const size_t msg_sizes[] = {0, 1, 8, 31, 32, 33, 63, 64, 65, 100, 4095, 4096, 4097,
+                                    64 << 10, (1 << 20) - 1, 1 << 20, 16 << 20,
+                                    (16 << 20) + 3, (40 << 20) + 1};
+#define NSIZES (sizeof(msg_sizes) / sizeof(msg_sizes[0]))
+
+static void test_props(void)
+{
+    rcoll_transport_props_t pr;
+    int n = 0;
+    setup(4 << 20, 0);
+    CHECK(T->devices(&n) == RCOLL_OK && n == 1, "devices = %d", n);
+    CHECK(T->get_props(0, &pr) == RCOLL_OK, "get_props");
+    CHECK(!strcmp(pr.name, "shm"), "name %s", pr.name);
+    CHECK(pr.ptr_support == RCOLL_PTR_HOST, "ptr_support %d", pr.ptr_support);
+    CHECK(pr.host_local == 1, "host_local %d", pr.host_local);
+    CHECK(pr.speed_mbps > 0 && pr.max_recvs == RCOLL_TRANSPORT_MAX_RECVS, "props");
+    CHECK(pr.latency_us > 0 && pr.latency_us < 1, "latency %f", pr.latency_us);
+    CHECK(pr.max_msg_size >= ((size_t)1 << 32), "max_msg_size %zu", pr.max_msg_size);
+}
+
+/* Every size, both ends in this thread, byte for byte, nothing written past the message. */
+static void test_sizes(size_t buffsize, int single_copy)
+{
+    pair_t p;
+    setup(buffsize, single_copy);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    for (size_t k = 0; k < NSIZES && p.rc; k++) {
+        size_t n = msg_sizes[k], cap = n + 5; /* the posted buffer may be larger */
+        size_t so = k % 5, doff = k % 8;         /* and either may be misaligned */
+        unsigned char *sbase = malloc(n + 8), *dbase = malloc(cap + GUARD + 8);
+        unsigned char *src = sbase + so, *dst = dbase + doff;
+        void *sreq = NULL, *rreq = NULL, *dp = dst;
+        memset(dbase, 0xA5, doff);
+        size_t got[1] = {~(size_t)0};
+        fill(src, n, (unsigned)k);
+        memset(dst, 0xA5, cap + GUARD);
+        CHECK(T->isend(p.sc, src, n, 7, NULL, &sreq) == RCOLL_OK && sreq, "isend %zu", n);
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){7}, NULL, &rreq) == RCOLL_OK && rreq,
+              "irecv %zu", n);
+        CHECK(wait2(&sreq, &rreq, got) == RCOLL_OK, "transfer of %zu bytes", n);
+        CHECK(got[0] == n, "size %zu reported %zu", n, got[0]);
+        CHECK(memcmp(src, dst, n) == 0, "data of %zu bytes differs", n);
+        CHECK(guard_ok(dst + n, cap + GUARD - n, 0xA5), "bytes past %zu were written", n);
+        CHECK(guard_ok(dbase, doff, 0xA5), "bytes before %zu were written", n);
+        free(sbase);
+        free(dbase);
+    }
+    pair_close(&p);
+}
+
+static void sizes_default(void) { test_sizes(4 << 20, 0); }
+static void sizes_single(void) { test_sizes(4 << 20, 1); }
+static void sizes_tiny_ring(void) { test_sizes(4096, 0); } /* 8 slots of 256 B: many wraps */
+
+/* The same between two processes: a child sends every size, this process checks them. */
+static void sizes_child(void *arg)
+{
+    char *handle = arg;
+    void *sc = NULL, *req;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!sc && rcoll_now_ns() < end)
+        if (T->connect(0, handle, &sc) != RCOLL_OK)
+            break;
+    CHECK(sc != NULL, "child connect");
+    for (size_t k = 0; k < NSIZES && sc; k++) {
+        size_t n = msg_sizes[k];
+        unsigned char *src = malloc(n + 1);
+        fill(src, n, 50u + (unsigned)k);
+        CHECK(T->isend(sc, src, n, (int)k, NULL, &req) == RCOLL_OK && req, "isend");
+        CHECK(wait1(req, NULL, DEADLINE_NS) == RCOLL_OK, "child send %zu", n);
+        free(src);
+    }
+    if (sc)
+        T->close_send(sc);
+}
+
+static void test_sizes_procs(int single_copy)
+{
+    pair_t p;
+    setup(4 << 20, single_copy);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    pid_t pid = spawn(sizes_child, p.handle);
+    CHECK(accept_wait_ok(p.lc, &p.rc), "accept from the child");
+    for (size_t k = 0; k < NSIZES && p.rc; k++) {
+        size_t n = msg_sizes[k], cap = n, got = 0;
+        unsigned char *want = malloc(n + 1), *dst = malloc(n + GUARD);
+        void *req = NULL, *dp = dst;
+        fill(want, n, 50u + (unsigned)k);
+        memset(dst, 0x3C, n + GUARD);
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){(int)k}, NULL, &req) == RCOLL_OK && req,
+              "irecv");
+        CHECK(wait1(req, &got, DEADLINE_NS) == RCOLL_OK, "receive %zu from the child", n);
+        CHECK(got == n && memcmp(want, dst, n) == 0, "data of %zu bytes differs", n);
+        CHECK(guard_ok(dst + n, GUARD, 0x3C), "guard past %zu", n);
+        free(want);
+        free(dst);
+    }
+    CHECK(reap(pid), "child failed");
+    pair_close(&p);
+}
+
+static void sizes_procs(void) { test_sizes_procs(0); }
+static void sizes_procs_single(void) { test_sizes_procs(1); }
+
+/* Many messages in flight, mixed sizes (inline, chunked, single-copy), tested in reverse
+ * order; one more than the request pool gives a NULL request. */
+static void test_pipeline(void)
+{
+    enum { N = RCOLL_SHM_MAX_REQS };
+    pair_t p;
+    size_t len[N];
+    unsigned char *src[N], *dst[N];
+    void *sreq[N], *rreq[N], *extra = (void *)1;
+    setup(256 << 10, 1); /* 8 slots of 16 KiB; single-copy for the 1 MiB ones */
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    for (int i = 0; i < N; i++) {
+        len[i] = (i % 9 == 0) ? (size_t)(1 << 20) + (size_t)i
+               : (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(len[i] + 1);
+        fill(src[i], len[i], 100u + (unsigned)i);
+        CHECK(T->isend(p.sc, src[i], len[i], i, NULL, &sreq[i]) == RCOLL_OK && sreq[i],
+              "isend %d", i);
+        void *dp = dst[i];
+        CHECK(T->irecv(p.rc, 1, &dp, &len[i], NULL, NULL, &rreq[i]) == RCOLL_OK && rreq[i],
+              "irecv %d", i);
+    }
+    CHECK(T->isend(p.sc, src[0], 1, 0, NULL, &extra) == RCOLL_OK && extra == NULL,
+          "isend beyond %d outstanding must give a NULL request", N);
+    extra = (void *)1;
+    void *dp0 = dst[0];
+    CHECK(T->irecv(p.rc, 1, &dp0, &len[0], NULL, NULL, &extra) == RCOLL_OK && extra == NULL,
+          "irecv beyond %d outstanding must give a NULL request", N);
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    int left = 2 * N;
+    while (left > 0 && rcoll_now_ns() < end && !cur_failed) {
+        for (int i = N - 1; i >= 0; i--) {
+            int done;
+            if (sreq[i]) {
+                CHECK(T->test(sreq[i], &done, NULL) == RCOLL_OK, "test send %d", i);
+                if (done) {
+                    sreq[i] = NULL;
+                    left--;
+                }
+            }
+            if (rreq[i]) {
+                size_t got = 0;
+                CHECK(T->test(rreq[i], &done, &got) == RCOLL_OK, "test recv %d", i);
+                if (done) {
+                    CHECK(got == len[i], "recv %d size %zu != %zu", i, got, len[i]);
+                    rreq[i] = NULL;
+                    left--;
+                }
+            }
+        }
+    }
+    CHECK(left == 0, "%d requests not complete", left);
+    for (int i = 0; i < N; i++) {
+        CHECK(left != 0 || memcmp(src[i], dst[i], len[i]) == 0, "message %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p);
+}
+
+/* One request takes three messages (one empty), with per-buffer tags. */
+static void test_grouped(void)
+{
+    pair_t p;
+    size_t len[3] = {10, 0, 3000000}, cap[3] = {20, 8, 3000000}, got[3] = {0, 1, 0};
+    unsigned char *src[3], *dst[3];
+    void *sreq[3], *rreq = NULL, *dp[3];
+    setup(256 << 10, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    for (int i = 0; i < 3; i++) {
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(cap[i] + 1);
+        dp[i] = dst[i];
+        fill(src[i], len[i], 7u * (unsigned)i);
+        CHECK(T->isend(p.sc, src[i], len[i], i == 1 ? 4 : -1, NULL, &sreq[i]) == RCOLL_OK,
+              "isend %d", i);
+    }
+    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
+          "grouped irecv");
+    void *none = NULL;
+    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
+    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
+    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
+    for (int i = 0; i < 3; i++) {
+        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
+        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p);
+}
+
+static void test_tag_mismatch(void)
+{
+    pair_t p;
+    char sbuf[32] = "hello", rbuf[32];
+    size_t cap = sizeof(rbuf);
+    void *sreq = NULL, *rreq = NULL, *rreq2 = NULL, *dp = rbuf;
+    setup(4 << 20, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    CHECK(T->isend(p.sc, sbuf, 6, 7, NULL, &sreq) == RCOLL_OK, "isend");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){5}, NULL, &rreq) == RCOLL_OK, "irecv");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_OK, "irecv 2");
+    rcoll_status_t st = wait2(&sreq, &rreq, NULL);
+    CHECK(st == RCOLL_ERR_PROTOCOL, "tag mismatch gave %d", st);
+    CHECK(strstr(rcoll_err_get(), "tag") != NULL, "message names the tag");
+    int done = 0;
+    if (rreq2) /* the outstanding request fails the same way */
+        CHECK(T->test(rreq2, &done, NULL) == RCOLL_ERR_PROTOCOL, "outstanding request");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_ERR_PROTOCOL,
+          "later irecv on a failed comm");
+    pair_close(&p);
+}
+
+/* A message longer than the posted buffer: PROTOCOL naming both sizes, no byte written.
+ * Inline, chunked and single-copy messages alike. */
+static void test_too_small(void)
+{
+    static const size_t lens[] = {20, 200, 100000, 3 << 20};
+    for (size_t k = 0; k < 2 * sizeof(lens) / sizeof(lens[0]); k++) {
+        pair_t p;
+        size_t n = lens[k % 4], cap = n / 2;
+        unsigned char *sbuf = malloc(n), *rbuf = malloc(cap + GUARD);
+        void *sreq = NULL, *rreq = NULL, *dp = rbuf;
+        char want1[32], want2[32];
+        setup(256 << 10, k >= 4); /* then the 3 MiB one is refused on a single-copy slot */
+        CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+        fill(sbuf, n, 3);
+        memset(rbuf, 0x5A, cap + GUARD);
+        CHECK(T->isend(p.sc, sbuf, n, 1, NULL, &sreq) == RCOLL_OK, "isend");
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+        rcoll_status_t st = wait2(&sreq, &rreq, NULL);
+        CHECK(st == RCOLL_ERR_PROTOCOL, "oversized message of %zu gave %d", n, st);
+        snprintf(want1, sizeof(want1), "%zu", n);
+        snprintf(want2, sizeof(want2), "%zu", cap);
+        CHECK(strstr(rcoll_err_get(), want1) && strstr(rcoll_err_get(), want2),
+              "message names both sizes");
+        CHECK(guard_ok(rbuf, cap + GUARD, 0x5A), "receive buffer or guard of %zu written", n);
+        if (sreq) /* a single-copy send never completes: closing frees it */
+            T->test(sreq, &(int){0}, NULL);
+        pair_close(&p);
+        free(sbuf);
+        free(rbuf);
+    }
+}
+
+/* The sender sends, its sends complete, and it closes: the receiver still gets every byte
+ * that was published, then RCOLL_ERR_REMOTE for the message that never comes. */
+static void test_sender_closes(void)
+{
+    pair_t p;
+    size_t n[2] = {5, 100000}, cap = 100000, got = 0;
+    unsigned char *src = malloc(100000), *dst = malloc(100000);
+    void *sreq, *rreq, *dp = dst;
+    setup(4 << 20, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        for (int i = 0; i < 2; i++) {
+            fill(src, n[i], 9u + (unsigned)i);
+            CHECK(T->isend(p.sc, src, n[i], 0, NULL, &sreq) == RCOLL_OK, "isend");
+            CHECK(wait1(sreq, NULL, DEADLINE_NS) == RCOLL_OK, "send completes into the ring");
+        }
+        T->close_send(p.sc);
+        p.sc = NULL;
+        for (int i = 0; i < 2; i++) {
+            CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+            CHECK(wait1(rreq, &got, DEADLINE_NS) == RCOLL_OK, "message %d after close", i);
+            fill(src, n[i], 9u + (unsigned)i);
+            CHECK(got == n[i] && memcmp(src, dst, n[i]) == 0, "message %d data", i);
+        }
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+        uint64_t t0 = rcoll_now_ns();
+        rcoll_status_t st = wait1(rreq, NULL, DEADLINE_NS);
+        CHECK(st == RCOLL_ERR_REMOTE, "receive after the sender closed gave %d", st);
+        CHECK(rcoll_now_ns() - t0 < DEATH_NS, "noticed after %.3f s",
+              (double)(rcoll_now_ns() - t0) * 1e-9);
+        CHECK(strstr(rcoll_err_get(), "closed") != NULL, "message");
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_ERR_REMOTE,
+              "later irecv on the failed comm");
+    }
+    pair_close(&p);
+    free(src);
+    free(dst);
+}
+
+/* The receiver closes while a big send waits for ring space: the sender sees REMOTE. */
+static void test_receiver_closes(void)
+{
+    pair_t p;
+    size_t n = 16 << 20;
+    unsigned char *src = calloc(1, n);
+    void *sreq = NULL;
+    setup(4 << 20, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        CHECK(T->isend(p.sc, src, n, 0, NULL, &sreq) == RCOLL_OK, "isend");
+        int done;
+        CHECK(T->test(sreq, &done, NULL) == RCOLL_OK && !done, "first test");
+        T->close_recv(p.rc);
+        p.rc = NULL;
+        uint64_t t0 = rcoll_now_ns();
+        rcoll_status_t st = wait1(sreq, NULL, DEADLINE_NS);
+        CHECK(st == RCOLL_ERR_REMOTE, "send to a closed peer gave %d", st);
+        CHECK(rcoll_now_ns() - t0 < DEATH_NS, "noticed after %.3f s",
+              (double)(rcoll_now_ns() - t0) * 1e-9);
+        char want[32];
+        snprintf(want, sizeof(want), "pid %d", (int)getpid());
+        CHECK(strstr(rcoll_err_get(), want) != NULL, "message names the peer's pid");
+        CHECK(T->isend(p.sc, src, 1, 0, NULL, &sreq) == RCOLL_ERR_REMOTE, "later isend");
+    }
+    pair_close(&p);
+    free(src);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests: handshake
+ * ------------------------------------------------------------------------------------------ */
+
+/* Raw connectors that fail the handshake are dropped (their socket sees EOF), never
+ * accepted, and leak no fd; a valid connect afterwards still works and carries data. */
+static void test_bad_connectors(void)
+{
+    pair_t p;
+    rcoll_shm_handle_t h;
+    int saved = rcoll_log_level;
+    setup(4 << 20, 0);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    memcpy(&h, p.handle, sizeof(h));
+    int fds0 = count_fds();
+    for (int kind = 0; kind < 7 && p.lc; kind++) {
+        rcoll_shm_hello_t m = {.magic = RCOLL_SHM_HELLO_MAGIC, .version = RCOLL_SHM_VERSION,
+                               .nonce = h.nonce, .seg_bytes = 1 << 20, .pid = getpid()};
+        int seg = memfd_create("test", MFD_CLOEXEC), fd = raw_connect(p.handle), r = -1;
+        CHECK(fd >= 0 && seg >= 0 && ftruncate(seg, 1 << 20) == 0, "raw connect, segment");
+        if (kind > 0) /* kind 0 is the one the brief asks for: WARN left visible */
+            rcoll_log_level = RCOLL_LOG_NONE;
+        switch (kind) {
+        case 0: /* wrong nonce */
+            m.nonce ^= 1;
+            r = raw_send(fd, &m, sizeof(m), seg);
+            break;
+        case 1: /* garbage, no fd */
+            r = raw_send(fd, "garbage!", 8, -1);
+            break;
+        case 2: /* right nonce, no segment */
+            r = raw_send(fd, &m, sizeof(m), -1);
+            break;
+        case 3: /* right nonce, size that does not match the segment */
+            m.seg_bytes = 4 << 20;
+            r = raw_send(fd, &m, sizeof(m), seg);
+            break;
+        case 4: /* right nonce and size, but not a segment (zeros: bad magic) */
+            r = raw_send(fd, &m, sizeof(m), seg);
+            break;
+        case 5: /* says sealed, is not */
+            m.flags = RCOLL_SHM_HELLO_SEALED;
+            r = raw_send(fd, &m, sizeof(m), seg);
+            break;
+        case 6: { /* not shared memory at all: a pipe */
+            int pp[2];
+            r = pipe(pp);
+            if (r == 0) {
+                r = raw_send(fd, &m, sizeof(m), pp[0]);
+                close(pp[0]);
+                close(pp[1]);
+            }
+            break;
+        }
+        }
+        CHECK(r == 0, "raw send %d", kind);
+        CHECK(raw_sees_close(fd, p.lc), "bad connector %d was not dropped", kind);
+        rcoll_log_level = saved;
+        if (fd >= 0)
+            close(fd);
+        if (seg >= 0)
+            close(seg);
+    }
+    CHECK(count_fds() == fds0, "listener leaked fds: %d -> %d", fds0, count_fds());
+    /* silent connectors stay pending, and do not block a valid one behind them */
+    int silent = raw_connect(p.handle);
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while ((!p.sc || !p.rc) && rcoll_now_ns() < end) {
+        if (!p.sc)
+            CHECK(T->connect(0, p.handle, &p.sc) == RCOLL_OK, "connect");
+        if (!p.rc)
+            CHECK(T->accept(p.lc, &p.rc) == RCOLL_OK, "accept");
+    }
+    CHECK(p.sc && p.rc, "valid connect after bad ones");
+    if (p.sc && p.rc) {
+        char s[4] = "abc", r[4] = "";
+        size_t cap = 4;
+        void *sreq, *rreq, *dp = r;
+        T->isend(p.sc, s, 4, 0, NULL, &sreq);
+        T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq);
+        CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !strcmp(r, "abc"), "data");
+    }
+    pair_close(&p); /* also closes the silent connector's pending socket */
+    if (silent >= 0)
+        close(silent);
+}
+
+/* A handle from another host (another host id) is refused clearly; a bad handle too. */
+static void test_other_host(void)
+{
+    pair_t p;
+    rcoll_shm_handle_t h;
+    char copy[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *sc = NULL;
+    setup(4 << 20, 0);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    memcpy(&h, p.handle, sizeof(h));
+    h.host_id ^= 0x10;
+    snprintf(h.host, sizeof(h.host), "elsewhere");
+    memcpy(copy, p.handle, sizeof(copy));
+    memcpy(copy, &h, sizeof(h));
+    CHECK(T->connect(0, copy, &sc) == RCOLL_ERR_UNSUPPORTED && !sc, "other host");
+    CHECK(strstr(rcoll_err_get(), "peer is on another host") &&
+          strstr(rcoll_err_get(), "elsewhere"), "message");
+    memset(copy, 0x33, sizeof(copy));
+    CHECK(T->connect(0, copy, &sc) == RCOLL_ERR_INVALID_ARG && !sc, "garbage handle");
+    pair_close(&p);
+}
+
+/* Connecting to a listener that has gone fails (not hangs). */
+static void test_connect_refused(void)
+{
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc = NULL, *sc = NULL;
+    setup(4 << 20, 0);
+    CHECK(T->listen(0, handle, &lc) == RCOLL_OK, "listen");
+    if (lc)
+        T->close_listen(lc);
+    rcoll_status_t st = T->connect(0, handle, &sc);
+    CHECK(st == RCOLL_ERR_REMOTE && !sc, "connect to a closed listener gave %d", st);
+    CHECK(strstr(rcoll_err_get(), "no listener") != NULL, "message");
+    if (sc)
+        T->close_send(sc);
+}
+
+/* Many connects queue on the backlog before any accept; each carries its own data. */
+static void test_burst(void)
+{
+    enum { NC = 24, LEN = 300000 };
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc = NULL, *sc[NC] = {0}, *rc[NC] = {0}, *sreq[NC] = {0}, *rreq[NC] = {0};
+    unsigned char *src[NC], *dst[NC], *want = malloc(LEN);
+    int seen[NC] = {0}, nacc = 0, left = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    setup(256 << 10, 0);
+    CHECK(T->listen(0, handle, &lc) == RCOLL_OK, "listen");
+    for (int k = 0; k < NC && lc; k++)
+        while (!sc[k] && rcoll_now_ns() < end)
+            if (T->connect(0, handle, &sc[k]) != RCOLL_OK)
+                break;
+    while (lc && nacc < NC && rcoll_now_ns() < end) {
+        CHECK(T->accept(lc, &rc[nacc]) == RCOLL_OK, "accept");
+        if (rc[nacc])
+            nacc++;
+    }
+    CHECK(nacc == NC, "accepted %d of %d connections", nacc, NC);
+    for (int k = 0; k < NC; k++) {
+        size_t cap = LEN;
+        void *dp;
+        src[k] = malloc(LEN);
+        dst[k] = dp = malloc(LEN);
+        fill(src[k], LEN, 1000u + (unsigned)k);
+        src[k][0] = (unsigned char)k;
+        if (nacc == NC) {
+            CHECK(T->isend(sc[k], src[k], LEN, -1, NULL, &sreq[k]) == RCOLL_OK, "isend");
+            CHECK(T->irecv(rc[k], 1, &dp, &cap, NULL, NULL, &rreq[k]) == RCOLL_OK, "irecv");
+            left += 2;
+        }
+    }
+    while (left > 0 && rcoll_now_ns() < end && !cur_failed)
+        for (int k = 0; k < NC; k++) {
+            int done = 0;
+            if (sreq[k] && T->test(sreq[k], &done, NULL) == RCOLL_OK && done)
+                sreq[k] = NULL, left--;
+            if (rreq[k] && T->test(rreq[k], &done, NULL) == RCOLL_OK && done)
+                rreq[k] = NULL, left--;
+        }
+    CHECK(left == 0, "%d requests not done", left);
+    for (int j = 0; j < NC; j++) {
+        int k = dst[j][0];
+        if (left == 0 && k < NC && !seen[k]) {
+            seen[k] = 1;
+            fill(want, LEN, 1000u + (unsigned)k);
+            want[0] = (unsigned char)k;
+            CHECK(memcmp(dst[j], want, LEN) == 0, "data of connection %d", k);
+        } else {
+            CHECK(left != 0, "connection %d delivered twice or garbage", k);
+        }
+        free(src[j]);
+        free(dst[j]);
+        if (sc[j])
+            T->close_send(sc[j]);
+        if (rc[j])
+            T->close_recv(rc[j]);
+    }
+    if (lc)
+        T->close_listen(lc);
+    free(want);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests: peers that die
+ * ------------------------------------------------------------------------------------------ */
+
+enum { KILL_MSG = 1 << 20, KILL_BEFORE = 20 };
+
+typedef struct {
+    char *handle;
+    int holder_fd; /* >= 0: fork a process that keeps our fds, and write its pid here */
+} sender_arg_t;
+
+/* Child: connect and send numbered 1 MiB messages until killed (or 20 s pass). */
+static void endless_sender(void *arg)
+{
+    sender_arg_t *a = arg;
+    void *sc = NULL, *req = NULL;
+    unsigned char *buf = malloc(KILL_MSG);
+    uint64_t end = rcoll_now_ns() + 2 * DEADLINE_NS;
+    while (!sc && rcoll_now_ns() < end)
+        if (T->connect(0, a->handle, &sc) != RCOLL_OK)
+            break;
+    if (a->holder_fd >= 0) { /* as a training script forking data-loader workers */
+        pid_t holder = fork();
+        if (holder == 0) {
+            alarm(5);
+            for (;;)
+                pause();
+        }
+        if (write(a->holder_fd, &holder, sizeof(holder)) != (ssize_t)sizeof(holder))
+            _exit(5);
+    }
+    for (unsigned i = 0; sc && rcoll_now_ns() < end; i++) {
+        fill(buf, KILL_MSG, i);
+        if (T->isend(sc, buf, KILL_MSG, 0, NULL, &req) != RCOLL_OK || !req ||
+            wait1(req, NULL, DEADLINE_NS) != RCOLL_OK)
+            break;
+    }
+    _exit(3); /* only a kill is a correct end */
+}
+
+/* Child: accept and receive until killed (or 20 s pass). */
+static void endless_receiver(void *arg)
+{
+    void *rc = NULL, *req = NULL, *dp = malloc(KILL_MSG);
+    size_t cap = KILL_MSG;
+    uint64_t end = rcoll_now_ns() + 2 * DEADLINE_NS;
+    if (!accept_wait_ok(arg, &rc))
+        _exit(4);
+    while (rcoll_now_ns() < end)
+        if (T->irecv(rc, 1, &dp, &cap, NULL, NULL, &req) != RCOLL_OK || !req ||
+            wait1(req, NULL, DEADLINE_NS) != RCOLL_OK)
+            break;
+    _exit(3);
+}
+
+/* The sending process is SIGKILLed mid-stream: the receiver fails with RCOLL_ERR_REMOTE
+ * naming its pid, within DEATH_NS. */
+static void test_sender_killed(int single_copy, int holder)
+{
+    pair_t p;
+    int pp[2] = {-1, -1};
+    pid_t holder_pid = -1;
+    unsigned char *buf = malloc(KILL_MSG), *want = malloc(KILL_MSG);
+    size_t cap = KILL_MSG, got;
+    void *req, *dp = buf;
+    rcoll_status_t st = RCOLL_OK;
+    setup(4 << 20, single_copy);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    if (holder)
+        CHECK(pipe(pp) == 0, "pipe");
+    sender_arg_t arg = {.handle = p.handle, .holder_fd = pp[1]};
+    pid_t pid = spawn(endless_sender, &arg);
+    CHECK(accept_wait_ok(p.lc, &p.rc), "accept from the child");
+    if (holder)
+        CHECK(read(pp[0], &holder_pid, sizeof(holder_pid)) == (ssize_t)sizeof(holder_pid),
+              "holder pid");
+    for (unsigned i = 0; i < KILL_BEFORE && p.rc && !cur_failed; i++) {
+        CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &req) == RCOLL_OK && req, "irecv");
+        CHECK(wait1(req, &got, DEADLINE_NS) == RCOLL_OK, "message %u", i);
+        fill(want, KILL_MSG, i);
+        CHECK(got == KILL_MSG && memcmp(buf, want, KILL_MSG) == 0, "message %u data", i);
+    }
+    kill(pid, SIGKILL);
+    uint64_t t0 = rcoll_now_ns();
+    for (int i = 0; p.rc && st == RCOLL_OK && rcoll_now_ns() - t0 < DEADLINE_NS; i++) {
+        st = T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &req);
+        if (st == RCOLL_OK)
+            st = wait1(req, NULL, DEADLINE_NS);
+    }
+    double dt = (double)(rcoll_now_ns() - t0) * 1e-9;
+    printf("  (receiver noticed the kill in %.1f ms)\n", dt * 1e3);
+    char pidtext[32];
+    snprintf(pidtext, sizeof(pidtext), "pid %d", (int)pid);
+    CHECK(st == RCOLL_ERR_REMOTE, "receive from a killed sender gave %d", st);
+    CHECK(dt < DEATH_NS * 1e-9, "noticed after %.3f s", dt);
+    CHECK(strstr(rcoll_err_get(), pidtext) != NULL, "message names %s", pidtext);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child ended by the kill");
+    if (holder_pid > 0)
+        kill(holder_pid, SIGKILL); /* reparented: reaped by init */
+    if (pp[0] >= 0) {
+        close(pp[0]);
+        close(pp[1]);
+    }
+    pair_close(&p);
+    free(buf);
+    free(want);
+}
+
+static void sender_killed(void) { test_sender_killed(0, 0); }
+static void sender_killed_single(void) { test_sender_killed(1, 0); }
+static void sender_killed_holder(void) { test_sender_killed(0, 1); }
+
+/* The receiving process is SIGKILLed: the sender fails with RCOLL_ERR_REMOTE. */
+static void test_receiver_killed(int single_copy)
+{
+    pair_t p;
+    unsigned char *buf = calloc(1, KILL_MSG);
+    void *req;
+    rcoll_status_t st = RCOLL_OK;
+    setup(4 << 20, single_copy);
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    pid_t pid = spawn(endless_receiver, p.lc);
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!p.sc && rcoll_now_ns() < end)
+        if (T->connect(0, p.handle, &p.sc) != RCOLL_OK)
+            break;
+    CHECK(p.sc != NULL, "connect to the child");
+    for (int i = 0; i < KILL_BEFORE && p.sc && !cur_failed; i++) {
+        CHECK(T->isend(p.sc, buf, KILL_MSG, 0, NULL, &req) == RCOLL_OK && req, "isend");
+        CHECK(wait1(req, NULL, DEADLINE_NS) == RCOLL_OK, "send %d", i);
+    }
+    kill(pid, SIGKILL);
+    uint64_t t0 = rcoll_now_ns();
+    while (p.sc && st == RCOLL_OK && rcoll_now_ns() - t0 < DEADLINE_NS) {
+        st = T->isend(p.sc, buf, KILL_MSG, 0, NULL, &req);
+        if (st == RCOLL_OK)
+            st = wait1(req, NULL, DEADLINE_NS);
+    }
+    double dt = (double)(rcoll_now_ns() - t0) * 1e-9;
+    printf("  (sender noticed the kill in %.1f ms)\n", dt * 1e3);
+    CHECK(st == RCOLL_ERR_REMOTE, "send to a killed receiver gave %d", st);
+    CHECK(dt < DEATH_NS * 1e-9, "noticed after %.3f s", dt);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status), "child ended by the kill");
+    pair_close(&p);
+    free(buf);
+}
+
+static void receiver_killed(void) { test_receiver_killed(0); }
+static void receiver_killed_single(void) { test_receiver_killed(1); }
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests: resources
+ * ------------------------------------------------------------------------------------------ */
+
+/* Closing comms with requests outstanding frees them (ASan checks for leaks), as does
+ * closing a listener with a connector still in its handshake. */
+static void test_close_outstanding(void)
+{
+    pair_t p;
+    size_t n = 8 << 20, cap = 100;
+    unsigned char *src = calloc(1, n), rbuf[100];
+    void *req, *dp = rbuf;
+    setup(4 << 20, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        for (int i = 0; i < 4; i++)
+            CHECK(T->isend(p.sc, src, n, 0, NULL, &req) == RCOLL_OK && req, "isend");
+        int done;
+        T->test(req, &done, NULL);
+        for (int i = 0; i < 4; i++)
+            CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &req) == RCOLL_OK && req, "irecv");
+    }
+    int silent = raw_connect(p.handle);
+    void *rc = NULL;
+    T->accept(p.lc, &rc); /* takes the silent one into the pending list */
+    CHECK(rc == NULL, "silent connector accepted");
+    pair_close(&p);
+    if (silent >= 0)
+        close(silent);
+    free(src);
+}
+
+static void test_reg_mr(void)
+{
+    pair_t p;
+    char buf[16];
+    void *mh = NULL;
+    setup(4 << 20, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.sc) {
+        CHECK(T->reg_mr(p.sc, buf, sizeof(buf), RCOLL_PTR_CUDA, &mh) == RCOLL_ERR_UNSUPPORTED,
+              "CUDA memory must be unsupported");
+        CHECK(T->reg_mr(p.sc, buf, sizeof(buf), RCOLL_PTR_HOST, &mh) == RCOLL_OK, "host");
+        CHECK(T->dereg_mr(p.sc, mh) == RCOLL_OK, "dereg_mr");
+        void *req = (void *)1;
+        CHECK(T->iflush(p.rc, 1, (void *[]){buf}, (int[]){16}, NULL, &req) == RCOLL_OK &&
+              req == NULL, "iflush");
+    }
+    pair_close(&p);
+}
+
+static void test_bad_args(void)
+{
+    pair_t p;
+    char buf[8];
+    void *req = (void *)1, *dp[RCOLL_TRANSPORT_MAX_RECVS + 1];
+    size_t caps[RCOLL_TRANSPORT_MAX_RECVS + 1] = {0};
+    int done;
+    setup(4 << 20, 0);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        for (int i = 0; i <= RCOLL_TRANSPORT_MAX_RECVS; i++)
+            dp[i] = buf;
+        CHECK(T->irecv(p.rc, RCOLL_TRANSPORT_MAX_RECVS + 1, dp, caps, NULL, NULL, &req) ==
+                  RCOLL_ERR_INVALID_ARG, "irecv with too many buffers");
+        CHECK(T->irecv(p.rc, 0, dp, caps, NULL, NULL, &req) == RCOLL_ERR_INVALID_ARG,
+              "irecv with no buffer");
+        CHECK(T->isend(p.rc, buf, 1, 0, NULL, &req) == RCOLL_ERR_INVALID_ARG,
+              "isend on a recv comm");
+        CHECK(T->irecv(p.sc, 1, dp, caps, NULL, NULL, &req) == RCOLL_ERR_INVALID_ARG,
+              "irecv on a send comm");
+        CHECK(T->isend(p.sc, NULL, 1, 0, NULL, &req) == RCOLL_ERR_INVALID_ARG, "NULL data");
+        CHECK(T->test(NULL, &done, NULL) == RCOLL_ERR_INVALID_ARG, "test NULL");
+        CHECK(T->isend(p.sc, buf, 1, 0, NULL, &req) == RCOLL_OK && req, "isend");
+        CHECK(wait1(req, NULL, DEADLINE_NS) == RCOLL_OK, "send");
+        CHECK(T->test(req, &done, NULL) == RCOLL_ERR_INVALID_USAGE, "test a freed request");
+        CHECK(T->close_send(p.rc) == RCOLL_ERR_INVALID_ARG, "close_send on a recv comm");
+    }
+    pair_close(&p);
+    T->fini();
+    CHECK(T->listen(0, buf, &req) == RCOLL_ERR_INVALID_USAGE, "listen before init");
+}
+
+/* The two ends in two threads, as the core uses them: many random sizes, some single-copy. */
+enum { THR_MSGS = 400, THR_INFLIGHT = 8, THR_MAX = 3 << 20 };
+
+static size_t thr_len(int i)
+{
+    return (size_t)((i * 2654435761u) % (i % 7 == 0 ? THR_MAX : 3000));
+}
+
+static void *thr_sender(void *arg)
+{
+    void *sc = arg, *req[THR_INFLIGHT] = {0};
+    unsigned char *buf[THR_INFLIGHT];
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    intptr_t bad = 0;
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        buf[k] = malloc(THR_MAX);
+    for (int i = 0; i < THR_MSGS + THR_INFLIGHT && !bad; i++) {
+        int k = i % THR_INFLIGHT, done = 0;
+        while (req[k] && !done && !bad) {
+            bad = T->test(req[k], &done, NULL) != RCOLL_OK || rcoll_now_ns() > end;
+            if (!done)
+                sched_yield();
+        }
+        req[k] = NULL;
+        if (i < THR_MSGS && !bad) {
+            fill(buf[k], thr_len(i), (unsigned)i);
+            bad = T->isend(sc, buf[k], thr_len(i), i, NULL, &req[k]) != RCOLL_OK || !req[k];
+        }
+    }
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        free(buf[k]);
+    return (void *)bad;
+}
+
+static void test_threads(size_t buffsize, int single_copy)
+{
+    pair_t p;
+    pthread_t th;
+    void *ret = (void *)1, *req[THR_INFLIGHT] = {0};
+    unsigned char *buf[THR_INFLIGHT], *want = malloc(THR_MAX);
+    int idx[THR_INFLIGHT], bad = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    setup(buffsize, single_copy);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    CHECK(pthread_create(&th, NULL, thr_sender, p.sc) == 0, "pthread_create");
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        buf[k] = malloc(THR_MAX);
+    for (int i = 0; i < THR_MSGS + THR_INFLIGHT && !bad; i++) {
+        int k = i % THR_INFLIGHT, done = 0;
+        size_t got = 0, cap = THR_MAX;
+        while (req[k] && !done && !bad) {
+            bad = T->test(req[k], &done, &got) != RCOLL_OK || rcoll_now_ns() > end;
+            if (!done)
+                sched_yield();
+        }
+        if (req[k] && !bad) {
+            size_t n = thr_len(idx[k]);
+            fill(want, n, (unsigned)idx[k]);
+            CHECK(got == n && memcmp(buf[k], want, n) == 0, "threaded message %d", idx[k]);
+        }
+        req[k] = NULL;
+        if (i < THR_MSGS && !bad) {
+            void *dp = buf[k];
+            idx[k] = i;
+            bad = T->irecv(p.rc, 1, &dp, &cap, (int[]){i}, NULL, &req[k]) != RCOLL_OK;
+        }
+    }
+    CHECK(!bad, "receiver failed or timed out");
+    pthread_join(th, &ret);
+    CHECK(ret == NULL, "sender failed or timed out");
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        free(buf[k]);
+    free(want);
+    pair_close(&p);
+}
+
+static void threads_default(void) { test_threads(4 << 20, 0); }
+static void threads_single(void) { test_threads(4 << 20, 1); }
+static void threads_small(void) { test_threads(8192, 0); }
+
+/* The /dev/shm fallback (as without memfd_create): transfers work between processes, and a
+ * sender killed mid-stream leaves no file behind (each is unlinked as soon as it is open). */
+static void test_devshm_fallback(void)
+{
+    char before[4096], after[4096];
+    devshm_list(before, sizeof(before));
+    g_force_shm_open = 1;
+    test_sizes_procs(0);
+    test_sizes_procs(1);
+    test_sender_killed(0, 0);
+    test_receiver_killed(0);
+    g_force_shm_open = 0;
+    devshm_list(after, sizeof(after));
+    CHECK(!strcmp(before, after), "/dev/shm changed:\n%s--\n%s", before, after);
+}
+
+/* /dev/shm too small for the fallback: a clear message (what to change), never a SIGBUS.
+ * Runs in a child with its own mount namespace and a 3 MiB tmpfs on /dev/shm. */
+static void tiny_devshm_child(void *arg)
+{
+    (void)arg;
+    pair_t p;
+    if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+        _exit(77);
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=3m") != 0)
+        _exit(77);
+    /* init refuses when not even one connection fits */
+    CHECK(setup_opts(16 << 20, 1, 0) == RCOLL_ERR_UNSUPPORTED, "init on a tiny /dev/shm");
+    CHECK(strstr(rcoll_err_get(), "--shm-size") != NULL, "init message says what to change");
+    /* one connection fits, the second does not */
+    CHECK(setup_opts(4 << 20, 1, 0) == RCOLL_OK, "init");
+    CHECK(pair_open(&p) == RCOLL_OK, "first connection");
+    void *sc2 = NULL;
+    rcoll_status_t st = T->connect(0, p.handle, &sc2);
+    CHECK(st == RCOLL_ERR_NO_MEMORY && !sc2, "second connection gave %d", st);
+    CHECK(strstr(rcoll_err_get(), "/dev/shm too small") &&
+          strstr(rcoll_err_get(), "--shm-size"), "message says what to change");
+    if (p.rc) { /* the first still works */
+        unsigned char s[100000], r[100000];
+        size_t cap = sizeof(r);
+        void *sreq, *rreq, *dp = r;
+        fill(s, sizeof(s), 5);
+        T->isend(p.sc, s, sizeof(s), 0, NULL, &sreq);
+        T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq);
+        CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !memcmp(s, r, sizeof(s)), "data");
+    }
+    pair_close(&p);
+}
+
+static void test_tiny_devshm(void)
+{
+    pid_t pid = spawn(tiny_devshm_child, NULL);
+    int status = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (waitpid(pid, &status, WNOHANG) == 0 && rcoll_now_ns() < end)
+        usleep(1000);
+    if (rcoll_now_ns() >= end) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        printf("  (skipped: cannot mount a private tmpfs on /dev/shm here)\n");
+        cur_skipped = 1;
+        return;
+    }
+    CHECK(!WIFSIGNALED(status), "child died of signal %d", WTERMSIG(status));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
+}
+
+static void run(const char *name, void (*fn)(void))
+{
+    cur_failed = cur_skipped = 0;
+    fn();
+    printf("%s %s\n", cur_failed ? "FAIL" : cur_skipped ? "skip" : "ok  ", name);
+    fflush(stdout);
+    if (cur_failed)
+        failed++;
+    else if (cur_skipped)
+        skipped++;
+    else
+        passed++;
+}
+
+static char shm_at_start[4096];
+static int fds_at_start;
+
+static void test_final_resources(void)
+{
+    char now[4096];
+    int fds = count_fds();
+    devshm_list(now, sizeof(now));
+    CHECK(fds == fds_at_start, "fds open at start %d, at end %d", fds_at_start, fds);
+    CHECK(!strcmp(shm_at_start, now), "/dev/shm before:\n%s-- after:\n%s", shm_at_start, now);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    devshm_list(shm_at_start, sizeof(shm_at_start));
+    fds_at_start = count_fds();
+
+    run("props", test_props);
+    run("sizes 0..40M+1, copy through the ring", sizes_default);
+    run("sizes 0..40M+1, single-copy from 1 MiB", sizes_single);
+    run("sizes 0..40M+1, 8 slots of 256 B", sizes_tiny_ring);
+    run("sizes between two processes, copy", sizes_procs);
+    run("sizes between two processes, single-copy", sizes_procs_single);
+    run("64 messages in flight, reverse tests, pool bound", test_pipeline);
+    run("grouped irecv n=3", test_grouped);
+    run("tag mismatch -> PROTOCOL", test_tag_mismatch);
+    run("message larger than the buffer -> PROTOCOL, guard intact", test_too_small);
+    run("bad connectors dropped (wrong nonce, garbage, bad segment)", test_bad_connectors);
+    run("handle from another host -> UNSUPPORTED", test_other_host);
+    run("connect to a closed listener -> REMOTE", test_connect_refused);
+    run("burst of 24 connects before accept", test_burst);
+    run("sender closes: data delivered, then REMOTE", test_sender_closes);
+    run("receiver closes -> sender REMOTE", test_receiver_closes);
+    run("sender SIGKILLed mid-stream -> REMOTE (copy)", sender_killed);
+    run("sender SIGKILLed mid-stream -> REMOTE (single-copy)", sender_killed_single);
+    run("sender SIGKILLed while its forked child holds the socket", sender_killed_holder);
+    run("receiver SIGKILLed -> sender REMOTE (copy)", receiver_killed);
+    run("receiver SIGKILLed -> sender REMOTE (single-copy)", receiver_killed_single);
+    run("close with outstanding requests", test_close_outstanding);
+    run("reg_mr / iflush", test_reg_mr);
+    run("bad arguments", test_bad_args);
+    run("two threads, 400 messages", threads_default);
+    run("two threads, 400 messages, single-copy", threads_single);
+    run("two threads, 400 messages, 8 KiB buffsize", threads_small);
+    run("/dev/shm fallback: processes, kills, nothing left", test_devshm_fallback);
+    run("/dev/shm too small -> clear message, no SIGBUS", test_tiny_devshm);
+    rcoll_shm_test_options(0, 0);
+    T->fini();
+    run("no fd leaked, nothing left in /dev/shm", test_final_resources);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
