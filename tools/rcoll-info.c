@@ -39,11 +39,11 @@ static void print_transports(const rcoll_config_t *cfg)
             rcoll_transport_props_t p;
             memset(&p, 0, sizeof(p));
             if (t->get_props(d, &p) != RCOLL_OK) continue;
-            printf("  %-6s device %d: %s, %d Mb/s, host memory%s\n", t->name, d, p.name,
-                   p.speed_mbps, (p.ptr_support & RCOLL_PTR_CUDA) ? ", CUDA memory" : "");
+            printf("  %-6s device %d: %s, %d Mb/s, host memory%s%s\n", t->name, d, p.name,
+                   p.speed_mbps, (p.ptr_support & RCOLL_PTR_CUDA) ? ", CUDA memory" : "",
+                   p.host_local ? ", between processes of this host" : "");
         }
     }
-    printf("  %-6s not built: shared-memory transport is planned\n", "shm");
     printf("  %-6s not built: %s\n", "verbs",
            "verbs transport is planned (rdma-core headers are checked at configure time)");
     printf("  %-6s not built: %s\n", "cuda", "CUDA IPC transport is planned");
@@ -94,8 +94,9 @@ int main(int argc, char **argv)
     printf("build features: %s%s\n", RCOLL_BUILD_FEATURES,
            RCOLL_HAVE_MPI ? ", mpi comparison benchmark" : "");
     print_transports(&cfg);
-    printf("algorithms: ring all-reduce (reduce-scatter + all-gather, pipelined), chain "
-           "broadcast, ring barrier\n");
+    printf("algorithms: all-reduce (pipelined ring; recursive doubling for small vectors), "
+           "ring all-gather and reduce-scatter, chain broadcast and reduce, pairwise "
+           "all-to-all, point-to-point batches\n");
     printf("run 'rcoll-info -c' for every configuration knob\n");
     return 0;
 }
