@@ -152,6 +152,43 @@ static double batch(int use_rcoll, const float *send, float *recv, size_t count,
     return slowest;
 }
 
+/* The memory-bandwidth floor, measured in the same run: every rank at once runs a STREAM-like
+ * copy (a = b) and add (a = b + c) over buffers of `bytes`, and the slowest rank's GB/s is
+ * kept.  An all-reduce must at least read its input and one other contribution and write its
+ * result per element, the traffic of the add kernel, so S bytes cannot take less than
+ * 3 S / add_bw on this machine. */
+static void stream_floor(size_t bytes, double *copy_gbs, double *add_gbs)
+{
+    size_t n = bytes / sizeof(float);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)),
+          *c = malloc(n * sizeof(float));
+    double best_copy = 1e30, best_add = 1e30;
+    if (!a || !b || !c) {
+        *copy_gbs = *add_gbs = 0;
+        free(a), free(b), free(c);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = (float)(i % 7), c[i] = (float)(i % 5);
+    for (int rep = 0; rep < 5; rep++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        memcpy(a, b, n * sizeof(float));
+        double t1 = MPI_Wtime();
+        for (size_t i = 0; i < n; i++) a[i] = b[i] + c[i];
+        double t2 = MPI_Wtime();
+        if (t1 - t0 < best_copy) best_copy = t1 - t0;
+        if (t2 - t1 < best_add) best_add = t2 - t1;
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    double mine[2] = {2.0 * (double)bytes / best_copy / 1e9, 3.0 * (double)bytes / best_add / 1e9};
+    double low[2];
+    MPI_Allreduce(mine, low, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    *copy_gbs = low[0];
+    *add_gbs = low[1];
+    free(a), free(b), free(c);
+}
+
 int main(int argc, char **argv)
 {
     cmp_opts_t o;
@@ -202,6 +239,8 @@ int main(int argc, char **argv)
         send[i] = input_value(my_rank, i);
     memset(recv, 0, (max_count + 1) * sizeof(float));
 
+    double copy_gbs, add_gbs;
+    stream_floor(o.max_bytes > (64u << 20) ? o.max_bytes : (64u << 20), &copy_gbs, &add_gbs);
     if (my_rank == 0) {
         char ver[MPI_MAX_LIBRARY_VERSION_STRING];
         int len, v = rcoll_version();
@@ -211,8 +250,10 @@ int main(int argc, char **argv)
         printf("# %d ranks, float32 sum, %d rounds x %d iters (warmup %d), libraries alternate "
                "per round; time = median over rounds of the slowest rank's us/op\n", nranks,
                o.rounds, o.iters, o.warmup);
-        printf("# %10s  %10s  %10s  %10s  %9s  %6s  %6s\n", "bytes", "count", "mpi(us)",
-               "rcoll(us)", "rcoll/mpi", "mpi_wr", "rc_wr");
+        printf("# memory floor (all ranks at once, slowest rank): copy %.1f GB/s, add %.1f GB/s;"
+               " floor(us) = 3 x bytes / add bandwidth\n", copy_gbs, add_gbs);
+        printf("# %10s  %10s  %10s  %10s  %9s  %9s  %6s  %6s\n", "bytes", "count", "mpi(us)",
+               "rcoll(us)", "rcoll/mpi", "floor(us)", "mpi_wr", "rc_wr");
         fflush(stdout);
     }
 
@@ -250,8 +291,9 @@ int main(int argc, char **argv)
             nlarge++;
         }
         if (my_rank == 0) {
-            printf("  %10zu  %10zu  %10.2f  %10.2f  %9.3f  %6ld  %6ld\n", bytes, count, mpi_us,
-                   rc_us, ratio, wsum[0], wsum[1]);
+            double floor_us = add_gbs > 0 ? 3.0 * (double)bytes / (add_gbs * 1e3) : 0;
+            printf("  %10zu  %10zu  %10.2f  %10.2f  %9.3f  %9.2f  %6ld  %6ld\n", bytes, count,
+                   mpi_us, rc_us, ratio, floor_us, wsum[0], wsum[1]);
             fflush(stdout);
         }
         if (bytes > o.max_bytes / (size_t)o.factor)
