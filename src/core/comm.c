@@ -34,6 +34,7 @@ void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text
 }
 
 static rcoll_status_t choose_transports(rcoll_comm_t c);
+static rcoll_status_t setup_oneshot(rcoll_comm_t c);
 
 static rcoll_status_t alloc_staging(rcoll_comm_t c)
 {
@@ -124,6 +125,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(*c->peers));
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
+    c->hostseg.fd = -1;
     *comm_p = c;
     return RCOLL_OK;
 }
@@ -145,6 +147,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         for (int i = 0; i < np; i++) rcoll_conn_want(c, partners[i], 1, 1);
         st = rcoll_conn_wait(c, deadline);
         if (st == RCOLL_OK) st = alloc_staging(c);
+        if (st == RCOLL_OK) st = setup_oneshot(c);
         if (st != RCOLL_OK) return st;
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
@@ -269,9 +272,51 @@ err_free:
     return st;
 }
 
+/* When every rank is on this host (and shared memory is allowed), rank 0 creates the host
+ * segment for the one-shot all-reduce and the others map it.  Each rank says whether that
+ * worked; only if all did is it used, so the choice is the same everywhere.  Failing to set
+ * it up is not an error: the other algorithms remain. */
+static rcoll_status_t setup_oneshot(rcoll_comm_t c)
+{
+    if (c->local_ranks != c->nranks || c->cfg.shm_disable ||
+        !strcmp(c->cfg.transport, "tcp") || !strcmp(c->cfg.algo, "ring") ||
+        !strcmp(c->cfg.algo, "rd"))
+        return RCOLL_OK;
+    size_t size = rcoll_oneshot_segment_size(c->nranks);
+    rcoll_shmseg_ref_t ref;
+    memset(&ref, 0, sizeof(ref));
+    int32_t ok = 1;
+    if (c->rank == 0 && rcoll_shmseg_create(size, "rcoll-oneshot", &c->hostseg, &ref) != RCOLL_OK)
+        ok = 0;
+    if (c->rank == 0 && !ok) RCOLL_INFO(INIT, "one-shot all-reduce not used: %s", rcoll_err_get());
+    rcoll_status_t st = rcoll_bcast(&ref, sizeof(ref), RCOLL_UINT8, 0, c);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
+    if (c->rank != 0 && ok && ref.size == size) {
+        if (rcoll_shmseg_attach(&ref, &c->hostseg) != RCOLL_OK) {
+            RCOLL_INFO(INIT, "one-shot all-reduce not used: %s", rcoll_err_get());
+            ok = 0;
+        }
+    } else if (c->rank != 0) {
+        ok = 0;
+    }
+    int32_t all_ok = ok;
+    st = rcoll_allreduce(RCOLL_IN_PLACE, &all_ok, 1, RCOLL_INT32, RCOLL_MIN, c);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
+    if (!all_ok) {
+        rcoll_shmseg_detach(&c->hostseg);
+        return RCOLL_OK;
+    }
+    c->oneshot = (rcoll_oneshot_t){.base = c->hostseg.base, .nranks = c->nranks,
+                                   .rank = c->rank};
+    c->has_oneshot = 1;
+    c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
+    return RCOLL_OK;
+}
+
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
     family_leave(c);
+    rcoll_shmseg_detach(&c->hostseg);
     if (c->conn) rcoll_conn_fini(c);
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
         if (c->listen_comms[t]) c->tps[t]->close_listen(c->listen_comms[t]);

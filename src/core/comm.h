@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 #include "algo/exec.h"
+#include "algo/oneshot.h"
+#include "util/shmseg.h"
 #include "core/bootstrap.h"
 #include "rcoll.h"
 #include "transport/transport.h"
@@ -62,6 +64,8 @@ struct rcoll_request {
     rcoll_status_t status;
     uint64_t seq;
     rcoll_exec_t exec;
+    int use_oneshot;         /* all-reduce over the host segment (instead of exec) */
+    rcoll_oneshot_op_t oneshot;
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
     int connecting;          /* waiting for connections to the op's peers */
@@ -93,6 +97,10 @@ struct rcoll_comm {
     struct rcoll_comm *fam_next, *fam_prev;
     int next, prev;        /* ring neighbours */
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
+    rcoll_shmseg_t hostseg; /* one-shot all-reduce slots when every rank is on this host */
+    rcoll_oneshot_t oneshot;
+    int has_oneshot;
+    uint64_t oneshot_seq;
     size_t chunk_bytes;
 
     struct rcoll_request *head, *tail; /* queued operations, in issue order */

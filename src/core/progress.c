@@ -29,15 +29,25 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
         r = calloc(1, sizeof(*r));
         if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "request allocation failed");
     }
-    uint8_t *heap = r->barrier_heap;
-    rcoll_p2p_item_t *items = r->items;
-    int cap = r->cap_items;
-    memset(r, 0, sizeof(*r));
-    r->barrier_heap = heap;
-    r->items = items;
-    r->cap_items = cap;
+    /* Reset what a new operation reads before setting it; the big per-algorithm state (exec,
+     * oneshot) is initialised when the operation starts, so it is not cleared here. */
     r->comm = comm;
+    r->next = NULL;
     r->kind = kind;
+    r->src = NULL;
+    r->dst = NULL;
+    r->count = 0;
+    r->dt = RCOLL_UINT8;
+    r->op = RCOLL_SUM;
+    r->root = 0;
+    r->started = r->complete = 0;
+    r->preset = r->status = RCOLL_OK;
+    r->seq = 0;
+    r->use_oneshot = 0;
+    r->connecting = r->held = 0;
+    r->nitems = r->unposted = 0;
+    r->exec.last_progress_ns = 0;
+    r->exec.waiting_peer = r->exec.err_peer = -1;
     *req_p = r;
     return RCOLL_OK;
 }
@@ -139,6 +149,13 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             if (r->src != r->dst) memcpy(r->dst, r->src, r->count * esize);
             if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
             return 1;
+        }
+        if (r->kind == RCOLL_OP_ALLREDUCE && comm->has_oneshot &&
+            r->count * esize <= RCOLL_ONESHOT_MAX_BYTES) {
+            r->use_oneshot = 1;
+            rcoll_oneshot_op_init(&r->oneshot, &comm->oneshot, ++comm->oneshot_seq, r->src,
+                                  r->dst, r->count, r->dt, r->op);
+            return 0;
         }
         if (r->kind == RCOLL_OP_REDUCE)
             rcoll_sched_chain_reduce(&s, n, me, r->root, r->count, chunk);
@@ -284,6 +301,12 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
         *moved = 1;
     }
     if (r->kind == RCOLL_OP_P2P) return p2p_progress(comm, r, moved);
+    if (r->use_oneshot) {
+        rcoll_status_t st = rcoll_oneshot_progress(&r->oneshot, moved);
+        r->exec.waiting_peer = r->oneshot.waiting_peer;
+        r->exec.waiting_recv = 1;
+        return st;
+    }
     return rcoll_exec_progress(&r->exec, moved);
 }
 

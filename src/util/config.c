@@ -49,7 +49,8 @@ static const rcoll_knob_t knobs[] = {
     KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
     KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0,
-         "all-reduce algorithm: auto, ring or rd (recursive doubling)"),
+         "all-reduce algorithm: auto, ring, rd (recursive doubling) or oneshot (shared "
+         "memory, all ranks on one host, up to 16 KiB)"),
     KNOB("RCOLL_RD_MAX", "64K", SIZE, rd_max, 0, 1LL << 40,
          "auto: all-reduces up to this many bytes use recursive doubling (always for 2 ranks)"),
     KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
@@ -181,9 +182,10 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "RCOLL_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE",
                              tmp.debug);
-    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd"))
+    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd") &&
+        strcmp(tmp.algo, "oneshot"))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
-                             "RCOLL_ALGO='%s' is not one of auto, ring, rd", tmp.algo);
+                             "RCOLL_ALGO='%s' is not one of auto, ring, rd, oneshot", tmp.algo);
     rcoll_log_configure(tmp.debug, tmp.debug_subsys, tmp.debug_file);
     pthread_once(&first_load, first_load_fn);
     *cfg = tmp;
