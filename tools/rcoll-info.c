@@ -5,9 +5,12 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rcoll.h"
+#include "algo/oneshot.h"
+#include "algo/select.h"
 #include "rcoll_build.h"
 #include "transport/transport.h"
 #include "util/config.h"
@@ -15,9 +18,11 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: rcoll-info [-c] [-h]\n"
+    fprintf(out, "usage: rcoll-info [-c] [--tuning [-n RANKS]] [-h]\n"
                  "  (no option)  version, build features and transports on this machine\n"
                  "  -c, --config every configuration knob: name, value, default, help\n"
+                 "  -t, --tuning the all-reduce cost model (RCOLL_TUNING_FILE applied) and the\n"
+                 "               algorithm it picks per size, for -n RANKS (default 8)\n"
                  "  -h, --help   this text\n");
 }
 
@@ -49,6 +54,45 @@ static void print_transports(const rcoll_config_t *cfg)
     printf("  %-6s not built: %s\n", "cuda", "CUDA IPC transport is planned");
 }
 
+/* The cost model's constants and, per path, the sizes where its choice changes. */
+static int print_tuning(const rcoll_config_t *cfg, int nranks)
+{
+    rcoll_tuning_t t;
+    rcoll_tuning_defaults(&t);
+    if (cfg->tuning_file[0]) {
+        char text[4096];
+        FILE *f = fopen(cfg->tuning_file, "r");
+        size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+        if (f) fclose(f);
+        text[n] = '\0';
+        if (!f || rcoll_tuning_parse(text, &t) != RCOLL_OK) {
+            fprintf(stderr, "rcoll-info: RCOLL_TUNING_FILE '%s': %s\n", cfg->tuning_file,
+                    f ? rcoll_err_get() : "cannot open");
+            return 3;
+        }
+    }
+    printf("all-reduce cost model%s%s\n", cfg->tuning_file[0] ? " from " : " (built-in)",
+           cfg->tuning_file);
+    printf("  shm: alpha %.3f us, beta %.2f GB/s\n", t.shm.alpha_us,
+           1.0 / t.shm.beta_us_per_b / 1e3);
+    printf("  net: alpha %.3f us, beta %.2f GB/s\n", t.net.alpha_us,
+           1.0 / t.net.beta_us_per_b / 1e3);
+    printf("  reduction: %.2f GB/s\n", 1.0 / t.gamma_us_per_b / 1e3);
+    for (int shm = 1; shm >= 0; shm--) {
+        printf("%d ranks over %s:\n", nranks, shm ? "shared memory (one host)" : "the network");
+        int last = -1;
+        for (size_t bytes = 4; bytes <= ((size_t)1 << 30); bytes *= 2) {
+            double pred;
+            int a = (int)rcoll_select_allreduce(&t, nranks, bytes, shm, shm, &pred);
+            if (a != last)
+                printf("  from %10zu B: %-8s (%.2f us predicted)\n", bytes, rcoll_alg_names[a],
+                       pred);
+            last = a;
+        }
+    }
+    return 0;
+}
+
 static void print_knobs(const rcoll_config_t *cfg)
 {
     size_t n;
@@ -66,12 +110,22 @@ static void print_knobs(const rcoll_config_t *cfg)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
+                                         {"tuning", no_argument, NULL, 't'},
+                                         {"ranks", required_argument, NULL, 'n'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    int show_config = 0, c;
-    while ((c = getopt_long(argc, argv, "ch", opts, NULL)) != -1) {
+    int show_config = 0, show_tuning = 0, nranks = 8, c;
+    while ((c = getopt_long(argc, argv, "ctn:h", opts, NULL)) != -1) {
         if (c == 'c') {
             show_config = 1;
+        } else if (c == 't') {
+            show_tuning = 1;
+        } else if (c == 'n') {
+            nranks = atoi(optarg);
+            if (nranks < 2 || nranks > (1 << 24)) {
+                fprintf(stderr, "rcoll-info: -n needs a rank count of at least 2\n");
+                return 2;
+            }
         } else if (c == 'h') {
             usage(stdout);
             return 0;
@@ -90,6 +144,7 @@ int main(int argc, char **argv)
         print_knobs(&cfg);
         return 0;
     }
+    if (show_tuning) return print_tuning(&cfg, nranks);
     printf("rcoll %s (API %d)\n", RCOLL_VERSION_STRING, rcoll_version());
     printf("build features: %s%s\n", RCOLL_BUILD_FEATURES,
            RCOLL_HAVE_MPI ? ", mpi comparison benchmark" : "");

@@ -4,6 +4,7 @@
  * place where bootstrap, transports and algorithms meet.  Does not run collectives
  * (progress.c) or check user arguments (api.c).
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,24 @@ static void family_leave(rcoll_comm_t c)
     c->family = NULL;
 }
 
+/* Read RCOLL_TUNING_FILE (small text file) into the cost model. */
+static rcoll_status_t load_tuning(const char *path, rcoll_tuning_t *t)
+{
+    char text[4096];
+    FILE *f = fopen(path, "r");
+    if (!f) return rcoll_err_set_errno(RCOLL_ERR_INVALID_ARG, errno,
+                                       "RCOLL_TUNING_FILE '%s'", path);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    int big = !feof(f);
+    fclose(f);
+    if (big) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TUNING_FILE '%s' is larger "
+                                  "than %zu bytes", path, sizeof(text) - 1);
+    text[n] = '\0';
+    rcoll_status_t st = rcoll_tuning_parse(text, t);
+    if (st != RCOLL_OK) rcoll_err_prefix("RCOLL_TUNING_FILE '%s': ", path);
+    return st;
+}
+
 rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p)
 {
@@ -126,6 +145,15 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
     c->hostseg.fd = -1;
+    c->last_alg = -1;
+    rcoll_tuning_defaults(&c->tuning);
+    if (cfg->tuning_file[0]) {
+        rcoll_status_t st = load_tuning(cfg->tuning_file, &c->tuning);
+        if (st != RCOLL_OK) {
+            rcoll_comm_free(c, 0);
+            return st;
+        }
+    }
     *comm_p = c;
     return RCOLL_OK;
 }
@@ -149,6 +177,9 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         if (st == RCOLL_OK) st = alloc_staging(c);
         if (st == RCOLL_OK) st = setup_oneshot(c);
         if (st != RCOLL_OK) return st;
+        c->all_shm = 1;
+        for (int p = 0; p < c->nranks; p++)
+            if (p != c->rank && c->link.tps[p] != &rcoll_transport_shm) c->all_shm = 0;
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
                "%zu B x %d slots, communicator memory %zu B (bound: RCOLL_BUFFSIZE=%zu)",

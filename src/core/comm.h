@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "algo/exec.h"
 #include "algo/oneshot.h"
+#include "algo/select.h"
 #include "util/shmseg.h"
 #include "core/bootstrap.h"
 #include "rcoll.h"
@@ -101,6 +102,9 @@ struct rcoll_comm {
     rcoll_oneshot_t oneshot;
     int has_oneshot;
     uint64_t oneshot_seq;
+    rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
+    int all_shm;            /* every peer is reached over shared memory */
+    int last_alg;           /* last all-reduce algorithm chosen (-1: none yet) */
     size_t chunk_bytes;
 
     struct rcoll_request *head, *tail; /* queued operations, in issue order */

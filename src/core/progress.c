@@ -101,18 +101,38 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
     while (comm->head) complete_head(comm, st);
 }
 
-/* Recursive doubling or ring?  Doubling has log2(n) dependent hops but sends the whole
- * vector in each; the ring has 2(n-1) hops and sends 2(n-1)/n of it.  Doubling wins below
- * RCOLL_RD_MAX bytes (8x that for 2 ranks; measured crossovers in docs/benchmarks.md).  The
- * cost-model selector of the intra-node issue replaces this rule. */
-static int use_rd(rcoll_comm_t comm, size_t bytes)
+/* The all-reduce algorithm: forced by RCOLL_ALGO, or the cost model's cheapest.  A change of
+ * choice is logged at INFO with the model's predictions. */
+static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
 {
     const char *algo = comm->cfg.algo;
-    if (!strcmp(algo, "ring")) return 0;
-    if (!strcmp(algo, "rd")) return 1;
-    /* Two ranks: doubling moves the ring's bytes in one hop instead of two; the ring's
-     * pipelined halves only win from about 1 MiB (docs/benchmarks.md). */
-    return bytes <= (comm->nranks == 2 ? 8 * comm->cfg.rd_max : comm->cfg.rd_max);
+    int oneshot_ok = comm->has_oneshot && bytes <= RCOLL_ONESHOT_MAX_BYTES;
+    rcoll_allreduce_alg_t a;
+    double pred = 0;
+    if (!strcmp(algo, "ring"))
+        a = RCOLL_ALG_RING;
+    else if (!strcmp(algo, "rd"))
+        a = RCOLL_ALG_RD;
+    else if (!strcmp(algo, "oneshot"))
+        a = oneshot_ok ? RCOLL_ALG_ONESHOT : RCOLL_ALG_RD;
+    else
+        a = rcoll_select_allreduce(&comm->tuning, comm->nranks, bytes, comm->all_shm,
+                                   oneshot_ok, &pred);
+    if ((int)a != comm->last_alg) {
+        comm->last_alg = (int)a;
+        RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; ring %.2f, "
+                   "rd %.2f, oneshot %.2f)", bytes, comm->nranks, rcoll_alg_names[a],
+                   strcmp(algo, "auto") ? "RCOLL_ALGO; " : "",
+                   pred ? pred : rcoll_select_predict(&comm->tuning, a, comm->nranks, bytes,
+                                                      comm->all_shm, oneshot_ok),
+                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_RING, comm->nranks, bytes,
+                                        comm->all_shm, oneshot_ok),
+                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_RD, comm->nranks, bytes,
+                                        comm->all_shm, oneshot_ok),
+                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_ONESHOT, comm->nranks, bytes,
+                                        comm->all_shm, oneshot_ok));
+    }
+    return a;
 }
 
 /* Local part of a point-to-point batch: pair sends to self with receives from self, in
@@ -150,19 +170,23 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
             return 1;
         }
-        if (r->kind == RCOLL_OP_ALLREDUCE && comm->has_oneshot &&
-            r->count * esize <= RCOLL_ONESHOT_MAX_BYTES) {
+        if (r->kind == RCOLL_OP_REDUCE) {
+            rcoll_sched_chain_reduce(&s, n, me, r->root, r->count, chunk);
+            break;
+        }
+        switch (choose_allreduce(comm, r->count * esize)) {
+        case RCOLL_ALG_ONESHOT:
             r->use_oneshot = 1;
             rcoll_oneshot_op_init(&r->oneshot, &comm->oneshot, ++comm->oneshot_seq, r->src,
                                   r->dst, r->count, r->dt, r->op);
             return 0;
-        }
-        if (r->kind == RCOLL_OP_REDUCE)
-            rcoll_sched_chain_reduce(&s, n, me, r->root, r->count, chunk);
-        else if (use_rd(comm, r->count * esize))
+        case RCOLL_ALG_RD:
             rcoll_sched_rd_allreduce(&s, n, me, r->count, chunk);
-        else
+            break;
+        default:
             rcoll_sched_ring_allreduce(&s, n, me, r->count, chunk);
+            break;
+        }
         break;
     case RCOLL_OP_BARRIER:
         if (n == 1) return 1;

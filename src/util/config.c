@@ -51,8 +51,9 @@ static const rcoll_knob_t knobs[] = {
     KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0,
          "all-reduce algorithm: auto, ring, rd (recursive doubling) or oneshot (shared "
          "memory, all ranks on one host, up to 16 KiB)"),
-    KNOB("RCOLL_RD_MAX", "64K", SIZE, rd_max, 0, 1LL << 40,
-         "auto: all-reduces up to this many bytes use recursive doubling (always for 2 ranks)"),
+    KNOB("RCOLL_TUNING_FILE", "", STRING, tuning_file, 0, 0,
+         "file of cost-model constants (key = value: shm_alpha_us, shm_beta_gbps, "
+         "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
     KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
          "transport between ranks: auto (shared memory on one host, else TCP), shm or tcp"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,

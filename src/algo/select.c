@@ -1,0 +1,117 @@
+/*
+ * select.c - cost model for the all-reduce algorithms (n ranks, S bytes, path alpha/beta,
+ * reduction gamma; p = largest power of two <= n, L = log2 p):
+ *
+ *   ring      2(n-1) alpha + 2(n-1)/n S beta + (n-1)/n S gamma
+ *   doubling  (L + 2f) alpha + (L + 2f) S beta + (L + f) S gamma      f = 1 if n != p
+ *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma                  shared memory only
+ *             (one publish and one wait instead of a message each way)
+ *
+ * Pipelining is not modelled; the default constants are fitted so that the crossovers match
+ * the measured ones (docs/benchmarks.md), and RCOLL_TUNING_FILE replaces them.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/oneshot.h"
+#include "algo/select.h"
+#include "util/status.h"
+
+const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot"};
+
+void rcoll_tuning_defaults(rcoll_tuning_t *t)
+{
+    t->shm = (rcoll_path_cost_t){.alpha_us = 0.4, .beta_us_per_b = 1.0 / 20e3};
+    t->net = (rcoll_path_cost_t){.alpha_us = 8.0, .beta_us_per_b = 1.0 / 3e3};
+    /* Effective per-byte reduction cost: the kernels run at memory speed (~40 GB/s) and
+     * overlap with transfers, so much of it is hidden. */
+    t->gamma_us_per_b = 1.0 / 60e3;
+}
+
+rcoll_status_t rcoll_tuning_parse(const char *text, rcoll_tuning_t *out)
+{
+    rcoll_tuning_t t = *out;
+    int lineno = 0;
+    const char *p = text;
+    while (p && *p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[256];
+        lineno++;
+        if (len >= sizeof(line))
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tuning line %d is too long", lineno);
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p = eol ? eol + 1 : NULL;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char key[64];
+        double v;
+        char extra;
+        if (sscanf(line, " %63[a-z_] = %lf %c", key, &v, &extra) != 2) {
+            int blank = 1;
+            for (char *c = line; *c; c++)
+                if (*c != ' ' && *c != '\t' && *c != '\r') blank = 0;
+            if (blank) continue;
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tuning line %d: expected 'key = "
+                                 "number', got '%s'", lineno, line);
+        }
+        if (!(v > 0) || !isfinite(v))
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tuning line %d: %s must be a "
+                                 "positive number", lineno, key);
+        if (!strcmp(key, "shm_alpha_us")) t.shm.alpha_us = v;
+        else if (!strcmp(key, "shm_beta_gbps")) t.shm.beta_us_per_b = 1.0 / (v * 1e3);
+        else if (!strcmp(key, "net_alpha_us")) t.net.alpha_us = v;
+        else if (!strcmp(key, "net_beta_gbps")) t.net.beta_us_per_b = 1.0 / (v * 1e3);
+        else if (!strcmp(key, "reduce_gbps")) t.gamma_us_per_b = 1.0 / (v * 1e3);
+        else
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tuning line %d: unknown key '%s' "
+                                 "(shm_alpha_us, shm_beta_gbps, net_alpha_us, net_beta_gbps, "
+                                 "reduce_gbps)", lineno, key);
+    }
+    *out = t;
+    return RCOLL_OK;
+}
+
+double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n,
+                            size_t bytes, int shm, int oneshot_ok)
+{
+    const rcoll_path_cost_t *c = shm ? &t->shm : &t->net;
+    double S = (double)bytes, N = (double)n, g = t->gamma_us_per_b;
+    if (n <= 1) return 0;
+    switch (a) {
+    case RCOLL_ALG_RING:
+        return 2 * (N - 1) * c->alpha_us + 2 * (N - 1) / N * S * c->beta_us_per_b +
+               (N - 1) / N * S * g;
+    case RCOLL_ALG_RD: {
+        int p = 1, L = 0;
+        while (p * 2 <= n) p *= 2, L++;
+        int f = p != n;
+        return (L + 2 * f) * c->alpha_us + (L + 2 * f) * S * c->beta_us_per_b + (L + f) * S * g;
+    }
+    case RCOLL_ALG_ONESHOT:
+        if (!shm || !oneshot_ok || bytes > RCOLL_ONESHOT_MAX_BYTES) return HUGE_VAL;
+        return 0.5 * c->alpha_us + (N - 1) * S * (c->beta_us_per_b + g);
+    default:
+        return HUGE_VAL;
+    }
+}
+
+rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,
+                                             int shm, int oneshot_ok, double *predicted_us)
+{
+    rcoll_allreduce_alg_t best = RCOLL_ALG_RING;
+    double best_t = HUGE_VAL;
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+        double x = rcoll_select_predict(t, (rcoll_allreduce_alg_t)a, n, bytes, shm, oneshot_ok);
+        if (x < best_t) {
+            best_t = x;
+            best = (rcoll_allreduce_alg_t)a;
+        }
+    }
+    if (predicted_us) *predicted_us = best_t;
+    return best;
+}

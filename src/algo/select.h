@@ -1,0 +1,49 @@
+/*
+ * select.h - the all-reduce algorithm chooser: an alpha-beta-gamma cost model (per-message
+ * latency alpha and per-byte transfer time beta of the path, per-byte reduction time gamma)
+ * evaluated for each algorithm; the cheapest applicable one wins.  Pure: constants come in a
+ * struct (defaults, or a tuning file parsed by rcoll_tuning_parse).
+ */
+#ifndef RCOLL_ALGO_SELECT_H
+#define RCOLL_ALGO_SELECT_H
+
+#include <stddef.h>
+#include "rcoll.h"
+
+typedef struct {
+    double alpha_us;        /* per message */
+    double beta_us_per_b;   /* per byte moved */
+} rcoll_path_cost_t;
+
+typedef struct {
+    rcoll_path_cost_t shm;  /* ranks on one host over shared memory */
+    rcoll_path_cost_t net;  /* ranks over the network transport */
+    double gamma_us_per_b;  /* per byte reduced */
+} rcoll_tuning_t;
+
+typedef enum {
+    RCOLL_ALG_RING = 0,
+    RCOLL_ALG_RD = 1,
+    RCOLL_ALG_ONESHOT = 2,
+    RCOLL_ALG_COUNT = 3
+} rcoll_allreduce_alg_t;
+
+extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];
+
+/* Constants fitted to this project's measurements (docs/benchmarks.md). */
+void rcoll_tuning_defaults(rcoll_tuning_t *t);
+/* Override from text of "key = value" lines (# comments): shm_alpha_us, shm_beta_gbps,
+ * net_alpha_us, net_beta_gbps, reduce_gbps.  RCOLL_ERR_INVALID_ARG naming the line on error;
+ * t is only changed on success. */
+rcoll_status_t rcoll_tuning_parse(const char *text, rcoll_tuning_t *t);
+
+/* Predicted microseconds of one all-reduce of `bytes` on n ranks with algorithm a over the
+ * given path (shm = 1: shared memory); a huge value when a is not applicable (one-shot
+ * without a host segment or above its size). */
+double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n,
+                            size_t bytes, int shm, int oneshot_ok);
+/* The cheapest algorithm (ties: lower enum); *predicted_us (optional) gets its time. */
+rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,
+                                             int shm, int oneshot_ok, double *predicted_us);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * test_select.c - the algorithm chooser picks the cost model's minimum on a grid of rank
+ * counts and sizes, its formulas match hand-computed values, its choices move the expected
+ * way with size, and the tuning-file parser accepts and rejects what it should.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "algo/oneshot.h"
+#include "algo/select.h"
+#include "mp.h"
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(b) + 1); }
+
+int main(void)
+{
+    rcoll_tuning_t t;
+    rcoll_tuning_defaults(&t);
+
+    /* The choice is the minimum of the model, everywhere on the grid. */
+    int grid = 0;
+    for (int n = 2; n <= 64; n++)
+        for (size_t bytes = 1; bytes <= ((size_t)64 << 20); bytes *= 2)
+            for (int shm = 0; shm < 2; shm++)
+                for (int os = 0; os < 2; os++) {
+                    double pred;
+                    rcoll_allreduce_alg_t a = rcoll_select_allreduce(&t, n, bytes, shm, os,
+                                                                      &pred);
+                    double best = HUGE_VAL;
+                    for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
+                        double x = rcoll_select_predict(&t, (rcoll_allreduce_alg_t)k, n, bytes,
+                                                        shm, os);
+                        if (x < best) best = x;
+                    }
+                    CHECK(near(pred, best) &&
+                              near(rcoll_select_predict(&t, a, n, bytes, shm, os), best),
+                          "n=%d bytes=%zu shm=%d oneshot=%d: chose %s (%g) but the minimum is %g",
+                          n, bytes, shm, os, rcoll_alg_names[a], pred, best);
+                    CHECK(a != RCOLL_ALG_ONESHOT || (shm && os && bytes <= RCOLL_ONESHOT_MAX_BYTES),
+                          "one-shot chosen where it cannot run (n=%d bytes=%zu)", n, bytes);
+                    grid++;
+                }
+
+    /* Hand-computed values with round constants. */
+    rcoll_tuning_t h = {.shm = {1.0, 0.001}, .net = {10.0, 0.01}, .gamma_us_per_b = 0.002};
+    /* ring, n=4, 1000 B over the network: 6*10 + 1.5*1000*0.01 + 0.75*1000*0.002 = 76.5 */
+    CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_RING, 4, 1000, 0, 0), 76.5), "ring formula");
+    /* doubling, n=4: 2*10 + 2*1000*0.01 + 2*1000*0.002 = 44 */
+    CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_RD, 4, 1000, 0, 0), 44.0), "rd formula");
+    /* doubling, n=5 (fold): (2+2)*10 + 4*1000*0.01 + 3*1000*0.002 = 86 */
+    CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_RD, 5, 1000, 0, 0), 86.0), "rd fold formula");
+    /* one-shot, n=4 over shm: 0.5 + 3*1000*(0.001+0.002) = 9.5 */
+    CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, 1000, 1, 1), 9.5),
+          "one-shot formula");
+    CHECK(isinf(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, 1000, 0, 1)) &&
+              isinf(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, RCOLL_ONESHOT_MAX_BYTES + 1,
+                                         1, 1)),
+          "one-shot not applicable off shared memory or above its slot size");
+
+    /* Shape: latency-bound algorithms for tiny vectors, the ring for huge ones. */
+    CHECK(rcoll_select_allreduce(&t, 8, 8, 0, 0, NULL) == RCOLL_ALG_RD, "8 B, 8 ranks: rd");
+    CHECK(rcoll_select_allreduce(&t, 8, (size_t)64 << 20, 0, 0, NULL) == RCOLL_ALG_RING,
+          "64 MiB, 8 ranks: ring");
+    CHECK(rcoll_select_allreduce(&t, 2, 8, 1, 1, NULL) == RCOLL_ALG_ONESHOT,
+          "8 B, 2 ranks, shared memory: one-shot");
+
+    /* Tuning text. */
+    rcoll_tuning_t u = t;
+    CHECK(rcoll_tuning_parse("# measured on node7\nnet_alpha_us = 3.5\n\nreduce_gbps=20 # x\n",
+                             &u) == RCOLL_OK &&
+              near(u.net.alpha_us, 3.5) && near(u.gamma_us_per_b, 1.0 / 20e3) &&
+              near(u.shm.alpha_us, t.shm.alpha_us),
+          "valid tuning text applied, others kept");
+    rcoll_tuning_t keep = u;
+    CHECK(rcoll_tuning_parse("net_alpha_us = fast\n", &u) == RCOLL_ERR_INVALID_ARG &&
+              !memcmp(&u, &keep, sizeof(u)), "non-number rejected, nothing changed");
+    CHECK(rcoll_tuning_parse("ok_key = 1\n", &u) == RCOLL_ERR_INVALID_ARG, "unknown key rejected");
+    CHECK(rcoll_tuning_parse("\nshm_beta_gbps = -2\n", &u) == RCOLL_ERR_INVALID_ARG,
+          "negative value rejected");
+    printf("checked %d grid points\n", grid);
+    return mp_summary();
+}
