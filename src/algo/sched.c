@@ -44,6 +44,15 @@
  *   p = 0 sends its chunk; 0 < p < n-1 receive, add own, forward from the slot; the root
  *   receives and reduces FINAL into dst.
  *
+ * Double binary tree all-reduce (algo/tree.c builds the trees): tree 0 reduces and then
+ * broadcasts elements [0, count/2), tree 1 the rest, chunk by chunk; every rank is interior
+ * in at most one tree, so both halves move at full link speed.  Up, per chunk and tree:
+ *   leaf: send src to parent | one child: receive, add src into dst, send dst up (root: FINAL)
+ *   two children: receive c0 and add src into dst; receive c1, add into dst, send dst up
+ * Down: the root sends dst to each child; others receive into dst and forward to children.
+ * All up steps (chunks interleaved across the two trees) precede all down steps.
+ *                                                         2 depth hops + chunks, ~S/2 per link
+ *
  * Pairwise all-to-all, rounds k = 1..n-1: send src block (r+k) to r+k, receive block (r-k)
  * from r-k into dst, chunk by chunk (A0 B0 A1 B1 ...).  The own block is copied by the
  * caller.
@@ -51,6 +60,7 @@
 #include <stdint.h>
 
 #include "algo/sched.h"
+#include "algo/tree.h"
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -442,6 +452,98 @@ static void pairwise_alltoall_step(const rcoll_sched_t *s, uint64_t k, rcoll_ste
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Double binary tree all-reduce
+ * ------------------------------------------------------------------------------------- */
+
+void rcoll_sched_dbtree_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
+                                  size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_DBTREE_ALLREDUCE, nranks, rank, 0, count, chunk_elems);
+    s->half0 = count / 2;
+    size_t halves[2] = {s->half0, count - s->half0};
+    s->nsteps = 0;
+    for (int t = 0; t < 2; t++) {
+        rcoll_tree_node_t nd;
+        int root;
+        rcoll_dbtree_node(nranks, rank, t, &nd, &root);
+        s->tparent[t] = nd.parent;
+        s->tchild[t][0] = nd.child[0];
+        s->tchild[t][1] = nd.child[1];
+        s->tnchild[t] = (nd.child[0] >= 0) + (nd.child[1] >= 0);
+        s->tis_root[t] = nd.parent < 0;
+        s->up[t] = s->tnchild[t] == 2 ? 2 : 1;
+        s->down[t] = s->tnchild[t] == 2 ? 2 : 1;
+        s->tchunks[t] = (nranks > 1 && halves[t]) ? div_up(halves[t], s->chunk) : 0;
+        if (s->tis_root[t] && s->tnchild[t] == 0) s->tchunks[t] = 0; /* one rank */
+    }
+    s->seg_in = s->tchunks[0] * s->up[0] + s->tchunks[1] * s->up[1]; /* up-phase steps */
+    s->nsteps = s->seg_in + s->tchunks[0] * s->down[0] + s->tchunks[1] * s->down[1];
+}
+
+/* Step k of one phase (steps per chunk sp[t], chunks m[t]; chunks of both trees interleave). */
+static void dbtree_locate(const rcoll_sched_t *s, const uint32_t *sp, uint64_t k, int *t,
+                          uint64_t *chunk, uint32_t *sub)
+{
+    uint64_t both = s->tchunks[0] < s->tchunks[1] ? s->tchunks[0] : s->tchunks[1];
+    uint64_t block = (uint64_t)sp[0] + sp[1];
+    if (k < both * block) {
+        *chunk = k / block;
+        uint32_t j = (uint32_t)(k % block);
+        *t = j < sp[0] ? 0 : 1;
+        *sub = *t ? j - sp[0] : j;
+        return;
+    }
+    k -= both * block;
+    *t = s->tchunks[0] > s->tchunks[1] ? 0 : 1; /* the tree with chunks left */
+    *chunk = both + k / sp[*t];
+    *sub = (uint32_t)(k % sp[*t]);
+}
+
+static void dbtree_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int t;
+    uint64_t i;
+    uint32_t sub;
+    int down = k >= s->seg_in;
+    dbtree_locate(s, down ? s->down : s->up, down ? k - s->seg_in : k, &t, &i, &sub);
+    step_clear(st);
+    size_t base = t ? s->half0 : 0, len = t ? s->count - s->half0 : s->half0;
+    st->off = st->doff = base + (size_t)(i * s->chunk);
+    size_t left = base + len - st->off;
+    st->count = left < s->chunk ? left : s->chunk;
+    int nc = s->tnchild[t], parent = s->tparent[t];
+    if (!down) {
+        if (nc == 0) { /* leaf: its own data goes up */
+            st->has_send = 1;
+            st->send_peer = parent;
+            st->send_buf = RCOLL_BUF_SRC;
+            return;
+        }
+        st->has_recv = 1;
+        st->recv_peer = s->tchild[t][sub];
+        st->red_buf = sub == 0 ? RCOLL_BUF_SRC : RCOLL_BUF_DST; /* own data, then the sum */
+        int last = sub + 1 == (uint32_t)nc;
+        st->act = last && s->tis_root[t] ? RCOLL_ACT_REDUCE_FINAL : RCOLL_ACT_REDUCE;
+        if (last && !s->tis_root[t]) {
+            st->has_send = 1;
+            st->send_peer = parent;
+            st->send_buf = RCOLL_BUF_DST;
+        }
+        return;
+    }
+    if (sub == 0 && !s->tis_root[t]) { /* receive the result from the parent */
+        st->has_recv = 1;
+        st->recv_peer = parent;
+        st->act = RCOLL_ACT_DIRECT;
+    }
+    if ((int)sub < nc) {
+        st->has_send = 1;
+        st->send_peer = s->tchild[t][sub];
+        st->send_buf = RCOLL_BUF_DST;
+    }
+}
+
 void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
 {
     step->doff = SIZE_MAX;
@@ -453,6 +555,7 @@ void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
     case RCOLL_SCHED_RING_REDUCE_SCATTER: ring_reduce_scatter_step(s, k, step); break;
     case RCOLL_SCHED_CHAIN_REDUCE: chain_reduce_step(s, k, step); break;
     case RCOLL_SCHED_PAIRWISE_ALLTOALL: pairwise_alltoall_step(s, k, step); break;
+    case RCOLL_SCHED_DBTREE_ALLREDUCE: dbtree_step(s, k, step); break;
     }
     if (step->doff == SIZE_MAX) step->doff = step->off;
 }

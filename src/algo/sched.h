@@ -16,7 +16,8 @@ typedef enum {
     RCOLL_SCHED_RING_ALLGATHER, /* ring all-gather of one block per rank */
     RCOLL_SCHED_RING_REDUCE_SCATTER, /* ring reduce-scatter, partial sums in staging */
     RCOLL_SCHED_CHAIN_REDUCE,   /* pipelined chain along the ring ending at root */
-    RCOLL_SCHED_PAIRWISE_ALLTOALL /* n-1 rounds: send to r+k, receive from r-k */
+    RCOLL_SCHED_PAIRWISE_ALLTOALL, /* n-1 rounds: send to r+k, receive from r-k */
+    RCOLL_SCHED_DBTREE_ALLREDUCE  /* double binary tree: each tree reduces and broadcasts half */
 } rcoll_sched_kind_t;
 
 /* What a step does with the block it receives. */
@@ -59,6 +60,11 @@ typedef struct {
     int pof2, extra;    /* largest power of two <= nranks; nranks - pof2 */
     int log2p;
     uint64_t seg_in, seg_rd; /* steps in the fold-in and doubling segments */
+    /* double binary tree: this rank's links, steps per chunk, chunks per tree */
+    int tparent[2], tchild[2][2], tnchild[2], tis_root[2];
+    uint32_t up[2], down[2];
+    uint64_t tchunks[2];
+    size_t half0;       /* tree 0 carries elements [0, half0), tree 1 the rest */
 } rcoll_sched_t;
 
 /* Set up a schedule.  chunk_elems >= 1.  nranks >= 1, 0 <= rank, root < nranks.
@@ -77,6 +83,8 @@ void rcoll_sched_chain_reduce(rcoll_sched_t *s, int nranks, int rank, int root, 
                               size_t chunk_elems);
 void rcoll_sched_pairwise_alltoall(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
                                    size_t chunk_elems);
+void rcoll_sched_dbtree_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
+                                  size_t chunk_elems);
 /* The peers a rank exchanges with in recursive doubling (both directions), into peers[]
  * (at least 32 entries); returns how many. */
 int rcoll_sched_rd_partners(int nranks, int rank, int *peers);

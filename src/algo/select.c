@@ -4,6 +4,8 @@
  *
  *   ring      2(n-1) alpha + 2(n-1)/n S beta + (n-1)/n S gamma
  *   doubling  (L + 2f) alpha + (L + 2f) S beta + (L + f) S gamma      f = 1 if n != p
+ *   tree      2 D alpha + 2 S beta + S gamma         D = floor(log2 n), double binary tree
+ *             (each rank sends and receives about S up and S down; phases not overlapped)
  *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma                  shared memory only
  *             (one publish and one wait instead of a message each way)
  *
@@ -20,7 +22,7 @@
 #include "algo/select.h"
 #include "util/status.h"
 
-const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot"};
+const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree"};
 
 void rcoll_tuning_defaults(rcoll_tuning_t *t)
 {
@@ -91,6 +93,11 @@ double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, in
         while (p * 2 <= n) p *= 2, L++;
         int f = p != n;
         return (L + 2 * f) * c->alpha_us + (L + 2 * f) * S * c->beta_us_per_b + (L + f) * S * g;
+    }
+    case RCOLL_ALG_TREE: {
+        int d = 0;
+        while ((2 << d) <= n) d++;
+        return 2 * d * c->alpha_us + 2 * S * c->beta_us_per_b + S * g;
     }
     case RCOLL_ALG_ONESHOT:
         if (!shm || !oneshot_ok || bytes > RCOLL_ONESHOT_MAX_BYTES) return HUGE_VAL;

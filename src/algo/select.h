@@ -25,7 +25,8 @@ typedef enum {
     RCOLL_ALG_RING = 0,
     RCOLL_ALG_RD = 1,
     RCOLL_ALG_ONESHOT = 2,
-    RCOLL_ALG_COUNT = 3
+    RCOLL_ALG_TREE = 3,
+    RCOLL_ALG_COUNT = 4
 } rcoll_allreduce_alg_t;
 
 extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo/tree.h"
 #include "core/comm.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -173,6 +174,13 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         int partners[32];
         int np = rcoll_sched_rd_partners(c->nranks, c->rank, partners);
         for (int i = 0; i < np; i++) rcoll_conn_want(c, partners[i], 1, 1);
+        for (int t = 0; t < 2; t++) { /* double binary tree links, both directions */
+            rcoll_tree_node_t nd;
+            rcoll_dbtree_node(c->nranks, c->rank, t, &nd, NULL);
+            int links[3] = {nd.parent, nd.child[0], nd.child[1]};
+            for (int i = 0; i < 3; i++)
+                if (links[i] >= 0) rcoll_conn_want(c, links[i], 1, 1);
+        }
         st = rcoll_conn_wait(c, deadline);
         if (st == RCOLL_OK) st = alloc_staging(c);
         if (st == RCOLL_OK) st = setup_oneshot(c);
@@ -310,8 +318,8 @@ err_free:
 static rcoll_status_t setup_oneshot(rcoll_comm_t c)
 {
     if (c->local_ranks != c->nranks || c->cfg.shm_disable ||
-        !strcmp(c->cfg.transport, "tcp") || !strcmp(c->cfg.algo, "ring") ||
-        !strcmp(c->cfg.algo, "rd"))
+        !strcmp(c->cfg.transport, "tcp") ||
+        (strcmp(c->cfg.algo, "auto") && strcmp(c->cfg.algo, "oneshot")))
         return RCOLL_OK;
     size_t size = rcoll_oneshot_segment_size(c->nranks);
     rcoll_shmseg_ref_t ref;

@@ -113,6 +113,8 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
         a = RCOLL_ALG_RING;
     else if (!strcmp(algo, "rd"))
         a = RCOLL_ALG_RD;
+    else if (!strcmp(algo, "tree"))
+        a = RCOLL_ALG_TREE;
     else if (!strcmp(algo, "oneshot"))
         a = oneshot_ok ? RCOLL_ALG_ONESHOT : RCOLL_ALG_RD;
     else
@@ -121,7 +123,7 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
     if ((int)a != comm->last_alg) {
         comm->last_alg = (int)a;
         RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; ring %.2f, "
-                   "rd %.2f, oneshot %.2f)", bytes, comm->nranks, rcoll_alg_names[a],
+                   "rd %.2f, oneshot %.2f, tree %.2f)", bytes, comm->nranks, rcoll_alg_names[a],
                    strcmp(algo, "auto") ? "RCOLL_ALGO; " : "",
                    pred ? pred : rcoll_select_predict(&comm->tuning, a, comm->nranks, bytes,
                                                       comm->all_shm, oneshot_ok),
@@ -130,6 +132,8 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
                    rcoll_select_predict(&comm->tuning, RCOLL_ALG_RD, comm->nranks, bytes,
                                         comm->all_shm, oneshot_ok),
                    rcoll_select_predict(&comm->tuning, RCOLL_ALG_ONESHOT, comm->nranks, bytes,
+                                        comm->all_shm, oneshot_ok),
+                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_TREE, comm->nranks, bytes,
                                         comm->all_shm, oneshot_ok));
     }
     return a;
@@ -182,6 +186,9 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             return 0;
         case RCOLL_ALG_RD:
             rcoll_sched_rd_allreduce(&s, n, me, r->count, chunk);
+            break;
+        case RCOLL_ALG_TREE:
+            rcoll_sched_dbtree_allreduce(&s, n, me, r->count, chunk);
             break;
         default:
             rcoll_sched_ring_allreduce(&s, n, me, r->count, chunk);

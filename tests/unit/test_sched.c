@@ -45,10 +45,10 @@ typedef struct {
     uint64_t sent_elems;
 } sim_rank_t;
 
-enum { K_RING_AR, K_BCAST, K_RD_AR, K_AG, K_RS, K_REDUCE, K_A2A, K_NKINDS };
+enum { K_RING_AR, K_BCAST, K_RD_AR, K_AG, K_RS, K_REDUCE, K_A2A, K_TREE, K_NKINDS };
 static const char *const kind_name[] = {"ring allreduce", "chain bcast", "recursive doubling",
                                         "ring allgather", "ring reduce-scatter", "chain reduce",
-                                        "pairwise alltoall"};
+                                        "pairwise alltoall", "double binary tree"};
 
 static int send_done(const sim_rank_t *r, int64_t j)
 {
@@ -107,7 +107,7 @@ static void setup_rank(sim_rank_t *me, int kind, int n, int r, size_t count, int
     if (kind == K_A2A) slen = dlen = nb;
     me->src = calloc(slen + 1, sizeof(uint64_t));
     int share = inplace && (kind == K_RING_AR || kind == K_RD_AR || kind == K_RS ||
-                            kind == K_REDUCE);
+                            kind == K_REDUCE || kind == K_TREE);
     me->dst = share || kind == K_BCAST ? me->src : calloc(dlen + 1, sizeof(uint64_t));
     if (kind == K_BCAST) me->dst = me->src;
     me->ref = calloc(dlen + 1, sizeof(uint64_t));
@@ -118,7 +118,7 @@ static void setup_rank(sim_rank_t *me, int kind, int n, int r, size_t count, int
     for (size_t i = 0; i < me->dlen_checked; i++) {
         uint64_t want = 0;
         switch (kind) {
-        case K_RING_AR: case K_RD_AR: case K_REDUCE:
+        case K_RING_AR: case K_RD_AR: case K_REDUCE: case K_TREE:
             for (int q = 0; q < n; q++) want += val(q, i);
             break;
         case K_BCAST: want = val(root, i); break;
@@ -152,6 +152,7 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
         case K_RS: rcoll_sched_ring_reduce_scatter(&R[r].s, n, r, count, chunk); break;
         case K_REDUCE: rcoll_sched_chain_reduce(&R[r].s, n, r, root, count, chunk); break;
         case K_A2A: rcoll_sched_pairwise_alltoall(&R[r].s, n, r, count, chunk); break;
+        case K_TREE: rcoll_sched_dbtree_allreduce(&R[r].s, n, r, count, chunk); break;
         }
         R[r].k = 0;
         R[r].nunconsumed = 0;
@@ -159,7 +160,7 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
         setup_rank(&R[r], kind, n, r, count, root, inplace);
         for (int f = 0; f < n; f++) L[r][f].head = L[r][f].n = 0;
     }
-    int ring_only = kind != K_RD_AR && kind != K_A2A;
+    int ring_only = kind != K_RD_AR && kind != K_A2A && kind != K_TREE;
     int err = 0;
     int progress = 1;
     while (progress && !err) {
@@ -266,7 +267,7 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
     /* Bandwidth: each schedule moves the minimum its algorithm allows. */
     uint64_t nn = (uint64_t)n, c = count, want = 0;
     switch (kind) {
-    case K_RING_AR: want = 2 * (nn - 1) * c; break;
+    case K_RING_AR: case K_TREE: want = 2 * (nn - 1) * c; break;
     case K_BCAST: case K_REDUCE: want = (nn - 1) * c; break;
     case K_AG: case K_RS: case K_A2A: want = nn * (nn - 1) * c; break;
     default: want = total_sent; break; /* doubling: log2(p) vectors per rank plus folds */
@@ -298,7 +299,7 @@ int main(void)
                     /* Block schedules multiply the count by n: keep them small. */
                     if ((kind == K_AG || kind == K_RS || kind == K_A2A) && count > 100) continue;
                     int has_inplace = kind == K_RING_AR || kind == K_RD_AR || kind == K_RS ||
-                                      kind == K_REDUCE;
+                                      kind == K_REDUCE || kind == K_TREE;
                     for (int root = 0; root < (rooted ? n : 1); root += (n > 4 ? 3 : 1))
                         for (int inplace = 0; inplace <= has_inplace; inplace++) {
                             int bad = simulate(kind, n, count, chunks[ci], root, inplace);

@@ -50,6 +50,8 @@ int main(void)
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_RD, 4, 1000, 0, 0), 44.0), "rd formula");
     /* doubling, n=5 (fold): (2+2)*10 + 4*1000*0.01 + 3*1000*0.002 = 86 */
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_RD, 5, 1000, 0, 0), 86.0), "rd fold formula");
+    /* tree, n=4 (depth 2): 2*2*10 + 2*1000*0.01 + 1000*0.002 = 62 */
+    CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_TREE, 4, 1000, 0, 0), 62.0), "tree formula");
     /* one-shot, n=4 over shm: 0.5 + 3*1000*(0.001+0.002) = 9.5 */
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, 1000, 1, 1), 9.5),
           "one-shot formula");
