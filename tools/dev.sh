@@ -40,7 +40,7 @@ bench)
     configure build "${werror[@]}"
     args=("$@")
     [ ${#args[@]} -eq 0 ] && args=(-b 8 -e 64M -f 4 -n 10)
-    exec build/tools/rcoll-run -q -n "${RANKS:-4}" build/bench/all_reduce_perf "${args[@]}"
+    exec build/tools/rcoll-run -q --no-prefix -n "${RANKS:-4}" build/bench/all_reduce_perf "${args[@]}"
     ;;
 test)
     install_deps
