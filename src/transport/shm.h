@@ -1,8 +1,8 @@
 /*
- * shm.h - layouts of the shared-memory transport (shm.c): the connection handle, the
- * handshake message and the shared segment.  Internal to transport/, and shared with its
- * conformance test so that the test can play raw (misbehaving) peers.  Both ends run on one
- * host, so everything is in host byte order.
+ * shm.h - layouts of the shared-memory transport (shm.c, shm_conn.c): the connection handle,
+ * the handshake message and the shared segment, and the internals its two files share.
+ * Internal to transport/, and shared with its conformance test so that the test can play raw
+ * (misbehaving) peers.  Both ends run on one host, so everything is in host byte order.
  */
 #ifndef RCOLL_TRANSPORT_SHM_H
 #define RCOLL_TRANSPORT_SHM_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "transport/transport.h"
+#include "util/status.h"
 
 #define RCOLL_SHM_VERSION 1u
 #define RCOLL_SHM_HANDLE_MAGIC 0x72635348u /* "rcSH" */
@@ -105,6 +106,107 @@ _Static_assert(sizeof(rcoll_shm_seg_t) == 256, "segment header is four cache lin
 _Static_assert(offsetof(rcoll_shm_seg_t, consumed) == 128, "consumer line at 128");
 _Static_assert(sizeof(rcoll_shm_slot_t) == 64, "slot header is one cache line");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free (shared memory)");
+
+/* ---------------------------------------------------------------------------------------------
+ * Internals shared by shm.c (data path, init, close) and shm_conn.c (connection setup)
+ * ------------------------------------------------------------------------------------------ */
+
+#define SHM_MAX_PENDING 256 /* accepted sockets whose hello has not arrived, per listener */
+
+/* Process-wide settings, written once by init(). */
+typedef struct {
+    int inited;
+    int have_memfd;    /* memfd_create works here */
+    int vmread;        /* process_vm_readv works on ourselves */
+    uint32_t nslots, slot_bytes;
+    uint64_t rndv_min;
+    uint64_t stream_min;
+    uint64_t host_id;
+    char host[RCOLL_SHM_HOST_BYTES];
+} shm_global_t;
+
+extern shm_global_t shm_g; /* shm.c */
+
+/* What a receiver reads back from this process to prove that single-copy works (shm.c). */
+extern volatile uint64_t shm_probe_word;
+
+typedef struct shm_comm shm_comm_t;
+
+/* One message: a whole isend, or one buffer of a grouped irecv. */
+typedef struct {
+    char *data;
+    uint64_t cap;    /* send: message length; recv: posted buffer size */
+    uint64_t length; /* message length (recv: valid once its first slot was read) */
+    int tag;
+} shm_msg_t;
+
+typedef struct {
+    shm_comm_t *comm;
+    int in_use;            /* handed out and not yet freed by test() */
+    int done;              /* complete and retired (requests retire in posting order) */
+    int nmsgs;
+    uint64_t release_slot; /* send: complete once consumed >= this (single-copy); else 0 */
+    shm_msg_t msgs[RCOLL_TRANSPORT_MAX_RECVS];
+} shm_req_t;
+
+/* A send or recv comm.  ring[] holds posted requests in order: head..cur-1 are fully
+ * written/read but maybe not retired, cur is under the cursor, cur..tail-1 wait. */
+struct shm_comm {
+    int is_recv;
+    rcoll_status_t failed; /* first error; sticky */
+    int fd;                /* the Unix socket: liveness only after the handshake */
+    int pidfd;             /* the peer process (pidfd_open), -1 where unavailable */
+    int peer_pid;
+    unsigned char *seg;
+    size_t seg_bytes;
+    rcoll_shm_seg_t *hdr;
+    unsigned char *slots;
+    uint32_t nslots, slot_bytes;
+    size_t stride;
+    uint64_t next;     /* stream slot to fill (send) or read (recv) next */
+    uint64_t consumed; /* send: last value seen of hdr->consumed */
+    uint64_t head, cur, tail;
+    int cur_mi;        /* message of ring[cur] under the cursor */
+    uint64_t cur_off;  /* bytes of it written (send) or read (recv) */
+    int cur_started;   /* recv: its first slot has been read */
+    int cur_rndv;      /* recv: it is a single-copy message */
+    uint64_t rndv_addr;
+    uint64_t rndv_min;   /* send: single-copy from this size up (copied from shm_g) */
+    uint64_t stream_min; /* recv: messages this long are copied out with streaming stores */
+    uint32_t idle;     /* fruitless progress calls since progress or the last check */
+    uint64_t stall_ns; /* when the clock first saw the current fruitless wait */
+    int nfree;
+    shm_req_t *free_reqs[RCOLL_SHM_MAX_REQS];
+    shm_req_t *ring[RCOLL_SHM_MAX_REQS];
+    shm_req_t reqs[RCOLL_SHM_MAX_REQS];
+    char errtext[RCOLL_ERR_TEXT_MAX]; /* detail of `failed`, repeated by later calls */
+};
+
+/* An accepted socket whose hello has not arrived yet. */
+typedef struct {
+    int fd;
+    uint64_t seq; /* arrival order, to drop the oldest when full */
+} shm_pend_t;
+
+typedef struct {
+    int fd;
+    uint64_t nonce;
+    uint64_t seq;
+    int npend;
+    shm_pend_t pend[SHM_MAX_PENDING];
+} shm_listen_t;
+
+/* shm.c */
+shm_comm_t *shm_comm_alloc(int is_recv);
+void shm_comm_free(shm_comm_t *c);
+
+/* shm_conn.c */
+size_t shm_seg_size(uint32_t nslots, uint32_t slot_bytes);
+rcoll_status_t shm_devshm_free(uint64_t *free_p);
+rcoll_status_t shm_devshm_too_small(uint64_t avail, size_t need);
+rcoll_status_t shm_listen(int dev, void *handle, void **listen_comm);
+rcoll_status_t shm_accept(void *listen_comm, void **recv_comm);
+rcoll_status_t shm_connect(int dev, const void *handle, void **send_comm);
 
 /* The transport (shm.c); transport.h should list it with the other built-ins. */
 extern const rcoll_transport_ops_t rcoll_transport_shm;
