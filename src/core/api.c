@@ -369,21 +369,57 @@ static rcoll_status_t submit(rcoll_comm_t comm, struct rcoll_request *r, rcoll_r
     return st;
 }
 
+static rcoll_status_t check_root(rcoll_comm_t comm, const char *fn, int root)
+{
+    if (root < 0 || root >= comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: root %d is outside [0, %d)", fn,
+                         root, comm->nranks);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t new_request(rcoll_comm_t comm, rcoll_op_kind_t kind, const char *fn,
+                                  struct rcoll_request **r)
+{
+    rcoll_status_t st = rcoll_req_alloc(comm, kind, r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    return RCOLL_OK;
+}
+
+/* What a collective call queues, once its arguments are checked. */
+typedef struct {
+    rcoll_op_kind_t kind;
+    const void *src;
+    void *dst;
+    size_t count;
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    int root;
+} coll_args_t;
+
+static rcoll_status_t queue_coll(rcoll_comm_t comm, const coll_args_t *a, rcoll_request_t *req,
+                                 const char *fn)
+{
+    struct rcoll_request *r;
+    rcoll_status_t st = new_request(comm, a->kind, fn, &r);
+    if (st != RCOLL_OK) return st;
+    r->src = a->src;
+    r->dst = a->dst;
+    r->count = a->count;
+    r->dt = a->dt;
+    r->op = a->op;
+    r->root = a->root;
+    return submit_coll(comm, r, req);
+}
+
 static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                    rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
                                    rcoll_request_t *req, const char *fn)
 {
     rcoll_status_t st = allreduce_args(sendbuf, recvbuf, count, dt, op, comm, fn);
     if (st != RCOLL_OK) return st;
-    struct rcoll_request *r;
-    st = rcoll_req_alloc(comm, RCOLL_OP_ALLREDUCE, &r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    r->src = sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf;
-    r->dst = recvbuf;
-    r->count = count;
-    r->dt = dt;
-    r->op = op;
-    return submit_coll(comm, r, req);
+    coll_args_t a = {RCOLL_OP_ALLREDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf, recvbuf,
+                     count, dt, op, 0};
+    return queue_coll(comm, &a, req, fn);
 }
 
 rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -406,23 +442,13 @@ static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int
 {
     rcoll_status_t st = check_comm(comm, fn);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st == RCOLL_OK) st = check_root(comm, fn, root);
     if (st != RCOLL_OK) return st;
-    if (root < 0 || root >= comm->nranks)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: root %d is outside [0, %d)", fn,
-                         root, comm->nranks);
     if (count && !buf)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn,
                          count);
-    struct rcoll_request *r;
-    st = rcoll_req_alloc(comm, RCOLL_OP_BCAST, &r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    r->src = buf;
-    r->dst = buf;
-    r->count = count;
-    r->dt = dt;
-    r->op = RCOLL_SUM;
-    r->root = root;
-    return submit_coll(comm, r, req);
+    coll_args_t a = {RCOLL_OP_BCAST, buf, buf, count, dt, RCOLL_SUM, root};
+    return queue_coll(comm, &a, req, fn);
 }
 
 rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
@@ -608,14 +634,6 @@ static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
  * The other collectives
  * ---------------------------------------------------------------------------------------- */
 
-static rcoll_status_t check_root(rcoll_comm_t comm, const char *fn, int root)
-{
-    if (root < 0 || root >= comm->nranks)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: root %d is outside [0, %d)", fn,
-                         root, comm->nranks);
-    return RCOLL_OK;
-}
-
 /* count x nranks elements must stay within the 2^40 limit (block collectives). */
 static rcoll_status_t check_blocks(rcoll_comm_t comm, const char *fn, size_t count)
 {
@@ -623,14 +641,6 @@ static rcoll_status_t check_blocks(rcoll_comm_t comm, const char *fn, size_t cou
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: count %zu x %d ranks exceeds the maximum of 2^40 elements", fn,
                          count, comm->nranks);
-    return RCOLL_OK;
-}
-
-static rcoll_status_t new_request(rcoll_comm_t comm, rcoll_op_kind_t kind, const char *fn,
-                                  struct rcoll_request **r)
-{
-    rcoll_status_t st = rcoll_req_alloc(comm, kind, r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
     return RCOLL_OK;
 }
 
@@ -660,15 +670,9 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf and recvbuf overlap partially (they must be identical or "
                          "disjoint)", fn);
-    struct rcoll_request *r;
-    if ((st = new_request(comm, RCOLL_OP_REDUCE, fn, &r)) != RCOLL_OK) return st;
-    r->src = sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf;
-    r->dst = is_root ? recvbuf : NULL;
-    r->count = count;
-    r->dt = dt;
-    r->op = op;
-    r->root = root;
-    return submit_coll(comm, r, req);
+    coll_args_t a = {RCOLL_OP_REDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf,
+                     is_root ? recvbuf : NULL, count, dt, op, root};
+    return queue_coll(comm, &a, req, fn);
 }
 
 rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -708,13 +712,8 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf overlaps recvbuf but is not this rank's block of it "
                          "(in place: pass RCOLL_IN_PLACE or recvbuf + rank x sendcount)", fn);
-    struct rcoll_request *r;
-    if ((st = new_request(comm, RCOLL_OP_ALLGATHER, fn, &r)) != RCOLL_OK) return st;
-    r->src = sendbuf;
-    r->dst = recvbuf;
-    r->count = count;
-    r->dt = dt;
-    return submit_coll(comm, r, req);
+    coll_args_t a = {RCOLL_OP_ALLGATHER, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
+    return queue_coll(comm, &a, req, fn);
 }
 
 rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -753,14 +752,8 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: recvbuf overlaps sendbuf but is neither sendbuf (in place) nor "
                          "this rank's block of it", fn);
-    struct rcoll_request *r;
-    if ((st = new_request(comm, RCOLL_OP_REDUCE_SCATTER, fn, &r)) != RCOLL_OK) return st;
-    r->src = sendbuf;
-    r->dst = recvbuf;
-    r->count = count;
-    r->dt = dt;
-    r->op = op;
-    return submit_coll(comm, r, req);
+    coll_args_t a = {RCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf, count, dt, op, 0};
+    return queue_coll(comm, &a, req, fn);
 }
 
 rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -798,13 +791,8 @@ static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t cou
     if (count && ranges_overlap(sendbuf, recvbuf, total))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf and recvbuf overlap (they must be disjoint)", fn);
-    struct rcoll_request *r;
-    if ((st = new_request(comm, RCOLL_OP_ALLTOALL, fn, &r)) != RCOLL_OK) return st;
-    r->src = sendbuf;
-    r->dst = recvbuf;
-    r->count = count;
-    r->dt = dt;
-    return submit_coll(comm, r, req);
+    coll_args_t a = {RCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
+    return queue_coll(comm, &a, req, fn);
 }
 
 rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
