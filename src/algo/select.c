@@ -6,8 +6,11 @@
  *   doubling  (L + 2f) alpha + (L + 2f) S beta + (L + f) S gamma      f = 1 if n != p
  *   tree      2 D alpha + 2 S beta + S gamma         D = floor(log2 n), double binary tree
  *             (each rank sends and receives about S up and S down; phases not overlapped)
- *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma                  shared memory only
+ *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma                  host segment only
  *             (one publish and one wait instead of a message each way)
+ *   two-shot  2 alpha + (2n-1)/n S beta/2 + (n-1)/n S gamma           host segment only
+ *             (a transfer through the shm transport is two copies, in and out; two-shot
+ *             copies each byte once per stage: in, out of its owner's result)
  *
  * Pipelining is not modelled; the default constants are fitted so that the crossovers match
  * the measured ones (docs/benchmarks.md), and RCOLL_TUNING_FILE replaces them.
@@ -22,7 +25,7 @@
 #include "algo/select.h"
 #include "util/status.h"
 
-const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree"};
+const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree", "twoshot"};
 
 void rcoll_tuning_defaults(rcoll_tuning_t *t)
 {
@@ -79,7 +82,7 @@ rcoll_status_t rcoll_tuning_parse(const char *text, rcoll_tuning_t *out)
 }
 
 double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n,
-                            size_t bytes, int shm, int oneshot_ok)
+                            size_t bytes, int shm, int hostseg)
 {
     const rcoll_path_cost_t *c = shm ? &t->shm : &t->net;
     double S = (double)bytes, N = (double)n, g = t->gamma_us_per_b;
@@ -100,20 +103,23 @@ double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, in
         return 2 * d * c->alpha_us + 2 * S * c->beta_us_per_b + S * g;
     }
     case RCOLL_ALG_ONESHOT:
-        if (!shm || !oneshot_ok || bytes > RCOLL_ONESHOT_MAX_BYTES) return HUGE_VAL;
+        if (!shm || !hostseg || bytes > RCOLL_ONESHOT_MAX_BYTES) return HUGE_VAL;
         return 0.5 * c->alpha_us + (N - 1) * S * (c->beta_us_per_b + g);
+    case RCOLL_ALG_TWOSHOT:
+        if (!shm || !hostseg) return HUGE_VAL;
+        return 2 * c->alpha_us + (2 * N - 1) / N * S * c->beta_us_per_b / 2 + (N - 1) / N * S * g;
     default:
         return HUGE_VAL;
     }
 }
 
 rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,
-                                             int shm, int oneshot_ok, double *predicted_us)
+                                             int shm, int hostseg, double *predicted_us)
 {
     rcoll_allreduce_alg_t best = RCOLL_ALG_RING;
     double best_t = HUGE_VAL;
     for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
-        double x = rcoll_select_predict(t, (rcoll_allreduce_alg_t)a, n, bytes, shm, oneshot_ok);
+        double x = rcoll_select_predict(t, (rcoll_allreduce_alg_t)a, n, bytes, shm, hostseg);
         if (x < best_t) {
             best_t = x;
             best = (rcoll_allreduce_alg_t)a;

@@ -26,7 +26,8 @@ typedef enum {
     RCOLL_ALG_RD = 1,
     RCOLL_ALG_ONESHOT = 2,
     RCOLL_ALG_TREE = 3,
-    RCOLL_ALG_COUNT = 4
+    RCOLL_ALG_TWOSHOT = 4,
+    RCOLL_ALG_COUNT = 5
 } rcoll_allreduce_alg_t;
 
 extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];
@@ -39,12 +40,13 @@ void rcoll_tuning_defaults(rcoll_tuning_t *t);
 rcoll_status_t rcoll_tuning_parse(const char *text, rcoll_tuning_t *t);
 
 /* Predicted microseconds of one all-reduce of `bytes` on n ranks with algorithm a over the
- * given path (shm = 1: shared memory); a huge value when a is not applicable (one-shot
- * without a host segment or above its size). */
+ * given path (shm = 1: shared memory; hostseg = 1: every rank maps one host segment); a
+ * huge value when a is not applicable (one-shot and two-shot without a host segment,
+ * one-shot above its size). */
 double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n,
-                            size_t bytes, int shm, int oneshot_ok);
+                            size_t bytes, int shm, int hostseg);
 /* The cheapest algorithm (ties: lower enum); *predicted_us (optional) gets its time. */
 rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,
-                                             int shm, int oneshot_ok, double *predicted_us);
+                                             int shm, int hostseg, double *predicted_us);
 
 #endif

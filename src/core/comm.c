@@ -36,7 +36,7 @@ void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text
 }
 
 static rcoll_status_t choose_transports(rcoll_comm_t c);
-static rcoll_status_t setup_oneshot(rcoll_comm_t c);
+static rcoll_status_t setup_hostseg(rcoll_comm_t c);
 
 static rcoll_status_t alloc_staging(rcoll_comm_t c)
 {
@@ -183,7 +183,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         }
         st = rcoll_conn_wait(c, deadline);
         if (st == RCOLL_OK) st = alloc_staging(c);
-        if (st == RCOLL_OK) st = setup_oneshot(c);
+        if (st == RCOLL_OK) st = setup_hostseg(c);
         if (st != RCOLL_OK) return st;
         c->all_shm = 1;
         for (int p = 0; p < c->nranks; p++)
@@ -312,27 +312,32 @@ err_free:
 }
 
 /* When every rank is on this host (and shared memory is allowed), rank 0 creates the host
- * segment for the one-shot all-reduce and the others map it.  Each rank says whether that
- * worked; only if all did is it used, so the choice is the same everywhere.  Failing to set
- * it up is not an error: the other algorithms remain. */
-static rcoll_status_t setup_oneshot(rcoll_comm_t c)
+ * segment for the one-shot and two-shot all-reduces and the others map it.  Each rank says
+ * whether that worked; only if all did is it used, so the choice is the same everywhere.
+ * Failing to set it up is not an error: the other algorithms remain. */
+static rcoll_status_t setup_hostseg(rcoll_comm_t c)
 {
     if (c->local_ranks != c->nranks || c->cfg.shm_disable ||
         !strcmp(c->cfg.transport, "tcp") ||
-        (strcmp(c->cfg.algo, "auto") && strcmp(c->cfg.algo, "oneshot")))
+        (strcmp(c->cfg.algo, "auto") && strcmp(c->cfg.algo, "oneshot") &&
+         strcmp(c->cfg.algo, "twoshot")))
         return RCOLL_OK;
-    size_t size = rcoll_oneshot_segment_size(c->nranks);
+    size_t os_size = rcoll_oneshot_segment_size(c->nranks);
+    size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.buffsize / 16;
+    if (slot < 4096) slot = 4096;
+    size_t ts_size = rcoll_twoshot_area_size(c->nranks, slot);
+    size_t size = os_size + ts_size;
     rcoll_shmseg_ref_t ref;
     memset(&ref, 0, sizeof(ref));
     int32_t ok = 1;
-    if (c->rank == 0 && rcoll_shmseg_create(size, "rcoll-oneshot", &c->hostseg, &ref) != RCOLL_OK)
+    if (c->rank == 0 && rcoll_shmseg_create(size, "rcoll-host", &c->hostseg, &ref) != RCOLL_OK)
         ok = 0;
-    if (c->rank == 0 && !ok) RCOLL_INFO(INIT, "one-shot all-reduce not used: %s", rcoll_err_get());
+    if (c->rank == 0 && !ok) RCOLL_INFO(INIT, "host segment not used: %s", rcoll_err_get());
     rcoll_status_t st = rcoll_bcast(&ref, sizeof(ref), RCOLL_UINT8, 0, c);
     if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
     if (c->rank != 0 && ok && ref.size == size) {
         if (rcoll_shmseg_attach(&ref, &c->hostseg) != RCOLL_OK) {
-            RCOLL_INFO(INIT, "one-shot all-reduce not used: %s", rcoll_err_get());
+            RCOLL_INFO(INIT, "host segment not used: %s", rcoll_err_get());
             ok = 0;
         }
     } else if (c->rank != 0) {
@@ -347,8 +352,11 @@ static rcoll_status_t setup_oneshot(rcoll_comm_t c)
     }
     c->oneshot = (rcoll_oneshot_t){.base = c->hostseg.base, .nranks = c->nranks,
                                    .rank = c->rank};
-    c->has_oneshot = 1;
+    rcoll_twoshot_attach(&c->twoshot, c->hostseg.base + os_size, c->nranks, c->rank, slot);
+    c->has_hostseg = 1;
     c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
+    RCOLL_INFO(INIT, "host segment: %zu B (one-shot %zu B, two-shot %zu B: %d slots of %zu B "
+               "per rank)", size, os_size, ts_size, RCOLL_TWOSHOT_SLOTS, slot);
     return RCOLL_OK;
 }
 

@@ -9,6 +9,7 @@
 #include "algo/exec.h"
 #include "algo/oneshot.h"
 #include "algo/select.h"
+#include "algo/twoshot.h"
 #include "util/shmseg.h"
 #include "core/bootstrap.h"
 #include "rcoll.h"
@@ -67,6 +68,8 @@ struct rcoll_request {
     rcoll_exec_t exec;
     int use_oneshot;         /* all-reduce over the host segment (instead of exec) */
     rcoll_oneshot_op_t oneshot;
+    int use_twoshot;         /* all-reduce over the host segment, two-shot */
+    rcoll_twoshot_op_t twoshot;
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
     int connecting;          /* waiting for connections to the op's peers */
@@ -98,19 +101,23 @@ struct rcoll_comm {
     struct rcoll_comm *fam_next, *fam_prev;
     int next, prev;        /* ring neighbours */
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
-    rcoll_shmseg_t hostseg; /* one-shot all-reduce slots when every rank is on this host */
+    rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
+    int has_hostseg;
     rcoll_oneshot_t oneshot;
-    int has_oneshot;
     uint64_t oneshot_seq;
+    rcoll_twoshot_t twoshot;
     rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
     int all_shm;            /* every peer is reached over shared memory */
     int last_alg;           /* last all-reduce algorithm chosen (-1: none yet) */
+    size_t last_alg_bytes;  /* ... for this size */
+    uint8_t alg_logged[64]; /* per log2(bytes): choice + 1 last logged at INFO, 0: none */
     size_t chunk_bytes;
 
     struct rcoll_request *head, *tail; /* queued operations, in issue order */
     struct rcoll_request *free_reqs;
     uint64_t next_seq;
     uint64_t last_ctl_poll_ns;
+    uint32_t polls_since_clock; /* fruitless polls since the clock was last read */
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;

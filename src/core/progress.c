@@ -5,6 +5,7 @@
  * RCOLL_TIMEOUT fails naming that peer, and failures announced by the bootstrap root fail
  * every queued operation.  Does not validate arguments (api.c) or move bytes (algo/, transport/).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #define CTL_POLL_INTERVAL_NS 1000000ull    /* look at the control connection every 1 ms */
 #define CULPRIT_GRACE_NS 300000000ull      /* wait this long for the root to name a culprit */
 #define VERDICT_WAIT_NS 2500000000ull      /* after a timeout: the root decides within ~1 s */
+#define CLOCK_EVERY_POLLS 16               /* fruitless polls between clock readings */
 
 rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
                                struct rcoll_request **req_p)
@@ -43,7 +45,7 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->started = r->complete = 0;
     r->preset = r->status = RCOLL_OK;
     r->seq = 0;
-    r->use_oneshot = 0;
+    r->use_oneshot = r->use_twoshot = 0;
     r->connecting = r->held = 0;
     r->nitems = r->unposted = 0;
     r->exec.last_progress_ns = 0;
@@ -101,40 +103,43 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
     while (comm->head) complete_head(comm, st);
 }
 
-/* The all-reduce algorithm: forced by RCOLL_ALGO, or the cost model's cheapest.  A change of
- * choice is logged at INFO with the model's predictions. */
+/* The all-reduce algorithm: forced by RCOLL_ALGO (when it applies), or the cost model's
+ * cheapest.  A change of choice is logged at INFO with the model's predictions. */
 static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
 {
     const char *algo = comm->cfg.algo;
-    int oneshot_ok = comm->has_oneshot && bytes <= RCOLL_ONESHOT_MAX_BYTES;
-    rcoll_allreduce_alg_t a;
+    const rcoll_tuning_t *t = &comm->tuning;
+    int n = comm->nranks, shm = comm->all_shm, hs = comm->has_hostseg;
+    if (comm->last_alg >= 0 && bytes == comm->last_alg_bytes)
+        return (rcoll_allreduce_alg_t)comm->last_alg; /* the common case: same size again */
+    comm->last_alg_bytes = bytes;
+    rcoll_allreduce_alg_t a = RCOLL_ALG_COUNT;
     double pred = 0;
-    if (!strcmp(algo, "ring"))
-        a = RCOLL_ALG_RING;
-    else if (!strcmp(algo, "rd"))
-        a = RCOLL_ALG_RD;
-    else if (!strcmp(algo, "tree"))
-        a = RCOLL_ALG_TREE;
-    else if (!strcmp(algo, "oneshot"))
-        a = oneshot_ok ? RCOLL_ALG_ONESHOT : RCOLL_ALG_RD;
-    else
-        a = rcoll_select_allreduce(&comm->tuning, comm->nranks, bytes, comm->all_shm,
-                                   oneshot_ok, &pred);
-    if ((int)a != comm->last_alg) {
-        comm->last_alg = (int)a;
-        RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; ring %.2f, "
-                   "rd %.2f, oneshot %.2f, tree %.2f)", bytes, comm->nranks, rcoll_alg_names[a],
-                   strcmp(algo, "auto") ? "RCOLL_ALGO; " : "",
-                   pred ? pred : rcoll_select_predict(&comm->tuning, a, comm->nranks, bytes,
-                                                      comm->all_shm, oneshot_ok),
-                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_RING, comm->nranks, bytes,
-                                        comm->all_shm, oneshot_ok),
-                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_RD, comm->nranks, bytes,
-                                        comm->all_shm, oneshot_ok),
-                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_ONESHOT, comm->nranks, bytes,
-                                        comm->all_shm, oneshot_ok),
-                   rcoll_select_predict(&comm->tuning, RCOLL_ALG_TREE, comm->nranks, bytes,
-                                        comm->all_shm, oneshot_ok));
+    for (int k = 0; k < RCOLL_ALG_COUNT; k++)
+        if (!strcmp(algo, rcoll_alg_names[k])) a = (rcoll_allreduce_alg_t)k;
+    /* A forced host-segment algorithm that does not apply here falls back to the model. */
+    if (a != RCOLL_ALG_COUNT && isinf(rcoll_select_predict(t, a, n, bytes, shm, hs)))
+        a = RCOLL_ALG_COUNT;
+    if (a == RCOLL_ALG_COUNT) a = rcoll_select_allreduce(t, n, bytes, shm, hs, &pred);
+    comm->last_alg = (int)a;
+    /* Log once per power-of-two size class (and again if its choice changes), so that a
+     * program alternating two sizes does not log every call. */
+    int cls = 0;
+    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
+    if (comm->alg_logged[cls] != (uint8_t)(a + 1)) {
+        comm->alg_logged[cls] = (uint8_t)(a + 1);
+        char others[256];
+        size_t len = 0;
+        for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
+            double x = rcoll_select_predict(t, (rcoll_allreduce_alg_t)k, n, bytes, shm, hs);
+            if (isinf(x)) continue;
+            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
+                                    len ? ", " : "", rcoll_alg_names[k], x);
+            if (len >= sizeof(others)) break;
+        }
+        RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; %s)",
+                   bytes, n, rcoll_alg_names[a], strcmp(algo, "auto") ? "RCOLL_ALGO; " : "",
+                   pred ? pred : rcoll_select_predict(t, a, n, bytes, shm, hs), others);
     }
     return a;
 }
@@ -183,6 +188,11 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             r->use_oneshot = 1;
             rcoll_oneshot_op_init(&r->oneshot, &comm->oneshot, ++comm->oneshot_seq, r->src,
                                   r->dst, r->count, r->dt, r->op);
+            return 0;
+        case RCOLL_ALG_TWOSHOT:
+            r->use_twoshot = 1;
+            rcoll_twoshot_op_init(&r->twoshot, &comm->twoshot, r->src, r->dst, r->count, r->dt,
+                                  r->op);
             return 0;
         case RCOLL_ALG_RD:
             rcoll_sched_rd_allreduce(&s, n, me, r->count, chunk);
@@ -338,6 +348,13 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
         r->exec.waiting_recv = 1;
         return st;
     }
+    if (r->use_twoshot) {
+        rcoll_status_t st = rcoll_twoshot_progress(&r->twoshot, moved);
+        r->exec.waiting_peer = r->twoshot.waiting_peer;
+        r->exec.err_peer = r->twoshot.waiting_peer;
+        r->exec.waiting_recv = 1;
+        return st;
+    }
     return rcoll_exec_progress(&r->exec, moved);
 }
 
@@ -427,6 +444,10 @@ static int progress_once(rcoll_comm_t comm)
         }
         if (r->kind == RCOLL_OP_P2P) moved |= progress_p2p_followers(comm);
         if (comm->failed != RCOLL_OK) return 1;
+        /* Reading the clock costs about as much as a cross-core cache line here, so a
+         * fruitless poll looks at it only every CLOCK_EVERY_POLLS calls. */
+        if (!progressed && ++comm->polls_since_clock < CLOCK_EVERY_POLLS) break;
+        comm->polls_since_clock = 0;
         uint64_t now = rcoll_now_ns();
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;

@@ -50,7 +50,12 @@ static const rcoll_knob_t knobs[] = {
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
     KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0,
          "all-reduce algorithm: auto, ring, rd (recursive doubling), tree (double binary "
-         "tree) or oneshot (shared memory, all ranks on one host, up to 16 KiB)"),
+         "tree), oneshot (host segment, up to 16 KiB) or twoshot (host segment: reduce-"
+         "scatter + all-gather through shared memory); host-segment ones need every rank on "
+         "one host, else the cost model chooses"),
+    KNOB("RCOLL_TWOSHOT_SLOT", "0", SIZE, twoshot_slot, 0, 1LL << 30,
+         "bytes per two-shot pipeline slot, 4 slots per rank in the host segment (0 = "
+         "RCOLL_BUFFSIZE / 16, at least 4K)"),
     KNOB("RCOLL_TUNING_FILE", "", STRING, tuning_file, 0, 0,
          "file of cost-model constants (key = value: shm_alpha_us, shm_beta_gbps, "
          "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
@@ -184,10 +189,10 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
                              "RCOLL_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE",
                              tmp.debug);
     if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd") &&
-        strcmp(tmp.algo, "oneshot") && strcmp(tmp.algo, "tree"))
+        strcmp(tmp.algo, "oneshot") && strcmp(tmp.algo, "tree") && strcmp(tmp.algo, "twoshot"))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
-                             "RCOLL_ALGO='%s' is not one of auto, ring, rd, tree, oneshot",
-                             tmp.algo);
+                             "RCOLL_ALGO='%s' is not one of auto, ring, rd, tree, oneshot, "
+                             "twoshot", tmp.algo);
     rcoll_log_configure(tmp.debug, tmp.debug_subsys, tmp.debug_file);
     pthread_once(&first_load, first_load_fn);
     *cfg = tmp;

@@ -31,6 +31,7 @@ typedef struct rcoll_config {
     size_t buffsize;   /* staging bytes per peer connection (the memory bound) */
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
     char algo[RCOLL_CFG_STR_MAX];
+    size_t twoshot_slot; /* bytes per two-shot slot in the host segment */
     char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
     char transport[RCOLL_CFG_STR_MAX];
     int shm_disable;   /* 1: never use shared memory between local ranks */

@@ -88,7 +88,10 @@ static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
 /* The communicator's own memory stays within RCOLL_BUFFSIZE plus a small fixed part. */
 static int mem_bound(rcoll_comm_t comm, int rank, int n, void *arg)
 {
-    size_t bound = *(size_t *)arg + 64 * 1024 + (size_t)n * 1024;
+    /* Staging (RCOLL_BUFFSIZE), this rank's share of the host segment (4 two-shot slots of
+     * RCOLL_BUFFSIZE / 16 and two 16 KiB one-shot slots), bookkeeping. */
+    size_t bs = *(size_t *)arg;
+    size_t bound = bs + bs / 4 + 2 * (16384 + 64) + 64 * 1024 + (size_t)n * 1024;
     size_t used = 0;
     float v[1000] = {0};
     if (rcoll_allreduce(RCOLL_IN_PLACE, v, 1000, RCOLL_FLOAT32, RCOLL_SUM, comm) != RCOLL_OK ||

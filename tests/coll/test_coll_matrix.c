@@ -275,12 +275,13 @@ int main(int argc, char **argv)
     setenv("RCOLL_TIMEOUT", "60", 0);
     /* Every all-reduce algorithm on every rank count (auto would pick doubling for all of
      * these small counts). */
-    static const char *const algos[] = {"ring", "rd", "oneshot", "tree"};
+    static const char *const algos[] = {"ring", "rd", "oneshot", "tree", "twoshot"};
     /* And both transports between these local ranks: ring over TCP, doubling over shared
-     * memory, one-shot over the host segment (the other collectives' tests run over each
-     * transport as well). */
-    static const char *const transports[] = {"tcp", "auto", "auto", "tcp"};
-    for (int a = 0; a < 4; a++) {
+     * memory, one- and two-shot over the host segment (the other collectives' tests run
+     * over each transport as well). */
+    static const char *const transports[] = {"tcp", "auto", "auto", "tcp", "auto"};
+    setenv("RCOLL_TWOSHOT_SLOT", "4096", 0);
+    for (int a = 0; a < 5; a++) {
         setenv("RCOLL_ALGO", algos[a], 1);
         setenv("RCOLL_TRANSPORT", transports[a], 1);
         for (int n = 1; n <= maxn; n++) {

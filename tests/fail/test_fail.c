@@ -3,6 +3,8 @@
  *  - a rank killed mid all-reduce: every survivor returns an error naming it (unique-id
  *    launch, and environment launch where the killed rank 0 also hosts the root);
  *  - a rank that stops responding (SIGSTOP): survivors time out naming it;
+ *  - ranks passing different counts to one all-reduce (two-shot over the host segment and
+ *    ring over TCP): every rank returns an error saying so, nobody hangs;
  *  - a rank that never joins: init fails on the others within the timeout, naming it;
  *  - a process with the wrong secret is rejected (RCOLL_ERR_AUTH) and the job still forms;
  *  - garbage and silent connections on the root's port are dropped; the job still forms.
@@ -104,6 +106,41 @@ static void test_stopped(void)
           "survivors of a stopped rank time out naming it (codes %d, %d)", res.codes[0],
           res.codes[2]);
     CHECK(res.codes[1] == MP_TIMEOUT_EXIT, "stopped rank reaped by the harness");
+}
+
+/* Rank 1 passes twice the count of the others. */
+static int mismatch_fn(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    (void)n, (void)arg;
+    size_t count = 16384;
+    float *buf = calloc(2 * count, sizeof(float));
+    double t0 = now_s();
+    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, buf, rank == 1 ? 2 * count : count,
+                                        RCOLL_FLOAT32, RCOLL_SUM, comm);
+    double took = now_s() - t0;
+    const char *msg = rcoll_comm_last_error(comm);
+    fprintf(stderr, "rank %d: after %.2f s: %s: %s\n", rank, took, rcoll_status_string(st), msg);
+    free(buf);
+    if (st == RCOLL_OK || took > TIMEOUT_S + 3) return 1;
+    return strstr(msg, "same count") ? 0 : 3;
+}
+
+static void test_mismatched_counts(const char *transport, const char *algo)
+{
+    setenv("RCOLL_TRANSPORT", transport, 1);
+    setenv("RCOLL_ALGO", algo, 1);
+    mp_result_t res;
+    mp_run(3, mismatch_fn, NULL, TIMEOUT_S + 10, &res);
+    int said = 0, all_err = 1;
+    for (int r = 0; r < 3; r++) {
+        said += res.codes[r] == 0;
+        all_err &= res.codes[r] == 0 || res.codes[r] == 3;
+    }
+    CHECK(all_err && said > 0, "%s over %s, mismatched counts: every rank fails in time, at "
+          "least one says why (codes %d %d %d)", algo, transport, res.codes[0], res.codes[1],
+          res.codes[2]);
+    unsetenv("RCOLL_TRANSPORT");
+    unsetenv("RCOLL_ALGO");
 }
 
 /* --- environment launch --------------------------------------------------------------- */
@@ -250,6 +287,8 @@ int main(void)
     test_killed(4, 2);
     test_killed(5, 0);
     test_stopped();
+    test_mismatched_counts("auto", "twoshot");
+    test_mismatched_counts("tcp", "ring");
     test_env_root_killed();
     test_auth_and_garbage();
     test_never_joins();

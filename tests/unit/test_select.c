@@ -35,10 +35,12 @@ int main(void)
                     }
                     CHECK(near(pred, best) &&
                               near(rcoll_select_predict(&t, a, n, bytes, shm, os), best),
-                          "n=%d bytes=%zu shm=%d oneshot=%d: chose %s (%g) but the minimum is %g",
+                          "n=%d bytes=%zu shm=%d hostseg=%d: chose %s (%g) but the minimum is %g",
                           n, bytes, shm, os, rcoll_alg_names[a], pred, best);
                     CHECK(a != RCOLL_ALG_ONESHOT || (shm && os && bytes <= RCOLL_ONESHOT_MAX_BYTES),
                           "one-shot chosen where it cannot run (n=%d bytes=%zu)", n, bytes);
+                    CHECK(a != RCOLL_ALG_TWOSHOT || (shm && os),
+                          "two-shot chosen without a host segment (n=%d bytes=%zu)", n, bytes);
                     grid++;
                 }
 
@@ -55,6 +57,12 @@ int main(void)
     /* one-shot, n=4 over shm: 0.5 + 3*1000*(0.001+0.002) = 9.5 */
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, 1000, 1, 1), 9.5),
           "one-shot formula");
+    /* two-shot, n=4: 2*1 + 7/4*1000*0.001/2 + 3/4*1000*0.002 = 4.375 */
+    CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_TWOSHOT, 4, 1000, 1, 1), 4.375),
+          "two-shot formula");
+    CHECK(isinf(rcoll_select_predict(&h, RCOLL_ALG_TWOSHOT, 4, 1000, 1, 0)) &&
+              isinf(rcoll_select_predict(&h, RCOLL_ALG_TWOSHOT, 4, 1000, 0, 1)),
+          "two-shot not applicable without a host segment or off shared memory");
     CHECK(isinf(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, 1000, 0, 1)) &&
               isinf(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, RCOLL_ONESHOT_MAX_BYTES + 1,
                                          1, 1)),
@@ -66,6 +74,11 @@ int main(void)
           "64 MiB, 8 ranks: ring");
     CHECK(rcoll_select_allreduce(&t, 2, 8, 1, 1, NULL) == RCOLL_ALG_ONESHOT,
           "8 B, 2 ranks, shared memory: one-shot");
+    CHECK(rcoll_select_allreduce(&t, 2, (size_t)16 << 20, 1, 1, NULL) == RCOLL_ALG_TWOSHOT &&
+              rcoll_select_allreduce(&t, 8, (size_t)1 << 20, 1, 1, NULL) == RCOLL_ALG_TWOSHOT,
+          "large vectors on one host: two-shot");
+    CHECK(rcoll_select_allreduce(&t, 2, (size_t)16 << 20, 1, 0, NULL) == RCOLL_ALG_RING,
+          "16 MiB, 2 ranks, shared memory without a host segment: ring");
 
     /* Tuning text. */
     rcoll_tuning_t u = t;
