@@ -128,3 +128,33 @@ rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, siz
     if (predicted_us) *predicted_us = best_t;
     return best;
 }
+
+size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n, size_t bytes,
+                          int shm, size_t max_chunk)
+{
+    const rcoll_path_cost_t *c = shm ? &t->shm : &t->net;
+    double depth, lane;
+    if (a == RCOLL_ALG_RING) {
+        depth = 2.0 * (n - 1);
+        lane = (double)bytes / n;
+    } else if (a == RCOLL_ALG_TREE) {
+        int d = 0;
+        while ((2 << d) <= n) d++;
+        depth = 2.0 * (d > 0 ? d : 1);
+        lane = (double)bytes / 2;
+    } else {
+        return max_chunk;
+    }
+    size_t lo = max_chunk < 4096 ? max_chunk : 4096;
+    if (n < 2 || depth <= 1) return max_chunk;
+    double best = sqrt(lane * c->alpha_us /
+                       ((depth - 1) * (c->beta_us_per_b + t->gamma_us_per_b)));
+    if (!(best < (double)max_chunk)) return max_chunk;
+    /* The optimum rounded to 64 bytes: whichever neighbour the formula prefers. */
+    double per_b = c->beta_us_per_b + t->gamma_us_per_b;
+    size_t down = (size_t)best & ~(size_t)63, up = down + 64;
+    double t_down = (depth + lane / (double)down - 1) * (c->alpha_us + (double)down * per_b);
+    double t_up = (depth + lane / (double)up - 1) * (c->alpha_us + (double)up * per_b);
+    size_t chunk = down == 0 || (t_up < t_down && up <= max_chunk) ? up : down;
+    return chunk < lo ? lo : chunk;
+}

@@ -147,6 +147,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->prev = (rank - 1 + nranks) % nranks;
     c->hostseg.fd = -1;
     c->last_alg = -1;
+    c->probe_alg = -1;
     rcoll_tuning_defaults(&c->tuning);
     if (cfg->tuning_file[0]) {
         rcoll_status_t st = load_tuning(cfg->tuning_file, &c->tuning);
@@ -190,7 +191,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
             if (p != c->rank && c->link.tps[p] != &rcoll_transport_shm) c->all_shm = 0;
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
-               "%zu B x %d slots, communicator memory %zu B (bound: RCOLL_BUFFSIZE=%zu)",
+               "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, plus a quarter for the host segment)",
                c->rank, c->nranks, mine->hostname, c->prev,
                c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
                c->cfg.buffsize);
@@ -296,6 +297,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
     if (st != RCOLL_OK) goto err_free;
     st = rcoll_comm_links(c, deadline);
+    if (st == RCOLL_OK) st = rcoll_comm_probe(c);
     if (st != RCOLL_OK) {
         rcoll_bs_report(c->bs, rank, st, rcoll_err_get());
         goto err_free;

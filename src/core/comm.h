@@ -110,6 +110,7 @@ struct rcoll_comm {
     int all_shm;            /* every peer is reached over shared memory */
     int last_alg;           /* last all-reduce algorithm chosen (-1: none yet) */
     size_t last_alg_bytes;  /* ... for this size */
+    int probe_alg;          /* >= 0: the tuning probe forces this all-reduce algorithm */
     uint8_t alg_logged[64]; /* per log2(bytes): choice + 1 last logged at INFO, 0: none */
     size_t chunk_bytes;
 
@@ -140,6 +141,8 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p);
 rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm, rcoll_peer_info_t *mine);
 rcoll_status_t rcoll_comm_links(rcoll_comm_t comm, uint64_t deadline);
+/* probe.c: measure the cost model's constants (RCOLL_TUNING_PROBE). */
+rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 /* Record text as the communicator's last error (and log it at WARN). */
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text);
 /* "rank 3 (host pid 1234)" */

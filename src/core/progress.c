@@ -110,6 +110,7 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
     const char *algo = comm->cfg.algo;
     const rcoll_tuning_t *t = &comm->tuning;
     int n = comm->nranks, shm = comm->all_shm, hs = comm->has_hostseg;
+    if (comm->probe_alg >= 0) return (rcoll_allreduce_alg_t)comm->probe_alg;
     if (comm->last_alg >= 0 && bytes == comm->last_alg_bytes)
         return (rcoll_allreduce_alg_t)comm->last_alg; /* the common case: same size again */
     comm->last_alg_bytes = bytes;
@@ -183,7 +184,11 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             rcoll_sched_chain_reduce(&s, n, me, r->root, r->count, chunk);
             break;
         }
-        switch (choose_allreduce(comm, r->count * esize)) {
+        rcoll_allreduce_alg_t alg = choose_allreduce(comm, r->count * esize);
+        if (!comm->cfg.chunk_size && esize) /* RCOLL_CHUNK_SIZE, when set, is obeyed */
+            chunk = rcoll_select_chunk(&comm->tuning, alg, n, r->count * esize, comm->all_shm,
+                                       comm->chunk_bytes) / esize;
+        switch (alg) {
         case RCOLL_ALG_ONESHOT:
             r->use_oneshot = 1;
             rcoll_oneshot_op_init(&r->oneshot, &comm->oneshot, ++comm->oneshot_seq, r->src,

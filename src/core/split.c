@@ -113,6 +113,7 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
     }
     c->bs = rcoll_bs_ref(comm->bs);
     st = rcoll_comm_links(c, rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9));
+    c->tuning = comm->tuning; /* the parent's measured constants: same machine, same paths */
     if (st == RCOLL_OK) st = rcoll_family_join(c, comm->family);
     if (st != RCOLL_OK) goto fail;
     RCOLL_INFO(INIT, "split: rank %d of the parent is rank %d of %d (color %d, key %d)",

@@ -21,11 +21,12 @@
  *
  * Large messages pipeline through the ring (copy in on one core, copy out on the other);
  * those too big for the cache are copied out with streaming stores.  Optionally (off by
- * default, rcoll_shm_test_options) messages from a size up go single-copy where the kernel
+ * default; RCOLL_PROTO=cma or rcoll_shm_test_options) messages from a size up go single-copy where the kernel
  * lets the receiver read the sender (process_vm_readv, probed per connection): one slot
  * carries the address, and the send completes when that slot is consumed.  Measured on the
  * 2-core development VM it is 2-4x slower than the ring (9-15 GB/s against 22-64 GB/s), so
- * the ring is the default.  Layouts are in shm.h.
+ * the ring is the default; RCOLL_PROTO=cma turns single-copy on from 64 KiB.  Layouts are in
+ * shm.h.
  */
 #include "transport/shm.h"
 
@@ -56,6 +57,7 @@ _Static_assert((SHM_NSLOTS & (SHM_NSLOTS - 1)) == 0, "slots are indexed with a m
 #define SHM_STREAM_MIN ((uint64_t)16 << 20) /* streaming copy-out when L3 size unknown, */
 #define SHM_STREAM_LO ((uint64_t)4 << 20)   /* else half of L3 within these bounds */
 #define SHM_STREAM_HI ((uint64_t)32 << 20)
+#define SHM_CMA_MIN ((uint64_t)64 << 10) /* RCOLL_PROTO=cma: single-copy from this size */
 #define SHM_RNDV_PIECE ((size_t)4 << 20) /* bytes per process_vm_readv (bounds one test()) */
 #define SHM_MAX_MSG ((size_t)1 << 40)
 #define SHM_IDLE_CHECK 1024u /* fruitless progress calls between liveness checks ... */
@@ -592,6 +594,7 @@ static rcoll_status_t shm_init(const rcoll_config_t *cfg)
     if (shm_g.slot_bytes < 64)
         shm_g.slot_bytes = 64;
     shm_g.rndv_min = shm_opt_rndv_min;
+    if (!shm_g.rndv_min && !strcmp(cfg->proto, "cma")) shm_g.rndv_min = SHM_CMA_MIN;
     shm_g.stream_min = shm_stream_min();
 
     int fd = shm_opt_posix ? -1 : memfd_create("rcoll-probe", MFD_CLOEXEC);

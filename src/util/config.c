@@ -56,9 +56,17 @@ static const rcoll_knob_t knobs[] = {
     KNOB("RCOLL_TWOSHOT_SLOT", "0", SIZE, twoshot_slot, 0, 1LL << 30,
          "bytes per two-shot pipeline slot, 4 slots per rank in the host segment (0 = "
          "RCOLL_BUFFSIZE / 16, at least 4K)"),
+    KNOB("RCOLL_PROTO", "auto", STRING, proto, 0, 0,
+         "how shared-memory messages move: auto (= copy, the faster here), copy (through the "
+         "connection's slot ring: copy in, copy out) or cma (single copy with "
+         "process_vm_readv from 64 KiB, where the kernel allows it; else copy)"),
     KNOB("RCOLL_TUNING_FILE", "", STRING, tuning_file, 0, 0,
          "file of cost-model constants (key = value: shm_alpha_us, shm_beta_gbps, "
          "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
+    KNOB("RCOLL_TUNING_PROBE", "1", INT, tuning_probe, 0, 1,
+         "1: measure the cost model's alpha/beta/gamma at communicator creation (a few ms; "
+         "skipped when RCOLL_TUNING_FILE is set or RCOLL_ALGO forces the algorithm); 0: built-in "
+         "constants"),
     KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
          "transport between ranks: auto (shared memory on one host, else TCP), shm or tcp"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
@@ -193,6 +201,9 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "RCOLL_ALGO='%s' is not one of auto, ring, rd, tree, oneshot, "
                              "twoshot", tmp.algo);
+    if (strcmp(tmp.proto, "auto") && strcmp(tmp.proto, "copy") && strcmp(tmp.proto, "cma"))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "RCOLL_PROTO='%s' is not one of auto, copy, cma", tmp.proto);
     rcoll_log_configure(tmp.debug, tmp.debug_subsys, tmp.debug_file);
     pthread_once(&first_load, first_load_fn);
     *cfg = tmp;

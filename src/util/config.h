@@ -32,7 +32,9 @@ typedef struct rcoll_config {
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
     char algo[RCOLL_CFG_STR_MAX];
     size_t twoshot_slot; /* bytes per two-shot slot in the host segment */
+    char proto[RCOLL_CFG_STR_MAX]; /* shared-memory protocol: auto, copy, cma */
     char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
+    int tuning_probe;  /* 1: measure the constants at communicator creation */
     char transport[RCOLL_CFG_STR_MAX];
     int shm_disable;   /* 1: never use shared memory between local ranks */
 } rcoll_config_t;

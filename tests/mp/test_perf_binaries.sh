@@ -32,5 +32,8 @@ check alltoall_perf "${common[@]}" -d all
 check sendrecv_perf "${common[@]}" -d all
 check all_reduce_perf -b 1M -e 8M -f 8 -n 2 -w 1 -z 1
 check reduce_scatter_perf -b 1M -e 8M -f 8 -n 2 -w 1 -m 3
+# Single-copy shared memory (process_vm_readv where the kernel allows it, else the ring).
+RCOLL_PROTO=cma RCOLL_ALGO=ring check all_reduce_perf -b 64K -e 4M -f 8 -n 2 -w 1
+RCOLL_PROTO=cma check all_gather_perf -b 64K -e 4M -f 8 -n 2 -w 1
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -212,6 +212,24 @@ if [ -x "$PERF" ]; then
     if [ "$RC" = 0 ]; then
         t_perf() { grep -q 'Out of bounds values : 0 OK' "$TMP/perf.out"; }
         check perf t_perf
+        # The tuning probe: every rank logs measured constants, positive and the same on
+        # every rank (they are agreed by an all-reduce), for shared memory and for TCP.
+        t_probe_path() { # NAME PATH
+            local lines consts
+            lines=$(grep -o "tuning probe ($2): alpha [0-9.]* us, beta [0-9.]* GB/s, reduction [0-9.]* GB/s" \
+                "$TMP/$1.out" "$TMP/$1.err" 2>/dev/null | sed 's/^[^:]*://')
+            [ "$(grep -c . <<<"$lines")" = 3 ] || return 1
+            consts=$(sort -u <<<"$lines")
+            [ "$(grep -c . <<<"$consts")" = 1 ] || return 1
+            ! grep -q " 0\.000 \| 0\.00 " <<<"$consts"
+        }
+        RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT rr probe_shm --timeout 15 -n 3 "$PERF" -b 8 -e 8 -n 1
+        t_probe_shm() { [ "$RC" = 0 ] && t_probe_path probe_shm shm; }
+        check probe_shm t_probe_shm
+        RCOLL_TRANSPORT=tcp RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT rr probe_net --timeout 15 -n 3 \
+            "$PERF" -b 8 -e 8 -n 1
+        t_probe_net() { [ "$RC" = 0 ] && t_probe_path probe_net net; }
+        check probe_net t_probe_net
     else
         echo "note: all_reduce_perf not functional, skipped (rc=$RC)"
     fi

@@ -80,6 +80,46 @@ int main(void)
     CHECK(rcoll_select_allreduce(&t, 2, (size_t)16 << 20, 1, 0, NULL) == RCOLL_ALG_RING,
           "16 MiB, 2 ranks, shared memory without a host segment: ring");
 
+    /* Chunk: the minimum of the pipeline formula (scanned here over every 64-byte step of a
+     * coarse grid, then refined around the best), within [4 KiB, max]. */
+    int chunks = 0;
+    for (int n = 2; n <= 64; n *= 2)
+        for (size_t bytes = 4096; bytes <= ((size_t)256 << 20); bytes *= 8)
+            for (int shm = 0; shm < 2; shm++)
+                for (int a = RCOLL_ALG_RING; a <= RCOLL_ALG_TREE; a += RCOLL_ALG_TREE) {
+                    const rcoll_path_cost_t *pc = shm ? &t.shm : &t.net;
+                    double depth, lane;
+                    if (a == RCOLL_ALG_RING) {
+                        depth = 2.0 * (n - 1);
+                        lane = (double)bytes / n;
+                    } else {
+                        int d = 0;
+                        while ((2 << d) <= n) d++;
+                        depth = 2.0 * d;
+                        lane = (double)bytes / 2;
+                    }
+                    size_t maxc = (size_t)1 << 20;
+                    size_t got = rcoll_select_chunk(&t, (rcoll_allreduce_alg_t)a, n, bytes, shm,
+                                                    maxc);
+                    double per_b = pc->beta_us_per_b + t.gamma_us_per_b;
+#define PIPE(C) ((depth + lane / (double)(C) - 1) * (pc->alpha_us + (double)(C) * per_b))
+                    size_t best = 4096;
+                    for (size_t c = 4096; c <= maxc; c += 4096)
+                        if (PIPE(c) < PIPE(best)) best = c;
+                    for (size_t c = best > 8192 ? best - 8192 : 4096; c <= best + 8192 && c <= maxc;
+                         c += 64)
+                        if (PIPE(c) < PIPE(best)) best = c;
+                    CHECK(got >= 4096 && got <= maxc && got % 64 == 0 &&
+                              PIPE(got) <= PIPE(best) * (1 + 1e-6),
+                          "%s n=%d bytes=%zu shm=%d: chunk %zu (%.3f us) but %zu gives %.3f us",
+                          rcoll_alg_names[a], n, bytes, shm, got, PIPE(got), best, PIPE(best));
+#undef PIPE
+                    chunks++;
+                }
+    CHECK(rcoll_select_chunk(&t, RCOLL_ALG_RD, 4, 1 << 20, 0, 12345) == 12345 &&
+              rcoll_select_chunk(&t, RCOLL_ALG_RING, 4, 1 << 20, 0, 1000) == 1000,
+          "chunk: unpipelined algorithms and tiny maxima get the maximum");
+
     /* Tuning text. */
     rcoll_tuning_t u = t;
     CHECK(rcoll_tuning_parse("# measured on node7\nnet_alpha_us = 3.5\n\nreduce_gbps=20 # x\n",
@@ -93,6 +133,6 @@ int main(void)
     CHECK(rcoll_tuning_parse("ok_key = 1\n", &u) == RCOLL_ERR_INVALID_ARG, "unknown key rejected");
     CHECK(rcoll_tuning_parse("\nshm_beta_gbps = -2\n", &u) == RCOLL_ERR_INVALID_ARG,
           "negative value rejected");
-    printf("checked %d grid points\n", grid);
+    printf("checked %d grid points, %d chunk choices\n", grid, chunks);
     return mp_summary();
 }
