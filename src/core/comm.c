@@ -191,7 +191,8 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
             if (p != c->rank && c->link.tps[p] != &rcoll_transport_shm) c->all_shm = 0;
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
-               "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, plus a quarter for the host segment)",
+               "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, "
+               "plus a quarter for the host segment)",
                c->rank, c->nranks, mine->hostname, c->prev,
                c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
                c->cfg.buffsize);
@@ -319,11 +320,15 @@ err_free:
  * Failing to set it up is not an error: the other algorithms remain. */
 static rcoll_status_t setup_hostseg(rcoll_comm_t c)
 {
-    if (c->local_ranks != c->nranks || c->cfg.shm_disable ||
-        !strcmp(c->cfg.transport, "tcp") ||
-        (strcmp(c->cfg.algo, "auto") && strcmp(c->cfg.algo, "oneshot") &&
-         strcmp(c->cfg.algo, "twoshot")))
-        return RCOLL_OK;
+    if (c->local_ranks != c->nranks) return RCOLL_OK; /* the same on every rank */
+    /* Each rank's own settings may differ (RCOLL_SHM_DISABLE on some ranks only): agree
+     * first, so that every rank runs the same collectives below. */
+    int32_t want = !c->cfg.shm_disable && strcmp(c->cfg.transport, "tcp") &&
+                   (!strcmp(c->cfg.algo, "auto") || !strcmp(c->cfg.algo, "oneshot") ||
+                    !strcmp(c->cfg.algo, "twoshot"));
+    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
+    if (!want) return RCOLL_OK;
     size_t os_size = rcoll_oneshot_segment_size(c->nranks);
     size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.buffsize / 16;
     if (slot < 4096) slot = 4096;
@@ -335,7 +340,7 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     if (c->rank == 0 && rcoll_shmseg_create(size, "rcoll-host", &c->hostseg, &ref) != RCOLL_OK)
         ok = 0;
     if (c->rank == 0 && !ok) RCOLL_INFO(INIT, "host segment not used: %s", rcoll_err_get());
-    rcoll_status_t st = rcoll_bcast(&ref, sizeof(ref), RCOLL_UINT8, 0, c);
+    st = rcoll_bcast(&ref, sizeof(ref), RCOLL_UINT8, 0, c);
     if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
     if (c->rank != 0 && ok && ref.size == size) {
         if (rcoll_shmseg_attach(&ref, &c->hostseg) != RCOLL_OK) {

@@ -47,9 +47,13 @@ static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, fl
 
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
 {
-    if (c->nranks < 2 || !c->cfg.tuning_probe || c->cfg.tuning_file[0] ||
-        strcmp(c->cfg.algo, "auto"))
-        return RCOLL_OK;
+    if (c->nranks < 2) return RCOLL_OK;
+    /* Settings may differ between ranks: probe only if every rank wants to, so that all run
+     * the same collectives. */
+    int32_t want = c->cfg.tuning_probe && !c->cfg.tuning_file[0] && !strcmp(c->cfg.algo, "auto");
+    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
+    if (!want) return RCOLL_OK;
     float *buf = calloc(PROBE_BYTES / 4 * 2, sizeof(float));
     if (!buf) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
     int n = c->nranks, p = 1, L = 0;
@@ -57,7 +61,7 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     int f = p != n;
     double m[3] = {0, 0, 0}; /* alpha us, gamma us/B, beta us/B */
     double t_rd = 0, t_ring = 0;
-    rcoll_status_t st = time_allreduce(c, RCOLL_ALG_RD, buf, 8, ALPHA_REPS, &t_rd);
+    st = time_allreduce(c, RCOLL_ALG_RD, buf, 8, ALPHA_REPS, &t_rd);
     if (st == RCOLL_OK) st = time_allreduce(c, RCOLL_ALG_RING, buf, PROBE_BYTES, BETA_REPS, &t_ring);
     if (st == RCOLL_OK) {
         double best = 1e30;

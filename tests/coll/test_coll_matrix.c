@@ -268,6 +268,24 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad ? 2 : 0;
 }
 
+/* Mixed transports: odd ranks turn shared memory off for themselves (RCOLL_SHM_DISABLE=1
+ * in their own environment only), so they reach everyone over TCP while the even ranks
+ * use shared memory among themselves; settings that differ between ranks must not make
+ * them disagree on what to run. */
+static int mixed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    if (rank % 2) setenv("RCOLL_SHM_DISABLE", "1", 1);
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_rank(n, id, rank, &comm);
+    if (st != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
+        return 1;
+    }
+    int bad = run_matrix(comm, rank, n, arg);
+    rcoll_comm_destroy(comm);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int maxn = argc > 1 ? atoi(argv[1]) : 9;
@@ -292,6 +310,16 @@ int main(int argc, char **argv)
                    bad ? "FAILED" : "ok", res.seconds);
             fflush(stdout);
         }
+    }
+    setenv("RCOLL_ALGO", "auto", 1);
+    setenv("RCOLL_TRANSPORT", "auto", 1);
+    for (int n = 3; n <= 4 && n <= maxn; n++) {
+        mp_result_t res;
+        int bad = mp_run_raw(n, mixed_fn, NULL, 300, &res);
+        CHECK(bad == 0, "matrix, mixed shm/tcp peers, %d ranks: %d ranks failed", n, bad);
+        printf("auto over mixed shm/tcp, %d ranks: %s in %.1f s\n", n, bad ? "FAILED" : "ok",
+               res.seconds);
+        fflush(stdout);
     }
     return mp_summary();
 }
