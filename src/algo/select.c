@@ -12,8 +12,9 @@
  *             (a transfer through the shm transport is two copies, in and out; two-shot
  *             copies each byte once per stage: in, out of its owner's result)
  *
- * Pipelining is not modelled; the default constants are fitted so that the crossovers match
- * the measured ones (docs/benchmarks.md), and RCOLL_TUNING_FILE replaces them.
+ * Pipelining is not modelled in the times (only in the choice of chunk, rcoll_select_chunk);
+ * the constants are measured at creation (core/probe.c), fitted defaults otherwise
+ * (docs/benchmarks.md), and RCOLL_TUNING_FILE replaces them.
  */
 #include <errno.h>
 #include <math.h>
@@ -24,6 +25,14 @@
 #include "algo/oneshot.h"
 #include "algo/select.h"
 #include "util/status.h"
+
+/* floor(log2 n): the depth of the double binary tree. */
+static int tree_depth(int n)
+{
+    int d = 0;
+    while ((2 << d) <= n) d++;
+    return d;
+}
 
 const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree", "twoshot"};
 
@@ -97,11 +106,8 @@ double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, in
         int f = p != n;
         return (L + 2 * f) * c->alpha_us + (L + 2 * f) * S * c->beta_us_per_b + (L + f) * S * g;
     }
-    case RCOLL_ALG_TREE: {
-        int d = 0;
-        while ((2 << d) <= n) d++;
-        return 2 * d * c->alpha_us + 2 * S * c->beta_us_per_b + S * g;
-    }
+    case RCOLL_ALG_TREE:
+        return 2 * tree_depth(n) * c->alpha_us + 2 * S * c->beta_us_per_b + S * g;
     case RCOLL_ALG_ONESHOT:
         if (!shm || !hostseg || bytes > RCOLL_ONESHOT_MAX_BYTES) return HUGE_VAL;
         return 0.5 * c->alpha_us + (N - 1) * S * (c->beta_us_per_b + g);
@@ -134,27 +140,24 @@ size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int 
 {
     const rcoll_path_cost_t *c = shm ? &t->shm : &t->net;
     double depth, lane;
+    if (n < 2) return max_chunk;
     if (a == RCOLL_ALG_RING) {
         depth = 2.0 * (n - 1);
         lane = (double)bytes / n;
     } else if (a == RCOLL_ALG_TREE) {
-        int d = 0;
-        while ((2 << d) <= n) d++;
-        depth = 2.0 * (d > 0 ? d : 1);
+        depth = 2.0 * tree_depth(n);
         lane = (double)bytes / 2;
     } else {
         return max_chunk;
     }
-    size_t lo = max_chunk < 4096 ? max_chunk : 4096;
-    if (n < 2 || depth <= 1) return max_chunk;
-    double best = sqrt(lane * c->alpha_us /
-                       ((depth - 1) * (c->beta_us_per_b + t->gamma_us_per_b)));
+    double per_b = c->beta_us_per_b + t->gamma_us_per_b;
+    double best = sqrt(lane * c->alpha_us / ((depth - 1) * per_b));
     if (!(best < (double)max_chunk)) return max_chunk;
     /* The optimum rounded to 64 bytes: whichever neighbour the formula prefers. */
-    double per_b = c->beta_us_per_b + t->gamma_us_per_b;
     size_t down = (size_t)best & ~(size_t)63, up = down + 64;
     double t_down = (depth + lane / (double)down - 1) * (c->alpha_us + (double)down * per_b);
     double t_up = (depth + lane / (double)up - 1) * (c->alpha_us + (double)up * per_b);
     size_t chunk = down == 0 || (t_up < t_down && up <= max_chunk) ? up : down;
+    size_t lo = max_chunk < 4096 ? max_chunk : 4096;
     return chunk < lo ? lo : chunk;
 }

@@ -52,8 +52,8 @@ rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, siz
 /* Pipeline chunk in bytes for algorithm a (ring, tree; others: max_chunk): the minimum of
  * (k + L/C - 1)(alpha + C (beta + gamma)) over C, where k is the pipeline depth (ring 2(n-1)
  * steps, tree 2 D) and L the bytes per lane (ring S/n, tree S/2), that is
- * C = sqrt(L alpha / ((k - 1)(beta + gamma))), rounded down to 64 bytes and kept within
- * [min(4096, max_chunk), max_chunk]. */
+ * C = sqrt(L alpha / ((k - 1)(beta + gamma))), rounded to the better 64-byte neighbour and
+ * kept within [min(4096, max_chunk), max_chunk]. */
 size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n, size_t bytes,
                           int shm, size_t max_chunk);
 

@@ -1,8 +1,8 @@
 /*
  * probe.c - measures the cost model's constants at communicator creation (RCOLL_TUNING_PROBE,
  * on by default; skipped when RCOLL_TUNING_FILE gives them or RCOLL_ALGO forces the choice):
- * for the path most peers use
- * (shared memory when every peer is on this host, else the network),
+ * for the path most peers use (shared memory when every peer is on this host, else the
+ * network),
  *
  *   alpha  from 8-byte recursive-doubling all-reduces:  T = (L + 2f) alpha
  *   gamma  from reducing 256 KiB of float32 locally:     T = S gamma
@@ -27,7 +27,7 @@
 #define BETA_REPS 2
 #define PROBE_BYTES ((size_t)256 << 10)
 
-/* Best (smallest) seconds per all-reduce of `bytes` with algorithm a, over reps runs. */
+/* Best (smallest) microseconds per all-reduce of `bytes` with algorithm a, over reps runs. */
 static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
                                      size_t bytes, int reps, double *best_us)
 {

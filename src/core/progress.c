@@ -356,7 +356,7 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
     if (r->use_twoshot) {
         rcoll_status_t st = rcoll_twoshot_progress(&r->twoshot, moved);
         r->exec.waiting_peer = r->twoshot.waiting_peer;
-        r->exec.err_peer = r->twoshot.waiting_peer;
+        if (st < 0) r->exec.err_peer = r->twoshot.waiting_peer;
         r->exec.waiting_recv = 1;
         return st;
     }

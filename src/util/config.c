@@ -59,7 +59,8 @@ static const rcoll_knob_t knobs[] = {
     KNOB("RCOLL_PROTO", "auto", STRING, proto, 0, 0,
          "how shared-memory messages move: auto (= copy, the faster here), copy (through the "
          "connection's slot ring: copy in, copy out) or cma (single copy with "
-         "process_vm_readv from 64 KiB, where the kernel allows it; else copy)"),
+         "process_vm_readv from 64 KiB, where the kernel allows it; else copy); read once per "
+         "process, when its first communicator starts the shm transport"),
     KNOB("RCOLL_TUNING_FILE", "", STRING, tuning_file, 0, 0,
          "file of cost-model constants (key = value: shm_alpha_us, shm_beta_gbps, "
          "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
