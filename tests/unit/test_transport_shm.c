@@ -21,34 +21,16 @@
 #include <sys/wait.h>
 
 #include "transport/shm.h"
+#include "tp_harness.h"
 #include "transport/transport.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
 
-#define DEADLINE_NS (10ull * 1000000000ull)
 #define DEATH_NS (2ull * 1000000000ull) /* a dead peer must be noticed this fast */
-#define GUARD 64
 
-static const rcoll_transport_ops_t *T = &rcoll_transport_shm;
-static int passed, failed, skipped;
-static int cur_failed, cur_skipped;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());            \
-            cur_failed = 1;                                                     \
-        }                                                                       \
-    } while (0)
-
-typedef struct {
-    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
-    void *lc, *sc, *rc;
-} pair_t;
+const rcoll_transport_ops_t *T = &rcoll_transport_shm;
 
 #define SINGLE_COPY_MIN (1u << 20) /* single-copy from 1 MiB when a test turns it on */
 
@@ -74,101 +56,6 @@ static void setup(size_t buffsize, int single_copy)
         fprintf(stderr, "shm init failed: %s\n", rcoll_err_get());
         exit(1);
     }
-}
-
-static rcoll_status_t pair_open(pair_t *p)
-{
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    rcoll_status_t st;
-    memset(p, 0, sizeof(*p));
-    st = T->listen(0, p->handle, &p->lc);
-    if (st != RCOLL_OK)
-        return st;
-    while (!p->sc || !p->rc) {
-        if (!p->sc && (st = T->connect(0, p->handle, &p->sc)) != RCOLL_OK)
-            return st;
-        if (!p->rc && (st = T->accept(p->lc, &p->rc)) != RCOLL_OK)
-            return st;
-        if (rcoll_now_ns() > end)
-            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "pair_open: no connection in 10 s");
-    }
-    return RCOLL_OK;
-}
-
-static void pair_close(pair_t *p)
-{
-    if (p->sc)
-        T->close_send(p->sc);
-    if (p->rc)
-        T->close_recv(p->rc);
-    if (p->lc)
-        T->close_listen(p->lc);
-    memset(p, 0, sizeof(*p));
-}
-
-/* Test requests (either may be NULL or already done) until both are done or one fails. */
-static rcoll_status_t wait2(void **a, void **b, size_t *sizes_b)
-{
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while (*a || *b) {
-        int done;
-        rcoll_status_t st;
-        if (*a) {
-            st = T->test(*a, &done, NULL);
-            if (st != RCOLL_OK) {
-                *a = NULL;
-                return st;
-            }
-            if (done)
-                *a = NULL;
-        }
-        if (*b) {
-            st = T->test(*b, &done, sizes_b);
-            if (st != RCOLL_OK) {
-                *b = NULL;
-                return st;
-            }
-            if (done)
-                *b = NULL;
-        }
-        if (rcoll_now_ns() > end)
-            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait2: not done in 10 s");
-    }
-    return RCOLL_OK;
-}
-
-/* Test one request until it is done, fails, or the deadline passes. */
-static rcoll_status_t wait1(void *req, size_t *sizes, uint64_t ns)
-{
-    uint64_t end = rcoll_now_ns() + ns;
-    int done = 0;
-    while (!done) {
-        rcoll_status_t st = T->test(req, &done, sizes);
-        if (st != RCOLL_OK)
-            return st;
-        if (!done && rcoll_now_ns() > end)
-            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait1: not done in time");
-        if (!done)
-            sched_yield(); /* the peer may share this core (2 cores, other jobs) */
-    }
-    return RCOLL_OK;
-}
-
-static void fill(unsigned char *buf, size_t n, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (unsigned char)(x >> 16);
-    }
-}
-
-static int guard_ok(const unsigned char *p, size_t n, unsigned char v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != v)
-            return 0;
-    return 1;
 }
 
 static int count_fds(void)
@@ -237,45 +124,6 @@ static int raw_send(int sock, const void *msg, size_t len, int fd)
         memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     }
     return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
-
-/* After the listener has dropped a raw socket, reading it gives EOF; nothing is accepted. */
-static int raw_sees_close(int fd, void *lc)
-{
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    char b[16];
-    while (rcoll_now_ns() < end) {
-        void *rc = NULL;
-        T->accept(lc, &rc);
-        if (rc) {
-            T->close_recv(rc);
-            return 0; /* accepted: wrong */
-        }
-        ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno == ECONNRESET))
-            return 1;
-    }
-    return 0;
-}
-
-/* Call accept until it yields a comm or seconds pass; *comm NULL on timeout. */
-static rcoll_status_t accept_wait(void *lc, void **comm, double seconds)
-{
-    uint64_t end = rcoll_now_ns() + (uint64_t)(seconds * 1e9);
-    *comm = NULL;
-    while (!*comm && rcoll_now_ns() < end) {
-        rcoll_status_t st = T->accept(lc, comm);
-        if (st != RCOLL_OK)
-            return st;
-        if (!*comm)
-            sched_yield();
-    }
-    return RCOLL_OK;
-}
-
-static int accept_wait_ok(void *lc, void **comm)
-{
-    return accept_wait(lc, comm, 10) == RCOLL_OK && *comm != NULL;
 }
 
 /* Run fn in a child process; returns its pid.  The child exits 0 when fn found no fault. */
@@ -1221,20 +1069,6 @@ static void test_tiny_devshm(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
 }
 
-static void run(const char *name, void (*fn)(void))
-{
-    cur_failed = cur_skipped = 0;
-    fn();
-    printf("%s %s\n", cur_failed ? "FAIL" : cur_skipped ? "skip" : "ok  ", name);
-    fflush(stdout);
-    if (cur_failed)
-        failed++;
-    else if (cur_skipped)
-        skipped++;
-    else
-        passed++;
-}
-
 static char shm_at_start[4096];
 static int fds_at_start;
 
@@ -1285,6 +1119,5 @@ int main(void)
     rcoll_shm_test_options(0, 0);
     T->fini();
     run("no fd leaked, nothing left in /dev/shm", test_final_resources);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return run_summary();
 }

@@ -13,33 +13,14 @@
 #include <sys/socket.h>
 
 #include "transport/socket.h"
+#include "tp_harness.h"
 #include "transport/transport.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
 
-#define DEADLINE_NS (10ull * 1000000000ull)
-#define GUARD 64
-
-static const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
-static int passed, failed;
-static int cur_failed;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());            \
-            cur_failed = 1;                                                     \
-        }                                                                       \
-    } while (0)
-
-typedef struct {
-    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
-    void *lc, *sc, *rc;
-} pair_t;
+const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
 
 /* (Re)initialise the transport with nsocks sockets per connection. */
 static void setup(int nsocks, size_t stripe_min)
@@ -56,86 +37,6 @@ static void setup(int nsocks, size_t stripe_min)
         fprintf(stderr, "tcp init failed: %s\n", rcoll_err_get());
         exit(1);
     }
-}
-
-static rcoll_status_t pair_open(pair_t *p)
-{
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    rcoll_status_t st;
-    memset(p, 0, sizeof(*p));
-    st = T->listen(0, p->handle, &p->lc);
-    if (st != RCOLL_OK)
-        return st;
-    while (!p->sc || !p->rc) {
-        char copy[RCOLL_TRANSPORT_HANDLE_BYTES]; /* a fresh copy each call: keyed by contents */
-        memcpy(copy, p->handle, sizeof(copy));
-        if (!p->sc && (st = T->connect(0, copy, &p->sc)) != RCOLL_OK)
-            return st;
-        if (!p->rc && (st = T->accept(p->lc, &p->rc)) != RCOLL_OK)
-            return st;
-        if (rcoll_now_ns() > end)
-            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "pair_open: no connection in 10 s");
-    }
-    return RCOLL_OK;
-}
-
-static void pair_close(pair_t *p)
-{
-    if (p->sc)
-        T->close_send(p->sc);
-    if (p->rc)
-        T->close_recv(p->rc);
-    if (p->lc)
-        T->close_listen(p->lc);
-    memset(p, 0, sizeof(*p));
-}
-
-/* Test requests (either may be NULL or already done) until both are done or one fails. */
-static rcoll_status_t wait2(void **a, void **b, size_t *sizes_b)
-{
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while (*a || *b) {
-        int done;
-        rcoll_status_t st;
-        if (*a) {
-            st = T->test(*a, &done, NULL);
-            if (st != RCOLL_OK) {
-                *a = NULL;
-                return st;
-            }
-            if (done)
-                *a = NULL;
-        }
-        if (*b) {
-            st = T->test(*b, &done, sizes_b);
-            if (st != RCOLL_OK) {
-                *b = NULL;
-                return st;
-            }
-            if (done)
-                *b = NULL;
-        }
-        if (rcoll_now_ns() > end)
-            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait2: not done in 10 s");
-    }
-    return RCOLL_OK;
-}
-
-static void fill(unsigned char *buf, size_t n, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x = x * 1103515245u + 12345u;
-        buf[i] = (unsigned char)(x >> 16);
-    }
-}
-
-static int guard_ok(const unsigned char *p, size_t n, unsigned char v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != v)
-            return 0;
-    return 1;
 }
 
 /* A raw TCP client connected (blocking) to the handle's listener. */
@@ -166,38 +67,6 @@ static int raw_hello(int fd, const char *handle, uint64_t nonce_delta)
     m.index = 0;
     m.nsocks = h.nsocks;
     return send(fd, &m, sizeof(m), MSG_NOSIGNAL) == (ssize_t)sizeof(m) ? 0 : -1;
-}
-
-/* Call accept until it yields a comm or the deadline; *comm NULL on timeout. */
-static rcoll_status_t accept_wait(void *lc, void **comm, double seconds)
-{
-    uint64_t end = rcoll_now_ns() + (uint64_t)(seconds * 1e9);
-    *comm = NULL;
-    while (!*comm && rcoll_now_ns() < end) {
-        rcoll_status_t st = T->accept(lc, comm);
-        if (st != RCOLL_OK)
-            return st;
-    }
-    return RCOLL_OK;
-}
-
-/* After the listener has dropped a raw socket, reading it gives EOF (or a reset). */
-static int raw_sees_close(int fd, void *lc)
-{
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    char b[16];
-    while (rcoll_now_ns() < end) {
-        void *rc = NULL;
-        T->accept(lc, &rc);
-        if (rc) {
-            T->close_recv(rc);
-            return 0; /* accepted: wrong */
-        }
-        ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno == ECONNRESET))
-            return 1;
-    }
-    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -763,18 +632,6 @@ static void test_connect_refused(void)
         T->close_send(sc);
 }
 
-static void run(const char *name, void (*fn)(void))
-{
-    cur_failed = 0;
-    fn();
-    printf("%s %s\n", cur_failed ? "FAIL" : "ok  ", name);
-    fflush(stdout);
-    if (cur_failed)
-        failed++;
-    else
-        passed++;
-}
-
 static void props(void) { test_props(); }
 static void sizes1(void) { test_sizes(1); }
 static void sizes4(void) { test_sizes(4); }
@@ -819,6 +676,5 @@ int main(void)
     run("connect to a closed listener", test_connect_refused);
     run("two threads, 300 messages, nsocks=3", test_threads);
     T->fini();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return run_summary();
 }

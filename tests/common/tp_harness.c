@@ -1,0 +1,160 @@
+/*
+ * tp_harness.c - shared pieces of the transport conformance suites (tp_harness.h).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "tp_harness.h"
+#include "util/time.h"
+
+int cur_failed, cur_skipped;
+static int passed, failed, skipped;
+
+rcoll_status_t pair_open(pair_t *p)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    rcoll_status_t st;
+    memset(p, 0, sizeof(*p));
+    st = T->listen(0, p->handle, &p->lc);
+    if (st != RCOLL_OK)
+        return st;
+    while (!p->sc || !p->rc) {
+        char copy[RCOLL_TRANSPORT_HANDLE_BYTES]; /* a fresh copy each call: keyed by contents */
+        memcpy(copy, p->handle, sizeof(copy));
+        if (!p->sc && (st = T->connect(0, copy, &p->sc)) != RCOLL_OK)
+            return st;
+        if (!p->rc && (st = T->accept(p->lc, &p->rc)) != RCOLL_OK)
+            return st;
+        if (rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "pair_open: no connection in 10 s");
+    }
+    return RCOLL_OK;
+}
+
+void pair_close(pair_t *p)
+{
+    if (p->sc)
+        T->close_send(p->sc);
+    if (p->rc)
+        T->close_recv(p->rc);
+    if (p->lc)
+        T->close_listen(p->lc);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Test *r once: clears it when done or failed. */
+static rcoll_status_t test_once(void **r, size_t *sizes)
+{
+    int done = 0;
+    rcoll_status_t st = T->test(*r, &done, sizes);
+    if (st != RCOLL_OK || done)
+        *r = NULL;
+    return st;
+}
+
+rcoll_status_t wait2(void **a, void **b, size_t *sizes_b)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (*a || *b) {
+        rcoll_status_t st;
+        if (*a && (st = test_once(a, NULL)) != RCOLL_OK)
+            return st;
+        if (*b && (st = test_once(b, sizes_b)) != RCOLL_OK)
+            return st;
+        if (rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait2: not done in 10 s");
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t wait1(void *req, size_t *sizes, uint64_t ns)
+{
+    uint64_t end = rcoll_now_ns() + ns;
+    int done = 0;
+    while (!done) {
+        rcoll_status_t st = T->test(req, &done, sizes);
+        if (st != RCOLL_OK)
+            return st;
+        if (!done && rcoll_now_ns() > end)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "wait1: not done in time");
+        if (!done)
+            sched_yield(); /* the peer may share this core (2 cores, other jobs) */
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t accept_wait(void *lc, void **comm, double seconds)
+{
+    uint64_t end = rcoll_now_ns() + (uint64_t)(seconds * 1e9);
+    *comm = NULL;
+    while (!*comm && rcoll_now_ns() < end) {
+        rcoll_status_t st = T->accept(lc, comm);
+        if (st != RCOLL_OK)
+            return st;
+        if (!*comm)
+            sched_yield();
+    }
+    return RCOLL_OK;
+}
+
+int accept_wait_ok(void *lc, void **comm)
+{
+    return accept_wait(lc, comm, 10) == RCOLL_OK && *comm != NULL;
+}
+
+int raw_sees_close(int fd, void *lc)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    char b[16];
+    while (rcoll_now_ns() < end) {
+        void *rc = NULL;
+        T->accept(lc, &rc);
+        if (rc) {
+            T->close_recv(rc);
+            return 0; /* accepted: wrong */
+        }
+        ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 1;
+    }
+    return 0;
+}
+
+void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (unsigned char)(x >> 16);
+    }
+}
+
+int guard_ok(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+void run(const char *name, void (*fn)(void))
+{
+    cur_failed = cur_skipped = 0;
+    fn();
+    printf("%s %s\n", cur_failed ? "FAIL" : cur_skipped ? "skip" : "ok  ", name);
+    fflush(stdout);
+    if (cur_failed)
+        failed++;
+    else if (cur_skipped)
+        skipped++;
+    else
+        passed++;
+}
+
+int run_summary(void)
+{
+    printf("%d passed, %d failed%s\n", passed, failed, skipped ? " (some skipped)" : "");
+    return failed ? 1 : 0;
+}

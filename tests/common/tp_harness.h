@@ -1,0 +1,58 @@
+/*
+ * tp_harness.h - what the transport conformance suites share: the transport under test (T,
+ * defined by each suite), a CHECK that marks the current case failed, connected pairs in
+ * one thread, waits with deadlines, patterned buffers, raw-socket checks and the case runner.
+ * Every wait has a deadline, so a broken transport fails a case instead of hanging it.
+ */
+#ifndef RCOLL_TESTS_TP_HARNESS_H
+#define RCOLL_TESTS_TP_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "transport/transport.h"
+#include "util/status.h"
+
+#define DEADLINE_NS (10ull * 1000000000ull)
+#define GUARD 64
+
+extern const rcoll_transport_ops_t *T; /* defined by the suite */
+extern int cur_failed, cur_skipped;    /* the case being run */
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());            \
+            cur_failed = 1;                                                     \
+        }                                                                       \
+    } while (0)
+
+typedef struct {
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc, *sc, *rc;
+} pair_t;
+
+/* Listen, then connect and accept in turns until both ends exist (10 s deadline). */
+rcoll_status_t pair_open(pair_t *p);
+void pair_close(pair_t *p);
+/* Test requests (either may be NULL or already done) until both are done or one fails. */
+rcoll_status_t wait2(void **a, void **b, size_t *sizes_b);
+/* Test one request until it is done, fails, or ns pass (yielding between tests). */
+rcoll_status_t wait1(void *req, size_t *sizes, uint64_t ns);
+/* Call accept until it yields a comm or seconds pass; *comm NULL on timeout. */
+rcoll_status_t accept_wait(void *lc, void **comm, double seconds);
+int accept_wait_ok(void *lc, void **comm);
+/* After the listener has dropped a raw socket fd, reading it gives EOF (or a reset), and the
+ * listener accepted nothing meanwhile. */
+int raw_sees_close(int fd, void *lc);
+/* A reproducible pattern per seed; whether n bytes all equal v. */
+void fill(unsigned char *buf, size_t n, unsigned seed);
+int guard_ok(const unsigned char *p, size_t n, unsigned char v);
+/* Run one case and print its verdict; the summary line and exit code at the end. */
+void run(const char *name, void (*fn)(void));
+int run_summary(void);
+
+#endif
