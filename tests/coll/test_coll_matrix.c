@@ -13,57 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtref.h"
 #include "mp.h"
-
-/* --- independent float16 / bfloat16 encoding of the small values used here ------------- */
-
-static uint16_t f16_from_double(double v)
-{
-    /* Exact for the values the generator makes (integers |v| <= 2048); rounds otherwise. */
-    if (v == 0) return 0;
-    uint16_t sign = v < 0 ? 0x8000 : 0;
-    double a = fabs(v);
-    int e = 0;
-    while (a >= 2.0) { a /= 2; e++; }
-    while (a < 1.0) { a *= 2; e--; }
-    uint16_t mant = (uint16_t)lround((a - 1.0) * 1024.0);
-    if (mant == 1024) { mant = 0; e++; }
-    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | mant);
-}
-
-static double f16_to_double(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-    if (e == 0) v = ldexp(m, -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = ldexp(1024 + m, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t bf16_from_double(double v)
-{
-    float f = (float)v; /* exact small integers: the low half is zero */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-
-static double bf16_to_double(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static const size_t esz[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dtn[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                  "half", "bfloat16", "float", "double"};
-static const char *const opn[] = {"sum", "prod", "min", "max", "avg"};
-
-static int is_float(int dt) { return dt >= RCOLL_FLOAT16; }
-static int is_signed(int dt) { return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64; }
 
 /* The input of rank r at element i, as a small integer valid for every type. */
 static int64_t gen(int op, int r, size_t i)
@@ -75,38 +26,6 @@ static int64_t gen(int op, int r, size_t i)
     case RCOLL_MIN:
     case RCOLL_MAX: return (int64_t)(h % 120);             /* fits int8 and uint8 */
     default: return (int64_t)(h % 9);                      /* 0..8 */
-    }
-}
-
-static void store(void *buf, int dt, size_t i, int64_t v)
-{
-    char *p = (char *)buf + i * esz[dt];
-    switch (dt) {
-    case RCOLL_INT8: case RCOLL_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case RCOLL_INT32: case RCOLL_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-    case RCOLL_INT64: case RCOLL_UINT64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-    case RCOLL_FLOAT16: { uint16_t x = f16_from_double((double)v); memcpy(p, &x, 2); break; }
-    case RCOLL_BFLOAT16: { uint16_t x = bf16_from_double((double)v); memcpy(p, &x, 2); break; }
-    case RCOLL_FLOAT32: { float x = (float)v; memcpy(p, &x, 4); break; }
-    case RCOLL_FLOAT64: { double x = (double)v; memcpy(p, &x, 8); break; }
-    }
-}
-
-/* Read element i as double (floats) or as the integer's value. */
-static double load(const void *buf, int dt, size_t i)
-{
-    const char *p = (const char *)buf + i * esz[dt];
-    switch (dt) {
-    case RCOLL_INT8: { int8_t x; memcpy(&x, p, 1); return x; }
-    case RCOLL_UINT8: { uint8_t x; memcpy(&x, p, 1); return x; }
-    case RCOLL_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case RCOLL_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
-    case RCOLL_INT64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-    case RCOLL_UINT64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
-    case RCOLL_FLOAT16: { uint16_t x; memcpy(&x, p, 2); return f16_to_double(x); }
-    case RCOLL_BFLOAT16: { uint16_t x; memcpy(&x, p, 2); return bf16_to_double(x); }
-    case RCOLL_FLOAT32: { float x; memcpy(&x, p, 4); return x; }
-    default: { double x; memcpy(&x, p, 8); return x; }
     }
 }
 
@@ -134,17 +53,17 @@ static double expected(int dt, int op, int n, size_t i)
         default: acc += v; break;
         }
     }
-    if (op != RCOLL_AVG) return is_float(dt) ? (double)acc : wrap(dt, acc);
-    if (is_float(dt)) return (double)acc / n;
+    if (op != RCOLL_AVG) return dt_is_float(dt) ? (double)acc : wrap(dt, acc);
+    if (dt_is_float(dt)) return (double)acc / n;
     /* Integer AVG: the sum in the element type, then C division (truncating). */
     double w = wrap(dt, acc);
-    if (is_signed(dt)) return (double)((int64_t)w / n);
+    if (dt_is_signed(dt)) return (double)((int64_t)w / n);
     return (double)((uint64_t)w / (uint64_t)n);
 }
 
 static int close_enough(int dt, int op, double got, double want)
 {
-    if (op != RCOLL_AVG || !is_float(dt)) return got == want;
+    if (op != RCOLL_AVG || !dt_is_float(dt)) return got == want;
     double rel = dt == RCOLL_FLOAT16 ? 1.0 / 512 : dt == RCOLL_BFLOAT16 ? 1.0 / 64
                : dt == RCOLL_FLOAT32 ? 1e-6 : 1e-12;
     return fabs(got - want) <= rel * (fabs(want) > 1 ? fabs(want) : 1);
@@ -154,10 +73,10 @@ static int verify(const void *buf, int dt, int op, int n, size_t count, const ch
                   int rank)
 {
     for (size_t i = 0; i < count; i++) {
-        double got = load(buf, dt, i), want = expected(dt, op, n, i);
+        double got = ref_load(buf, dt, i), want = expected(dt, op, n, i);
         if (!close_enough(dt, op, got, want)) {
             fprintf(stderr, "rank %d: %s %s/%s count %zu: element %zu is %g, expected %g\n",
-                    rank, what, dtn[dt], opn[op], count, i, got, want);
+                    rank, what, dt_name[dt], op_name[op], count, i, got, want);
             return 1;
         }
     }
@@ -184,11 +103,11 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
             for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
                 for (int inplace = 0; inplace < 2; inplace++) {
                     size_t count = counts[ci];
-                    for (size_t i = 0; i < count; i++) store(send, dt, i, gen(op, rank, i));
+                    for (size_t i = 0; i < count; i++) ref_store(send, dt, i, gen(op, rank, i));
                     memset(recv, 0x5a, maxc * 8);
                     rcoll_status_t st;
                     if (inplace) {
-                        memcpy(recv, send, count * esz[dt]);
+                        memcpy(recv, send, count * dt_size[dt]);
                         st = rcoll_allreduce(RCOLL_IN_PLACE, recv, count, dt, op, comm);
                     } else {
                         memcpy(guard, send, maxc * 8);
@@ -202,7 +121,7 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
                     bad += verify(recv, dt, op, n, count, inplace ? "in-place" : "out-of-place",
                                   rank);
                     /* Nothing past the end was written. */
-                    for (size_t b = count * esz[dt]; b < maxc * 8; b++)
+                    for (size_t b = count * dt_size[dt]; b < maxc * 8; b++)
                         if ((unsigned char)recv[b] != 0x5a) {
                             fprintf(stderr, "rank %d: byte %zu past the result was written\n",
                                     rank, b);
@@ -215,11 +134,11 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
         for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
             size_t count = counts[ci];
             for (size_t i = 0; i < count; i++)
-                store(recv, RCOLL_INT32, i, rank == root ? (int64_t)(i * 3 + root) : -1);
+                ref_store(recv, RCOLL_INT32, i, rank == root ? (int64_t)(i * 3 + root) : -1);
             rcoll_status_t st = rcoll_bcast(recv, count, RCOLL_INT32, root, comm);
             if (st != RCOLL_OK) return fail_st(comm, rank, "bcast", st);
             for (size_t i = 0; i < count; i++)
-                if (load(recv, RCOLL_INT32, i) != (double)(i * 3 + root)) {
+                if (ref_load(recv, RCOLL_INT32, i) != (double)(i * 3 + root)) {
                     fprintf(stderr, "rank %d: bcast root %d count %zu: element %zu wrong\n",
                             rank, root, count, i);
                     bad++;

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "dtref.h"
 #include "mp.h"
 
 #define GUARD 64
@@ -83,86 +84,12 @@ static rcoll_status_t test_until_done(rcoll_request_t *req, double limit_s)
     return st;
 }
 
-/* --- datatypes: sizes, our own float16/bfloat16 encoding, typed load/store ------------- */
-
-static const size_t esz[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dtn[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                  "half", "bfloat16", "float", "double"};
-static const char *const opn[] = {"sum", "prod", "min", "max", "avg"};
-
-static int is_float(int dt) { return dt >= RCOLL_FLOAT16; }
-static int is_signed(int dt) { return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64; }
-
-/* Exact for integers of magnitude <= 2048 (all the test uses). */
-static uint16_t half_of(double v)
-{
-    if (v == 0) return 0;
-    uint16_t sign = v < 0 ? 0x8000 : 0;
-    double a = fabs(v);
-    int e = 0;
-    while (a >= 2.0) { a /= 2; e++; }
-    while (a < 1.0) { a *= 2; e--; }
-    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)lround((a - 1.0) * 1024.0));
-}
-
-static double half_val(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t bf16_of(double v)
-{
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16); /* small integers: the low half is zero */
-}
-
-static double bf16_val(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static void put_int(void *buf, int dt, size_t i, uint64_t v)
-{
-    char *p = (char *)buf + i * esz[dt];
-    if (esz[dt] == 1) { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); }
-    else if (esz[dt] == 2) { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); }
-    else if (esz[dt] == 4) { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); }
-    else memcpy(p, &v, 8);
-}
-
-static void put_flt(void *buf, int dt, size_t i, double v)
-{
-    char *p = (char *)buf + i * esz[dt];
-    switch (dt) {
-    case RCOLL_FLOAT16: { uint16_t x = half_of(v); memcpy(p, &x, 2); break; }
-    case RCOLL_BFLOAT16: { uint16_t x = bf16_of(v); memcpy(p, &x, 2); break; }
-    case RCOLL_FLOAT32: { float x = (float)v; memcpy(p, &x, 4); break; }
-    default: memcpy(p, &v, 8); break;
-    }
-}
-
-static double get_flt(const void *buf, int dt, size_t i)
-{
-    const char *p = (const char *)buf + i * esz[dt];
-    switch (dt) {
-    case RCOLL_FLOAT16: { uint16_t x; memcpy(&x, p, 2); return half_val(x); }
-    case RCOLL_BFLOAT16: { uint16_t x; memcpy(&x, p, 2); return bf16_val(x); }
-    case RCOLL_FLOAT32: { float x; memcpy(&x, p, 4); return x; }
-    default: { double x; memcpy(&x, p, 8); return x; }
-    }
-}
+/* --- datatypes (sizes, names, float16/bfloat16, typed access: tests/common/dtref.h) -- */
 
 /* Integer views of 64 raw bits in the type's width. */
 static int64_t sext(int dt, uint64_t u)
 {
-    switch (esz[dt]) {
+    switch (dt_size[dt]) {
     case 1: return (int8_t)(uint8_t)u;
     case 4: return (int32_t)(uint32_t)u;
     default: return (int64_t)u;
@@ -171,7 +98,7 @@ static int64_t sext(int dt, uint64_t u)
 
 static uint64_t zext(int dt, uint64_t u)
 {
-    switch (esz[dt]) {
+    switch (dt_size[dt]) {
     case 1: return (uint8_t)u;
     case 4: return (uint32_t)u;
     default: return u;
@@ -210,15 +137,15 @@ static double fval(int op, uint64_t h)
 static void put_input(void *buf, int dt, int op, uint64_t s, int r, size_t i, size_t at)
 {
     uint64_t h = bits(s, r, i);
-    if (is_float(dt)) put_flt(buf, dt, at, fval(op, h));
-    else put_int(buf, dt, at, h);
+    if (dt_is_float(dt)) ref_store(buf, dt, at, fval(op, h));
+    else ref_store_bits(buf, dt, at, h);
 }
 
 /* Checks element `at` of buf against op over ranks 0..n-1 of input index i. */
 static int check_reduced(const void *buf, int dt, int op, uint64_t s, int n, size_t i,
                          size_t at)
 {
-    if (is_float(dt)) {
+    if (dt_is_float(dt)) {
         double acc = fval(op, bits(s, 0, i));
         for (int r = 1; r < n; r++) {
             double v = fval(op, bits(s, r, i));
@@ -227,7 +154,7 @@ static int check_reduced(const void *buf, int dt, int op, uint64_t s, int n, siz
             else if (op == RCOLL_MAX) acc = v > acc ? v : acc;
             else acc += v;
         }
-        double got = get_flt(buf, dt, at);
+        double got = ref_load(buf, dt, at);
         if (op != RCOLL_AVG) return got == acc;
         double want = acc / n;
         double rel = dt == RCOLL_FLOAT16 ? 1.0 / 512 : dt == RCOLL_BFLOAT16 ? 1.0 / 64
@@ -237,18 +164,18 @@ static int check_reduced(const void *buf, int dt, int op, uint64_t s, int n, siz
     uint64_t acc = bits(s, 0, i);
     for (int r = 1; r < n; r++) {
         uint64_t v = bits(s, r, i);
-        int lt = is_signed(dt) ? sext(dt, v) < sext(dt, acc) : zext(dt, v) < zext(dt, acc);
-        int gt = is_signed(dt) ? sext(dt, v) > sext(dt, acc) : zext(dt, v) > zext(dt, acc);
+        int lt = dt_is_signed(dt) ? sext(dt, v) < sext(dt, acc) : zext(dt, v) < zext(dt, acc);
+        int gt = dt_is_signed(dt) ? sext(dt, v) > sext(dt, acc) : zext(dt, v) > zext(dt, acc);
         if (op == RCOLL_PROD) acc *= v;
         else if (op == RCOLL_MIN) acc = lt ? v : acc;
         else if (op == RCOLL_MAX) acc = gt ? v : acc;
         else acc += v; /* SUM and AVG: modulo 2^64, hence modulo 2^bits */
     }
     if (op == RCOLL_AVG) /* the sum in the element type, then C division */
-        acc = is_signed(dt) ? (uint64_t)(sext(dt, acc) / n) : zext(dt, acc) / (uint64_t)n;
+        acc = dt_is_signed(dt) ? (uint64_t)(sext(dt, acc) / n) : zext(dt, acc) / (uint64_t)n;
     unsigned char want[8];
-    put_int(want, dt, 0, acc);
-    return memcmp((const char *)buf + at * esz[dt], want, esz[dt]) == 0;
+    ref_store_bits(want, dt, 0, acc);
+    return memcmp((const char *)buf + at * dt_size[dt], want, dt_size[dt]) == 0;
 }
 
 /* --- buffers with guards --------------------------------------------------------------- */
@@ -283,14 +210,14 @@ static int untouched(const char *p, size_t bytes, const char *what)
 /* Raw data for the data-movement operations: element i of block `blk` from rank r. */
 static void put_raw(void *buf, int dt, uint64_t s, int r, int blk, size_t i, size_t at)
 {
-    put_int(buf, dt, at, bits(s, r * 64 + blk, i));
+    ref_store_bits(buf, dt, at, bits(s, r * 64 + blk, i));
 }
 
 static int raw_ok(const void *buf, int dt, uint64_t s, int r, int blk, size_t i, size_t at)
 {
     unsigned char want[8];
     put_raw(want, dt, s, r, blk, i, 0);
-    return memcmp((const char *)buf + at * esz[dt], want, esz[dt]) == 0;
+    return memcmp((const char *)buf + at * dt_size[dt], want, dt_size[dt]) == 0;
 }
 
 static size_t counts[5];
@@ -303,7 +230,7 @@ static size_t counts[5];
 static void one_reduce(rcoll_comm_t comm, int dt, int op, size_t count, int root, int mode)
 {
     uint64_t s = ++salt;
-    size_t bytes = count * esz[dt];
+    size_t bytes = count * dt_size[dt];
     char *send = galloc(bytes), *keep = galloc(bytes), *recv = galloc(bytes);
     for (size_t i = 0; i < count; i++) put_input(send, dt, op, s, me, i, i);
     memcpy(keep, send, bytes);
@@ -313,7 +240,7 @@ static void one_reduce(rcoll_comm_t comm, int dt, int op, size_t count, int root
     void *rb = me == root ? recv : (s & 1) ? NULL : recv;
     if (count == 0 && mode == 0 && (s & 2)) sb = rb = NULL; /* count 0 takes NULL buffers */
     char what[96];
-    snprintf(what, sizeof(what), "reduce %s/%s count %zu root %d %s", dtn[dt], opn[op], count,
+    snprintf(what, sizeof(what), "reduce %s/%s count %zu root %d %s", dt_name[dt], op_name[op], count,
              root, mode == 0 ? "out-of-place" : mode == 1 ? "IN_PLACE" : "send==recv");
     rcoll_status_t st = rcoll_reduce(sb, rb, count, dt, op, root, comm);
     if (ok_call(comm, st, what)) {
@@ -361,7 +288,7 @@ static void part_reduce(rcoll_comm_t comm)
 static void one_allgather(rcoll_comm_t comm, int dt, size_t count, int mode)
 {
     uint64_t s = ++salt;
-    size_t bytes = count * esz[dt], total = bytes * (size_t)nr;
+    size_t bytes = count * dt_size[dt], total = bytes * (size_t)nr;
     char *send = galloc(bytes), *keep = galloc(bytes), *recv = galloc(total);
     for (size_t i = 0; i < count; i++) put_raw(send, dt, s, me, 0, i, i);
     memcpy(keep, send, bytes + GUARD);
@@ -371,7 +298,7 @@ static void one_allgather(rcoll_comm_t comm, int dt, size_t count, int mode)
         sb = mode == 1 ? RCOLL_IN_PLACE : recv + (size_t)me * bytes;
     }
     char what[96];
-    snprintf(what, sizeof(what), "allgather %s count %zu %s", dtn[dt], count,
+    snprintf(what, sizeof(what), "allgather %s count %zu %s", dt_name[dt], count,
              mode == 0 ? "out-of-place" : mode == 1 ? "IN_PLACE" : "send=recv+rank*count");
     rcoll_status_t st = rcoll_allgather(sb, recv, count, dt, comm);
     if (ok_call(comm, st, what)) {
@@ -406,7 +333,7 @@ static void part_allgather(rcoll_comm_t comm)
 static void one_reduce_scatter(rcoll_comm_t comm, int dt, int op, size_t rc, int mode)
 {
     uint64_t s = ++salt;
-    size_t bytes = rc * esz[dt], total = bytes * (size_t)nr;
+    size_t bytes = rc * dt_size[dt], total = bytes * (size_t)nr;
     char *send = galloc(total), *keep = galloc(total), *recv = galloc(bytes);
     for (size_t g = 0; g < rc * (size_t)nr; g++) put_input(send, dt, op, s, me, g, g);
     memcpy(keep, send, total + GUARD);
@@ -425,7 +352,7 @@ static void one_reduce_scatter(rcoll_comm_t comm, int dt, int op, size_t rc, int
         res_bytes = total;
     }
     char what[112];
-    snprintf(what, sizeof(what), "reduce_scatter %s/%s recvcount %zu %s", dtn[dt], opn[op], rc,
+    snprintf(what, sizeof(what), "reduce_scatter %s/%s recvcount %zu %s", dt_name[dt], op_name[op], rc,
              mode == 0 ? "out-of-place" : mode == 1 ? "IN_PLACE" : mode == 2
              ? "recv=send+rank*recvcount" : "send==recv");
     rcoll_status_t st = rcoll_reduce_scatter(sb, rb, rc, dt, op, comm);
@@ -464,13 +391,13 @@ static void part_reduce_scatter(rcoll_comm_t comm)
 static void one_alltoall(rcoll_comm_t comm, int dt, size_t count)
 {
     uint64_t s = ++salt;
-    size_t total = count * esz[dt] * (size_t)nr;
+    size_t total = count * dt_size[dt] * (size_t)nr;
     char *send = galloc(total), *keep = galloc(total), *recv = galloc(total);
     for (int j = 0; j < nr; j++)
         for (size_t i = 0; i < count; i++) put_raw(send, dt, s, me, j, i, (size_t)j * count + i);
     memcpy(keep, send, total + GUARD);
     char what[80];
-    snprintf(what, sizeof(what), "alltoall %s count %zu", dtn[dt], count);
+    snprintf(what, sizeof(what), "alltoall %s count %zu", dt_name[dt], count);
     rcoll_status_t st = rcoll_alltoall(send, recv, count, dt, comm);
     if (ok_call(comm, st, what)) {
         int ok = 1;
@@ -503,13 +430,13 @@ static void part_bcast(rcoll_comm_t comm)
     for (int root = 0; root < nr; root++)
         for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
             for (int c = 0; c < NCOUNTS; c++) {
-                size_t count = counts[c], bytes = count * esz[dt];
+                size_t count = counts[c], bytes = count * dt_size[dt];
                 uint64_t s = ++salt;
                 char *buf = galloc(bytes);
                 if (me == root)
                     for (size_t i = 0; i < count; i++) put_raw(buf, dt, s, root, 0, i, i);
                 char what[80];
-                snprintf(what, sizeof(what), "bcast %s count %zu root %d", dtn[dt], count, root);
+                snprintf(what, sizeof(what), "bcast %s count %zu root %d", dt_name[dt], count, root);
                 if (!ok_call(comm, rcoll_bcast(buf, count, dt, root, comm), what)) {
                     free(buf);
                     continue;
@@ -746,14 +673,14 @@ static void group_alltoallv(rcoll_comm_t comm)
     for (int p = 0; p < nr; p++) {
         size_t c = pair_count(me, p);
         int dt = pair_dt(me, p);
-        out[p] = galloc(c * esz[dt]);
+        out[p] = galloc(c * dt_size[dt]);
         for (size_t i = 0; i < c; i++) put_raw(out[p], dt, s, me, p, i, i);
         ok &= ok_call(comm, rcoll_send(out[p], c, dt, p, comm), "alltoallv send");
     }
     for (int p = 0; p < nr; p++) {
         size_t c = pair_count(p, me);
         int dt = pair_dt(p, me);
-        in[p] = galloc(c * esz[dt]);
+        in[p] = galloc(c * dt_size[dt]);
         ok &= ok_call(comm, rcoll_recv(in[p], c, dt, p, comm), "alltoallv recv");
     }
     ok &= ok_call(comm, rcoll_group_end(), "alltoallv group_end");
@@ -761,10 +688,10 @@ static void group_alltoallv(rcoll_comm_t comm)
         size_t c = pair_count(p, me);
         int dt = pair_dt(p, me);
         char what[80];
-        snprintf(what, sizeof(what), "alltoallv: %zu x %s from rank %d", c, dtn[dt], p);
+        snprintf(what, sizeof(what), "alltoallv: %zu x %s from rank %d", c, dt_name[dt], p);
         for (size_t i = 0; i < c && ok; i++)
             if (!raw_ok(in[p], dt, s, p, me, i, i)) bad("%s: element %zu wrong", what, i), ok = 0;
-        ok = ok && guard_ok(in[p], c * esz[dt], what);
+        ok = ok && guard_ok(in[p], c * dt_size[dt], what);
     }
     if (ok) good();
     for (int p = 0; p < nr; p++) free(out[p]), free(in[p]);
@@ -845,8 +772,8 @@ static void group_same_peer(rcoll_comm_t comm)
     char *out[4], *in[4];
     int ok = ok_call(comm, rcoll_group_start(), "group_start");
     for (int k = 0; k < 4; k++) {
-        out[k] = galloc(cnt[k] * esz[dts[k]]);
-        in[k] = galloc(cnt[k] * esz[dts[k]]);
+        out[k] = galloc(cnt[k] * dt_size[dts[k]]);
+        in[k] = galloc(cnt[k] * dt_size[dts[k]]);
         for (size_t i = 0; i < cnt[k]; i++) put_raw(out[k], dts[k], s, me, k, i, i);
         ok &= ok_call(comm, rcoll_send(out[k], cnt[k], dts[k], right, comm), "send (same peer)");
     }
@@ -857,7 +784,7 @@ static void group_same_peer(rcoll_comm_t comm)
         for (size_t i = 0; i < cnt[k] && ok; i++)
             if (!raw_ok(in[k], dts[k], s, left, k, i, i))
                 bad("message %d of 4 from rank %d: element %zu wrong (issue order)", k, left, i), ok = 0;
-        ok = ok && guard_ok(in[k], cnt[k] * esz[dts[k]], "message to one peer");
+        ok = ok && guard_ok(in[k], cnt[k] * dt_size[dts[k]], "message to one peer");
     }
     if (ok) good();
     for (int k = 0; k < 4; k++) free(out[k]), free(in[k]);
