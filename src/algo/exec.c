@@ -12,7 +12,6 @@
 #include "algo/reduce.h"
 #include "algo/exec.h"
 #include "util/status.h"
-#include "util/time.h"
 
 void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
                           const rcoll_link_t *link, const void *src, void *dst,
@@ -27,7 +26,7 @@ void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
     e->dt = dt;
     e->op = op;
     e->tag = tag;
-    e->last_progress_ns = rcoll_now_ns();
+    e->last_progress_ns = 0; /* the caller stamps it when it next reads the clock */
 }
 
 static rcoll_status_t complete_sends(rcoll_exec_t *e, int *progressed)
@@ -221,7 +220,7 @@ rcoll_status_t rcoll_exec_progress(rcoll_exec_t *e, int *progressed)
     if (st == RCOLL_OK) st = process_steps(e, &moved);
     if (st == RCOLL_OK) st = post_recvs(e);
     if (st == RCOLL_OK) st = complete_sends(e, &moved);
-    if (moved) e->last_progress_ns = rcoll_now_ns();
+    if (moved) e->last_progress_ns = 0;
     *progressed = moved;
     if (st < 0) return st;
     if (e->k_proc == e->sched.nsteps && e->scount == 0) return RCOLL_OK;

@@ -170,7 +170,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     size_t esize = rcoll_datatype_size(r->dt);
     size_t chunk = esize ? comm->chunk_bytes / esize : 0;
     rcoll_sched_t s;
-    r->exec.last_progress_ns = rcoll_now_ns();
+    r->exec.last_progress_ns = 0; /* stamped at the next clock reading */
     switch (r->kind) {
     case RCOLL_OP_ALLREDUCE:
     case RCOLL_OP_REDUCE:
@@ -436,7 +436,7 @@ static int progress_once(rcoll_comm_t comm)
         }
         int progressed = 0;
         rcoll_status_t st = run_op(comm, r, &progressed);
-        if (progressed) r->exec.last_progress_ns = rcoll_now_ns();
+        if (progressed) r->exec.last_progress_ns = 0; /* stamped at the next clock reading */
         moved |= progressed;
         if (st == RCOLL_OK) {
             complete_head(comm, RCOLL_OK);
@@ -449,11 +449,13 @@ static int progress_once(rcoll_comm_t comm)
         }
         if (r->kind == RCOLL_OP_P2P) moved |= progress_p2p_followers(comm);
         if (comm->failed != RCOLL_OK) return 1;
-        /* Reading the clock costs about as much as a cross-core cache line here, so a
-         * fruitless poll looks at it only every CLOCK_EVERY_POLLS calls. */
-        if (!progressed && ++comm->polls_since_clock < CLOCK_EVERY_POLLS) break;
+        /* Reading the clock costs about as much as a cross-core cache line here, so it is
+         * read every CLOCK_EVERY_POLLS passes only, never on the way to a result: progress
+         * marks the operation (last_progress_ns = 0) and the next reading stamps it. */
+        if (++comm->polls_since_clock < CLOCK_EVERY_POLLS) break;
         comm->polls_since_clock = 0;
         uint64_t now = rcoll_now_ns();
+        if (r->exec.last_progress_ns == 0) r->exec.last_progress_ns = now;
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
             int culprit = -1;
@@ -493,7 +495,7 @@ static int progress_p2p_followers(rcoll_comm_t comm)
         else {
             int progressed = 0;
             st = run_op(comm, r, &progressed);
-            if (progressed) r->exec.last_progress_ns = rcoll_now_ns();
+            if (progressed) r->exec.last_progress_ns = 0;
             moved |= progressed;
         }
         if (st < 0) {
