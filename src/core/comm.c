@@ -247,12 +247,24 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     if (forced && !rcoll_transport_find(c->cfg.transport))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s' names no transport "
                              "built into rcoll (rcoll-info lists them)", c->cfg.transport);
+    const char *net = c->cfg.net;
+    if (strcmp(net, "auto") && strcmp(net, "tcp") && strcmp(net, "verbs"))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_NET='%s': use auto, verbs or tcp",
+                             net);
     rcoll_status_t st = RCOLL_OK;
     for (size_t t = 0; t < n; t++) {
+        int is_net = list[t] != &rcoll_transport_shm;
         if (forced && strcmp(list[t]->name, c->cfg.transport)) continue;
-        if (!forced && c->cfg.shm_disable && list[t] == &rcoll_transport_shm) continue;
+        if (!forced && c->cfg.shm_disable && !is_net) continue;
+        if (!forced && is_net && strcmp(net, "auto") && strcmp(net, list[t]->name)) continue;
         st = rcoll_transport_ensure_init(list[t], &c->cfg);
         if (st == RCOLL_OK) st = list[t]->listen(c->dev, mine->handles[t], &c->listen_comms[t]);
+        if (st != RCOLL_OK && is_net && !strcmp(net, list[t]->name)) {
+            memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
+            c->listen_comms[t] = NULL;
+            rcoll_err_prefix("RCOLL_NET=%s, but that transport cannot work here: ", net);
+            return st;
+        }
         if (st != RCOLL_OK) {
             /* Not built or not possible here is information; a transport that should work
              * but failed (a full /dev/shm) deserves a warning with its reason. */
@@ -323,7 +335,8 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     if (c->local_ranks != c->nranks) return RCOLL_OK; /* the same on every rank */
     /* Each rank's own settings may differ (RCOLL_SHM_DISABLE on some ranks only): agree
      * first, so that every rank runs the same collectives below. */
-    int32_t want = !c->cfg.shm_disable && strcmp(c->cfg.transport, "tcp") &&
+    int32_t want = !c->cfg.shm_disable &&
+                   (!strcmp(c->cfg.transport, "auto") || !strcmp(c->cfg.transport, "shm")) &&
                    (!strcmp(c->cfg.algo, "auto") || !strcmp(c->cfg.algo, "oneshot") ||
                     !strcmp(c->cfg.algo, "twoshot"));
     rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);

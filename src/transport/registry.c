@@ -6,11 +6,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rcoll_build.h"
 #include "transport/transport.h"
 #include "util/status.h"
 
 /* Priority order: for each peer the first one that reaches it is used. */
 static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_shm,
+#if RCOLL_HAVE_VERBS
+                                                       &rcoll_transport_verbs,
+#endif
                                                        &rcoll_transport_tcp};
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
 _Static_assert(NBUILTIN <= RCOLL_MAX_TRANSPORTS, "raise RCOLL_MAX_TRANSPORTS");

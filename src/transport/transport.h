@@ -110,6 +110,7 @@ rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle);
 /* Built-in transports, in priority order (registry.c). */
 extern const rcoll_transport_ops_t rcoll_transport_shm;
 extern const rcoll_transport_ops_t rcoll_transport_tcp;
+extern const rcoll_transport_ops_t rcoll_transport_verbs; /* when RCOLL_HAVE_VERBS */
 
 /* Position of a built-in transport in the priority list (its slot in handle tables). */
 int rcoll_transport_index(const rcoll_transport_ops_t *t);

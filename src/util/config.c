@@ -69,9 +69,36 @@ static const rcoll_knob_t knobs[] = {
          "skipped when RCOLL_TUNING_FILE is set or RCOLL_ALGO forces the algorithm); 0: built-in "
          "constants"),
     KNOB("RCOLL_TRANSPORT", "auto", STRING, transport, 0, 0,
-         "transport between ranks: auto (shared memory on one host, else TCP), shm or tcp"),
+         "transport between all ranks: auto (shared memory on one host, else the network "
+         "transport of RCOLL_NET), shm, verbs or tcp"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
          "1: ranks on one host talk over the network transport instead of shared memory"),
+    KNOB("RCOLL_NET", "auto", STRING, net, 0, 0,
+         "network transport between hosts: auto (verbs when an active RDMA port exists, else "
+         "tcp), verbs (fail when none) or tcp"),
+    KNOB("RCOLL_IBVERBS_LIB", "libibverbs.so.1", STRING, ibverbs_lib, 0, 0,
+         "library loaded with dlopen for the verbs transport (missing = no verbs devices)"),
+    KNOB("RCOLL_IB_HCA", "", STRING, ib_hca, 0, 0,
+         "RDMA devices to use: comma list of name[:port] prefixes (mlx5_0:1,mlx5_1), ^ "
+         "excludes the listed ones, = makes names exact"),
+    KNOB("RCOLL_IB_GID_INDEX", "-1", INT, ib_gid_index, -1, 1 << 16,
+         "GID table index to use on every port (-1 = the best scored: RoCE v2, "
+         "RCOLL_IB_ADDR_FAMILY, not link-local, inside RCOLL_IB_ADDR_RANGE)"),
+    KNOB("RCOLL_IB_ADDR_FAMILY", "ipv4", STRING, ib_addr_family, 0, 0,
+         "preferred address family of RoCE GIDs: ipv4 or ipv6 (the other is used when it is "
+         "all there is)"),
+    KNOB("RCOLL_IB_ADDR_RANGE", "", STRING, ib_addr_range, 0, 0,
+         "only RoCE GIDs inside this CIDR range (10.1.0.0/16, fd00::/8) are used"),
+    KNOB("RCOLL_IB_TC", "0", INT, ib_tc, 0, 255, "traffic class of RoCE packets (GRH)"),
+    KNOB("RCOLL_IB_SL", "0", INT, ib_sl, 0, 15, "InfiniBand service level"),
+    KNOB("RCOLL_IB_TIMEOUT", "20", INT, ib_timeout, 1, 31,
+         "QP local ACK timeout exponent: 4.096 us * 2^value per retry"),
+    KNOB("RCOLL_IB_RETRY_CNT", "7", INT, ib_retry_cnt, 0, 7,
+         "QP transport retries before a send fails (retry exceeded)"),
+    KNOB("RCOLL_IB_RNR_RETRY", "7", INT, ib_rnr_retry, 0, 7,
+         "QP receiver-not-ready retries (7 = unlimited; tests lower it)"),
+    KNOB("RCOLL_IB_QPS_PER_CONN", "1", INT, ib_qps_per_conn, 1, 16,
+         "queue pairs per verbs connection; each message is split over all of them"),
 };
 
 const rcoll_knob_t *rcoll_config_knobs(size_t *count)

@@ -37,6 +37,15 @@ typedef struct rcoll_config {
     int tuning_probe;  /* 1: measure the constants at communicator creation */
     char transport[RCOLL_CFG_STR_MAX];
     int shm_disable;   /* 1: never use shared memory between local ranks */
+    char net[RCOLL_CFG_STR_MAX]; /* network transport between hosts: auto, verbs, tcp */
+    /* verbs */
+    char ibverbs_lib[RCOLL_CFG_STR_MAX]; /* library dlopen()ed for verbs */
+    char ib_hca[RCOLL_CFG_STR_MAX];      /* device[:port] filter, ^exclude, =exact */
+    int ib_gid_index;                    /* -1 = scored choice */
+    char ib_addr_family[RCOLL_CFG_STR_MAX]; /* preferred GID family: ipv4, ipv6 */
+    char ib_addr_range[RCOLL_CFG_STR_MAX];  /* "" or CIDR the GID must lie in */
+    int ib_tc, ib_sl, ib_timeout, ib_retry_cnt, ib_rnr_retry;
+    int ib_qps_per_conn;
 } rcoll_config_t;
 
 typedef enum {
