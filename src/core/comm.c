@@ -220,7 +220,7 @@ static rcoll_status_t choose_transports(rcoll_comm_t c)
             if (!c->listen_comms[t] || !handle_present(c->peers[p].handles[t])) continue;
             rcoll_transport_props_t props;
             memset(&props, 0, sizeof(props));
-            c->tps[t]->get_props(c->dev, &props);
+            c->tps[t]->get_props(c->dev[t], &props);
             if (props.host_local && c->peers[p].host_hash != mine->host_hash) continue;
             c->link.tps[p] = c->tps[t];
             used[t]++;
@@ -258,7 +258,12 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
         if (!forced && c->cfg.shm_disable && !is_net) continue;
         if (!forced && is_net && strcmp(net, "auto") && strcmp(net, list[t]->name)) continue;
         st = rcoll_transport_ensure_init(list[t], &c->cfg);
-        if (st == RCOLL_OK) st = list[t]->listen(c->dev, mine->handles[t], &c->listen_comms[t]);
+        int ndev = 0;
+        if (st == RCOLL_OK) st = list[t]->devices(&ndev);
+        /* several NICs: ranks spread over them (topology-aware choice comes with topo/) */
+        c->dev[t] = ndev > 1 ? c->rank % ndev : 0;
+        if (st == RCOLL_OK)
+            st = list[t]->listen(c->dev[t], mine->handles[t], &c->listen_comms[t]);
         if (st != RCOLL_OK && is_net && !strcmp(net, list[t]->name)) {
             memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
             c->listen_comms[t] = NULL;

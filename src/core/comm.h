@@ -85,7 +85,7 @@ struct rcoll_comm {
     /* Transports this rank listens on (index = registry position; NULL where unusable). */
     const rcoll_transport_ops_t *tps[RCOLL_MAX_TRANSPORTS];
     void *listen_comms[RCOLL_MAX_TRANSPORTS];
-    int dev;
+    int dev[RCOLL_MAX_TRANSPORTS]; /* device of each transport (rank modulo its devices) */
     rcoll_peer_info_t *peers;
     rcoll_bootstrap_t *bs;
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */

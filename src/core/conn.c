@@ -125,7 +125,7 @@ static rcoll_status_t progress_sends(rcoll_comm_t c, rcoll_conn_state_t *s)
         void **sc = &c->link.send_comms[p];
         if (!*sc) {
             int t = rcoll_transport_index(tp);
-            st = tp->connect(c->dev, c->peers[p].handles[t], sc);
+            st = tp->connect(c->dev[t], c->peers[p].handles[t], sc);
             if (st < 0) {
                 rcoll_err_prefix("connecting to %s: ",
                                  rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));

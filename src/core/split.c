@@ -98,8 +98,8 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
         rcoll_comm_free(probe, 0);
         goto fail;
     }
-    c->dev = probe->dev;
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++) {
+        c->dev[t] = probe->dev[t];
         c->tps[t] = probe->tps[t];
         c->listen_comms[t] = probe->listen_comms[t];
         probe->listen_comms[t] = NULL;

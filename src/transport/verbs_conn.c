@@ -23,6 +23,8 @@
  * Live comms and failure
  * ------------------------------------------------------------------------------------------ */
 
+int rcoll_ib_test_rq_depth;
+
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static rcoll_ib_comm_t *live;
 
@@ -113,7 +115,8 @@ rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int 
     c->fd = -1;
     c->sq_depth = 2 * RCOLL_IB_MAX_REQS + 16;
     if (dev->max_qp_wr > 0 && c->sq_depth > dev->max_qp_wr) c->sq_depth = dev->max_qp_wr;
-    int rq_depth = is_recv ? RCOLL_IB_MSG_RING : 1;
+    int rq_depth = is_recv ? (rcoll_ib_test_rq_depth > 0 ? rcoll_ib_test_rq_depth
+                                                         : RCOLL_IB_MSG_RING) : 1;
     if (dev->max_qp_wr > 0 && rq_depth > dev->max_qp_wr) rq_depth = dev->max_qp_wr;
     c->cq = rcoll_ibv->create_cq(dev->ctx, nqps * (c->sq_depth + rq_depth), c, NULL, 0);
     if (!c->cq) return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "verbs: cannot create a CQ "

@@ -177,7 +177,7 @@ static int peer_vanished(const rcoll_ib_comm_t *c)
 static rcoll_status_t progress(rcoll_ib_comm_t *c)
 {
     struct ibv_wc wc[POLL_BATCH];
-    int n;
+    int n = 0;
     while (!c->failed && (n = rcoll_ibv->poll_cq(c->cq, POLL_BATCH, wc)) > 0) {
         for (int i = 0; i < n; i++) {
             rcoll_status_t st = on_completion(c, &wc[i]);

@@ -10,6 +10,7 @@
 #include "util/time.h"
 
 int cur_failed, cur_skipped;
+int pair_listen_dev, pair_connect_dev;
 static int passed, failed, skipped;
 
 rcoll_status_t pair_open(pair_t *p)
@@ -17,13 +18,13 @@ rcoll_status_t pair_open(pair_t *p)
     uint64_t end = rcoll_now_ns() + DEADLINE_NS;
     rcoll_status_t st;
     memset(p, 0, sizeof(*p));
-    st = T->listen(0, p->handle, &p->lc);
+    st = T->listen(pair_listen_dev, p->handle, &p->lc);
     if (st != RCOLL_OK)
         return st;
     while (!p->sc || !p->rc) {
         char copy[RCOLL_TRANSPORT_HANDLE_BYTES]; /* a fresh copy each call: keyed by contents */
         memcpy(copy, p->handle, sizeof(copy));
-        if (!p->sc && (st = T->connect(0, copy, &p->sc)) != RCOLL_OK)
+        if (!p->sc && (st = T->connect(pair_connect_dev, copy, &p->sc)) != RCOLL_OK)
             return st;
         if (!p->rc && (st = T->accept(p->lc, &p->rc)) != RCOLL_OK)
             return st;

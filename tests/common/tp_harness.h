@@ -19,6 +19,7 @@
 
 extern const rcoll_transport_ops_t *T; /* defined by the suite */
 extern int cur_failed, cur_skipped;    /* the case being run */
+extern int pair_listen_dev, pair_connect_dev; /* devices pair_open uses (default 0) */
 
 #define CHECK(cond, ...)                                                        \
     do {                                                                        \
@@ -35,7 +36,8 @@ typedef struct {
     void *lc, *sc, *rc;
 } pair_t;
 
-/* Listen, then connect and accept in turns until both ends exist (10 s deadline). */
+/* Listen, then connect and accept in turns until both ends exist (10 s deadline), on
+ * pair_listen_dev and pair_connect_dev. */
 rcoll_status_t pair_open(pair_t *p);
 void pair_close(pair_t *p);
 /* Test requests (either may be NULL or already done) until both are done or one fails. */

@@ -1,0 +1,388 @@
+/*
+ * test_transport_verbs.c - conformance of the verbs transport against real kernel verbs
+ * (Soft-RoCE inside tools/rxe-vm): sizes 0 B..64 MiB, several QPs, grouped receives, 48
+ * requests in flight, many connections, the registration cache, and the failures rxe can
+ * produce for real: tag/size mismatch, bad rkey, receiver not ready, a killed peer.
+ * Exits 77 (skip) where no active verbs port exists.
+ */
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tp_harness.h"
+#include "transport/verbs.h"
+#include "util/config.h"
+#include "util/time.h"
+
+const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+static rcoll_config_t *cfg; /* the transport's copy: cases change QPs and timeouts */
+
+static int ndev;
+
+static void test_props(void)
+{
+    rcoll_transport_props_t p;
+    CHECK(ndev >= 1, "devices %d", ndev);
+    CHECK(T->get_props(0, &p) == RCOLL_OK, "get_props");
+    CHECK(p.name[0] && p.port >= 1 && p.max_recvs == RCOLL_TRANSPORT_MAX_RECVS &&
+              p.ptr_support == RCOLL_PTR_HOST && p.speed_mbps > 0,
+          "props %s port %d recvs %d", p.name, p.port, p.max_recvs);
+    CHECK(T->get_props(ndev, &p) == RCOLL_ERR_INVALID_ARG, "device out of range");
+    for (int i = 0; i < ndev; i++) {
+        const rcoll_ib_dev_t *d = rcoll_ib_dev(i);
+        char g[64];
+        printf("  %s port %d GID[%d] %s %s\n", d->name, d->port, d->gid_index,
+               rcoll_ib_gid_str(d->gid.raw, g, sizeof(g)), rcoll_ib_gid_type_str(d->gid_type));
+    }
+}
+
+/* One message of n bytes into a buffer of cap bytes, checked byte for byte and guarded. */
+static void one_transfer(pair_t *p, size_t n, size_t cap, unsigned seed)
+{
+    unsigned char *src = malloc(n + 1), *dst = malloc(cap + GUARD);
+    void *sreq = NULL, *rreq = NULL, *dp = dst;
+    size_t got[1] = {~(size_t)0};
+    fill(src, n, seed);
+    memset(dst, 0xA5, cap + GUARD);
+    CHECK(T->irecv(p->rc, 1, &dp, &cap, (int[]){3}, NULL, &rreq) == RCOLL_OK && rreq,
+          "irecv %zu", n);
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!sreq && !cur_failed && rcoll_now_ns() < end) /* NULL until the FIFO slot lands */
+        CHECK(T->isend(p->sc, src, n, 3, NULL, &sreq) == RCOLL_OK, "isend %zu", n);
+    CHECK(sreq != NULL, "isend %zu never got a request", n);
+    CHECK(wait2(&sreq, &rreq, got) == RCOLL_OK, "transfer of %zu bytes", n);
+    CHECK(got[0] == n, "size %zu reported %zu", n, got[0]);
+    CHECK(memcmp(src, dst, n) == 0, "data of %zu bytes differs", n);
+    CHECK(guard_ok(dst + n, cap + GUARD - n, 0xA5), "bytes past %zu were written", n);
+    free(src);
+    free(dst);
+}
+
+static void sizes_with_qps(int qps)
+{
+    cfg->ib_qps_per_conn = qps;
+    pair_t p;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    for (size_t n = 1; n <= ((size_t)16 << 20) && p.rc && !cur_failed; n *= 4) {
+        one_transfer(&p, n - 1, n + 7, (unsigned)n);
+        one_transfer(&p, n, n, (unsigned)n + 1);
+        one_transfer(&p, n + 1, n + 1, (unsigned)n + 2);
+    }
+    if (p.rc) one_transfer(&p, (size_t)64 << 20, (size_t)64 << 20, 99);
+    pair_close(&p);
+    cfg->ib_qps_per_conn = 1;
+}
+
+static void sizes1(void) { sizes_with_qps(1); }
+static void sizes4(void) { sizes_with_qps(4); }
+
+/* 48 messages in flight both ways (receives advertised first), completed in reverse. */
+static void test_pipeline(void)
+{
+    enum { N = 48 };
+    pair_t p;
+    size_t len[N];
+    unsigned char *src[N], *dst[N];
+    void *sreq[N] = {0}, *rreq[N] = {0};
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) return;
+    for (int i = 0; i < N; i++) {
+        len[i] = (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(len[i] + 1);
+        fill(src[i], len[i], 100u + (unsigned)i);
+        void *dp = dst[i];
+        if (i < RCOLL_IB_NSLOTS)
+            CHECK(T->irecv(p.rc, 1, &dp, &len[i], NULL, NULL, &rreq[i]) == RCOLL_OK && rreq[i],
+                  "irecv %d", i);
+    }
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    int left = 2 * N, posted_r = RCOLL_IB_NSLOTS, posted_s = 0;
+    while (left > 0 && rcoll_now_ns() < end && !cur_failed) {
+        while (posted_s < N && T->isend(p.sc, src[posted_s], len[posted_s], posted_s, NULL,
+                                        &sreq[posted_s]) == RCOLL_OK && sreq[posted_s])
+            posted_s++;
+        void *dp = posted_r < N ? dst[posted_r] : NULL;
+        if (posted_r < N && T->irecv(p.rc, 1, &dp, &len[posted_r], NULL, NULL,
+                                     &rreq[posted_r]) == RCOLL_OK && rreq[posted_r])
+            posted_r++;
+        for (int i = N - 1; i >= 0; i--) {
+            int done;
+            if (sreq[i]) {
+                CHECK(T->test(sreq[i], &done, NULL) == RCOLL_OK, "test send %d", i);
+                if (done) sreq[i] = NULL, left--;
+            }
+            if (rreq[i]) {
+                size_t got = 0;
+                CHECK(T->test(rreq[i], &done, &got) == RCOLL_OK, "test recv %d", i);
+                if (done) {
+                    CHECK(got == len[i], "recv %d size %zu != %zu", i, got, len[i]);
+                    rreq[i] = NULL, left--;
+                }
+            }
+        }
+    }
+    CHECK(left == 0, "%d requests not complete", left);
+    for (int i = 0; i < N; i++) {
+        CHECK(left != 0 || memcmp(src[i], dst[i], len[i]) == 0, "message %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p);
+}
+
+static void test_grouped(void)
+{
+    pair_t p;
+    size_t len[3] = {10, 0, 300000}, cap[3] = {20, 8, 300000}, got[3] = {0, 1, 0};
+    unsigned char *src[3], *dst[3];
+    void *sreq[3] = {0}, *rreq = NULL, *dp[3];
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) return;
+    for (int i = 0; i < 3; i++) {
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(cap[i] + 1);
+        dp[i] = dst[i];
+        fill(src[i], len[i], 7u * (unsigned)i);
+    }
+    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
+          "grouped irecv");
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    for (int i = 0; i < 3 && !cur_failed; i++)
+        while (!sreq[i] && rcoll_now_ns() < end)
+            CHECK(T->isend(p.sc, src[i], len[i], i == 1 ? 4 : -1, NULL, &sreq[i]) == RCOLL_OK,
+                  "isend %d", i);
+    void *none = NULL;
+    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
+    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
+    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
+    for (int i = 0; i < 3; i++) {
+        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
+        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p);
+}
+
+/* 64 connections open at once, each carrying one message. */
+static void test_many(void)
+{
+    enum { N = 64 };
+    pair_t *p = calloc(N, sizeof(*p));
+    int ok = 1;
+    for (int i = 0; i < N && ok; i++) {
+        ok = pair_open(&p[i]) == RCOLL_OK;
+        CHECK(ok, "pair_open %d", i);
+    }
+    for (int i = 0; i < N && ok && !cur_failed; i++) one_transfer(&p[i], 1000 + (size_t)i, 2000,
+                                                                  (unsigned)i);
+    for (int i = 0; i < N; i++) pair_close(&p[i]);
+    free(p);
+}
+
+/* Expect the sender's next request to fail with st and a message containing what. */
+static void expect_send_error(pair_t *p, void *buf, size_t n, int tag, rcoll_status_t want,
+                              const char *what)
+{
+    void *sreq = NULL;
+    rcoll_status_t st = RCOLL_OK;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!sreq && st == RCOLL_OK && rcoll_now_ns() < end)
+        st = T->isend(p->sc, buf, n, tag, NULL, &sreq);
+    if (sreq) st = wait1(sreq, NULL, DEADLINE_NS);
+    CHECK(st == want, "sender got %d, want %d", st, want);
+    CHECK(strstr(rcoll_err_get(), what) != NULL, "sender's message names '%s'", what);
+}
+
+static void test_tag_and_size(void)
+{
+    pair_t p;
+    unsigned char sbuf[200], rbuf[100 + GUARD];
+    size_t cap = 100;
+    void *rreq = NULL, *dp = rbuf;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) return;
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){5}, NULL, &rreq) == RCOLL_OK, "irecv");
+    expect_send_error(&p, sbuf, 10, 7, RCOLL_ERR_PROTOCOL, "tag");
+    pair_close(&p);
+
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) return;
+    memset(rbuf, 0x5A, sizeof(rbuf));
+    rreq = NULL;
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+    expect_send_error(&p, sbuf, sizeof(sbuf), 1, RCOLL_ERR_PROTOCOL, "larger");
+    rcoll_status_t st = rreq ? wait1(rreq, NULL, DEADLINE_NS) : RCOLL_OK;
+    CHECK(st == RCOLL_ERR_PROTOCOL, "receiver got %d", st);
+    CHECK(strstr(rcoll_err_get(), "larger") != NULL, "receiver's message says why");
+    CHECK(guard_ok(rbuf, sizeof(rbuf), 0x5A), "receive buffer was written");
+    pair_close(&p);
+}
+
+/* A corrupted rkey in the advertisement: the write fails with a remote access error. */
+static void test_bad_rkey(void)
+{
+    pair_t p;
+    unsigned char sbuf[4096], rbuf[4096];
+    size_t cap = sizeof(rbuf);
+    void *rreq = NULL, *dp = rbuf;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) return;
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+    rcoll_ib_comm_t *sc = p.sc;
+    volatile rcoll_ib_fifo_slot_t *slot = &sc->fifo[0];
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (slot->seq_tail != 1 && rcoll_now_ns() < end) sched_yield();
+    slot->e[0].rkey ^= 0x5a5a00;
+    expect_send_error(&p, sbuf, sizeof(sbuf), -1, RCOLL_ERR_REMOTE, "access");
+    CHECK(strstr(rcoll_err_get(), "QPN") && strstr(rcoll_err_get(), "GID") &&
+              strstr(rcoll_err_get(), "vendor error"), "message names QPN, GIDs, vendor error");
+    /* the receiver learns it too: its QP is flushed or its peer closes */
+    T->close_send(p.sc);
+    p.sc = NULL;
+    rcoll_status_t st = rreq ? wait1(rreq, NULL, DEADLINE_NS) : RCOLL_OK;
+    CHECK(st != RCOLL_OK && st != RCOLL_INPROGRESS, "receiver got %d", st);
+    pair_close(&p);
+}
+
+/* No receive posted for the immediate (one pre-posted receive, never replenished because the
+ * receiver does not poll): receiver-not-ready retries run out. */
+static void test_rnr(void)
+{
+    pair_t p;
+    unsigned char sbuf[64], rbuf[2][64];
+    size_t cap[2] = {64, 64};
+    void *rreq = NULL, *dp[2] = {rbuf[0], rbuf[1]};
+    rcoll_ib_test_rq_depth = 1;
+    cfg->ib_rnr_retry = 1;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    rcoll_ib_test_rq_depth = 0;
+    cfg->ib_rnr_retry = 7;
+    if (!p.rc) return;
+    CHECK(T->irecv(p.rc, 2, dp, cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
+    void *s1 = NULL;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!s1 && rcoll_now_ns() < end) T->isend(p.sc, sbuf, 8, -1, NULL, &s1);
+    CHECK(s1 && wait1(s1, NULL, DEADLINE_NS) == RCOLL_OK, "first message");
+    expect_send_error(&p, sbuf, 8, -1, RCOLL_ERR_REMOTE, "RNR");
+    pair_close(&p);
+}
+
+/* ---- a peer in another process, killed mid-transfer ---- */
+
+static void test_killed_peer(void)
+{
+    int to_child[2], from_child[2];
+    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0, "pipes");
+    size_t n = (size_t)64 << 20;
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* the child execs a fresh copy of this program: verbs state is not fork-safe */
+        char fd_in[16], fd_out[16];
+        snprintf(fd_in, sizeof(fd_in), "%d", to_child[0]);
+        snprintf(fd_out, sizeof(fd_out), "%d", from_child[1]);
+        execl("/proc/self/exe", "test_transport_verbs", "--child", fd_in, fd_out, (char *)NULL);
+        _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    CHECK(read(from_child[0], handle, sizeof(handle)) == (ssize_t)sizeof(handle),
+          "child's handle");
+    void *sc = NULL;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!sc && !cur_failed && rcoll_now_ns() < end)
+        CHECK(T->connect(0, handle, &sc) == RCOLL_OK, "connect to the child");
+    unsigned char *src = calloc(1, n);
+    void *sreq = NULL;
+    while (sc && !sreq && !cur_failed && rcoll_now_ns() < end)
+        CHECK(T->isend(sc, src, n, -1, NULL, &sreq) == RCOLL_OK, "isend");
+    int done = 0;
+    if (sreq) T->test(sreq, &done, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    uint64_t t0 = rcoll_now_ns();
+    rcoll_status_t st = sreq && !done ? wait1(sreq, NULL, 30ull * 1000000000ull) : RCOLL_OK;
+    printf("  sender's error after %.2f s: %s\n", (double)(rcoll_now_ns() - t0) / 1e9,
+           rcoll_err_get());
+    CHECK(st == RCOLL_ERR_REMOTE, "sender got %d, want REMOTE", st);
+    if (sc) T->close_send(sc);
+    free(src);
+    close(to_child[1]);
+    close(from_child[0]);
+}
+
+/* Child side: listen, send the handle up, accept, post a 64 MiB receive, wait to be killed. */
+static int run_child(int fd_in, int fd_out)
+{
+    void *lc = NULL, *rc = NULL, *rreq = NULL;
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    if (T->listen(0, handle, &lc) != RCOLL_OK) return 2;
+    if (write(fd_out, handle, sizeof(handle)) != (ssize_t)sizeof(handle)) return 3;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (!rc && rcoll_now_ns() < end)
+        if (T->accept(lc, &rc) != RCOLL_OK) return 4;
+    size_t n = (size_t)64 << 20;
+    void *buf = malloc(n);
+    if (!rc || T->irecv(rc, 1, &buf, &n, NULL, NULL, &rreq) != RCOLL_OK) return 5;
+    char c;
+    (void)!read(fd_in, &c, 1); /* blocks until the parent kills us or closes the pipe */
+    return 0;
+}
+
+static void test_reg_cache(void)
+{
+    pair_t p;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) return;
+    rcoll_ib_mr_cache_t *mrs = rcoll_ib_dev(pair_listen_dev)->mrs;
+    int base = rcoll_ib_mr_count(mrs);
+    char *buf = aligned_alloc(4096, 3 * 4096);
+    void *a = NULL, *b = NULL;
+    CHECK(T->reg_mr(p.rc, buf, 3 * 4096, RCOLL_PTR_HOST, &a) == RCOLL_OK, "reg whole");
+    CHECK(T->reg_mr(p.rc, buf + 100, 200, RCOLL_PTR_HOST, &b) == RCOLL_OK, "reg inside");
+    CHECK(a == b && rcoll_ib_mr_count(mrs) == base + 1, "one registration serves both");
+    CHECK(T->reg_mr(p.rc, buf, 10, RCOLL_PTR_CUDA, &b) == RCOLL_ERR_UNSUPPORTED,
+          "CUDA memory refused with a reason");
+    T->dereg_mr(p.rc, a);
+    CHECK(rcoll_ib_mr_count(mrs) == base + 1, "still referenced");
+    T->dereg_mr(p.rc, a);
+    CHECK(rcoll_ib_mr_count(mrs) == base, "deregistered with the last reference");
+    free(buf);
+    pair_close(&p);
+}
+
+int main(int argc, char **argv)
+{
+    static rcoll_config_t c;
+    if (rcoll_config_load(&c) != RCOLL_OK) return 1;
+    rcoll_status_t st = rcoll_transport_ensure_init(T, &c);
+    if (st != RCOLL_OK) {
+        printf("SKIP: verbs transport unavailable here: %s\n", rcoll_err_get());
+        return 77;
+    }
+    cfg = (rcoll_config_t *)rcoll_ib_cfg;
+    T->devices(&ndev);
+    if (argc == 4 && !strcmp(argv[1], "--child")) return run_child(atoi(argv[2]), atoi(argv[3]));
+    /* two ports (rxe0, rxe1): listen on one, connect from the other, so traffic crosses */
+    pair_connect_dev = ndev > 1 ? 1 : 0;
+    cfg->ib_timeout = 12; /* ~17 ms per retry: a dead peer is noticed in well under a second */
+    run("props", test_props);
+    run("sizes 0 B..64 MiB, 1 QP", sizes1);
+    run("sizes 0 B..64 MiB, 4 QPs", sizes4);
+    run("48 requests in flight", test_pipeline);
+    run("grouped irecv", test_grouped);
+    run("64 connections", test_many);
+    run("registration cache", test_reg_cache);
+    run("tag and size mismatch -> PROTOCOL on both ends", test_tag_and_size);
+    run("bad rkey -> remote access error", test_bad_rkey);
+    run("no receive posted -> RNR retry exceeded", test_rnr);
+    run("peer killed mid-transfer", test_killed_peer);
+    T->fini();
+    return run_summary();
+}
