@@ -230,6 +230,17 @@ if [ -x "$PERF" ]; then
             "$PERF" -b 8 -e 8 -n 1
         t_probe_net() { [ "$RC" = 0 ] && t_probe_path probe_net net; }
         check probe_net t_probe_net
+        # Without rdma-core (the verbs library missing) rcoll still loads and runs, over TCP
+        # here, and says at INFO why verbs is not used.
+        RCOLL_IBVERBS_LIB=/nonexistent/libibverbs.so.1 RCOLL_SHM_DISABLE=1 RCOLL_DEBUG=INFO \
+            RCOLL_DEBUG_SUBSYS=INIT rr no_rdma_core --timeout 15 -n 2 "$PERF" -b 8 -e 64K -f 8 -n 2
+        t_no_rdma_core() {
+            [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/no_rdma_core.out" &&
+                grep -q 'transport verbs not used: .*cannot load /nonexistent/libibverbs.so.1' \
+                    "$TMP/no_rdma_core.out" "$TMP/no_rdma_core.err" &&
+                grep -q 'reaches 1 peer over tcp' "$TMP/no_rdma_core.out" "$TMP/no_rdma_core.err"
+        }
+        check no_rdma_core t_no_rdma_core
     else
         echo "note: all_reduce_perf not functional, skipped (rc=$RC)"
     fi
