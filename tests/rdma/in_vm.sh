@@ -1,0 +1,77 @@
+#!/bin/sh
+# in_vm.sh BUILD - the rdma suite's checks, run inside tools/rxe-vm against real kernel verbs
+# (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, rcoll-info's
+# device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, and a link
+# taken down under a running job.  POSIX sh (busybox): prints one verdict per check, then a
+# summary, and exits non-zero if any check failed.
+BUILD=${1:?usage: in_vm.sh BUILD}
+TMP=/tmp/rdma-suite
+mkdir -p "$TMP"
+pass=0
+fail=0
+verdict() { # NAME STATUS
+    if [ "$2" = 0 ]; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+show() { echo "---- $1"; tail -n "${2:-40}" "$1"; echo "----"; }
+
+export RCOLL_SHM_DISABLE=1 RCOLL_TIMEOUT=60
+
+# 1. rcoll-info lists both ports with a chosen (starred) GID
+"$BUILD/tools/rcoll-info" >"$TMP/info" 2>&1
+st=1
+grep -q 'verbs  device 0: rxe' "$TMP/info" && grep -q 'verbs  device 1: rxe' "$TMP/info" &&
+    grep -q '^ *\* \[[0-9]*\] ' "$TMP/info" && st=0
+[ $st = 0 ] || show "$TMP/info"
+verdict "rcoll-info lists rxe0/rxe1 and the GID it picks" $st
+grep -A4 'verbs  device 0' "$TMP/info"
+
+# 2. the transport's conformance suite
+"$BUILD/tests/test_transport_verbs" >"$TMP/conf" 2>&1
+st=$?
+cat "$TMP/conf"
+verdict "verbs conformance suite" $st
+
+# 3. all_reduce_perf over verbs, rank 0 on rxe0 and rank 1 on rxe1
+RCOLL_NET=verbs RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT,VERBS timeout 300 \
+    "$BUILD/tools/rcoll-run" -n 2 "$BUILD/bench/all_reduce_perf" -b 8 -e 4M -f 8 -n 5 -w 1 \
+    >"$TMP/perf" 2>&1
+st=$?
+if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/perf" &&
+    grep -q 'reaches 1 peer over verbs' "$TMP/perf" && grep -q 'connection rxe0' "$TMP/perf" &&
+    grep -q 'connection rxe1' "$TMP/perf"; then st=0; else st=1; show "$TMP/perf" 60; fi
+grep -v ' INFO ' "$TMP/perf" | tail -n 20
+verdict "all_reduce_perf, 2 ranks over verbs (rxe0 <-> rxe1)" $st
+
+# 4. the collective matrix with every rank on verbs (ranks alternate rxe0/rxe1)
+MATRIX_TRANSPORT=verbs timeout 900 "$BUILD/tests/test_coll_matrix" 4 >"$TMP/matrix" 2>&1
+st=$?
+tail -n 8 "$TMP/matrix"
+[ $st = 0 ] || show "$TMP/matrix" 60
+verdict "collective matrix over verbs, 1-4 ranks" $st
+
+# 5. the transport microbenchmark runs over verbs (rxe under QEMU: not performance numbers)
+timeout 300 "$BUILD/bench/rcoll_net_perf" -t verbs -a -e 1M -n 20 >"$TMP/bw" 2>&1 &&
+    timeout 300 "$BUILD/bench/rcoll_net_perf" -t verbs --lat -a -e 64K -n 50 >"$TMP/lat" 2>&1
+st=$?
+cat "$TMP/bw" "$TMP/lat" | grep -v '^ *$' | head -n 40
+verdict "rcoll_net_perf bw and lat over verbs" $st
+
+# 6. veth1 taken down under a running job: every rank fails, naming its peer, no hang
+RCOLL_NET=verbs RCOLL_IB_TIMEOUT=14 RCOLL_TIMEOUT=20 timeout 120 \
+    "$BUILD/tools/rcoll-run" -n 2 "$BUILD/bench/all_reduce_perf" -b 16M -e 16M -n 100000 -w 1 \
+    >"$TMP/down" 2>&1 &
+job=$!
+sleep 8
+ip link set veth1 down
+wait $job
+rc=$?
+ip link set veth1 up
+st=1
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q '^\[0\].*rank 1' "$TMP/down" &&
+    grep -q '^\[1\].*rank 0' "$TMP/down"; then st=0; fi
+grep -i 'error\|fail\|warn' "$TMP/down" | head -n 12
+[ $st = 0 ] || show "$TMP/down"
+verdict "link down mid-job: both ranks fail naming the peer (rc=$rc)" $st
+
+echo "rdma suite: $pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run_rdma.sh SRC BUILD - the meson suite `rdma`: boots the Soft-RoCE VM (tools/rxe-vm) with
+# the build tree inside and runs tests/rdma/in_vm.sh there.  Exit 77 (skip) where the VM
+# cannot run (no qemu or kernel package and RXE_VM_NO_INSTALL=1, or no network to apt).
+set -euo pipefail
+SRC=$(cd "${1:?usage: run_rdma.sh SRC BUILD}" && pwd)
+BUILD=$(cd "${2:?usage: run_rdma.sh SRC BUILD}" && pwd)
+VM="$SRC/tools/rxe-vm"
+set +e
+"$VM" --check
+rc=$?
+set -e
+if [ "$rc" != 0 ]; then
+    echo "SKIP: the Soft-RoCE VM cannot run here (tools/rxe-vm --check gave $rc)"
+    exit 77
+fi
+exec "$VM" --timeout "${RXE_VM_TIMEOUT:-1500}" --mem 2048 --include "$BUILD" \
+    --include "$SRC/tests/rdma/in_vm.sh" -- /bin/sh "$SRC/tests/rdma/in_vm.sh" "$BUILD"
