@@ -27,7 +27,7 @@ typedef struct {
     const rcoll_transport_ops_t *tp; /* the transport it arrived on */
     void *comm;
     void *req;
-    conn_hello_t in;
+    conn_hello_t *in; /* own allocation: entries move in pend[], a posted receive must not */
 } pending_accept_t;
 
 struct rcoll_conn_state {
@@ -77,7 +77,10 @@ void rcoll_conn_fini(rcoll_comm_t c)
         if (c->link.recv_comms && c->link.recv_comms[p]) tp->close_recv(c->link.recv_comms[p]);
     }
     if (s) {
-        for (int i = 0; i < s->npend; i++) s->pend[i].tp->close_recv(s->pend[i].comm);
+        for (int i = 0; i < s->npend; i++) {
+            s->pend[i].tp->close_recv(s->pend[i].comm);
+            free(s->pend[i].in);
+        }
         free(s->want_send);
         free(s->want_recv);
         free(s->sent);
@@ -175,14 +178,20 @@ static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
         void *rc = NULL;
         st = c->tps[t]->accept(c->listen_comms[t], &rc);
         if (st < 0) return st;
-        if (rc) s->pend[s->npend++] = (pending_accept_t){.tp = c->tps[t], .comm = rc};
+        if (!rc) continue;
+        conn_hello_t *in = calloc(1, sizeof(*in));
+        if (!in) {
+            c->tps[t]->close_recv(rc);
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "accepting a connection: out of memory");
+        }
+        s->pend[s->npend++] = (pending_accept_t){.tp = c->tps[t], .comm = rc, .in = in};
     }
     for (int i = 0; i < s->npend; i++) {
         pending_accept_t *a = &s->pend[i];
         const rcoll_transport_ops_t *tp = a->tp;
         if (!a->req) {
-            void *buf = &a->in;
-            size_t size = sizeof(a->in);
+            void *buf = a->in;
+            size_t size = sizeof(*a->in);
             int tag = -1;
             void *mh = NULL;
             st = tp->irecv(a->comm, 1, &buf, &size, &tag, &mh, &a->req);
@@ -199,14 +208,16 @@ static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
         }
         if (!done) continue;
         a->req = NULL;
-        int p = a->in.rank;
-        if (got != sizeof(a->in) || a->in.magic != CONN_HELLO_MAGIC || a->in.ctx != c->ctx ||
+        conn_hello_t in = *a->in;
+        int p = in.rank;
+        if (got != sizeof(in) || in.magic != CONN_HELLO_MAGIC || in.ctx != c->ctx ||
             p < 0 || p >= c->nranks || c->link.recv_comms[p] || c->link.tps[p] != tp)
             return rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                  "unexpected connection claiming to be rank %d of communicator "
-                                 "%llx (this is %llx)", p, (unsigned long long)a->in.ctx,
+                                 "%llx (this is %llx)", p, (unsigned long long)in.ctx,
                                  (unsigned long long)c->ctx);
         void *comm = a->comm;
+        free(a->in);
         s->pend[i--] = s->pend[--s->npend];
         st = adopt_recv(c, p, comm);
         if (st != RCOLL_OK) return st;
