@@ -6,7 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_pkgs=(meson ninja-build gcc pkg-config libc6-dev iproute2 libhwloc-dev libopenmpi-dev openmpi-bin)
+need_pkgs=(meson ninja-build gcc pkg-config libc6-dev iproute2 libhwloc-dev libopenmpi-dev openmpi-bin
+    libibverbs-dev librdmacm-dev)
+# The rdma suite's Soft-RoCE VM (tools/rxe-vm also installs these, and downloads the kernel).
+vm_pkgs=(qemu-system-x86 busybox-static cpio rdma-core ibverbs-utils ibverbs-providers kmod
+    xz-utils)
 
 install_deps() {
     local missing=()
@@ -43,6 +47,7 @@ bench)
     exec build/tools/rcoll-run -q --no-prefix -n "${RANKS:-4}" build/bench/all_reduce_perf "${args[@]}"
     ;;
 test)
+    need_pkgs+=("${vm_pkgs[@]}")
     install_deps
     configure build "${werror[@]}"
     configure build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \

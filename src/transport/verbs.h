@@ -48,7 +48,7 @@ typedef struct rcoll_ib_dev {
     int max_qp_wr;
     struct rcoll_ib_mr_cache *mrs; /* this device's registrations (shared by its ports) */
     volatile int dead;             /* a fatal port/device event arrived: its text below */
-    char dead_text[160];
+    char dead_text[192];
 } rcoll_ib_dev_t;
 
 /* What listen() writes into the opaque handle; the rest of the 128 bytes is zero. */

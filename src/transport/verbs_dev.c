@@ -419,6 +419,13 @@ static void handle_event(rcoll_ib_dev_t *d, struct ibv_async_event *ev)
     char what[160];
     const char *name = rcoll_ibv->event_type_str(ev->event_type);
     switch (ev->event_type) {
+    case IBV_EVENT_PORT_ACTIVE:
+        for (int i = 0; i < ndevs; i++)
+            if (devs[i].ctx == d->ctx && devs[i].port == ev->element.port_num && devs[i].dead) {
+                devs[i].dead = 0; /* new connections may use it again */
+                RCOLL_INFO(VERBS, "%s port %d is active again", devs[i].name, devs[i].port);
+            }
+        break;
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
@@ -433,8 +440,9 @@ static void handle_event(rcoll_ib_dev_t *d, struct ibv_async_event *ev)
             if (o->ctx != d->ctx) continue;
             if (ev->event_type == IBV_EVENT_PORT_ERR && o->port != ev->element.port_num)
                 continue;
-            snprintf(o->dead_text, sizeof(o->dead_text), "%.63s port %d: async event %.64s",
-                     o->name, o->port, name);
+            snprintf(o->dead_text, sizeof(o->dead_text), "local port %.48s:%d went down (async "
+                     "event: %.48s)", o->name, o->port, name);
+            if (!o->dead) RCOLL_WARN(VERBS, "%s", o->dead_text);
             o->dead = 1;
             rcoll_ib_fail_matching(o, NULL, o->dead_text);
         }
@@ -452,11 +460,7 @@ void rcoll_ib_poll_async(void)
         rcoll_ib_dev_t *d = &devs[i];
         if (!d->owns_ctx) continue;
         struct ibv_async_event ev;
-        while (rcoll_ibv->get_async_event(d->ctx, &ev) == 0) {
-            RCOLL_WARN(VERBS, "%s: async event %s", d->name,
-                       rcoll_ibv->event_type_str(ev.event_type));
-            handle_event(d, &ev);
-        }
+        while (rcoll_ibv->get_async_event(d->ctx, &ev) == 0) handle_event(d, &ev);
     }
 }
 
