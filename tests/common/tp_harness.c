@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -158,4 +159,47 @@ int run_summary(void)
 {
     printf("%d passed, %d failed%s\n", passed, failed, skipped ? " (some skipped)" : "");
     return failed ? 1 : 0;
+}
+
+rcoll_status_t isend_retry(void *sc, void *buf, size_t n, int tag, void **req)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    rcoll_status_t st = RCOLL_OK;
+    *req = NULL;
+    while (!*req && st == RCOLL_OK && rcoll_now_ns() < end) st = T->isend(sc, buf, n, tag, NULL, req);
+    if (st == RCOLL_OK && !*req) return rcoll_err_set(RCOLL_ERR_TIMEOUT, "isend: no request");
+    return st;
+}
+
+void tp_case_grouped(void)
+{
+    pair_t p;
+    size_t len[3] = {10, 0, 300000}, cap[3] = {20, 8, 300000}, got[3] = {0, 1, 0};
+    unsigned char *src[3], *dst[3];
+    void *sreq[3] = {0}, *rreq = NULL, *dp[3];
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    for (int i = 0; i < 3; i++) {
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(cap[i] + 1);
+        dp[i] = dst[i];
+        fill(src[i], len[i], 7u * (unsigned)i);
+    }
+    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
+          "grouped irecv");
+    for (int i = 0; i < 3; i++)
+        CHECK(isend_retry(p.sc, src[i], len[i], i == 1 ? 4 : -1, &sreq[i]) == RCOLL_OK,
+              "isend %d", i);
+    void *none = NULL;
+    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
+    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
+    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
+    for (int i = 0; i < 3; i++) {
+        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
+        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p);
 }

@@ -53,6 +53,10 @@ int raw_sees_close(int fd, void *lc);
 /* A reproducible pattern per seed; whether n bytes all equal v. */
 void fill(unsigned char *buf, size_t n, unsigned seed);
 int guard_ok(const unsigned char *p, size_t n, unsigned char v);
+/* isend until the transport hands out a request (10 s deadline). */
+rcoll_status_t isend_retry(void *sc, void *buf, size_t n, int tag, void **req);
+/* Shared case: three messages (10 B, 0 B tagged 4, 300 KB) into one grouped irecv. */
+void tp_case_grouped(void);
 /* Run one case and print its verdict; the summary line and exit code at the end. */
 void run(const char *name, void (*fn)(void));
 int run_summary(void);

@@ -135,40 +135,6 @@ static void test_pipeline(void)
     pair_close(&p);
 }
 
-static void test_grouped(void)
-{
-    pair_t p;
-    size_t len[3] = {10, 0, 300000}, cap[3] = {20, 8, 300000}, got[3] = {0, 1, 0};
-    unsigned char *src[3], *dst[3];
-    void *sreq[3] = {0}, *rreq = NULL, *dp[3];
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc) return;
-    for (int i = 0; i < 3; i++) {
-        src[i] = malloc(len[i] + 1);
-        dst[i] = malloc(cap[i] + 1);
-        dp[i] = dst[i];
-        fill(src[i], len[i], 7u * (unsigned)i);
-    }
-    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
-          "grouped irecv");
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    for (int i = 0; i < 3 && !cur_failed; i++)
-        while (!sreq[i] && rcoll_now_ns() < end)
-            CHECK(T->isend(p.sc, src[i], len[i], i == 1 ? 4 : -1, NULL, &sreq[i]) == RCOLL_OK,
-                  "isend %d", i);
-    void *none = NULL;
-    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
-    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
-    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
-    for (int i = 0; i < 3; i++) {
-        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
-        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
-        free(src[i]);
-        free(dst[i]);
-    }
-    pair_close(&p);
-}
-
 /* 64 connections open at once, each carrying one message. */
 static void test_many(void)
 {
@@ -376,7 +342,7 @@ int main(int argc, char **argv)
     run("sizes 0 B..64 MiB, 1 QP", sizes1);
     run("sizes 0 B..64 MiB, 4 QPs", sizes4);
     run("48 requests in flight", test_pipeline);
-    run("grouped irecv", test_grouped);
+    run("grouped irecv", tp_case_grouped);
     run("64 connections", test_many);
     run("registration cache", test_reg_cache);
     run("tag and size mismatch -> PROTOCOL on both ends", test_tag_and_size);

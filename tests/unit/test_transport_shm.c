@@ -328,40 +328,6 @@ static void test_pipeline(void)
     pair_close(&p);
 }
 
-/* One request takes three messages (one empty), with per-buffer tags. */
-static void test_grouped(void)
-{
-    pair_t p;
-    size_t len[3] = {10, 0, 3000000}, cap[3] = {20, 8, 3000000}, got[3] = {0, 1, 0};
-    unsigned char *src[3], *dst[3];
-    void *sreq[3], *rreq = NULL, *dp[3];
-    setup(256 << 10, 0);
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc)
-        return;
-    for (int i = 0; i < 3; i++) {
-        src[i] = malloc(len[i] + 1);
-        dst[i] = malloc(cap[i] + 1);
-        dp[i] = dst[i];
-        fill(src[i], len[i], 7u * (unsigned)i);
-        CHECK(T->isend(p.sc, src[i], len[i], i == 1 ? 4 : -1, NULL, &sreq[i]) == RCOLL_OK,
-              "isend %d", i);
-    }
-    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
-          "grouped irecv");
-    void *none = NULL;
-    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
-    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
-    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
-    for (int i = 0; i < 3; i++) {
-        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
-        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
-        free(src[i]);
-        free(dst[i]);
-    }
-    pair_close(&p);
-}
-
 static void test_tag_mismatch(void)
 {
     pair_t p;
@@ -1081,6 +1047,12 @@ static void test_final_resources(void)
     CHECK(!strcmp(shm_at_start, now), "/dev/shm before:\n%s-- after:\n%s", shm_at_start, now);
 }
 
+static void grouped(void)
+{
+    setup(256 << 10, 0);
+    tp_case_grouped();
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1094,7 +1066,7 @@ int main(void)
     run("sizes between two processes, copy", sizes_procs);
     run("sizes between two processes, single-copy", sizes_procs_single);
     run("64 messages in flight, reverse tests, pool bound", test_pipeline);
-    run("grouped irecv n=3", test_grouped);
+    run("grouped irecv n=3", grouped);
     run("tag mismatch -> PROTOCOL", test_tag_mismatch);
     run("message larger than the buffer -> PROTOCOL, guard intact", test_too_small);
     run("bad connectors dropped (wrong nonce, garbage, bad segment)", test_bad_connectors);

@@ -168,38 +168,6 @@ static void test_pipeline(int nsocks)
     pair_close(&p); /* frees whatever is still outstanding after a failure */
 }
 
-static void test_grouped(int nsocks)
-{
-    pair_t p;
-    size_t len[3] = {10, 0, 300000}, cap[3] = {20, 8, 300000}, got[3] = {0, 1, 0};
-    unsigned char *src[3], *dst[3];
-    void *sreq[3], *rreq = NULL, *dp[3];
-    setup(nsocks, 64 << 10);
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc)
-        return;
-    for (int i = 0; i < 3; i++) {
-        src[i] = malloc(len[i] + 1);
-        dst[i] = malloc(cap[i] + 1);
-        dp[i] = dst[i];
-        fill(src[i], len[i], 7u * (unsigned)i);
-        CHECK(T->isend(p.sc, src[i], len[i], -1, NULL, &sreq[i]) == RCOLL_OK, "isend %d", i);
-    }
-    CHECK(T->irecv(p.rc, 3, dp, cap, (int[]){-1, 4, -1}, NULL, &rreq) == RCOLL_OK && rreq,
-          "grouped irecv");
-    void *none = NULL;
-    CHECK(wait2(&sreq[0], &none, NULL) == RCOLL_OK, "send 0");
-    CHECK(wait2(&sreq[1], &none, NULL) == RCOLL_OK, "send 1");
-    CHECK(wait2(&sreq[2], &rreq, got) == RCOLL_OK, "send 2 + grouped recv");
-    for (int i = 0; i < 3; i++) {
-        CHECK(got[i] == len[i], "buffer %d got %zu, want %zu", i, got[i], len[i]);
-        CHECK(memcmp(src[i], dst[i], len[i]) == 0, "buffer %d differs", i);
-        free(src[i]);
-        free(dst[i]);
-    }
-    pair_close(&p);
-}
-
 static void test_tag_mismatch(void)
 {
     pair_t p;
@@ -637,8 +605,8 @@ static void sizes1(void) { test_sizes(1); }
 static void sizes4(void) { test_sizes(4); }
 static void pipe1(void) { test_pipeline(1); }
 static void pipe4(void) { test_pipeline(4); }
-static void grouped1(void) { test_grouped(1); }
-static void grouped4(void) { test_grouped(4); }
+static void grouped1(void) { setup(1, 64 << 10); tp_case_grouped(); }
+static void grouped4(void) { setup(4, 64 << 10); tp_case_grouped(); }
 static void garbage1(void) { test_garbage_client(1); }
 static void garbage4(void) { test_garbage_client(4); }
 static void peer_close(void) { test_raw_peer("close"); }
