@@ -120,6 +120,21 @@ static int print_tuning(const rcoll_config_t *cfg, int nranks)
             last = a;
         }
     }
+    /* the same ranks spread over hosts (2 or more per host): flat against hierarchical */
+    for (int hosts = 2; hosts <= nranks / 2; hosts *= 2) {
+        if (nranks % hosts) continue;
+        printf("%d ranks on %d hosts (%d per host), between hosts over the network:\n", nranks,
+               hosts, nranks / hosts);
+        int last = -1;
+        for (size_t bytes = 4; bytes <= ((size_t)1 << 30); bytes *= 2) {
+            double pred;
+            int a = (int)rcoll_select_allreduce_hosts(&t, hosts, nranks / hosts, bytes, &pred);
+            if (a != last)
+                printf("  from %10zu B: %-8s (%.2f us predicted)\n", bytes, rcoll_alg_names[a],
+                       pred);
+            last = a;
+        }
+    }
     return 0;
 }
 

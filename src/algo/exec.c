@@ -29,6 +29,17 @@ void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
     e->last_progress_ns = 0; /* the caller stamps it when it next reads the clock */
 }
 
+void rcoll_exec_set_map(rcoll_exec_t *e, const int *pmap) { e->pmap = pmap; }
+
+/* Step k of the schedule, its peers translated to communicator ranks. */
+static void exec_step(const rcoll_exec_t *e, uint64_t k, rcoll_step_t *st)
+{
+    rcoll_sched_step(&e->sched, k, st);
+    if (!e->pmap) return;
+    if (st->has_recv) st->recv_peer = e->pmap[st->recv_peer];
+    if (st->has_send) st->send_peer = e->pmap[st->send_peer];
+}
+
 static rcoll_status_t complete_sends(rcoll_exec_t *e, int *progressed)
 {
     while (e->scount > 0) {
@@ -55,7 +66,7 @@ static rcoll_status_t post_recvs(rcoll_exec_t *e)
     const rcoll_link_t *l = e->link;
     while (e->k_post < e->sched.nsteps && e->nposted < l->nslots) {
         rcoll_step_t st;
-        rcoll_sched_step(&e->sched, e->k_post, &st);
+        exec_step(e, e->k_post, &st);
         if (!st.has_recv) {
             e->k_post++;
             continue;
@@ -127,7 +138,7 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
     const rcoll_link_t *l = e->link;
     while (e->k_proc < e->sched.nsteps) {
         rcoll_step_t st;
-        rcoll_sched_step(&e->sched, e->k_proc, &st);
+        exec_step(e, e->k_proc, &st);
         int slot = (int)(e->rseq_proc % (uint64_t)l->nslots);
         if (st.has_recv && !e->acted) {
             e->waiting_peer = st.recv_peer;

@@ -55,9 +55,12 @@ typedef struct {
     int waiting_peer;   /* when stalled: the rank waited on */
     int waiting_recv;   /* 1 = waiting for its data, 0 = waiting for it to take ours */
     int err_peer;       /* after an error: the peer whose connection failed */
+    const int *pmap;    /* schedule rank -> communicator rank (NULL: the same) */
 } rcoll_exec_t;
 
-/* Prepare e to run schedule s from src into dst (src may equal dst). */
+/* Prepare e to run schedule s from src into dst (src may equal dst).  A schedule computed for
+ * a position in a reordered ring or a subgroup names peers by position: rcoll_exec_set_map
+ * gives the communicator rank of each position (the map must outlive the execution). */
 void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
                           const rcoll_link_t *link, const void *src, void *dst,
                           rcoll_datatype_t dt, rcoll_op_t op, int tag);
@@ -65,5 +68,7 @@ void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
  * while not, an error (detail via rcoll_err_get) otherwise.  *progressed set to 1 if anything
  * moved. */
 rcoll_status_t rcoll_exec_progress(rcoll_exec_t *e, int *progressed);
+
+void rcoll_exec_set_map(rcoll_exec_t *e, const int *pmap);
 
 #endif

@@ -34,7 +34,8 @@ static int tree_depth(int n)
     return d;
 }
 
-const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree", "twoshot"};
+const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree", "twoshot",
+                                                      "hier"};
 
 void rcoll_tuning_defaults(rcoll_tuning_t *t)
 {
@@ -117,6 +118,27 @@ double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, in
     default:
         return HUGE_VAL;
     }
+}
+
+double rcoll_select_predict_hier(const rcoll_tuning_t *t, int nhosts, int ppn, size_t bytes)
+{
+    if (nhosts < 2 || ppn < 2) return HUGE_VAL;
+    double S = (double)bytes, K = (double)ppn, H = (double)nhosts, g = t->gamma_us_per_b;
+    const rcoll_path_cost_t *s = &t->shm, *n = &t->net;
+    return 2 * (K - 1) * s->alpha_us + 2 * (K - 1) / K * S * s->beta_us_per_b +
+           (K - 1) / K * S * g + 2 * (H - 1) * n->alpha_us + 2 * (H - 1) / H * S * n->beta_us_per_b +
+           (H - 1) / (H * K) * S * g;
+}
+
+rcoll_allreduce_alg_t rcoll_select_allreduce_hosts(const rcoll_tuning_t *t, int nhosts, int ppn,
+                                                   size_t bytes, double *predicted_us)
+{
+    double flat_t;
+    rcoll_allreduce_alg_t a = rcoll_select_allreduce(t, nhosts * ppn, bytes, 0, 0, &flat_t);
+    double h = rcoll_select_predict_hier(t, nhosts, ppn, bytes);
+    if (h < flat_t) a = RCOLL_ALG_HIER, flat_t = h;
+    if (predicted_us) *predicted_us = flat_t;
+    return a;
 }
 
 rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,

@@ -27,7 +27,8 @@ typedef enum {
     RCOLL_ALG_ONESHOT = 2,
     RCOLL_ALG_TREE = 3,
     RCOLL_ALG_TWOSHOT = 4,
-    RCOLL_ALG_COUNT = 5
+    RCOLL_ALG_HIER = 5,   /* several hosts with equal ranks: needs the layout (predict_hier) */
+    RCOLL_ALG_COUNT = 6
 } rcoll_allreduce_alg_t;
 
 extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];
@@ -54,6 +55,17 @@ rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, siz
  * steps, tree 2 D) and L the bytes per lane (ring S/n, tree S/2), that is
  * C = sqrt(L alpha / ((k - 1)(beta + gamma))), rounded to the better 64-byte neighbour and
  * kept within [min(4096, max_chunk), max_chunk]. */
+/* The hierarchical all-reduce on nhosts hosts of ppn ranks each: ring reduce-scatter over
+ * shared memory, ring all-reduce of each 1/ppn shard across hosts (the ppn shards in
+ * parallel, sharing each host's link), ring all-gather over shared memory:
+ *   2(k-1)a_s + 2(k-1)/k S b_s + (k-1)/k S g + 2(H-1)a_n + 2(H-1)/H S b_n + (H-1)/(Hk) S g.
+ * HUGE_VAL unless nhosts > 1 and ppn > 1. */
+double rcoll_select_predict_hier(const rcoll_tuning_t *t, int nhosts, int ppn, size_t bytes);
+/* The flat choice (rcoll_select_allreduce on all nhosts*ppn ranks over the network) against
+ * the hierarchical one; *predicted_us gets the winner's time. */
+rcoll_allreduce_alg_t rcoll_select_allreduce_hosts(const rcoll_tuning_t *t, int nhosts, int ppn,
+                                                   size_t bytes, double *predicted_us);
+
 size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n, size_t bytes,
                           int shm, size_t max_chunk);
 

@@ -145,6 +145,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(*c->peers));
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
+    c->ring_pos = rank;
     c->hostseg.fd = -1;
     c->last_alg = -1;
     c->probe_alg = -1;
@@ -160,10 +161,86 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     return RCOLL_OK;
 }
 
+/* Group the ranks by host: the ring order, the local and cross groups of the hierarchical
+ * all-reduce, and the ring neighbours.  The same on every rank (from the rank table). */
+static rcoll_status_t build_layout(rcoll_comm_t c)
+{
+    int n = c->nranks;
+    int *host = malloc((size_t)n * sizeof(int)), *order = malloc((size_t)n * sizeof(int));
+    int *count = calloc((size_t)n, sizeof(int));
+    if (!host || !order || !count) {
+        free(host), free(order), free(count);
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank layout: out of memory");
+    }
+    c->nhosts = 0;
+    for (int p = 0; p < n; p++) { /* host index: order of the host's lowest rank */
+        host[p] = -1;
+        for (int q = 0; q < p && host[p] < 0; q++)
+            if (c->peers[q].host_hash == c->peers[p].host_hash) host[p] = host[q];
+        if (host[p] < 0) host[p] = c->nhosts++;
+        count[host[p]]++;
+    }
+    int k = 0, identity = 1;
+    for (int h = 0; h < c->nhosts; h++)
+        for (int p = 0; p < n; p++)
+            if (host[p] == h) {
+                identity &= p == k;
+                order[k++] = p;
+            }
+    int crossings = 0, pos = 0;
+    for (int i = 0; i < n; i++) {
+        crossings += host[order[i]] != host[order[(i + 1) % n]];
+        if (order[i] == c->rank) pos = i;
+    }
+    c->ring_pos = pos;
+    c->next = order[(pos + 1) % n];
+    c->prev = order[(pos - 1 + n) % n];
+    c->ppn = count[0];
+    for (int h = 1; h < c->nhosts; h++)
+        if (count[h] != c->ppn) c->ppn = 0;
+    rcoll_status_t st = RCOLL_OK;
+    if (c->nhosts > 1 && c->ppn > 1) {
+        c->local_group = malloc((size_t)c->ppn * sizeof(int));
+        c->cross_group = malloc((size_t)c->nhosts * sizeof(int));
+        if (!c->local_group || !c->cross_group)
+            st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank layout: out of memory");
+        for (int i = 0; st == RCOLL_OK && i < n; i++) { /* order is host-major */
+            int h = i / c->ppn, li = i % c->ppn;
+            if (host[c->rank] == h) {
+                c->local_group[li] = order[i];
+                if (order[i] == c->rank) c->local_idx = li;
+            }
+        }
+        for (int i = 0; st == RCOLL_OK && i < n; i++)
+            if (i % c->ppn == c->local_idx) c->cross_group[i / c->ppn] = order[i];
+        c->cross_idx = host[c->rank];
+        c->mem_bytes += (size_t)(c->ppn + c->nhosts) * sizeof(int);
+    }
+    if (identity) {
+        free(order);
+    } else {
+        c->ring_map = order;
+        c->mem_bytes += (size_t)n * sizeof(int);
+    }
+    if (c->nhosts > 1)
+        RCOLL_INFO(INIT, "%d ranks on %d hosts (%s ranks per host): ring%s crosses host "
+                   "boundaries %d times", n, c->nhosts, c->ppn ? "equal" : "unequal",
+                   identity ? "" : " (reordered by host)", crossings);
+    free(host);
+    free(count);
+    return st;
+}
+
+/* A schedule's peer (ring position) as a communicator rank. */
+static int at_pos(const rcoll_comm_t c, int pos) { return c->ring_map ? c->ring_map[pos] : pos; }
+
 rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
     choose_spin(c, mine);
+    rcoll_status_t lst = build_layout(c);
+    if (lst != RCOLL_OK) return lst;
+    int me = c->ring_pos;
     if (c->nranks > 1) {
         rcoll_status_t st = rcoll_conn_init(c);
         if (st == RCOLL_OK) st = choose_transports(c);
@@ -173,14 +250,14 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         rcoll_conn_want(c, c->next, 1, 0);
         rcoll_conn_want(c, c->prev, 0, 1);
         int partners[32];
-        int np = rcoll_sched_rd_partners(c->nranks, c->rank, partners);
-        for (int i = 0; i < np; i++) rcoll_conn_want(c, partners[i], 1, 1);
+        int np = rcoll_sched_rd_partners(c->nranks, me, partners);
+        for (int i = 0; i < np; i++) rcoll_conn_want(c, at_pos(c, partners[i]), 1, 1);
         for (int t = 0; t < 2; t++) { /* double binary tree links, both directions */
             rcoll_tree_node_t nd;
-            rcoll_dbtree_node(c->nranks, c->rank, t, &nd, NULL);
+            rcoll_dbtree_node(c->nranks, me, t, &nd, NULL);
             int links[3] = {nd.parent, nd.child[0], nd.child[1]};
             for (int i = 0; i < 3; i++)
-                if (links[i] >= 0) rcoll_conn_want(c, links[i], 1, 1);
+                if (links[i] >= 0) rcoll_conn_want(c, at_pos(c, links[i]), 1, 1);
         }
         st = rcoll_conn_wait(c, deadline);
         if (st == RCOLL_OK) st = alloc_staging(c);
@@ -310,6 +387,12 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     st = rcoll_comm_listen(c, &mine);
     if (st != RCOLL_OK) goto err_free;
     rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash);
+    if (cfg->host_id[0]) { /* RCOLL_HOST_ID: the user (or a test) says which host this is */
+        uint64_t h = 1469598103934665603ull;
+        for (const char *q = cfg->host_id; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
+        mine.host_hash = h;
+        snprintf(mine.hostname, sizeof(mine.hostname), "%.63s", cfg->host_id);
+    }
     mine.pid = (int32_t)getpid();
     /* A little longer than the root's own deadline, so its explanation arrives first. */
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
@@ -395,6 +478,9 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_bs_leave(c->bs, graceful);
     free(c->link.staging);
     free(c->peers);
+    free(c->ring_map);
+    free(c->local_group);
+    free(c->cross_group);
     free(c->p2p_send_seq);
     free(c->p2p_recv_seq);
     struct rcoll_request *r = c->free_reqs;

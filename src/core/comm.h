@@ -68,6 +68,7 @@ struct rcoll_request {
     rcoll_exec_t exec;
     int use_oneshot;         /* all-reduce over the host segment (instead of exec) */
     rcoll_oneshot_op_t oneshot;
+    int hier_phase;          /* hierarchical all-reduce: phase running (0: not one) */
     int use_twoshot;         /* all-reduce over the host segment, two-shot */
     rcoll_twoshot_op_t twoshot;
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
@@ -100,6 +101,16 @@ struct rcoll_comm {
     rcoll_family_t *family;
     struct rcoll_comm *fam_next, *fam_prev;
     int next, prev;        /* ring neighbours */
+    /* Hosts: ranks grouped by host identity (hosts in order of their lowest rank).  The
+     * all-reduce schedules run on ring positions: ring_map[pos] = rank, host-grouped so a
+     * ring crosses each host boundary once per direction (NULL when that is rank order). */
+    int nhosts;
+    int ppn;               /* ranks per host when every host has as many, else 0 */
+    int *ring_map;
+    int ring_pos;          /* this rank's ring position */
+    int *local_group;      /* [ppn] this host's ranks, ascending (when ppn > 1 and hosts > 1) */
+    int *cross_group;      /* [nhosts] the ranks with this rank's local index, host order */
+    int local_idx, cross_idx;
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
     rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
     int has_hostseg;

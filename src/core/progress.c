@@ -45,7 +45,7 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->started = r->complete = 0;
     r->preset = r->status = RCOLL_OK;
     r->seq = 0;
-    r->use_oneshot = r->use_twoshot = 0;
+    r->use_oneshot = r->use_twoshot = r->hier_phase = 0;
     r->connecting = r->held = 0;
     r->nitems = r->unposted = 0;
     r->exec.last_progress_ns = 0;
@@ -105,6 +105,17 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
 
 /* The all-reduce algorithm: forced by RCOLL_ALGO (when it applies), or the cost model's
  * cheapest.  A change of choice is logged at INFO with the model's predictions. */
+/* The model's time for algorithm a here (HUGE_VAL where it does not apply). */
+static double predict(const rcoll_comm_t comm, rcoll_allreduce_alg_t a, size_t bytes)
+{
+    if (a == RCOLL_ALG_HIER)
+        return comm->local_group ? rcoll_select_predict_hier(&comm->tuning, comm->nhosts,
+                                                             comm->ppn, bytes)
+                                 : HUGE_VAL;
+    return rcoll_select_predict(&comm->tuning, a, comm->nranks, bytes, comm->all_shm,
+                                comm->has_hostseg);
+}
+
 static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
 {
     const char *algo = comm->cfg.algo;
@@ -119,9 +130,11 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
     for (int k = 0; k < RCOLL_ALG_COUNT; k++)
         if (!strcmp(algo, rcoll_alg_names[k])) a = (rcoll_allreduce_alg_t)k;
     /* A forced host-segment algorithm that does not apply here falls back to the model. */
-    if (a != RCOLL_ALG_COUNT && isinf(rcoll_select_predict(t, a, n, bytes, shm, hs)))
-        a = RCOLL_ALG_COUNT;
-    if (a == RCOLL_ALG_COUNT) a = rcoll_select_allreduce(t, n, bytes, shm, hs, &pred);
+    if (a != RCOLL_ALG_COUNT && isinf(predict(comm, a, bytes))) a = RCOLL_ALG_COUNT;
+    if (a == RCOLL_ALG_COUNT && comm->local_group)
+        a = rcoll_select_allreduce_hosts(t, comm->nhosts, comm->ppn, bytes, &pred);
+    else if (a == RCOLL_ALG_COUNT)
+        a = rcoll_select_allreduce(t, n, bytes, shm, hs, &pred);
     comm->last_alg = (int)a;
     /* Log once per power-of-two size class (and again if its choice changes), so that a
      * program alternating two sizes does not log every call. */
@@ -132,7 +145,7 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
         char others[256];
         size_t len = 0;
         for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
-            double x = rcoll_select_predict(t, (rcoll_allreduce_alg_t)k, n, bytes, shm, hs);
+            double x = predict(comm, (rcoll_allreduce_alg_t)k, bytes);
             if (isinf(x)) continue;
             len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
                                     len ? ", " : "", rcoll_alg_names[k], x);
@@ -140,7 +153,7 @@ static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
         }
         RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; %s)",
                    bytes, n, rcoll_alg_names[a], strcmp(algo, "auto") ? "RCOLL_ALGO; " : "",
-                   pred ? pred : rcoll_select_predict(t, a, n, bytes, shm, hs), others);
+                   pred ? pred : predict(comm, a, bytes), others);
     }
     return a;
 }
@@ -161,6 +174,79 @@ static void p2p_self_copy(rcoll_comm_t comm, struct rcoll_request *r)
     }
 }
 
+/* The hierarchical all-reduce in phases over the parent's connections (the schedules run on
+ * positions in a group, mapped to ranks): 1 ring reduce-scatter among this host's ranks (each
+ * ends with one block of count/ppn elements, in place in dst), 2 ring all-reduce of that block
+ * among the ranks with the same local index on every host (the hosts' links carry S in all
+ * instead of a flat ring's 2(n-1)/n S per boundary), 3 ring all-gather among this host's
+ * ranks; 4 the count % ppn tail elements by a ring over everyone.  AVG runs as SUM and divides
+ * at the end.  Returns 1 when no phase is left. */
+static int hier_next_phase(rcoll_comm_t comm, struct rcoll_request *r)
+{
+    size_t esize = rcoll_datatype_size(r->dt);
+    int k = comm->ppn;
+    size_t blk = r->count / (size_t)k, main_n = blk * (size_t)k, tail = r->count - main_n;
+    size_t chunk = comm->chunk_bytes / esize;
+    rcoll_op_t op = r->op == RCOLL_AVG ? RCOLL_SUM : r->op;
+    char *own = (char *)r->dst + (size_t)comm->local_idx * blk * esize;
+    rcoll_sched_t s;
+    const int *map;
+    const void *src;
+    void *dst;
+    int phase = ++r->hier_phase;
+    if (phase == 4 && tail == 0) phase = ++r->hier_phase;
+    switch (phase) {
+    case 1:
+        rcoll_sched_ring_reduce_scatter(&s, k, comm->local_idx, blk, chunk);
+        map = comm->local_group, src = r->src, dst = own;
+        break;
+    case 2:
+        rcoll_sched_ring_allreduce(&s, comm->nhosts, comm->cross_idx, blk, chunk);
+        map = comm->cross_group, src = own, dst = own;
+        break;
+    case 3:
+        rcoll_sched_ring_allgather(&s, k, comm->local_idx, blk, chunk);
+        map = comm->local_group, src = r->dst, dst = r->dst;
+        break;
+    case 4:
+        rcoll_sched_ring_allreduce(&s, comm->nranks, comm->ring_pos, tail, chunk);
+        map = comm->ring_map, src = (const char *)r->src + main_n * esize;
+        dst = (char *)r->dst + main_n * esize;
+        break;
+    default:
+        if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, comm->nranks);
+        return 1;
+    }
+    rcoll_exec_init(&r->exec, &s, &comm->link, src, dst, r->dt, op,
+                    (int)(r->seq & 0x3fffffff));
+    rcoll_exec_set_map(&r->exec, map);
+    int gsize = phase == 2 ? comm->nhosts : phase == 4 ? comm->nranks : k;
+    int pos = phase == 2 ? comm->cross_idx : phase == 4 ? comm->ring_pos : comm->local_idx;
+    int next = (pos + 1) % gsize, prev = (pos - 1 + gsize) % gsize;
+    rcoll_conn_want(comm, map ? map[next] : next, 1, 0);
+    rcoll_conn_want(comm, map ? map[prev] : prev, 0, 1);
+    r->connecting = rcoll_conn_missing(comm) > 0;
+    return 0;
+}
+
+/* Ring position of rank p (the chains of broadcast and reduce run on positions). */
+static int ring_pos_of(const rcoll_comm_t comm, int p)
+{
+    for (int i = 0; comm->ring_map && i < comm->nranks; i++)
+        if (comm->ring_map[i] == p) return i;
+    return p;
+}
+
+/* All-gather and reduce-scatter place blocks by rank, so their rings run in rank order: when
+ * the host-grouped ring differs, those neighbours are connected on first use. */
+static void want_rank_ring(rcoll_comm_t comm)
+{
+    if (!comm->ring_map) return;
+    int n = comm->nranks;
+    rcoll_conn_want(comm, (comm->rank + 1) % n, 1, 0);
+    rcoll_conn_want(comm, (comm->rank - 1 + n) % n, 0, 1);
+}
+
 /* Start the head operation: local copies, the schedule, and the connections it needs.
  * Returns 1 if the operation is already complete (nothing to move). */
 static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
@@ -170,6 +256,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     size_t esize = rcoll_datatype_size(r->dt);
     size_t chunk = esize ? comm->chunk_bytes / esize : 0;
     rcoll_sched_t s;
+    const int *pmap = NULL; /* schedules on ring positions (all-reduce, barrier) */
     r->exec.last_progress_ns = 0; /* stamped at the next clock reading */
     switch (r->kind) {
     case RCOLL_OP_ALLREDUCE:
@@ -181,7 +268,9 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             return 1;
         }
         if (r->kind == RCOLL_OP_REDUCE) {
-            rcoll_sched_chain_reduce(&s, n, me, r->root, r->count, chunk);
+            rcoll_sched_chain_reduce(&s, n, comm->ring_pos, ring_pos_of(comm, r->root), r->count,
+                                     chunk);
+            pmap = comm->ring_map;
             break;
         }
         rcoll_allreduce_alg_t alg = choose_allreduce(comm, r->count * esize);
@@ -199,24 +288,32 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             rcoll_twoshot_op_init(&r->twoshot, &comm->twoshot, r->src, r->dst, r->count, r->dt,
                                   r->op);
             return 0;
+        case RCOLL_ALG_HIER:
+            r->hier_phase = 0;
+            r->exec.last_progress_ns = 0;
+            return hier_next_phase(comm, r);
         case RCOLL_ALG_RD:
-            rcoll_sched_rd_allreduce(&s, n, me, r->count, chunk);
+            rcoll_sched_rd_allreduce(&s, n, comm->ring_pos, r->count, chunk);
             break;
         case RCOLL_ALG_TREE:
-            rcoll_sched_dbtree_allreduce(&s, n, me, r->count, chunk);
+            rcoll_sched_dbtree_allreduce(&s, n, comm->ring_pos, r->count, chunk);
             break;
         default:
-            rcoll_sched_ring_allreduce(&s, n, me, r->count, chunk);
+            rcoll_sched_ring_allreduce(&s, n, comm->ring_pos, r->count, chunk);
             break;
         }
+        pmap = comm->ring_map;
         break;
     case RCOLL_OP_BARRIER:
         if (n == 1) return 1;
-        rcoll_sched_ring_allreduce(&s, n, me, r->count, comm->chunk_bytes);
+        rcoll_sched_ring_allreduce(&s, n, comm->ring_pos, r->count, comm->chunk_bytes);
+        pmap = comm->ring_map;
         break;
     case RCOLL_OP_BCAST:
         if (r->count == 0 || n == 1) return 1;
-        rcoll_sched_chain_bcast(&s, n, me, r->root, r->count, chunk);
+        rcoll_sched_chain_bcast(&s, n, comm->ring_pos, ring_pos_of(comm, r->root), r->count,
+                                chunk);
+        pmap = comm->ring_map;
         break;
     case RCOLL_OP_ALLGATHER: {
         if (r->count == 0) return 1;
@@ -225,6 +322,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
         if (n == 1) return 1;
         rcoll_sched_ring_allgather(&s, n, me, r->count, chunk);
         r->src = r->dst; /* every send reads the gathered buffer */
+        want_rank_ring(comm);
         break;
     }
     case RCOLL_OP_REDUCE_SCATTER:
@@ -235,6 +333,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             return 1;
         }
         rcoll_sched_ring_reduce_scatter(&s, n, me, r->count, chunk);
+        want_rank_ring(comm);
         break;
     case RCOLL_OP_ALLTOALL: {
         if (r->count == 0) return 1;
@@ -263,6 +362,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     }
     rcoll_exec_init(&r->exec, &s, &comm->link, r->src, r->dst, r->dt, r->op,
                     (int)(r->seq & 0x3fffffff));
+    rcoll_exec_set_map(&r->exec, pmap);
     r->connecting = rcoll_conn_missing(comm) > 0;
     RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: schedule %d, %llu steps, chunk %zu B",
                 (unsigned long long)r->seq, (int)r->kind, r->count, (int)s.kind,
@@ -360,7 +460,12 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
         r->exec.waiting_recv = 1;
         return st;
     }
-    return rcoll_exec_progress(&r->exec, moved);
+    rcoll_status_t st = rcoll_exec_progress(&r->exec, moved);
+    if (st == RCOLL_OK && r->hier_phase && !hier_next_phase(comm, r)) {
+        *moved = 1;
+        return RCOLL_INPROGRESS;
+    }
+    return st;
 }
 
 /* Wait up to wait_ns for the root's verdict on a failure; 1 (and the comm failed with it)

@@ -50,9 +50,10 @@ static const rcoll_knob_t knobs[] = {
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
     KNOB("RCOLL_ALGO", "auto", STRING, algo, 0, 0,
          "all-reduce algorithm: auto, ring, rd (recursive doubling), tree (double binary "
-         "tree), oneshot (host segment, up to 16 KiB) or twoshot (host segment: reduce-"
-         "scatter + all-gather through shared memory); host-segment ones need every rank on "
-         "one host, else the cost model chooses"),
+         "tree), oneshot (host segment, up to 16 KiB), twoshot (host segment: reduce-"
+         "scatter + all-gather through shared memory) or hier (several hosts with equal ranks: "
+         "reduce-scatter on each host, all-reduce across hosts, all-gather); one that does "
+         "not apply here leaves the choice to the cost model"),
     KNOB("RCOLL_TWOSHOT_SLOT", "0", SIZE, twoshot_slot, 0, 1LL << 30,
          "bytes per two-shot pipeline slot, 4 slots per rank in the host segment (0 = "
          "RCOLL_BUFFSIZE / 16, at least 4K)"),
@@ -73,6 +74,9 @@ static const rcoll_knob_t knobs[] = {
          "transport of RCOLL_NET), shm, verbs or tcp"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
          "1: ranks on one host talk over the network transport instead of shared memory"),
+    KNOB("RCOLL_HOST_ID", "", STRING, host_id, 0, 0,
+         "this rank's host identity (ranks with equal ids are one host: shared memory, one "
+         "ring segment); default: hostname, boot id and network namespace"),
     KNOB("RCOLL_NET", "auto", STRING, net, 0, 0,
          "network transport between hosts: auto (verbs when an active RDMA port exists, else "
          "tcp), verbs (fail when none) or tcp"),
@@ -225,10 +229,11 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
                              "RCOLL_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE",
                              tmp.debug);
     if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd") &&
-        strcmp(tmp.algo, "oneshot") && strcmp(tmp.algo, "tree") && strcmp(tmp.algo, "twoshot"))
+        strcmp(tmp.algo, "oneshot") && strcmp(tmp.algo, "tree") && strcmp(tmp.algo, "twoshot") &&
+        strcmp(tmp.algo, "hier"))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "RCOLL_ALGO='%s' is not one of auto, ring, rd, tree, oneshot, "
-                             "twoshot", tmp.algo);
+                             "twoshot, hier", tmp.algo);
     if (strcmp(tmp.proto, "auto") && strcmp(tmp.proto, "copy") && strcmp(tmp.proto, "cma"))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "RCOLL_PROTO='%s' is not one of auto, copy, cma", tmp.proto);

@@ -37,6 +37,7 @@ typedef struct rcoll_config {
     int tuning_probe;  /* 1: measure the constants at communicator creation */
     char transport[RCOLL_CFG_STR_MAX];
     int shm_disable;   /* 1: never use shared memory between local ranks */
+    char host_id[RCOLL_CFG_STR_MAX]; /* "" = hostname + boot id + network namespace */
     char net[RCOLL_CFG_STR_MAX]; /* network transport between hosts: auto, verbs, tcp */
     /* verbs */
     char ibverbs_lib[RCOLL_CFG_STR_MAX]; /* library dlopen()ed for verbs */

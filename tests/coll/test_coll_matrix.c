@@ -205,6 +205,47 @@ static int mixed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     return bad;
 }
 
+/* Several "hosts" on this machine (RCOLL_HOST_ID per rank, hosts interleaved in rank order:
+ * rank r is on host r % nhosts): local peers over shared memory, others over TCP, the ring
+ * reordered by host, and the hierarchical all-reduce where hosts have equal rank counts. */
+static int hosts_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    char host[32];
+    snprintf(host, sizeof(host), "fakehost%d", rank % *(int *)arg);
+    setenv("RCOLL_HOST_ID", host, 1);
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_rank(n, id, rank, &comm);
+    if (st != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
+        return 1;
+    }
+    int bad = run_matrix(comm, rank, n, NULL);
+    rcoll_comm_destroy(comm);
+    return bad;
+}
+
+static void run_hosts(const char *only)
+{
+    /* ranks x hosts: 2x2 and 3x2 (equal: hier applies), 3 on 2 (unequal: it does not) */
+    static const int layouts[][2] = {{4, 2}, {6, 2}, {6, 3}, {3, 2}};
+    static const char *const algos[] = {"hier", "ring", "rd", "tree"};
+    setenv("RCOLL_TRANSPORT", only ? only : "auto", 1);
+    for (int a = 0; a < 4; a++) {
+        setenv("RCOLL_ALGO", algos[a], 1);
+        for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+            int n = layouts[l][0], hosts = layouts[l][1];
+            mp_result_t res;
+            int bad = mp_run_raw(n, hosts_fn, &hosts, 300, &res);
+            CHECK(bad == 0, "matrix (%s) with %d ranks on %d hosts: %d ranks failed", algos[a],
+                  n, hosts, bad);
+            printf("%s, %d ranks on %d interleaved hosts: %s in %.1f s\n", algos[a], n, hosts,
+                   bad ? "FAILED" : "ok", res.seconds);
+            fflush(stdout);
+        }
+    }
+    setenv("RCOLL_ALGO", "auto", 1);
+}
+
 int main(int argc, char **argv)
 {
     int maxn = argc > 1 ? atoi(argv[1]) : 9;
@@ -243,5 +284,6 @@ int main(int argc, char **argv)
                res.seconds);
         fflush(stdout);
     }
+    if (maxn >= 6) run_hosts(only);
     return mp_summary();
 }

@@ -54,6 +54,30 @@ int main(void)
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_RD, 5, 1000, 0, 0), 86.0), "rd fold formula");
     /* tree, n=4 (depth 2): 2*2*10 + 2*1000*0.01 + 1000*0.002 = 62 */
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_TREE, 4, 1000, 0, 0), 62.0), "tree formula");
+    /* hierarchical, 2 hosts x 2 ranks, 1000 B: shm 2*1*1 + 2*1/2*1000*0.001 + 1/2*1000*0.002
+     * = 2 + 1 + 1 = 4; net 2*1*10 + 2*1/2*1000*0.01 = 30; reduction 1/4*1000*0.002 = 0.5 */
+    CHECK(near(rcoll_select_predict_hier(&h, 2, 2, 1000), 34.5), "hier formula");
+    CHECK(isinf(rcoll_select_predict_hier(&h, 1, 4, 1000)) &&
+              isinf(rcoll_select_predict_hier(&h, 4, 1, 1000)), "hier needs hosts and ranks");
+    CHECK(isinf(rcoll_select_predict(&h, RCOLL_ALG_HIER, 4, 1000, 0, 0)),
+          "flat predict does not know the layout");
+    /* the hosts chooser: the minimum of the flat choice and hier, on a grid */
+    for (int H = 2; H <= 8; H *= 2)
+        for (int k = 2; k <= 8; k *= 2)
+            for (size_t bytes = 8; bytes <= ((size_t)256 << 20); bytes *= 16) {
+                double pred, flat;
+                rcoll_allreduce_alg_t a = rcoll_select_allreduce_hosts(&h, H, k, bytes, &pred);
+                rcoll_select_allreduce(&h, H * k, bytes, 0, 0, &flat);
+                double hier = rcoll_select_predict_hier(&h, H, k, bytes);
+                CHECK(near(pred, flat < hier ? flat : hier) && (a == RCOLL_ALG_HIER) == (hier < flat),
+                      "hosts choice H=%d k=%d bytes=%zu", H, k, bytes);
+            }
+    /* the case: 2 hosts x 2 ranks on a slow network, large messages: hier is ~1.5x */
+    rcoll_tuning_t gig = {.shm = {1.0, 1.0 / 12000}, .net = {50.0, 1.0 / 117}, .gamma_us_per_b = 1.0 / 20000};
+    double ring4 = rcoll_select_predict(&gig, RCOLL_ALG_RING, 4, 16 << 20, 0, 0);
+    double hier22 = rcoll_select_predict_hier(&gig, 2, 2, 16 << 20);
+    CHECK(ring4 / hier22 > 1.4 && ring4 / hier22 < 1.5, "ring/hier at 16 MiB over 1 Gb/s: %.3f",
+          ring4 / hier22);
     /* one-shot, n=4 over shm: 0.5 + 3*1000*(0.001+0.002) = 9.5 */
     CHECK(near(rcoll_select_predict(&h, RCOLL_ALG_ONESHOT, 4, 1000, 1, 1), 9.5),
           "one-shot formula");
