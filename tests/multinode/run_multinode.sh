@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# run_multinode.sh BUILD SRC - the multinode suite: rcoll jobs spread over several emulated
+# hosts (network namespaces on this machine, built by SRC/tools/netns-cluster).
+#   mn_check_*      tests/multinode/mn_check on 2x2, 3x1, 4x1, 4x2 (hosts x ranks per host),
+#                   with small chunks, each all-reduce algorithm, shm disabled, a 1gbit cap;
+#                   every rank must pass and log the expected transports (shm within a host,
+#                   tcp between hosts, from RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT)
+#   *_perf_*        the perf binaries with their data check ("Out of bounds values : 0 OK")
+#   kill_*          a host dies mid-run (SIGKILL; or link down first): the survivors must
+#                   fail in time and name the dead rank
+#   rate_1gbit_2x1  all_reduce_perf busbw stays under 0.125 GB/s behind --rate 1gbit
+#   cleanup         no namespace is left
+# One verdict line per case and a summary; exit 1 on any failure, 77 (skip) where namespaces
+# cannot be made (not root, no veth or bridge). MULTINODE_KEEP_LOGS=1 keeps the job logs.
+set -u
+
+build=${1:?usage: run_multinode.sh BUILD SRC}
+src=${2:?usage: run_multinode.sh BUILD SRC}
+cluster="$src/tools/netns-cluster"
+mn_check="$build/tests/mn_check"
+allreduce="$build/bench/all_reduce_perf"
+
+if ! why=$("$cluster" --check 2>&1); then
+    echo "SKIP: multinode: $why"
+    exit 77
+fi
+for f in "$mn_check" "$build"/bench/{all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv}_perf; do
+    if [[ ! -x $f ]]; then
+        echo "FAIL: $f is missing (build first: ninja -C $build)"
+        exit 1
+    fi
+done
+
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/rcoll-multinode.XXXXXX")
+keep_logs=${MULTINODE_KEEP_LOGS:-0}
+trap '[[ $keep_logs == 1 ]] || rm -rf "$logdir"' EXIT
+ns_prefix="rcmn$$c" # every case's namespaces start with this; checked at the end
+case_no=0
+pass=0
+fail=0
+failed=()
+suite_t0=${EPOCHREALTIME/[.,]/}
+
+# Seconds since a microsecond timestamp, with one decimal.
+elapsed_since() {
+    local us=$((${EPOCHREALTIME/[.,]/} - $1))
+    printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
+}
+
+# run_cluster NAME CLUSTER-OPTIONS... -- COMMAND...: runs the job, output in $log, status in
+# $rc, wall time in $secs.
+run_cluster() {
+    local name=$1 t0
+    shift
+    case_no=$((case_no + 1))
+    log="$logdir/$case_no-$name.log"
+    t0=${EPOCHREALTIME/[.,]/}
+    "$cluster" --prefix "$ns_prefix$case_no-" "$@" >"$log" 2>&1 </dev/null
+    rc=$?
+    secs=$(elapsed_since "$t0")
+}
+
+# verdict NAME PROBLEMS DETAIL: PROBLEMS empty means the case passed.
+verdict() {
+    local name=$1 problems=$2 detail=$3
+    if [[ -z $problems ]]; then
+        pass=$((pass + 1))
+        printf 'ok   %-26s %6s s  %s\n' "$name" "$secs" "$detail"
+    else
+        fail=$((fail + 1))
+        failed+=("$name")
+        printf 'FAIL %-26s %6s s  %s\n' "$name" "$secs" "$problems"
+        echo "---- last lines of $name (exit status $rc):"
+        tail -n 40 "$log" | sed 's/^/    /'
+        echo "----"
+    fi
+}
+
+# Output lines of one rank, without the "[h<i>r<r>] " prefix.
+rank_lines() {
+    sed -n "s/^\\[h[0-9]*r$2\\] //p" "$1"
+}
+
+# check_mn_ranks NRANKS SHM TCP: every rank printed mn_check's OK line and logged that it
+# reaches SHM peers over shm and TCP peers over tcp (nothing else). Prints the problems.
+check_mn_ranks() {
+    local n=$1 shm=$2 tcp=$3 r lines reach want
+    want=
+    ((shm == 0)) || want+="$shm over shm;"
+    ((tcp == 0)) || want+="$tcp over tcp;"
+    for ((r = 0; r < n; r++)); do
+        lines=$(rank_lines "$log" "$r")
+        grep -q "^mn_check: rank $r of $n .*: OK" <<<"$lines" || echo -n "rank $r: no OK line; "
+        reach=$(sed -n "s/.*rank $r reaches \\([0-9]*\\) peers\\{0,1\\} over \\([a-z]*\\)$/\\1 over \\2;/p" \
+            <<<"$lines" | sort | tr -d '\n')
+        [[ $reach == "$want" ]] || echo -n "rank $r reaches '$reach', expected '$want'; "
+    done
+}
+
+mn_case() { # NAME HOSTS RANKS_PER_HOST SHM_PEERS TCP_PEERS [CLUSTER OPTIONS...]
+    local name=$1 hosts=$2 k=$3 shm=$4 tcp=$5 problems
+    shift 5
+    run_cluster "$name" --hosts "$hosts" --ranks-per-host "$k" --timeout 120 \
+        --env RCOLL_DEBUG=INFO --env RCOLL_DEBUG_SUBSYS=INIT "$@" -- "$mn_check"
+    problems=$(check_mn_ranks $((hosts * k)) "$shm" "$tcp")
+    ((rc == 0)) || problems="exit status $rc; $problems"
+    verdict "$name" "$problems" "$((hosts * k)) ranks OK; each reaches $shm peer(s) over shm, $tcp over tcp"
+}
+
+echo "multinode: rcoll over emulated hosts (tools/netns-cluster); logs in $logdir"
+
+# --- correctness and transport choice ----------------------------------------------------------
+mn_case mn_check_2x2 2 2 1 2
+mn_case mn_check_3x1 3 1 0 2
+mn_case mn_check_4x1 4 1 0 3
+# 8 ranks on this machine's few CPUs: waiting ranks yield at once instead of spinning.
+mn_case mn_check_4x2 4 2 1 6 --env RCOLL_SPIN=0
+# Small pipeline chunks: every count above a few KiB takes the multi-chunk paths.
+mn_case mn_check_2x2_chunk8k 2 2 1 2 --env RCOLL_CHUNK_SIZE=8K
+# Each all-reduce algorithm that works across hosts, with a non-power-of-two rank count.
+for algo in ring rd tree; do
+    mn_case "mn_check_3x1_$algo" 3 1 0 2 --env "RCOLL_ALGO=$algo"
+done
+
+# Ranks on one host over TCP as well (through the host's own address, i.e. its loopback).
+mn_case mn_check_2x2_noshm 2 2 0 3 --env RCOLL_SHM_DISABLE=1
+# Behind a 1 Gbit/s link: the sockets fill up and the transport must wait for the network.
+mn_case mn_check_2x2_1gbit 2 2 1 2 --rate 1gbit
+
+# --- the perf binaries, each with its own data check ---------------------------------------------
+# perf_case NAME HOSTS RANKS_PER_HOST BINARY ARGS...: exit 0 everywhere and rank 0's
+# "# Out of bounds values : 0 OK".
+perf_case() {
+    local name=$1 hosts=$2 k=$3 problems=''
+    shift 3
+    run_cluster "$name" --hosts "$hosts" --ranks-per-host "$k" --timeout 120 \
+        --env RCOLL_SPIN=0 -- "$build/bench/$1" "${@:2}"
+    ((rc == 0)) || problems="exit status $rc; "
+    rank_lines "$log" 0 | grep -q "^# Out of bounds values : 0 OK" ||
+        problems+="rank 0 did not print '# Out of bounds values : 0 OK'"
+    verdict "$name" "$problems" "${*:2}: 0 out of bounds values"
+}
+perf_case all_reduce_perf_2x2 2 2 all_reduce_perf -b 8 -e 4M -f 4 -n 5 -c 1
+# The others on 3 hosts x 2 ranks, every datatype (and op, and root for the rooted ones).
+small=(-b 8 -e 1M -f 8 -n 2 -w 1 -c 1)
+perf_case all_gather_perf_3x2 3 2 all_gather_perf "${small[@]}" -d all
+perf_case reduce_scatter_perf_3x2 3 2 reduce_scatter_perf "${small[@]}" -d all -o all
+perf_case broadcast_perf_3x2 3 2 broadcast_perf "${small[@]}" -d all -r -1
+perf_case reduce_perf_3x2 3 2 reduce_perf "${small[@]}" -d float,int8,half -o all -r -1
+perf_case alltoall_perf_3x2 3 2 alltoall_perf "${small[@]}" -d all
+perf_case sendrecv_perf_3x2 3 2 sendrecv_perf "${small[@]}" -d all
+
+# --- a host dies in the middle of a run ----------------------------------------------------------
+# kill_case NAME DEAD RCOLL_TIMEOUT LIMIT [CLUSTER OPTIONS...]: host DEAD of 3 (one rank
+# each) is killed after 3 s of a long all-reduce; both survivors must fail (not hang, not
+# pass) within LIMIT seconds of the start, and each must name rank DEAD in its output.
+kill_case() {
+    local name=$1 dead=$2 tmo=$3 limit=$4 problems='' r want statuses
+    shift 4
+    run_cluster "$name" --hosts 3 --timeout 90 --kill-host "$dead" --kill-after 3 "$@" \
+        --env "RCOLL_TIMEOUT=$tmo" -- "$allreduce" -b 4M -e 4M -n 100000
+    statuses=$(sed -n 's/.*netns-cluster: exit statuses: //p' "$log")
+    ((rc != 124)) || problems+="the survivors hung (netns-cluster timed out); "
+    for r in 0 1 2; do
+        if ((r == dead)); then want="r$r=killed"; else want="r$r=[1-9][0-9]*"; fi
+        [[ " $statuses " =~ \ $want\  ]] || problems+="rank $r: expected $want in '$statuses'; "
+        ((r == dead)) && continue
+        rank_lines "$log" "$r" | grep -q "rank $dead" || problems+="rank $r never names rank $dead; "
+    done
+    ((${secs%.*} < limit)) || problems+="took $secs s (limit $limit s); "
+    verdict "$name" "$problems" "exit statuses $statuses, survivors name rank $dead"
+}
+# The killed processes' sockets close: the survivors see FIN/RST at once.
+kill_case kill_host_3x1 2 20 33
+# The host of rank 0, which also serves the bootstrap root, dies.
+kill_case kill_root_host_3x1 0 20 33
+# The host's link goes down before the kill: no FIN, no RST; only RCOLL_TIMEOUT can tell.
+kill_case kill_host_link_down_3x1 2 10 30 --kill-link
+
+# --- the rate cap --------------------------------------------------------------------------------
+run_cluster rate_1gbit_2x1 --hosts 2 --rate 1gbit --timeout 120 -- \
+    "$allreduce" -b 16M -e 16M -n 5 -c 1
+problems=
+((rc == 0)) || problems="exit status $rc; "
+busbw=$(rank_lines "$log" 0 | sed -n 's/^# Avg bus bandwidth *: *//p')
+if [[ -z $busbw ]]; then
+    problems+="no '# Avg bus bandwidth' line; "
+elif ! awk -v b="$busbw" 'BEGIN { exit !(b < 0.125) }'; then
+    problems+="busbw $busbw GB/s is not below 0.125 GB/s (1 Gbit/s): the cap does not hold; "
+fi
+detail="busbw ${busbw:-?} GB/s at 16 MiB (limit 0.125 GB/s)"
+if [[ -n $busbw ]] && awk -v b="$busbw" 'BEGIN { exit !(b < 0.08) }'; then
+    detail+="; note: under 64% of the link, is the machine busy?"
+fi
+verdict rate_1gbit_2x1 "$problems" "$detail"
+
+# --- nothing left behind -------------------------------------------------------------------------
+secs=0.0
+log=/dev/null
+rc=0
+left=$(ip netns list 2>/dev/null | grep "^$ns_prefix" | tr '\n' ' ')
+verdict cleanup "${left:+namespaces left behind: $left}" "no namespace of this suite is left"
+
+echo "multinode: $pass passed, $fail failed in $(elapsed_since "$suite_t0") s${failed:+ (failed: ${failed[*]})}"
+((fail == 0))
