@@ -122,7 +122,7 @@ static int secret_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash)
+void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash, uint64_t *machine)
 {
     char host[256] = "unknown";
     gethostname(host, sizeof(host) - 1);
@@ -140,6 +140,7 @@ void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash)
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     for (const char *p = boot; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    *machine = h;
     for (const char *p = netns; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     *hash = h;
     char *dot = strchr(host, '.');

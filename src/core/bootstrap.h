@@ -22,7 +22,8 @@
 
 typedef struct {
     char hostname[64];
-    uint64_t host_hash; /* hostname + boot id: equal values = same host */
+    uint64_t host_hash; /* hostname + boot id + network namespace (or RCOLL_HOST_ID) */
+    uint64_t machine_hash; /* hostname + boot id: ranks that share CPUs */
     int32_t pid;
     int32_t pad;
     /* Listen handle per built-in transport (registry order); all zero where this rank has
@@ -68,6 +69,6 @@ rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);
 void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful);
 
 /* This host's identity (hostname + boot id hash) and short hostname. */
-void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash);
+void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash, uint64_t *machine);
 
 #endif

@@ -67,17 +67,21 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     return RCOLL_OK;
 }
 
-/* RCOLL_SPIN=-1 (auto): spin briefly, unless this host runs more ranks than the CPUs this
- * process may use; then a waiting rank yields at once so the rank it waits for can run. */
+/* RCOLL_SPIN=-1 (auto): spin briefly, unless this machine runs more ranks than the CPUs this
+ * process may use (ranks in other network namespaces or with another RCOLL_HOST_ID share the
+ * CPUs too); then a waiting rank yields at once so the rank it waits for can run. */
 static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
 {
-    int local = 0;
-    for (int p = 0; p < c->nranks; p++) local += c->peers[p].host_hash == mine->host_hash;
+    int local = 0, same_machine = 0;
+    for (int p = 0; p < c->nranks; p++) {
+        local += c->peers[p].host_hash == mine->host_hash;
+        same_machine += c->peers[p].machine_hash == mine->machine_hash;
+    }
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     c->local_ranks = local;
     if (c->cfg.spin >= 0) return;
-    c->cfg.spin = local > cpus ? 0 : 200;
+    c->cfg.spin = same_machine > cpus ? 0 : 200;
     if (local > cpus)
         RCOLL_INFO(INIT, "%d ranks on this host share %d CPUs: waiting ranks yield at once "
                    "(RCOLL_SPIN=0)", local, cpus);
@@ -386,7 +390,8 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     memset(&mine, 0, sizeof(mine));
     st = rcoll_comm_listen(c, &mine);
     if (st != RCOLL_OK) goto err_free;
-    rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash);
+    rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash,
+                           &mine.machine_hash);
     if (cfg->host_id[0]) { /* RCOLL_HOST_ID: the user (or a test) says which host this is */
         uint64_t h = 1469598103934665603ull;
         for (const char *q = cfg->host_id; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;

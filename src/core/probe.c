@@ -8,6 +8,8 @@
  *   gamma  from reducing 256 KiB of float32 locally:     T = S gamma
  *   beta   from 256 KiB ring all-reduces:                 T = 2(n-1) alpha + 2(n-1)/n S beta
  *                                                            + (n-1)/n S gamma
+ *          on the network, from the difference of 2 MiB and 256 KiB rings instead (the slope:
+ *          free of alpha, and of the burst a rate-limited link lets through at full speed)
  *
  * each the best of a few runs, then the maximum over ranks (an all-reduce), so every rank
  * holds the same constants and makes the same choices.  Costs well under a millisecond on
@@ -26,6 +28,7 @@
 #define ALPHA_REPS 10
 #define BETA_REPS 2
 #define PROBE_BYTES ((size_t)256 << 10)
+#define PROBE_NET_BYTES ((size_t)2 << 20)
 
 /* Best (smallest) microseconds per all-reduce of `bytes` with algorithm a, over reps runs. */
 static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
@@ -54,15 +57,17 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
     if (!want) return RCOLL_OK;
-    float *buf = calloc(PROBE_BYTES / 4 * 2, sizeof(float));
+    size_t big = c->all_shm ? 0 : PROBE_NET_BYTES;
+    float *buf = calloc((PROBE_BYTES * 2 > big ? PROBE_BYTES * 2 : big) / 4, sizeof(float));
     if (!buf) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
     int n = c->nranks, p = 1, L = 0;
     while (p * 2 <= n) p *= 2, L++;
     int f = p != n;
     double m[3] = {0, 0, 0}; /* alpha us, gamma us/B, beta us/B */
-    double t_rd = 0, t_ring = 0;
+    double t_rd = 0, t_ring = 0, t_big = 0;
     st = time_allreduce(c, RCOLL_ALG_RD, buf, 8, ALPHA_REPS, &t_rd);
     if (st == RCOLL_OK) st = time_allreduce(c, RCOLL_ALG_RING, buf, PROBE_BYTES, BETA_REPS, &t_ring);
+    if (st == RCOLL_OK && big) st = time_allreduce(c, RCOLL_ALG_RING, buf, big, BETA_REPS, &t_big);
     if (st == RCOLL_OK) {
         double best = 1e30;
         for (int i = 0; i < 3; i++) {
@@ -76,6 +81,10 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
         m[0] = t_rd / (L + 2 * f);
         m[1] = best / S;
         m[2] = (t_ring - 2 * (N - 1) * m[0] - (N - 1) / N * S * m[1]) / (2 * (N - 1) / N * S);
+        if (big) { /* the slope between the two sizes */
+            double dS = (double)big - S;
+            m[2] = (t_big - t_ring - (N - 1) / N * dS * m[1]) / (2 * (N - 1) / N * dS);
+        }
         st = rcoll_allreduce(RCOLL_IN_PLACE, m, 3, RCOLL_FLOAT64, RCOLL_MAX, c);
     }
     free(buf);
@@ -92,7 +101,8 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     c->last_alg = -1; /* choose afresh with the measured constants */
     memset(c->alg_logged, 0, sizeof(c->alg_logged));
     RCOLL_INFO(INIT, "tuning probe (%s): alpha %.3f us, beta %.2f GB/s, reduction %.2f GB/s "
-               "(8 B doubling %.2f us, 256 KiB ring %.1f us)", c->all_shm ? "shm" : "net", m[0],
-               1e-3 / m[2], 1e-3 / m[1], t_rd, t_ring);
+               "(8 B doubling %.2f us, 256 KiB ring %.1f us%s%.1f%s)", c->all_shm ? "shm" : "net",
+               m[0], 1e-3 / m[2], 1e-3 / m[1], t_rd, t_ring, big ? ", 2 MiB ring " : "",
+               big ? t_big : 0.0, big ? " us" : "");
     return RCOLL_OK;
 }
