@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util/config.h"
 #include "util/log.h"
@@ -103,6 +104,18 @@ static const rcoll_knob_t knobs[] = {
          "QP receiver-not-ready retries (7 = unlimited; tests lower it)"),
     KNOB("RCOLL_IB_QPS_PER_CONN", "1", INT, ib_qps_per_conn, 1, 16,
          "queue pairs per verbs connection; each message is split over all of them"),
+    KNOB("RCOLL_TOPO_FILE", "", STRING, topo_file, 0, 0,
+         "read this host's topology from a file instead of detecting it: rcoll JSON, hwloc "
+         "XML (lstopo --of xml) or NCCL topology XML (docs/topology.md)"),
+    KNOB("RCOLL_TOPO_DUMP_FILE", "", STRING, topo_dump_file, 0, 0,
+         "write the topology in use to this file (rcoll JSON), to inspect it or edit it into "
+         "an RCOLL_TOPO_FILE"),
+    KNOB("RCOLL_NET_GDR_LEVEL", "PXB", STRING, net_gdr_level, 0, 0,
+         "farthest GPU-NIC path at which GPUDirect RDMA is used: LOC (never), PIX (same PCIe "
+         "switch), PXB (switches below one host bridge), PHB (same CPU package) or SYS"),
+    KNOB("RCOLL_P2P_LEVEL", "", STRING, p2p_level, 0, 0,
+         "farthest GPU-GPU path at which GPU peer-to-peer is used (NVL, NVB, PIX, PXB, PHB, "
+         "SYS; LOC = never); empty = PXB"),
 };
 
 const rcoll_knob_t *rcoll_config_knobs(size_t *count)
@@ -132,6 +145,16 @@ int rcoll_parse_size(const char *s, size_t *out)
     if (*end != '\0') return -1;
     if (shift && v > (~0ull >> shift)) return -1;
     *out = (size_t)(v << shift);
+    return 0;
+}
+
+/* Path level names of src/topo/topo.h (rcoll_path_parse), usable as GDR/P2P levels.  Kept
+ * here because util/ sits below topo/; test_topo checks that both agree. */
+static int path_level_ok(const char *s)
+{
+    static const char *const levels[] = {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS"};
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+        if (!strcasecmp(s, levels[i])) return 1;
     return 0;
 }
 
@@ -237,6 +260,14 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
     if (strcmp(tmp.proto, "auto") && strcmp(tmp.proto, "copy") && strcmp(tmp.proto, "cma"))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "RCOLL_PROTO='%s' is not one of auto, copy, cma", tmp.proto);
+    if (!path_level_ok(tmp.net_gdr_level))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "RCOLL_NET_GDR_LEVEL='%s' is not a path level: LOC, NVL, NVB, PIX, "
+                             "PXB, PHB or SYS", tmp.net_gdr_level);
+    if (tmp.p2p_level[0] && !path_level_ok(tmp.p2p_level))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "RCOLL_P2P_LEVEL='%s' is not a path level: LOC, NVL, NVB, PIX, PXB, "
+                             "PHB or SYS", tmp.p2p_level);
     rcoll_log_configure(tmp.debug, tmp.debug_subsys, tmp.debug_file);
     pthread_once(&first_load, first_load_fn);
     *cfg = tmp;

@@ -47,6 +47,11 @@ typedef struct rcoll_config {
     char ib_addr_range[RCOLL_CFG_STR_MAX];  /* "" or CIDR the GID must lie in */
     int ib_tc, ib_sl, ib_timeout, ib_retry_cnt, ib_rnr_retry;
     int ib_qps_per_conn;
+    /* topology (src/topo) */
+    char topo_file[RCOLL_CFG_STR_MAX];      /* "" = detect */
+    char topo_dump_file[RCOLL_CFG_STR_MAX]; /* "" = no dump */
+    char net_gdr_level[RCOLL_CFG_STR_MAX];  /* path level name, validated at load */
+    char p2p_level[RCOLL_CFG_STR_MAX];      /* "" = default (PXB), validated at load */
 } rcoll_config_t;
 
 typedef enum {

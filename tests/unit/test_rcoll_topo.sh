@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# rcoll-topo end to end on the fixtures: the matrix text, the --json report (checked with
+# python3's json module), --ranks, exit status 2 with the line for bad files and bad levels,
+# --dump round trip, and live detection on this machine.
+set -u
+tool=$1
+fx=$2
+tmp=$(mktemp -d /tmp/rcoll-topo-sh-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+unset RCOLL_TOPO_FILE RCOLL_TOPO_DUMP_FILE RCOLL_NET_GDR_LEVEL RCOLL_P2P_LEVEL
+
+# run NAME WANT_RC CMD...: stdout in $tmp/out, stderr in $tmp/err
+run() {
+    local name=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" = "$want" ]; then ok; else bad "$name: exit $rc, want $want: $(head -3 "$tmp/err")"; fi
+}
+has() { # NAME FILE TEXT
+    if grep -qF -- "$3" "$2"; then ok; else bad "$1: '$3' not in $2: $(head -5 "$2")"; fi
+}
+pycheck() { # NAME SCRIPT (reads $tmp/out as JSON into d)
+    if ! command -v python3 >/dev/null; then
+        echo "note: python3 missing, JSON check '$1' skipped"
+        return
+    fi
+    if python3 -c "import json,sys; d=json.load(open('$tmp/out')); $2" 2>"$tmp/pyerr"; then ok
+    else bad "$1: $(tail -2 "$tmp/pyerr")"; fi
+}
+
+run "dgx8 text" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.json"
+has "dgx8 text" "$tmp/out" "GPU0    X      NV18   NV18"
+has "dgx8 text" "$tmp/out" "0-55,112-167"
+has "dgx8 text" "$tmp/out" "GPU0   -> NIC0 mlx5_0     PIX  GDR yes"
+has "dgx8 text" "$tmp/out" "NV#  = NVLink"
+
+run "dgx8 json" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.json" --json
+pycheck "dgx8 json" "
+g, n, p = d['gpus'], d['nics'], d['pairs']
+assert len(g) == 8 and len(n) == 8, (len(g), len(n))
+for i, x in enumerate(g):
+    for k in ('index', 'pci', 'numa', 'nic', 'gdr', 'gdr_reason'): assert k in x, k
+    assert x['index'] == i and x['nic'] == 'mlx5_%d' % i and x['gdr'] is True, x
+    assert x['numa'] == i // 4, x
+for x in n:
+    for k in ('name', 'pci', 'numa', 'link_layer', 'speed_mbps'): assert k in x, k
+    assert x['link_layer'] == 'ib' and x['speed_mbps'] == 400000, x
+gg = [q for q in p if q['a'].startswith('GPU') and q['b'].startswith('GPU')]
+assert len(gg) >= 28 and all(q['path'] == 'NVL' and q['nvlinks'] == 18 for q in gg), gg[:3]
+m = {(q['a'], q['b']): q['path'] for q in p}
+assert m[('GPU0', 'NIC0')] == 'PIX' and m[('GPU0', 'NIC1')] == 'PXB', m
+assert m[('GPU0', 'NIC2')] == 'PHB' and m[('GPU0', 'NIC4')] == 'SYS', m
+assert len(p) == 16 * 15 // 2, len(p)
+"
+
+run "dgx8 ranks" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.json" --json --ranks a:0,b:0,a:4,b:4
+pycheck "dgx8 ranks" "
+assert d['ring'] == [0, 2, 1, 3], d['ring']
+t = {(x['a'], x['b']): x for x in d['transports']}
+assert len(t) == 6
+assert t[(0, 2)]['transport'] == 'cuda-ipc' and t[(0, 2)]['path'] == 'NVL', t[(0, 2)]
+assert t[(0, 1)]['transport'] == 'verbs+GDR' and t[(0, 1)]['path'] == 'NET', t[(0, 1)]
+assert t[(0, 3)]['transport'] == 'verbs+GDR'
+assert t[(0, 2)]['ring_edge'] and t[(2, 1)]['ring_edge'] if (2, 1) in t else t[(1, 2)]['ring_edge']
+"
+run "dgx8 ranks text" 0 "$tool" -f "$fx/dgx8_nvswitch.json" -r a:0,a:1,b:0,b:1,c
+has "dgx8 ranks text" "$tmp/out" "Ring order: 0 1 | 2 3 | 4"
+has "dgx8 ranks text" "$tmp/out" "cuda-ipc/NVL"
+has "dgx8 ranks text" "$tmp/out" "verbs+GDR"
+
+run "pcie4 json" 0 "$tool" --topo-file "$fx/pcie4.json" --json
+pycheck "pcie4 json" "
+g = d['gpus']
+assert [x['gdr'] for x in g] == [True, True, False, False], g
+assert 'PHB' in g[2]['gdr_reason'] and 'host bridge' in g[2]['gdr_reason'], g[2]
+assert all(x['nic'] == 'mlx5_0' for x in g)
+"
+
+run "vm_flat PHB" 0 env RCOLL_NET_GDR_LEVEL=PHB "$tool" --topo-file "$fx/vm_flat.json" --json
+pycheck "vm_flat PHB" "assert d['gdr_level'] == 'PHB' and all(x['gdr'] for x in d['gpus']), d['gpus']"
+run "vm_flat PXB" 0 "$tool" --topo-file "$fx/vm_flat.json" --json
+pycheck "vm_flat PXB" "assert not any(x['gdr'] for x in d['gpus']) and d['nics'][0]['numa'] == -1"
+
+run "nccl xml" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.xml" --json
+pycheck "nccl xml" "assert len(d['gpus']) == 8 and d['gpus'][5]['nic'] == 'mlx5_5'"
+
+run "nvlink2 ranks" 0 "$tool" --topo-file "$fx/nvlink2.json" --ranks h1:0,h2:0
+has "nvlink2 ranks" "$tmp/out" "tcp"
+has "nvlink2 ranks" "$tmp/out" "eth0 is not an RDMA NIC"
+
+run "dangling parent" 2 "$tool" --topo-file "$fx/bad_dangling_parent.json"
+has "dangling parent" "$tmp/err" "bad_dangling_parent.json line 10: gpu 1: parent \"sw9\" is not defined"
+run "missing comma" 2 "$tool" --topo-file "$fx/bad_missing_comma.json" --json
+has "missing comma" "$tmp/err" "line 5: expected ',' or ']'"
+run "nvlink self" 2 "$tool" --topo-file "$fx/bad_nvlink_self.json"
+has "nvlink self" "$tmp/err" "line 7: gpu 1: nvlink to itself"
+run "no file" 2 "$tool" --topo-file "$tmp/none.json"
+has "no file" "$tmp/err" "cannot open topology file"
+run "bad env file" 2 env RCOLL_TOPO_FILE="$fx/bad_unterminated.json" "$tool"
+has "bad env file" "$tmp/err" "RCOLL_TOPO_FILE: topology file"
+run "bad gdr level" 2 env RCOLL_NET_GDR_LEVEL=FAST "$tool" --topo-file "$fx/pcie4.json"
+has "bad gdr level" "$tmp/err" "RCOLL_NET_GDR_LEVEL='FAST' is not a path level"
+run "bad p2p level" 2 env RCOLL_P2P_LEVEL=NET "$tool" --topo-file "$fx/pcie4.json"
+has "bad p2p level" "$tmp/err" "RCOLL_P2P_LEVEL"
+run "bad ranks" 2 "$tool" --topo-file "$fx/pcie4.json" --ranks a:0,a:9
+has "bad ranks" "$tmp/err" "the GPU must be -1 or 0..3"
+run "bad option" 2 "$tool" --frobnicate
+
+run "dump" 0 "$tool" --topo-file "$fx/pcie4.json" --dump "$tmp/pcie4.json"
+run "dump json a" 0 "$tool" --topo-file "$fx/pcie4.json" --json
+grep -v '"source"' "$tmp/out" >"$tmp/a"
+run "dump json b" 0 "$tool" --topo-file "$tmp/pcie4.json" --json
+grep -v '"source"' "$tmp/out" >"$tmp/b"
+if cmp -s "$tmp/a" "$tmp/b"; then ok; else bad "dumped topology reads back the same"; fi
+
+run "live" 0 "$tool"
+has "live" "$tmp/out" "topology from"
+run "live json" 0 "$tool" --json --ranks here,here
+pycheck "live json" "assert 'gpus' in d and 'nics' in d and d['ring'] == [0, 1]"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
