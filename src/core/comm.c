@@ -5,6 +5,7 @@
  * (progress.c) or check user arguments (api.c).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "algo/tree.h"
 #include "core/comm.h"
+#include "topo/topo.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -184,13 +186,27 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
         if (host[p] < 0) host[p] = c->nhosts++;
         count[host[p]]++;
     }
-    int k = 0, identity = 1;
-    for (int h = 0; h < c->nhosts; h++)
-        for (int p = 0; p < n; p++)
-            if (host[p] == h) {
-                identity &= p == k;
-                order[k++] = p;
-            }
+    /* The ring order is topology's decision (hosts now; GPUs and NVLink islands inside a
+     * host when ranks carry GPUs). */
+    char (*names)[20] = malloc((size_t)n * sizeof(*names));
+    const char **hosts = malloc((size_t)n * sizeof(*hosts));
+    rcoll_status_t ost = names && hosts ? RCOLL_OK
+                                        : rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank layout: out "
+                                                        "of memory");
+    for (int p = 0; ost == RCOLL_OK && p < n; p++) {
+        snprintf(names[p], sizeof(names[p]), "%016llx",
+                 (unsigned long long)c->peers[p].host_hash);
+        hosts[p] = names[p];
+    }
+    if (ost == RCOLL_OK) ost = rcoll_topo_ring_order(NULL, n, hosts, NULL, order);
+    free(names);
+    free(hosts);
+    if (ost != RCOLL_OK) {
+        free(host), free(order), free(count);
+        return ost;
+    }
+    int identity = 1;
+    for (int i = 0; i < n; i++) identity &= order[i] == i;
     int crossings = 0, pos = 0;
     for (int i = 0; i < n; i++) {
         crossings += host[order[i]] != host[order[(i + 1) % n]];
@@ -235,6 +251,30 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
     return st;
 }
 
+/* The host's topology, when the user asked for it (RCOLL_TOPO_FILE to describe the machine,
+ * RCOLL_TOPO_DUMP_FILE to see what rcoll detects): read once per process, logged, dumped.
+ * Without GPUs in communicators yet it changes no decision; a bad file is an error. */
+static rcoll_status_t load_topology(const rcoll_config_t *cfg)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int done;
+    if (!cfg->topo_file[0] && !cfg->topo_dump_file[0]) return RCOLL_OK;
+    pthread_mutex_lock(&lock);
+    rcoll_status_t st = RCOLL_OK;
+    if (!done) {
+        rcoll_topo_t *t = NULL;
+        rcoll_config_t tc = *cfg; /* per-process dump names: %h host, %p pid */
+        rcoll_expand_pattern(cfg->topo_dump_file, tc.topo_dump_file, sizeof(tc.topo_dump_file));
+        st = rcoll_topo_detect(&tc, &t);
+        if (st == RCOLL_OK) {
+            done = 1;
+            rcoll_topo_free(t);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
 /* A schedule's peer (ring position) as a communicator rank. */
 static int at_pos(const rcoll_comm_t c, int pos) { return c->ring_map ? c->ring_map[pos] : pos; }
 
@@ -242,7 +282,8 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
     choose_spin(c, mine);
-    rcoll_status_t lst = build_layout(c);
+    rcoll_status_t lst = load_topology(&c->cfg);
+    if (lst == RCOLL_OK) lst = build_layout(c);
     if (lst != RCOLL_OK) return lst;
     int me = c->ring_pos;
     if (c->nranks > 1) {
@@ -290,11 +331,35 @@ static int handle_present(const uint8_t *h)
 
 /* Per peer, the first transport in priority order that both ranks listen on and that can
  * reach it (host-local transports only on the same host). */
+/* Why transport t carries the traffic to peer p (one sentence, for the INFO log). */
+static void transport_reason(rcoll_comm_t c, int p, int t, const rcoll_transport_props_t *props,
+                             char *buf, size_t len)
+{
+    const rcoll_peer_info_t *peer = &c->peers[p], *mine = &c->peers[c->rank];
+    size_t ntp;
+    const rcoll_transport_ops_t *const *list = rcoll_transport_list(&ntp);
+    if (props->host_local) {
+        snprintf(buf, len, "same host %s", mine->hostname);
+        return;
+    }
+    int n = snprintf(buf, len, "%s host %s, device %s%s%.0d",
+                     peer->host_hash == mine->host_hash ? "same" : "other", peer->hostname,
+                     props->name, props->port ? ":" : "", props->port);
+    /* what ruled out the transports before this one */
+    for (int u = 0; u < t && (size_t)u < ntp && n >= 0 && (size_t)n < len; u++) {
+        if (!c->tps[u] && c->tp_why[u][0])
+            n += snprintf(buf + n, len - (size_t)n, "; not %s: %s", list[u]->name, c->tp_why[u]);
+        else if (c->tps[u] && !handle_present(peer->handles[u]))
+            n += snprintf(buf + n, len - (size_t)n, "; not %s: the peer does not listen on it",
+                          c->tps[u]->name);
+    }
+}
+
 static rcoll_status_t choose_transports(rcoll_comm_t c)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
     int used[RCOLL_MAX_TRANSPORTS] = {0};
-    char pbuf[128];
+    char pbuf[128], why[512];
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank) continue;
         for (int t = 0; t < RCOLL_MAX_TRANSPORTS && !c->link.tps[p]; t++) {
@@ -305,8 +370,13 @@ static rcoll_status_t choose_transports(rcoll_comm_t c)
             if (props.host_local && c->peers[p].host_hash != mine->host_hash) continue;
             c->link.tps[p] = c->tps[t];
             used[t]++;
-            RCOLL_TRACE(INIT, "%s: transport %s", rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)),
-                        c->tps[t]->name);
+            if (!RCOLL_LOG_ENABLED(c->nranks <= 64 ? RCOLL_LOG_INFO : RCOLL_LOG_TRACE,
+                                   RCOLL_SUBSYS_INIT))
+                continue;
+            transport_reason(c, p, t, &props, why, sizeof(why));
+            RCOLL_LOG(c->nranks <= 64 ? RCOLL_LOG_INFO : RCOLL_LOG_TRACE, RCOLL_SUBSYS_INIT,
+                      "%s: %s (%s)", rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)),
+                      c->tps[t]->name, why);
         }
         if (!c->link.tps[p])
             return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no transport reaches %s (this rank "
@@ -336,8 +406,14 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     for (size_t t = 0; t < n; t++) {
         int is_net = list[t] != &rcoll_transport_shm;
         if (forced && strcmp(list[t]->name, c->cfg.transport)) continue;
-        if (!forced && c->cfg.shm_disable && !is_net) continue;
-        if (!forced && is_net && strcmp(net, "auto") && strcmp(net, list[t]->name)) continue;
+        if (!forced && c->cfg.shm_disable && !is_net) {
+            snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_SHM_DISABLE=1");
+            continue;
+        }
+        if (!forced && is_net && strcmp(net, "auto") && strcmp(net, list[t]->name)) {
+            snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_NET=%.40s", net);
+            continue;
+        }
         st = rcoll_transport_ensure_init(list[t], &c->cfg);
         int ndev = 0;
         if (st == RCOLL_OK) st = list[t]->devices(&ndev);
@@ -351,6 +427,8 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
             rcoll_err_prefix("RCOLL_NET=%s, but that transport cannot work here: ", net);
             return st;
         }
+        if (st != RCOLL_OK)
+            snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "%s", rcoll_err_get());
         if (st != RCOLL_OK) {
             /* Not built or not possible here is information; a transport that should work
              * but failed (a full /dev/shm) deserves a warning with its reason. */

@@ -87,6 +87,7 @@ struct rcoll_comm {
     const rcoll_transport_ops_t *tps[RCOLL_MAX_TRANSPORTS];
     void *listen_comms[RCOLL_MAX_TRANSPORTS];
     int dev[RCOLL_MAX_TRANSPORTS]; /* device of each transport (rank modulo its devices) */
+    char tp_why[RCOLL_MAX_TRANSPORTS][160]; /* why a transport is not used here ("" = it is) */
     rcoll_peer_info_t *peers;
     rcoll_bootstrap_t *bs;
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */

@@ -8,8 +8,9 @@
  *   gamma  from reducing 256 KiB of float32 locally:     T = S gamma
  *   beta   from 256 KiB ring all-reduces:                 T = 2(n-1) alpha + 2(n-1)/n S beta
  *                                                            + (n-1)/n S gamma
- *          on the network, from the difference of 2 MiB and 256 KiB rings instead (the slope:
- *          free of alpha, and of the burst a rate-limited link lets through at full speed)
+ *          on a slow network (a 256 KiB ring over 1 ms), from the difference of 2 MiB and
+ *          256 KiB rings instead (the slope: free of alpha, and of the burst a rate-limited
+ *          link lets through at full speed)
  *
  * each the best of a few runs, then the maximum over ranks (an all-reduce), so every rank
  * holds the same constants and makes the same choices.  Costs well under a millisecond on
@@ -67,6 +68,11 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     double t_rd = 0, t_ring = 0, t_big = 0;
     st = time_allreduce(c, RCOLL_ALG_RD, buf, 8, ALPHA_REPS, &t_rd);
     if (st == RCOLL_OK) st = time_allreduce(c, RCOLL_ALG_RING, buf, PROBE_BYTES, BETA_REPS, &t_ring);
+    /* Every rank must take the same branch: the slow-link test uses the maximum over ranks. */
+    double slow = t_ring;
+    if (st == RCOLL_OK && big)
+        st = rcoll_allreduce(RCOLL_IN_PLACE, &slow, 1, RCOLL_FLOAT64, RCOLL_MAX, c);
+    if (st == RCOLL_OK && big && slow < 1000.0) big = 0;
     if (st == RCOLL_OK && big) st = time_allreduce(c, RCOLL_ALG_RING, buf, big, BETA_REPS, &t_big);
     if (st == RCOLL_OK) {
         double best = 1e30;

@@ -57,8 +57,7 @@ static uint32_t parse_subsys(const char *s)
     return negate ? (RCOLL_SUBSYS_ALL & ~mask) : mask;
 }
 
-/* Expand %h (host) and %p (pid) in a file name pattern. */
-static void expand_pattern(const char *pat, char *out, size_t len)
+void rcoll_expand_pattern(const char *pat, char *out, size_t len)
 {
     size_t o = 0;
     for (const char *p = pat; *p && o + 1 < len; p++) {
@@ -88,7 +87,7 @@ void rcoll_log_configure(const char *level, const char *subsys, const char *file
     rcoll_log_subsys = parse_subsys(subsys);
     if (file && *file && !log_file) {
         char path[512];
-        expand_pattern(file, path, sizeof(path));
+        rcoll_expand_pattern(file, path, sizeof(path));
         log_file = fopen(path, "a");
         if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
     }

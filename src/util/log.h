@@ -40,6 +40,8 @@ void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char 
     __attribute__((format(printf, 3, 4)));
 /* Parse "WARN"/"INFO"/"TRACE"/"NONE" (case-insensitive); -1 if unknown. */
 int rcoll_log_parse_level(const char *s);
+/* Expand %h (host) and %p (pid) in a file name pattern (RCOLL_DEBUG_FILE, dump files). */
+void rcoll_expand_pattern(const char *pat, char *out, size_t len);
 
 #define RCOLL_LOG_ENABLED(lvl, ss) \
     ((lvl) <= rcoll_log_level && (rcoll_log_subsys & (uint32_t)(ss)))
