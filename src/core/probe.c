@@ -8,7 +8,7 @@
  *   gamma  from reducing 256 KiB of float32 locally:     T = S gamma
  *   beta   from 256 KiB ring all-reduces:                 T = 2(n-1) alpha + 2(n-1)/n S beta
  *                                                            + (n-1)/n S gamma
- *          on a slow network (a 256 KiB ring over 1 ms), from the difference of 2 MiB and
+ *          across hosts on a slow network (a 256 KiB ring over 1 ms), from the difference of 2 MiB and
  *          256 KiB rings instead (the slope: free of alpha, and of the burst a rate-limited
  *          link lets through at full speed)
  *
@@ -17,6 +17,7 @@
  * shared memory and a few on TCP.  The other path keeps its defaults.  Communicators split
  * from this one inherit the constants (rcoll_comm_split).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,8 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
     if (!want) return RCOLL_OK;
-    size_t big = c->all_shm ? 0 : PROBE_NET_BYTES;
+    /* only across hosts: on one host nothing limits the rate, a slow ring is a busy CPU */
+    size_t big = c->nhosts > 1 ? PROBE_NET_BYTES : 0;
     float *buf = calloc((PROBE_BYTES * 2 > big ? PROBE_BYTES * 2 : big) / 4, sizeof(float));
     if (!buf) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
     int n = c->nranks, p = 1, L = 0;
@@ -106,9 +108,10 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     c->tuning.gamma_us_per_b = m[1];
     c->last_alg = -1; /* choose afresh with the measured constants */
     memset(c->alg_logged, 0, sizeof(c->alg_logged));
+    char extra[48] = "";
+    if (big) snprintf(extra, sizeof(extra), ", 2 MiB ring %.1f us", t_big);
     RCOLL_INFO(INIT, "tuning probe (%s): alpha %.3f us, beta %.2f GB/s, reduction %.2f GB/s "
-               "(8 B doubling %.2f us, 256 KiB ring %.1f us%s%.1f%s)", c->all_shm ? "shm" : "net",
-               m[0], 1e-3 / m[2], 1e-3 / m[1], t_rd, t_ring, big ? ", 2 MiB ring " : "",
-               big ? t_big : 0.0, big ? " us" : "");
+               "(8 B doubling %.2f us, 256 KiB ring %.1f us%s)", c->all_shm ? "shm" : "net",
+               m[0], 1e-3 / m[2], 1e-3 / m[1], t_rd, t_ring, extra);
     return RCOLL_OK;
 }
