@@ -241,6 +241,16 @@ if [ -x "$PERF" ]; then
                 grep -q 'reaches 1 peer over tcp' "$TMP/no_rdma_core.out" "$TMP/no_rdma_core.err"
         }
         check no_rdma_core t_no_rdma_core
+        # Ranks numbered across hosts (RCOLL_HOST_ID alternating): the ring is reordered by
+        # host and crosses the host boundary twice (once per direction), never 4 times.
+        RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT rr host_ring --timeout 15 -n 4 bash -c \
+            'export RCOLL_HOST_ID=h$((RCOLL_RANK % 2)); exec "$0" "$@"' "$PERF" -b 8 -e 1M -f 32 -n 2
+        t_host_ring() {
+            [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/host_ring.out" &&
+                [ "$(grep -c 'on 2 hosts (equal ranks per host): ring (reordered by host) crosses host boundaries 2 times' \
+                    "$TMP/host_ring.out" "$TMP/host_ring.err" | awk -F: '{s += $NF} END {print s}')" = 4 ]
+        }
+        check host_ring t_host_ring
     else
         echo "note: all_reduce_perf not functional, skipped (rc=$RC)"
     fi
