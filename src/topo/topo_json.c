@@ -5,7 +5,6 @@
  * (topo_file.c gives the values their meaning).
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,58 +12,20 @@
 
 #include "topo/topo_int.h"
 #include "topo/topo_json.h"
+#include "topo/topo_text.h"
 #include "util/status.h"
 
 #define JSON_MAX_DEPTH 64
-#define ARENA_BLOCK 16384
-
-typedef struct arena_block {
-    struct arena_block *next;
-    size_t used, size;
-    char data[]; /* flexible */
-} arena_block_t;
 
 struct json_doc {
-    arena_block_t *blocks;
+    topo_arena_t arena;
     json_value_t *root;
 };
-
-typedef struct {
-    const char *what;
-    const char *s;
-    size_t len, pos;
-    int line;
-    json_doc_t *doc;
-    char fbuf[32];
-} parser_t;
-
-static void *arena_alloc(json_doc_t *doc, size_t size)
-{
-    size = (size + 7) & ~(size_t)7;
-    arena_block_t *b = doc->blocks;
-    if (!b || b->size - b->used < size) {
-        size_t bsize = size > ARENA_BLOCK ? size : ARENA_BLOCK;
-        b = malloc(sizeof(*b) + bsize);
-        if (!b) return NULL;
-        b->size = bsize;
-        b->used = 0;
-        b->next = doc->blocks;
-        doc->blocks = b;
-    }
-    void *p = b->data + b->used;
-    b->used += size;
-    return p;
-}
 
 void json_doc_free(json_doc_t *doc)
 {
     if (!doc) return;
-    arena_block_t *b = doc->blocks;
-    while (b) {
-        arena_block_t *n = b->next;
-        free(b);
-        b = n;
-    }
+    topo_arena_fini(&doc->arena);
     free(doc);
 }
 
@@ -91,46 +52,10 @@ const json_value_t *json_get(const json_value_t *v, const char *key)
     return NULL;
 }
 
-/* What is at the current position, for "found ..." in messages. */
-static const char *found(parser_t *p)
+static json_value_t *new_value(topo_text_t *p, json_type_t type)
 {
-    if (p->pos >= p->len) return "the end of the file";
-    unsigned char c = (unsigned char)p->s[p->pos];
-    if (c == '\n') return "the end of the line";
-    if (c >= 0x20 && c < 0x7f) snprintf(p->fbuf, sizeof(p->fbuf), "'%c'", c);
-    else snprintf(p->fbuf, sizeof(p->fbuf), "byte 0x%02x", c);
-    return p->fbuf;
-}
-
-static rcoll_status_t perr(const parser_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static rcoll_status_t perr(const parser_t *p, const char *fmt, ...)
-{
-    char text[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    return topo_err(p->what, p->line, "%s", text);
-}
-
-static void skip_ws(parser_t *p)
-{
-    while (p->pos < p->len) {
-        char c = p->s[p->pos];
-        if (c == '\n') p->line++;
-        else if (c != ' ' && c != '\t' && c != '\r') return;
-        p->pos++;
-    }
-}
-
-static int peek(const parser_t *p) { return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1; }
-
-static json_value_t *new_value(parser_t *p, json_type_t type)
-{
-    json_value_t *v = arena_alloc(p->doc, sizeof(*v));
+    json_value_t *v = topo_arena_alloc(p->arena, sizeof(*v));
     if (!v) return NULL;
-    memset(v, 0, sizeof(*v));
     v->type = type;
     v->line = p->line;
     return v;
@@ -176,7 +101,7 @@ static size_t put_utf8(char *o, unsigned cp)
 }
 
 /* At the opening quote.  Decoded text into *out (arena). */
-static rcoll_status_t parse_string(parser_t *p, const char **out)
+static rcoll_status_t parse_string(topo_text_t *p, const char **out)
 {
     int start_line = p->line;
     size_t start = ++p->pos, end = start;
@@ -184,22 +109,26 @@ static rcoll_status_t parse_string(parser_t *p, const char **out)
     while (end < p->len && p->s[end] != '"') {
         if (p->s[end] == '\n') {
             p->pos = end;
-            return perr(p, "string not closed before the end of the line (opened on line %d)",
-                        start_line);
+            return topo_text_err(p, "string not closed before the end of the line (opened on "
+                                    "line %d)",
+                                 start_line);
         }
         end += p->s[end] == '\\' ? 2 : 1;
     }
     if (end >= p->len) {
         p->pos = p->len;
-        return perr(p, "string not closed before the end of the file (opened on line %d)",
-                    start_line);
+        return topo_text_err(p, "string not closed before the end of the file (opened on line "
+                                "%d)",
+                             start_line);
     }
-    char *o = arena_alloc(p->doc, end - start + 1);
-    if (!o) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", p->what);
+    char *o = topo_arena_alloc(p->arena, end - start + 1);
+    if (!o) return topo_text_nomem(p);
     size_t n = 0;
     while (p->pos < end) {
         unsigned char c = (unsigned char)p->s[p->pos];
-        if (c < 0x20) return perr(p, "control character %s inside a string (escape it)", found(p));
+        if (c < 0x20)
+            return topo_text_err(p, "control character %s inside a string (escape it)",
+                                 topo_text_found(p));
         if (c != '\\') {
             o[n++] = (char)c;
             p->pos++;
@@ -219,25 +148,26 @@ static rcoll_status_t parse_string(parser_t *p, const char **out)
         case 'u': {
             unsigned cp, lo;
             if (p->pos + 4 > end || hex4(p->s + p->pos, &cp))
-                return perr(p, "\\u must be followed by 4 hex digits");
+                return topo_text_err(p, "\\u must be followed by 4 hex digits");
             p->pos += 4;
             if (cp >= 0xd800 && cp <= 0xdbff) {
                 if (p->pos + 6 > end || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
                     hex4(p->s + p->pos + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
-                    return perr(p, "\\ud800-\\udbff (high surrogate) must be followed by a "
-                                "low surrogate");
+                    return topo_text_err(p, "\\ud800-\\udbff (high surrogate) must be followed "
+                                         "by a low surrogate");
                 p->pos += 6;
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-                return perr(p, "\\udc00-\\udfff (low surrogate) without a high one");
+                return topo_text_err(p, "\\udc00-\\udfff (low surrogate) without a high one");
             }
-            if (cp == 0) return perr(p, "\\u0000 is not allowed in a string");
+            if (cp == 0) return topo_text_err(p, "\\u0000 is not allowed in a string");
             n += put_utf8(o + n, cp);
             break;
         }
         default: {
             p->pos -= 1;
-            return perr(p, "invalid escape: backslash followed by %s", found(p));
+            return topo_text_err(p, "invalid escape: backslash followed by %s",
+                                 topo_text_found(p));
         }
         }
     }
@@ -247,7 +177,7 @@ static rcoll_status_t parse_string(parser_t *p, const char **out)
     return RCOLL_OK;
 }
 
-static rcoll_status_t parse_number(parser_t *p, json_value_t *v)
+static rcoll_status_t parse_number(topo_text_t *p, json_value_t *v)
 {
     size_t i = p->pos;
     int integral = 1;
@@ -256,7 +186,7 @@ static rcoll_status_t parse_number(parser_t *p, json_value_t *v)
     if (p->s[i] == '0') {
         i++;
         if (i < p->len && p->s[i] >= '0' && p->s[i] <= '9')
-            return perr(p, "invalid number: leading zeros are not allowed");
+            return topo_text_err(p, "invalid number: leading zeros are not allowed");
     } else {
         while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
     }
@@ -275,43 +205,43 @@ static rcoll_status_t parse_number(parser_t *p, json_value_t *v)
     }
     char buf[64];
     size_t n = i - p->pos;
-    if (n >= sizeof(buf)) return perr(p, "number too long");
+    if (n >= sizeof(buf)) return topo_text_err(p, "number too long");
     memcpy(buf, p->s + p->pos, n);
     buf[n] = '\0';
     errno = 0;
     v->number = strtod(buf, NULL);
     if (errno == ERANGE && (v->number > 1 || v->number < -1))
-        return perr(p, "number %s is out of range", buf);
+        return topo_text_err(p, "number %s is out of range", buf);
     v->integral = integral;
     p->pos = i;
     return RCOLL_OK;
 bad:
     p->pos = i;
-    return perr(p, "invalid number: found %s", found(p));
+    return topo_text_err(p, "invalid number: found %s", topo_text_found(p));
 }
 
-static rcoll_status_t parse_value(parser_t *p, int depth, json_value_t **out);
+static rcoll_status_t parse_value(topo_text_t *p, int depth, json_value_t **out);
 
-static rcoll_status_t parse_container(parser_t *p, int depth, json_value_t *v)
+static rcoll_status_t parse_container(topo_text_t *p, int depth, json_value_t *v)
 {
     int is_obj = v->type == JSON_OBJECT;
     char close = is_obj ? '}' : ']';
     json_value_t **tail = &v->child;
     p->pos++; /* the opening bracket */
-    skip_ws(p);
-    if (peek(p) == close) {
+    topo_text_skip_ws(p);
+    if (topo_text_peek(p) == close) {
         p->pos++;
         return RCOLL_OK;
     }
     for (;;) {
         const char *key = NULL;
         if (is_obj) {
-            if (peek(p) != '"')
-                return perr(p, v->count ? "expected a member name in double quotes after ',', "
-                                          "found %s"
-                                        : "expected a member name in double quotes or '}', "
-                                          "found %s",
-                            found(p));
+            if (topo_text_peek(p) != '"')
+                return topo_text_err(p, v->count ? "expected a member name in double quotes "
+                                                   "after ',', found %s"
+                                                 : "expected a member name in double quotes "
+                                                   "or '}', found %s",
+                                     topo_text_found(p));
             int kline = p->line;
             rcoll_status_t st = parse_string(p, &key);
             if (st) return st;
@@ -323,14 +253,17 @@ static rcoll_status_t parse_container(parser_t *p, int depth, json_value_t *v)
                     return topo_err(p->what, kline, "%s", msg);
                 }
             }
-            skip_ws(p);
-            if (peek(p) != ':') return perr(p, "expected ':' after a member name, found %s", found(p));
+            topo_text_skip_ws(p);
+            if (topo_text_peek(p) != ':')
+                return topo_text_err(p, "expected ':' after a member name, found %s",
+                                     topo_text_found(p));
             p->pos++;
-            skip_ws(p);
-        } else if (peek(p) == ']' && v->count) {
-            return perr(p, "trailing ',' before ']'");
+            topo_text_skip_ws(p);
+        } else if (topo_text_peek(p) == ']' && v->count) {
+            return topo_text_err(p, "trailing ',' before ']'");
         }
-        if (is_obj && peek(p) == '}') return perr(p, "expected a value after ':', found %s", found(p));
+        if (is_obj && topo_text_peek(p) == '}')
+            return topo_text_err(p, "expected a value after ':', found %s", topo_text_found(p));
         json_value_t *c;
         rcoll_status_t st = parse_value(p, depth + 1, &c);
         if (st) return st;
@@ -338,23 +271,24 @@ static rcoll_status_t parse_container(parser_t *p, int depth, json_value_t *v)
         *tail = c;
         tail = &c->next;
         v->count++;
-        skip_ws(p);
-        int ch = peek(p);
+        topo_text_skip_ws(p);
+        int ch = topo_text_peek(p);
         if (ch == close) {
             p->pos++;
             return RCOLL_OK;
         }
         if (ch != ',')
-            return perr(p, is_obj ? "expected ',' or '}', found %s" : "expected ',' or ']', "
-                                                                        "found %s",
-                        found(p));
+            return topo_text_err(p, is_obj ? "expected ',' or '}', found %s"
+                                           : "expected ',' or ']', found %s",
+                                 topo_text_found(p));
         p->pos++;
-        skip_ws(p);
-        if (is_obj && peek(p) == '}') return perr(p, "trailing ',' before '}'");
+        topo_text_skip_ws(p);
+        if (is_obj && topo_text_peek(p) == '}')
+            return topo_text_err(p, "trailing ',' before '}'");
     }
 }
 
-static rcoll_status_t parse_literal(parser_t *p, json_value_t *v)
+static rcoll_status_t parse_literal(topo_text_t *p, json_value_t *v)
 {
     static const struct {
         const char *text;
@@ -362,9 +296,8 @@ static rcoll_status_t parse_literal(parser_t *p, json_value_t *v)
         int b;
     } lits[] = {{"true", JSON_BOOL, 1}, {"false", JSON_BOOL, 0}, {"null", JSON_NULL, 0}};
     for (size_t i = 0; i < 3; i++) {
-        size_t n = strlen(lits[i].text);
-        if (p->len - p->pos >= n && !memcmp(p->s + p->pos, lits[i].text, n)) {
-            size_t e = p->pos + n;
+        if (topo_text_at(p, lits[i].text)) {
+            size_t e = p->pos + strlen(lits[i].text);
             if (e < p->len && ((p->s[e] >= 'a' && p->s[e] <= 'z') || (p->s[e] >= 'A' &&
                                                                        p->s[e] <= 'Z')))
                 break;
@@ -374,18 +307,20 @@ static rcoll_status_t parse_literal(parser_t *p, json_value_t *v)
             return RCOLL_OK;
         }
     }
-    return perr(p, "expected a value (true, false, null, a number, a string, [ or {), found %s",
-                found(p));
+    return topo_text_err(p, "expected a value (true, false, null, a number, a string, [ or {), "
+                            "found %s",
+                         topo_text_found(p));
 }
 
-static rcoll_status_t parse_value(parser_t *p, int depth, json_value_t **out)
+static rcoll_status_t parse_value(topo_text_t *p, int depth, json_value_t **out)
 {
-    if (depth > JSON_MAX_DEPTH) return perr(p, "nesting deeper than %d levels", JSON_MAX_DEPTH);
-    skip_ws(p);
-    int c = peek(p);
-    if (c < 0) return perr(p, "expected a value, found %s", found(p));
+    if (depth > JSON_MAX_DEPTH)
+        return topo_text_err(p, "nesting deeper than %d levels", JSON_MAX_DEPTH);
+    topo_text_skip_ws(p);
+    int c = topo_text_peek(p);
+    if (c < 0) return topo_text_err(p, "expected a value, found %s", topo_text_found(p));
     json_value_t *v = new_value(p, JSON_NULL);
-    if (!v) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", p->what);
+    if (!v) return topo_text_nomem(p);
     rcoll_status_t st;
     if (c == '{' || c == '[') {
         v->type = c == '{' ? JSON_OBJECT : JSON_ARRAY;
@@ -408,9 +343,10 @@ rcoll_status_t json_parse(const char *what, const char *text, size_t len, json_d
 {
     json_doc_t *doc = calloc(1, sizeof(*doc));
     if (!doc) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", what);
-    parser_t p = {.what = what, .s = text, .len = len, .pos = 0, .line = 1, .doc = doc};
-    if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) p.pos = 3;
-    skip_ws(&p);
+    topo_arena_init(&doc->arena);
+    topo_text_t p;
+    topo_text_init(&p, what, text, len, &doc->arena);
+    topo_text_skip_ws(&p);
     rcoll_status_t st;
     if (p.pos >= p.len) {
         st = topo_err(what, p.line, "the file is empty, expected a JSON object");
@@ -418,9 +354,10 @@ rcoll_status_t json_parse(const char *what, const char *text, size_t len, json_d
     }
     st = parse_value(&p, 0, &doc->root);
     if (st) goto err;
-    skip_ws(&p);
+    topo_text_skip_ws(&p);
     if (p.pos < p.len) {
-        st = perr(&p, "unexpected %s after the end of the top-level value", found(&p));
+        st = topo_text_err(&p, "unexpected %s after the end of the top-level value",
+                           topo_text_found(&p));
         goto err;
     }
     *out = doc;

@@ -5,12 +5,12 @@
  * the topology builder.  Also checks hwloc XML for well-formedness before hwloc reads it, so
  * a typo gets a line number.  Nothing else uses this reader.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "topo/topo_int.h"
+#include "topo/topo_text.h"
 #include "util/status.h"
 
 #define XML_MAX_DEPTH 256
@@ -28,112 +28,32 @@ typedef struct xml_elem {
     struct xml_elem *child, *next;
 } xml_elem_t;
 
-typedef struct xml_block {
-    struct xml_block *next;
-    size_t used, size;
-    char data[];
-} xml_block_t;
-
-typedef struct {
-    const char *what;
-    const char *s;
-    size_t len, pos;
-    int line;
-    xml_block_t *blocks;
-    char fbuf[32];
-} xp_t;
-
-static void *xalloc(xp_t *p, size_t size)
-{
-    size = (size + 7) & ~(size_t)7;
-    xml_block_t *b = p->blocks;
-    if (!b || b->size - b->used < size) {
-        size_t bs = size > 16384 ? size : 16384;
-        b = malloc(sizeof(*b) + bs);
-        if (!b) return NULL;
-        b->size = bs;
-        b->used = 0;
-        b->next = p->blocks;
-        p->blocks = b;
-    }
-    void *r = b->data + b->used;
-    b->used += size;
-    memset(r, 0, size);
-    return r;
-}
-
-static void xfree(xp_t *p)
-{
-    while (p->blocks) {
-        xml_block_t *n = p->blocks->next;
-        free(p->blocks);
-        p->blocks = n;
-    }
-}
-
-static const char *xfound(xp_t *p)
-{
-    if (p->pos >= p->len) return "the end of the file";
-    unsigned char c = (unsigned char)p->s[p->pos];
-    if (c == '\n') return "the end of the line";
-    if (c >= 0x20 && c < 0x7f) snprintf(p->fbuf, sizeof(p->fbuf), "'%c'", c);
-    else snprintf(p->fbuf, sizeof(p->fbuf), "byte 0x%02x", c);
-    return p->fbuf;
-}
-
-static rcoll_status_t xerr(const xp_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static rcoll_status_t xerr(const xp_t *p, const char *fmt, ...)
-{
-    char text[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    return topo_err(p->what, p->line, "%s", text);
-}
-
-static int at(const xp_t *p, const char *lit)
-{
-    size_t n = strlen(lit);
-    return p->len - p->pos >= n && !memcmp(p->s + p->pos, lit, n);
-}
-
-static void step(xp_t *p, size_t n)
-{
-    for (size_t i = 0; i < n && p->pos < p->len; i++)
-        if (p->s[p->pos++] == '\n') p->line++;
-}
-
-static void skip_ws(xp_t *p)
-{
-    while (p->pos < p->len && strchr(" \t\r\n", p->s[p->pos])) step(p, 1);
-}
-
 /* Skip to just past `end`; error naming `what` when the file ends first. */
-static rcoll_status_t skip_past(xp_t *p, const char *end, const char *what)
+static rcoll_status_t skip_past(topo_text_t *p, const char *end, const char *what)
 {
     int line = p->line;
-    while (p->pos < p->len && !at(p, end)) step(p, 1);
+    while (p->pos < p->len && !topo_text_at(p, end)) topo_text_step(p, 1);
     if (p->pos >= p->len) {
         p->line = line;
-        return xerr(p, "%s not closed with '%s' before the end of the file", what, end);
+        return topo_text_err(p, "%s not closed with '%s' before the end of the file", what, end);
     }
-    step(p, strlen(end));
+    topo_text_step(p, strlen(end));
     return RCOLL_OK;
 }
 
 /* A comment: "--" may appear only in its closing "-->". */
-static rcoll_status_t skip_comment(xp_t *p)
+static rcoll_status_t skip_comment(topo_text_t *p)
 {
     int line = p->line;
-    step(p, 4);
-    while (p->pos < p->len && !at(p, "--")) step(p, 1);
+    topo_text_step(p, 4);
+    while (p->pos < p->len && !topo_text_at(p, "--")) topo_text_step(p, 1);
     if (p->pos >= p->len) {
         p->line = line;
-        return xerr(p, "comment not closed with '-->' before the end of the file");
+        return topo_text_err(p, "comment not closed with '-->' before the end of the file");
     }
-    if (!at(p, "-->")) return xerr(p, "'--' inside a comment (not allowed in XML)");
-    step(p, 3);
+    if (!topo_text_at(p, "-->"))
+        return topo_text_err(p, "'--' inside a comment (not allowed in XML)");
+    topo_text_step(p, 3);
     return RCOLL_OK;
 }
 
@@ -143,44 +63,45 @@ static int name_char(char c, int first)
     return !first && ((c >= '0' && c <= '9') || c == '-' || c == '.');
 }
 
-static rcoll_status_t read_name(xp_t *p, const char **out)
+static rcoll_status_t read_name(topo_text_t *p, const char **out)
 {
     size_t start = p->pos;
     if (p->pos >= p->len || !name_char(p->s[p->pos], 1))
-        return xerr(p, "expected a name, found %s", xfound(p));
+        return topo_text_err(p, "expected a name, found %s", topo_text_found(p));
     while (p->pos < p->len && name_char(p->s[p->pos], 0)) p->pos++;
-    char *n = xalloc(p, p->pos - start + 1);
-    if (!n) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", p->what);
-    memcpy(n, p->s + start, p->pos - start);
+    char *n = topo_arena_alloc(p->arena, p->pos - start + 1);
+    if (!n) return topo_text_nomem(p);
+    memcpy(n, p->s + start, p->pos - start); /* the arena zeroed the terminator */
     *out = n;
     return RCOLL_OK;
 }
 
 /* Attribute value between quotes, entities decoded. */
-static rcoll_status_t read_value(xp_t *p, const char **out)
+static rcoll_status_t read_value(topo_text_t *p, const char **out)
 {
-    char q = p->pos < p->len ? p->s[p->pos] : 0;
+    int q = topo_text_peek(p);
     if (q != '"' && q != '\'')
-        return xerr(p, "expected a quoted attribute value, found %s", xfound(p));
-    step(p, 1);
+        return topo_text_err(p, "expected a quoted attribute value, found %s", topo_text_found(p));
+    topo_text_step(p, 1);
     size_t start = p->pos, end = start;
     while (end < p->len && p->s[end] != q) end++;
-    if (end >= p->len) return xerr(p, "attribute value not closed before the end of the file");
-    char *v = xalloc(p, end - start + 1);
-    if (!v) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", p->what);
+    if (end >= p->len)
+        return topo_text_err(p, "attribute value not closed before the end of the file");
+    char *v = topo_arena_alloc(p->arena, end - start + 1);
+    if (!v) return topo_text_nomem(p);
     size_t n = 0;
     while (p->pos < end) {
         char c = p->s[p->pos];
-        if (c == '<') return xerr(p, "'<' inside an attribute value (write &lt;)");
+        if (c == '<') return topo_text_err(p, "'<' inside an attribute value (write &lt;)");
         if (c != '&') {
             v[n++] = c;
-            step(p, 1);
+            topo_text_step(p, 1);
             continue;
         }
         size_t semi = p->pos + 1;
         while (semi < end && semi - p->pos < 12 && p->s[semi] != ';') semi++;
-        if (semi >= end || p->s[semi] != ';') return xerr(p, "'&' not followed by an entity; "
-                                                             "write &amp;");
+        if (semi >= end || p->s[semi] != ';')
+            return topo_text_err(p, "'&' not followed by an entity; write &amp;");
         const char *e = p->s + p->pos + 1;
         size_t el = semi - p->pos - 1;
         static const struct {
@@ -199,47 +120,52 @@ static rcoll_status_t read_value(xp_t *p, const char **out)
             char *stop;
             long cp = num[0] == 'x' ? strtol(num + 1, &stop, 16) : strtol(num, &stop, 10);
             if (*stop || cp <= 0 || cp > 0x7f || stop == num || (num[0] == 'x' && stop == num + 1))
-                return xerr(p, "character reference &%.*s; is not supported (ASCII only)",
-                            (int)el, e);
+                return topo_text_err(p, "character reference &%.*s; is not supported (ASCII "
+                                        "only)",
+                                     (int)el, e);
             v[n++] = (char)cp;
             done = 1;
         }
-        if (!done) return xerr(p, "unknown entity &%.*s;", (int)el, e);
-        step(p, semi + 1 - p->pos);
+        if (!done) return topo_text_err(p, "unknown entity &%.*s;", (int)el, e);
+        topo_text_step(p, semi + 1 - p->pos);
     }
     v[n] = '\0';
-    step(p, 1); /* closing quote */
+    topo_text_step(p, 1); /* closing quote */
     *out = v;
     return RCOLL_OK;
 }
 
-static rcoll_status_t parse_elem(xp_t *p, int depth, xml_elem_t **out);
+static rcoll_status_t parse_elem(topo_text_t *p, int depth, xml_elem_t **out);
 
-static rcoll_status_t parse_content(xp_t *p, int depth, xml_elem_t *el)
+static rcoll_status_t parse_content(topo_text_t *p, int depth, xml_elem_t *el)
 {
     xml_elem_t **tail = &el->child;
     for (;;) {
-        while (p->pos < p->len && p->s[p->pos] != '<') step(p, 1); /* text: ignored */
+        while (p->pos < p->len && p->s[p->pos] != '<') topo_text_step(p, 1); /* text: ignored */
         if (p->pos >= p->len)
-            return xerr(p, "<%s> opened on line %d is not closed before the end of the file",
-                        el->name, el->line);
+            return topo_text_err(p, "<%s> opened on line %d is not closed before the end of the "
+                                    "file",
+                                 el->name, el->line);
         rcoll_status_t st = RCOLL_OK;
-        if (at(p, "</")) {
-            step(p, 2);
+        if (topo_text_at(p, "</")) {
+            topo_text_step(p, 2);
             const char *name;
             st = read_name(p, &name);
             if (st) return st;
             if (strcmp(name, el->name))
-                return xerr(p, "</%s> closes <%s> opened on line %d", name, el->name, el->line);
-            skip_ws(p);
-            if (!at(p, ">")) return xerr(p, "expected '>' after </%s, found %s", name, xfound(p));
-            step(p, 1);
+                return topo_text_err(p, "</%s> closes <%s> opened on line %d", name, el->name,
+                                     el->line);
+            topo_text_skip_ws(p);
+            if (!topo_text_at(p, ">"))
+                return topo_text_err(p, "expected '>' after </%s, found %s", name,
+                                     topo_text_found(p));
+            topo_text_step(p, 1);
             return RCOLL_OK;
-        } else if (at(p, "<!--")) {
+        } else if (topo_text_at(p, "<!--")) {
             st = skip_comment(p);
-        } else if (at(p, "<![CDATA[")) {
+        } else if (topo_text_at(p, "<![CDATA[")) {
             st = skip_past(p, "]]>", "CDATA section");
-        } else if (at(p, "<?")) {
+        } else if (topo_text_at(p, "<?")) {
             st = skip_past(p, "?>", "processing instruction");
         } else {
             xml_elem_t *c;
@@ -253,49 +179,52 @@ static rcoll_status_t parse_content(xp_t *p, int depth, xml_elem_t *el)
     }
 }
 
-static rcoll_status_t parse_elem(xp_t *p, int depth, xml_elem_t **out)
+static rcoll_status_t parse_elem(topo_text_t *p, int depth, xml_elem_t **out)
 {
-    if (depth > XML_MAX_DEPTH) return xerr(p, "elements nested deeper than %d", XML_MAX_DEPTH);
-    xml_elem_t *el = xalloc(p, sizeof(*el));
-    if (!el) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", p->what);
+    if (depth > XML_MAX_DEPTH)
+        return topo_text_err(p, "elements nested deeper than %d", XML_MAX_DEPTH);
+    xml_elem_t *el = topo_arena_alloc(p->arena, sizeof(*el));
+    if (!el) return topo_text_nomem(p);
     el->line = p->line;
-    step(p, 1); /* '<' */
+    topo_text_step(p, 1); /* '<' */
     rcoll_status_t st = read_name(p, &el->name);
     if (st) return st;
     xml_attr_t **tail = &el->attrs;
     for (;;) {
         size_t before = p->pos;
-        skip_ws(p);
-        if (at(p, "/>")) {
-            step(p, 2);
+        topo_text_skip_ws(p);
+        if (topo_text_at(p, "/>")) {
+            topo_text_step(p, 2);
             *out = el;
             return RCOLL_OK;
         }
-        if (at(p, ">")) {
-            step(p, 1);
+        if (topo_text_at(p, ">")) {
+            topo_text_step(p, 1);
             st = parse_content(p, depth, el);
             if (st) return st;
             *out = el;
             return RCOLL_OK;
         }
         if (p->pos >= p->len)
-            return xerr(p, "<%s> opened on line %d: the file ends inside the tag", el->name,
-                        el->line);
+            return topo_text_err(p, "<%s> opened on line %d: the file ends inside the tag",
+                                 el->name, el->line);
         if (p->pos == before)
-            return xerr(p, "<%s>: expected a blank, '>' or '/>', found %s", el->name, xfound(p));
-        xml_attr_t *a = xalloc(p, sizeof(*a));
-        if (!a) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "%s: out of memory", p->what);
+            return topo_text_err(p, "<%s>: expected a blank, '>' or '/>', found %s", el->name,
+                                 topo_text_found(p));
+        xml_attr_t *a = topo_arena_alloc(p->arena, sizeof(*a));
+        if (!a) return topo_text_nomem(p);
         a->line = p->line;
         st = read_name(p, &a->name);
         if (st) return st;
         for (const xml_attr_t *o = el->attrs; o; o = o->next)
             if (!strcmp(o->name, a->name))
-                return xerr(p, "<%s>: attribute %s given twice", el->name, a->name);
-        skip_ws(p);
-        if (!at(p, "=")) return xerr(p, "expected '=' after attribute %s, found %s", a->name,
-                                     xfound(p));
-        step(p, 1);
-        skip_ws(p);
+                return topo_text_err(p, "<%s>: attribute %s given twice", el->name, a->name);
+        topo_text_skip_ws(p);
+        if (!topo_text_at(p, "="))
+            return topo_text_err(p, "expected '=' after attribute %s, found %s", a->name,
+                                 topo_text_found(p));
+        topo_text_step(p, 1);
+        topo_text_skip_ws(p);
         st = read_value(p, &a->value);
         if (st) return st;
         *tail = a;
@@ -304,28 +233,27 @@ static rcoll_status_t parse_elem(xp_t *p, int depth, xml_elem_t **out)
 }
 
 /* Whole document: prolog, one root element, trailing comments/blanks. */
-static rcoll_status_t parse_doc(xp_t *p, xml_elem_t **root)
+static rcoll_status_t parse_doc(topo_text_t *p, xml_elem_t **root)
 {
     *root = NULL;
-    if (p->len >= 3 && !memcmp(p->s, "\xef\xbb\xbf", 3)) p->pos = 3;
     for (;;) {
-        skip_ws(p);
+        topo_text_skip_ws(p);
         rcoll_status_t st = RCOLL_OK;
         if (p->pos >= p->len) {
             if (*root) return RCOLL_OK;
-            return xerr(p, "no root element");
+            return topo_text_err(p, "no root element");
         }
-        if (at(p, "<?")) {
+        if (topo_text_at(p, "<?")) {
             st = skip_past(p, "?>", "processing instruction");
-        } else if (at(p, "<!--")) {
+        } else if (topo_text_at(p, "<!--")) {
             st = skip_comment(p);
-        } else if (at(p, "<!DOCTYPE") && !*root) {
+        } else if (topo_text_at(p, "<!DOCTYPE") && !*root) {
             st = skip_past(p, ">", "DOCTYPE"); /* no internal subsets in these files */
-        } else if (at(p, "<") && !*root) {
+        } else if (topo_text_at(p, "<") && !*root) {
             st = parse_elem(p, 0, root);
         } else {
-            return xerr(p, "unexpected %s %s the root element", xfound(p),
-                        *root ? "after" : "before");
+            return topo_text_err(p, "unexpected %s %s the root element", topo_text_found(p),
+                                 *root ? "after" : "before");
         }
         if (st) return st;
     }
@@ -334,11 +262,14 @@ static rcoll_status_t parse_doc(xp_t *p, xml_elem_t **root)
 rcoll_status_t topo_xml_check(const char *what, const char *text, size_t len, char *root_name,
                               size_t root_len)
 {
-    xp_t p = {.what = what, .s = text, .len = len, .pos = 0, .line = 1, .blocks = NULL};
+    topo_arena_t arena;
+    topo_text_t p;
+    topo_arena_init(&arena);
+    topo_text_init(&p, what, text, len, &arena);
     xml_elem_t *root;
     rcoll_status_t st = parse_doc(&p, &root);
     if (!st) topo_strlcpy(root_name, root->name, root_len);
-    xfree(&p);
+    topo_arena_fini(&arena);
     return st;
 }
 
@@ -588,7 +519,10 @@ rcoll_status_t topo_load_nccl_xml(const char *path, const char *text, size_t len
     char what[300], source[320];
     snprintf(what, sizeof(what), "topology file %s", path);
     snprintf(source, sizeof(source), "file %s (NCCL XML)", path);
-    xp_t p = {.what = what, .s = text, .len = len, .pos = 0, .line = 1, .blocks = NULL};
+    topo_arena_t arena;
+    topo_text_t p;
+    topo_arena_init(&arena);
+    topo_text_init(&p, what, text, len, &arena);
     nx_t x = {.what = what, .t = NULL, .nvl = NULL, .nnvl = 0, .cap_nvl = 0};
     xml_elem_t *root;
     rcoll_status_t st = parse_doc(&p, &root);
@@ -607,6 +541,6 @@ rcoll_status_t topo_load_nccl_xml(const char *path, const char *text, size_t len
 out:
     rcoll_topo_free(x.t);
     free(x.nvl);
-    xfree(&p);
+    topo_arena_fini(&arena);
     return st;
 }

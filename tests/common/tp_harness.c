@@ -166,7 +166,8 @@ rcoll_status_t isend_retry(void *sc, void *buf, size_t n, int tag, void **req)
     uint64_t end = rcoll_now_ns() + DEADLINE_NS;
     rcoll_status_t st = RCOLL_OK;
     *req = NULL;
-    while (!*req && st == RCOLL_OK && rcoll_now_ns() < end) st = T->isend(sc, buf, n, tag, NULL, req);
+    while (!*req && st == RCOLL_OK && rcoll_now_ns() < end)
+        st = T->isend(sc, buf, n, tag, NULL, req);
     if (st == RCOLL_OK && !*req) return rcoll_err_set(RCOLL_ERR_TIMEOUT, "isend: no request");
     return st;
 }
@@ -202,4 +203,79 @@ void tp_case_grouped(void)
         free(dst[i]);
     }
     pair_close(&p);
+}
+
+/* Post what the transport takes now: sends in order, receives up to window ahead. */
+static void pipeline_post(pair_t *p, int n, size_t *len, unsigned char **src,
+                          unsigned char **dst, void **sreq, void **rreq, int window,
+                          int *ns, int *nr)
+{
+    while (*ns < n && !cur_failed) {
+        CHECK(T->isend(p->sc, src[*ns], len[*ns], *ns, NULL, &sreq[*ns]) == RCOLL_OK,
+              "isend %d", *ns);
+        if (!sreq[*ns]) break; /* no room or no advertised buffer yet */
+        (*ns)++;
+    }
+    while (*nr < n && *nr < window && !cur_failed) {
+        void *dp = dst[*nr];
+        CHECK(T->irecv(p->rc, 1, &dp, &len[*nr], NULL, NULL, &rreq[*nr]) == RCOLL_OK,
+              "irecv %d", *nr);
+        if (!rreq[*nr]) break;
+        (*nr)++;
+    }
+}
+
+void tp_case_pipeline(int n, size_t (*len_of)(int), int window, int bound)
+{
+    pair_t p;
+    size_t *len = calloc((size_t)n, sizeof(size_t));
+    unsigned char **src = calloc((size_t)n, sizeof(void *));
+    unsigned char **dst = calloc((size_t)n, sizeof(void *));
+    void **sreq = calloc((size_t)n, sizeof(void *)), **rreq = calloc((size_t)n, sizeof(void *));
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    for (int i = 0; i < n; i++) {
+        len[i] = len_of(i);
+        src[i] = malloc(len[i] + 1);
+        dst[i] = malloc(len[i] + 1);
+        fill(src[i], len[i], 100u + (unsigned)i);
+    }
+    int ns = 0, nr = 0, left = 2 * n, rdone = 0;
+    if (p.rc) pipeline_post(&p, n, len, src, dst, sreq, rreq, window, &ns, &nr);
+    if (p.rc && bound) { /* everything was taken at once; one more must be refused */
+        void *extra = (void *)1, *dp0 = dst[0];
+        CHECK(ns == n && nr == n, "only %d sends / %d receives taken of %d", ns, nr, n);
+        CHECK(T->isend(p.sc, src[0], 1, 0, NULL, &extra) == RCOLL_OK && extra == NULL,
+              "isend beyond %d outstanding must give a NULL request", n);
+        extra = (void *)1;
+        if (bound > 1)
+            CHECK(T->irecv(p.rc, 1, &dp0, &len[0], NULL, NULL, &extra) == RCOLL_OK && !extra,
+                  "irecv beyond %d outstanding must give a NULL request", n);
+    }
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while (p.rc && left > 0 && rcoll_now_ns() < end && !cur_failed) {
+        for (int i = n - 1; i >= 0; i--) { /* reverse order: completion must not need order */
+            int done;
+            if (sreq[i]) {
+                CHECK(T->test(sreq[i], &done, NULL) == RCOLL_OK, "test send %d", i);
+                if (done) sreq[i] = NULL, left--;
+            }
+            if (rreq[i]) {
+                size_t got = 0;
+                CHECK(T->test(rreq[i], &done, &got) == RCOLL_OK, "test recv %d", i);
+                if (done) {
+                    CHECK(got == len[i], "recv %d size %zu != %zu", i, got, len[i]);
+                    rreq[i] = NULL, left--, rdone++;
+                }
+            }
+        }
+        pipeline_post(&p, n, len, src, dst, sreq, rreq, rdone + window, &ns, &nr);
+    }
+    CHECK(!p.rc || left == 0, "%d requests not complete", left);
+    for (int i = 0; i < n; i++) {
+        CHECK(left != 0 || memcmp(src[i], dst[i], len[i]) == 0, "message %d differs", i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    pair_close(&p); /* frees whatever is still outstanding after a failure */
+    free(len), free(src), free(dst), free(sreq), free(rreq);
 }

@@ -57,6 +57,11 @@ int guard_ok(const unsigned char *p, size_t n, unsigned char v);
 rcoll_status_t isend_retry(void *sc, void *buf, size_t n, int tag, void **req);
 /* Shared case: three messages (10 B, 0 B tagged 4, 300 KB) into one grouped irecv. */
 void tp_case_grouped(void);
+/* Shared case: n messages of len_of(i) bytes on one pair, posted before any is tested
+ * (receives at most window ahead of the completed ones: a receiver-driven transport
+ * advertises that many), then tested in reverse order and checked.  bound 1: all n are
+ * taken at once and one more isend gives no request; 2: the same for irecv too. */
+void tp_case_pipeline(int n, size_t (*len_of)(int), int window, int bound);
 /* Run one case and print its verdict; the summary line and exit code at the end. */
 void run(const char *name, void (*fn)(void));
 int run_summary(void);

@@ -628,6 +628,17 @@ static void test_bad_files(void)
         snprintf(what, sizeof(what), "case %zu", i);
         expect_error(what, path, RCOLL_ERR_INVALID_ARG, cases[i].line, cases[i].needle);
     }
+    /* A NUL byte inside NCCL XML is an error, not a blank (it used to pass for one). */
+    static const char nul_xml[] = "<system version=\"1\">\n<cpu numaid=\"0\"\0 affinity=\"1\"/>"
+                                  "\n</system>\n";
+    char nul_path[600];
+    snprintf(nul_path, sizeof(nul_path), "%s/nul.xml", tmpdir);
+    FILE *nf = fopen(nul_path, "wb");
+    if (nf) {
+        fwrite(nul_xml, 1, sizeof(nul_xml) - 1, nf);
+        fclose(nf);
+    }
+    expect_error("NUL byte in XML", nul_path, RCOLL_ERR_INVALID_ARG, 2, "");
 #if RCOLL_HAVE_HWLOC
     /* Well-formed XML that hwloc rejects: no line from hwloc, but a clear message. */
     const char *hw = write_tmp("badhwloc.xml", "<topology version=\"2.0\">\n<object type=\"Bogus\"/>"

@@ -265,69 +265,6 @@ static void test_sizes_procs(int single_copy)
 static void sizes_procs(void) { test_sizes_procs(0); }
 static void sizes_procs_single(void) { test_sizes_procs(1); }
 
-/* Many messages in flight, mixed sizes (inline, chunked, single-copy), tested in reverse
- * order; one more than the request pool gives a NULL request. */
-static void test_pipeline(void)
-{
-    enum { N = RCOLL_SHM_MAX_REQS };
-    pair_t p;
-    size_t len[N];
-    unsigned char *src[N], *dst[N];
-    void *sreq[N], *rreq[N], *extra = (void *)1;
-    setup(256 << 10, 1); /* 8 slots of 16 KiB; single-copy for the 1 MiB ones */
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc)
-        return;
-    for (int i = 0; i < N; i++) {
-        len[i] = (i % 9 == 0) ? (size_t)(1 << 20) + (size_t)i
-               : (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
-        src[i] = malloc(len[i] + 1);
-        dst[i] = malloc(len[i] + 1);
-        fill(src[i], len[i], 100u + (unsigned)i);
-        CHECK(T->isend(p.sc, src[i], len[i], i, NULL, &sreq[i]) == RCOLL_OK && sreq[i],
-              "isend %d", i);
-        void *dp = dst[i];
-        CHECK(T->irecv(p.rc, 1, &dp, &len[i], NULL, NULL, &rreq[i]) == RCOLL_OK && rreq[i],
-              "irecv %d", i);
-    }
-    CHECK(T->isend(p.sc, src[0], 1, 0, NULL, &extra) == RCOLL_OK && extra == NULL,
-          "isend beyond %d outstanding must give a NULL request", N);
-    extra = (void *)1;
-    void *dp0 = dst[0];
-    CHECK(T->irecv(p.rc, 1, &dp0, &len[0], NULL, NULL, &extra) == RCOLL_OK && extra == NULL,
-          "irecv beyond %d outstanding must give a NULL request", N);
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    int left = 2 * N;
-    while (left > 0 && rcoll_now_ns() < end && !cur_failed) {
-        for (int i = N - 1; i >= 0; i--) {
-            int done;
-            if (sreq[i]) {
-                CHECK(T->test(sreq[i], &done, NULL) == RCOLL_OK, "test send %d", i);
-                if (done) {
-                    sreq[i] = NULL;
-                    left--;
-                }
-            }
-            if (rreq[i]) {
-                size_t got = 0;
-                CHECK(T->test(rreq[i], &done, &got) == RCOLL_OK, "test recv %d", i);
-                if (done) {
-                    CHECK(got == len[i], "recv %d size %zu != %zu", i, got, len[i]);
-                    rreq[i] = NULL;
-                    left--;
-                }
-            }
-        }
-    }
-    CHECK(left == 0, "%d requests not complete", left);
-    for (int i = 0; i < N; i++) {
-        CHECK(left != 0 || memcmp(src[i], dst[i], len[i]) == 0, "message %d differs", i);
-        free(src[i]);
-        free(dst[i]);
-    }
-    pair_close(&p);
-}
-
 static void test_tag_mismatch(void)
 {
     pair_t p;
@@ -1047,6 +984,20 @@ static void test_final_resources(void)
     CHECK(!strcmp(shm_at_start, now), "/dev/shm before:\n%s-- after:\n%s", shm_at_start, now);
 }
 
+static size_t shm_pipe_len(int i)
+{
+    return (i % 9 == 0) ? (size_t)(1 << 20) + (size_t)i
+           : (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
+}
+
+/* Many messages in flight, mixed sizes (inline, chunked, single-copy), tested in reverse
+ * order; one more than the request pool gives a NULL request. */
+static void pipeline(void)
+{
+    setup(256 << 10, 1); /* 8 slots of 16 KiB; single-copy for the 1 MiB ones */
+    tp_case_pipeline(RCOLL_SHM_MAX_REQS, shm_pipe_len, RCOLL_SHM_MAX_REQS, 2);
+}
+
 static void grouped(void)
 {
     setup(256 << 10, 0);
@@ -1065,7 +1016,7 @@ int main(void)
     run("sizes 0..40M+1, 8 slots of 256 B", sizes_tiny_ring);
     run("sizes between two processes, copy", sizes_procs);
     run("sizes between two processes, single-copy", sizes_procs_single);
-    run("64 messages in flight, reverse tests, pool bound", test_pipeline);
+    run("64 messages in flight, reverse tests, pool bound", pipeline);
     run("grouped irecv n=3", grouped);
     run("tag mismatch -> PROTOCOL", test_tag_mismatch);
     run("message larger than the buffer -> PROTOCOL, guard intact", test_too_small);

@@ -111,63 +111,6 @@ static void test_sizes(int nsocks)
     pair_close(&p);
 }
 
-/* Many messages in flight, mixed sizes, tested in reverse order; the queue bound. */
-static void test_pipeline(int nsocks)
-{
-    enum { N = RCOLL_SOCK_MAX_REQS };
-    pair_t p;
-    size_t len[N];
-    unsigned char *src[N], *dst[N];
-    void *sreq[N], *rreq[N], *extra = (void *)1;
-    setup(nsocks, 32 << 10);
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc)
-        return;
-    for (int i = 0; i < N; i++) {
-        len[i] = (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
-        src[i] = malloc(len[i] + 1);
-        dst[i] = malloc(len[i] + 1);
-        fill(src[i], len[i], 100u + (unsigned)i);
-        CHECK(T->isend(p.sc, src[i], len[i], i, NULL, &sreq[i]) == RCOLL_OK && sreq[i],
-              "isend %d", i);
-        void *dp = dst[i];
-        CHECK(T->irecv(p.rc, 1, &dp, &len[i], NULL, NULL, &rreq[i]) == RCOLL_OK && rreq[i],
-              "irecv %d", i);
-    }
-    CHECK(T->isend(p.sc, src[0], 1, 0, NULL, &extra) == RCOLL_OK && extra == NULL,
-          "isend beyond %d outstanding must give a NULL request", N);
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    int left = 2 * N;
-    while (left > 0 && rcoll_now_ns() < end && !cur_failed) {
-        for (int i = N - 1; i >= 0; i--) {
-            int done;
-            if (sreq[i]) {
-                CHECK(T->test(sreq[i], &done, NULL) == RCOLL_OK, "test send %d", i);
-                if (done) {
-                    sreq[i] = NULL;
-                    left--;
-                }
-            }
-            if (rreq[i]) {
-                size_t got = 0;
-                CHECK(T->test(rreq[i], &done, &got) == RCOLL_OK, "test recv %d", i);
-                if (done) {
-                    CHECK(got == len[i], "recv %d size %zu != %zu", i, got, len[i]);
-                    rreq[i] = NULL;
-                    left--;
-                }
-            }
-        }
-    }
-    CHECK(left == 0, "%d requests not complete", left);
-    for (int i = 0; i < N; i++) {
-        CHECK(left != 0 || memcmp(src[i], dst[i], len[i]) == 0, "message %d differs", i);
-        free(src[i]);
-        free(dst[i]);
-    }
-    pair_close(&p); /* frees whatever is still outstanding after a failure */
-}
-
 static void test_tag_mismatch(void)
 {
     pair_t p;
@@ -603,8 +546,20 @@ static void test_connect_refused(void)
 static void props(void) { test_props(); }
 static void sizes1(void) { test_sizes(1); }
 static void sizes4(void) { test_sizes(4); }
-static void pipe1(void) { test_pipeline(1); }
-static void pipe4(void) { test_pipeline(4); }
+static size_t tcp_pipe_len(int i)
+{
+    return (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
+}
+
+/* Many messages in flight, mixed sizes, tested in reverse order; the queue bound. */
+static void pipeline(int nsocks)
+{
+    setup(nsocks, 32 << 10);
+    tp_case_pipeline(RCOLL_SOCK_MAX_REQS, tcp_pipe_len, RCOLL_SOCK_MAX_REQS, 1);
+}
+
+static void pipe1(void) { pipeline(1); }
+static void pipe4(void) { pipeline(4); }
 static void grouped1(void) { setup(1, 64 << 10); tp_case_grouped(); }
 static void grouped4(void) { setup(4, 64 << 10); tp_case_grouped(); }
 static void garbage1(void) { test_garbage_client(1); }
