@@ -32,20 +32,8 @@ run() {
     RC=$?
 }
 
-check() { # NAME FUNCTION ARGS...
-    local name=$1
-    shift
-    if "$@"; then
-        echo "ok   $name"
-        npass=$((npass + 1))
-    else
-        echo "FAIL $name (rc=$RC)"
-        for f in "$TMP/$name.out" "$TMP/$name.err"; do
-            [ -f "$f" ] && sed "s|^|    ${f##*/}: |" "$f" | head -30
-        done
-        nfail=$((nfail + 1))
-    fi
-}
+# check NAME FUNCTION, check_summary: tests/common/check.sh
+source "$(dirname "$0")/../common/check.sh"
 
 # The table: header line 1, then the separator, perftest's header, one row per size, the
 # separator.  Rows: ncols numbers, all >= 0; bytes, iterations and the last bw column
@@ -118,5 +106,4 @@ check shm_bw_check check_every_ok shm_bw_check shm bw
 check tcp_lat_check check_every_ok tcp_lat_check tcp lat
 check unknown_transport unknown_transport
 
-echo "$npass passed, $nfail failed"
-[ "$nfail" -eq 0 ]
+check_summary

@@ -35,21 +35,8 @@ rr() {
     ELAPSED_MS=$(($(now_ms) - t0))
 }
 
-# check NAME FUNCTION: runs one check; on failure shows what the launcher printed.
-check() {
-    local name=$1
-    shift
-    if "$@"; then
-        echo "ok   $name"
-        npass=$((npass + 1))
-    else
-        echo "FAIL $name (rc=$RC, ${ELAPSED_MS} ms)"
-        for f in "$TMP/$name.out" "$TMP/$name.err"; do
-            [ -f "$f" ] && sed "s|^|    ${f##*/}: |" "$f" | head -20
-        done
-        nfail=$((nfail + 1))
-    fi
-}
+# check NAME FUNCTION, check_summary: tests/common/check.sh
+source "$(dirname "$0")/../common/check.sh"
 
 t_env() {
     rr env -n 4 sh -c 'echo "rank=$RCOLL_RANK n=$RCOLL_NRANKS lr=$RCOLL_LOCAL_RANK" \
@@ -258,5 +245,4 @@ else
     echo "note: all_reduce_perf not built, skipped"
 fi
 
-echo "$npass passed, $nfail failed"
-[ "$nfail" = 0 ]
+check_summary
