@@ -101,6 +101,7 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++) {
         c->dev[t] = probe->dev[t];
         c->tps[t] = probe->tps[t];
+        memcpy(c->tp_why[t], probe->tp_why[t], sizeof(c->tp_why[t]));
         c->listen_comms[t] = probe->listen_comms[t];
         probe->listen_comms[t] = NULL;
     }
