@@ -187,22 +187,29 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad ? 2 : 0;
 }
 
-/* Mixed transports: odd ranks turn shared memory off for themselves (RCOLL_SHM_DISABLE=1
- * in their own environment only), so they reach everyone over TCP while the even ranks
- * use shared memory among themselves; settings that differ between ranks must not make
- * them disagree on what to run. */
-static int mixed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+/* One rank of a raw run: its own communicator (from its environment), the matrix. */
+static int init_and_run(const rcoll_unique_id_t *id, int rank, int n)
 {
-    if (rank % 2) setenv("RCOLL_SHM_DISABLE", "1", 1);
     rcoll_comm_t comm;
     rcoll_status_t st = rcoll_comm_init_rank(n, id, rank, &comm);
     if (st != RCOLL_OK) {
         fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
         return 1;
     }
-    int bad = run_matrix(comm, rank, n, arg);
+    int bad = run_matrix(comm, rank, n, NULL);
     rcoll_comm_destroy(comm);
     return bad;
+}
+
+/* Mixed transports: odd ranks turn shared memory off for themselves (RCOLL_SHM_DISABLE=1
+ * in their own environment only), so they reach everyone over TCP while the even ranks
+ * use shared memory among themselves; settings that differ between ranks must not make
+ * them disagree on what to run. */
+static int mixed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)arg;
+    if (rank % 2) setenv("RCOLL_SHM_DISABLE", "1", 1);
+    return init_and_run(id, rank, n);
 }
 
 /* Several "hosts" on this machine (RCOLL_HOST_ID per rank, hosts interleaved in rank order:
@@ -213,15 +220,7 @@ static int hosts_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     char host[32];
     snprintf(host, sizeof(host), "fakehost%d", rank % *(int *)arg);
     setenv("RCOLL_HOST_ID", host, 1);
-    rcoll_comm_t comm;
-    rcoll_status_t st = rcoll_comm_init_rank(n, id, rank, &comm);
-    if (st != RCOLL_OK) {
-        fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
-        return 1;
-    }
-    int bad = run_matrix(comm, rank, n, NULL);
-    rcoll_comm_destroy(comm);
-    return bad;
+    return init_and_run(id, rank, n);
 }
 
 static void run_hosts(const char *only)

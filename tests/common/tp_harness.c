@@ -279,3 +279,24 @@ void tp_case_pipeline(int n, size_t (*len_of)(int), int window, int bound)
     pair_close(&p); /* frees whatever is still outstanding after a failure */
     free(len), free(src), free(dst), free(sreq), free(rreq);
 }
+
+void tp_transfer(pair_t *p, size_t n, size_t cap, size_t soff, size_t doff, unsigned seed)
+{
+    unsigned char *sbase = malloc(n + soff + 1), *dbase = malloc(cap + GUARD + doff);
+    unsigned char *src = sbase + soff, *dst = dbase + doff;
+    void *sreq = NULL, *rreq = NULL, *dp = dst;
+    size_t got[1] = {~(size_t)0};
+    fill(src, n, seed);
+    memset(dbase, 0xA5, cap + GUARD + doff);
+    /* the receive first: receiver-driven transports take a send only once it is advertised */
+    CHECK(T->irecv(p->rc, 1, &dp, &cap, (int[]){7}, NULL, &rreq) == RCOLL_OK && rreq,
+          "irecv %zu", n);
+    CHECK(isend_retry(p->sc, src, n, 7, &sreq) == RCOLL_OK, "isend %zu", n);
+    CHECK(wait2(&sreq, &rreq, got) == RCOLL_OK, "transfer of %zu bytes", n);
+    CHECK(got[0] == n, "size %zu reported %zu", n, got[0]);
+    CHECK(memcmp(src, dst, n) == 0, "data of %zu bytes differs", n);
+    CHECK(guard_ok(dst + n, cap + GUARD - n, 0xA5), "bytes past %zu were written", n);
+    CHECK(guard_ok(dbase, doff, 0xA5), "bytes before %zu were written", n);
+    free(sbase);
+    free(dbase);
+}

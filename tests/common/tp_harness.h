@@ -55,6 +55,9 @@ void fill(unsigned char *buf, size_t n, unsigned seed);
 int guard_ok(const unsigned char *p, size_t n, unsigned char v);
 /* isend until the transport hands out a request (10 s deadline). */
 rcoll_status_t isend_retry(void *sc, void *buf, size_t n, int tag, void **req);
+/* One message of n bytes (source soff, destination doff bytes past an allocation) into a
+ * posted buffer of cap >= n bytes: size, data and guards on both sides checked. */
+void tp_transfer(pair_t *p, size_t n, size_t cap, size_t soff, size_t doff, unsigned seed);
 /* Shared case: three messages (10 B, 0 B tagged 4, 300 KB) into one grouped irecv. */
 void tp_case_grouped(void);
 /* Shared case: n messages of len_of(i) bytes on one pair, posted before any is tested

@@ -40,39 +40,17 @@ static void test_props(void)
     }
 }
 
-/* One message of n bytes into a buffer of cap bytes, checked byte for byte and guarded. */
-static void one_transfer(pair_t *p, size_t n, size_t cap, unsigned seed)
-{
-    unsigned char *src = malloc(n + 1), *dst = malloc(cap + GUARD);
-    void *sreq = NULL, *rreq = NULL, *dp = dst;
-    size_t got[1] = {~(size_t)0};
-    fill(src, n, seed);
-    memset(dst, 0xA5, cap + GUARD);
-    CHECK(T->irecv(p->rc, 1, &dp, &cap, (int[]){3}, NULL, &rreq) == RCOLL_OK && rreq,
-          "irecv %zu", n);
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while (!sreq && !cur_failed && rcoll_now_ns() < end) /* NULL until the FIFO slot lands */
-        CHECK(T->isend(p->sc, src, n, 3, NULL, &sreq) == RCOLL_OK, "isend %zu", n);
-    CHECK(sreq != NULL, "isend %zu never got a request", n);
-    CHECK(wait2(&sreq, &rreq, got) == RCOLL_OK, "transfer of %zu bytes", n);
-    CHECK(got[0] == n, "size %zu reported %zu", n, got[0]);
-    CHECK(memcmp(src, dst, n) == 0, "data of %zu bytes differs", n);
-    CHECK(guard_ok(dst + n, cap + GUARD - n, 0xA5), "bytes past %zu were written", n);
-    free(src);
-    free(dst);
-}
-
 static void sizes_with_qps(int qps)
 {
     cfg->ib_qps_per_conn = qps;
     pair_t p;
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
     for (size_t n = 1; n <= ((size_t)16 << 20) && p.rc && !cur_failed; n *= 4) {
-        one_transfer(&p, n - 1, n + 7, (unsigned)n);
-        one_transfer(&p, n, n, (unsigned)n + 1);
-        one_transfer(&p, n + 1, n + 1, (unsigned)n + 2);
+        tp_transfer(&p, n - 1, n + 7, 0, 0, (unsigned)n);
+        tp_transfer(&p, n, n, 0, 0, (unsigned)n + 1);
+        tp_transfer(&p, n + 1, n + 1, 0, 0, (unsigned)n + 2);
     }
-    if (p.rc) one_transfer(&p, (size_t)64 << 20, (size_t)64 << 20, 99);
+    if (p.rc) tp_transfer(&p, (size_t)64 << 20, (size_t)64 << 20, 0, 0, 99);
     pair_close(&p);
     cfg->ib_qps_per_conn = 1;
 }
@@ -98,8 +76,8 @@ static void test_many(void)
         ok = pair_open(&p[i]) == RCOLL_OK;
         CHECK(ok, "pair_open %d", i);
     }
-    for (int i = 0; i < N && ok && !cur_failed; i++) one_transfer(&p[i], 1000 + (size_t)i, 2000,
-                                                                  (unsigned)i);
+    for (int i = 0; i < N && ok && !cur_failed; i++) tp_transfer(&p[i], 1000 + (size_t)i, 2000, 0, 0,
+                                                                 (unsigned)i);
     for (int i = 0; i < N; i++) pair_close(&p[i]);
     free(p);
 }
