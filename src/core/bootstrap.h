@@ -20,12 +20,18 @@
 #define RCOLL_SECRET_BYTES 64
 #define RCOLL_BS_TEXT_MAX 256
 
+#define RCOLL_CPU_WORDS 16 /* 1024 CPUs */
+
 typedef struct {
     char hostname[64];
     uint64_t host_hash; /* hostname + boot id + network namespace (or RCOLL_HOST_ID) */
     uint64_t machine_hash; /* hostname + boot id: ranks that share CPUs */
     int32_t pid;
     int32_t pad;
+    /* The CPUs this rank may run on (its affinity mask at init): bit i of word i / 64 is CPU i.
+     * Ranks of one machine whose masks together hold fewer CPUs than there are ranks share
+     * CPUs, so their waits yield. */
+    uint64_t cpus[RCOLL_CPU_WORDS];
     /* Listen handle per built-in transport (registry order); all zero where this rank has
      * no such transport. */
     uint8_t handles[RCOLL_MAX_TRANSPORTS][RCOLL_TRANSPORT_HANDLE_BYTES];

@@ -69,24 +69,46 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     return RCOLL_OK;
 }
 
-/* RCOLL_SPIN=-1 (auto): spin briefly, unless this machine runs more ranks than the CPUs this
- * process may use (ranks in other network namespaces or with another RCOLL_HOST_ID share the
- * CPUs too); then a waiting rank yields at once so the rank it waits for can run. */
+/* This process's affinity mask as peer-info words (all online CPUs if it cannot be read). */
+static void my_cpus(uint64_t words[RCOLL_CPU_WORDS])
+{
+    memset(words, 0, RCOLL_CPU_WORDS * sizeof(uint64_t));
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        CPU_ZERO(&set);
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET((int)i, &set);
+    }
+    for (int i = 0; i < CPU_SETSIZE && i < RCOLL_CPU_WORDS * 64; i++)
+        if (CPU_ISSET(i, &set)) words[i / 64] |= 1ull << (i % 64);
+}
+
+/* RCOLL_SPIN=-1 (auto): spin briefly, unless the ranks on this machine (ranks in other
+ * network namespaces or with another RCOLL_HOST_ID included) outnumber the CPUs they may run
+ * on together - the union of their affinity masks; then a waiting rank yields at once so the
+ * rank it waits for can run.  The union, not this rank's own mask: a launcher that binds each
+ * rank to its own core (mpirun, srun) gives every rank a one-CPU mask, and those ranks spin. */
 static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
 {
     int local = 0, same_machine = 0;
+    uint64_t all[RCOLL_CPU_WORDS] = {0};
     for (int p = 0; p < c->nranks; p++) {
         local += c->peers[p].host_hash == mine->host_hash;
-        same_machine += c->peers[p].machine_hash == mine->machine_hash;
+        if (c->peers[p].machine_hash != mine->machine_hash) continue;
+        same_machine++;
+        for (int w = 0; w < RCOLL_CPU_WORDS; w++) all[w] |= c->peers[p].cpus[w];
     }
-    cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    int cpus = 0;
+    for (int w = 0; w < RCOLL_CPU_WORDS; w++) cpus += __builtin_popcountll(all[w]);
     c->local_ranks = local;
     if (c->cfg.spin >= 0) return;
     c->cfg.spin = same_machine > cpus ? 0 : 200;
-    if (local > cpus)
-        RCOLL_INFO(INIT, "%d ranks on this host share %d CPUs: waiting ranks yield at once "
-                   "(RCOLL_SPIN=0)", local, cpus);
+    if (same_machine > cpus)
+        RCOLL_INFO(INIT, "%d ranks on this machine share %d CPUs (their affinity masks "
+                   "together): waiting ranks yield at once (RCOLL_SPIN=0)", same_machine, cpus);
+    else
+        RCOLL_INFO(INIT, "%d ranks on this machine, %d CPUs in their affinity masks: waiting "
+                   "ranks spin %d polls before yielding", same_machine, cpus, c->cfg.spin);
 }
 
 rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
@@ -477,6 +499,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
         snprintf(mine.hostname, sizeof(mine.hostname), "%.63s", cfg->host_id);
     }
     mine.pid = (int32_t)getpid();
+    my_cpus(mine.cpus);
     /* A little longer than the root's own deadline, so its explanation arrives first. */
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
     if (st != RCOLL_OK) goto err_free;

@@ -238,6 +238,30 @@ if [ -x "$PERF" ]; then
                     "$TMP/host_ring.out" "$TMP/host_ring.err" | awk -F: '{s += $NF} END {print s}')" = 4 ]
         }
         check host_ring t_host_ring
+        # Automatic spinning counts the CPUs of all ranks' affinity masks together: two ranks
+        # pinned to one CPU each (as mpirun and srun bind) spin; both pinned to the same
+        # CPU share it and yield at once.
+        t_spin_case() { # NAME CPU-EXPR EXPECTED-TEXT
+            RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT rr "$1" --timeout 15 -n 2 bash -c \
+                "exec taskset -c $2 \"\$0\" \"\$@\"" "$PERF" -b 8 -e 64K -f 16 -n 20
+            [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/$1.out" &&
+                [ "$(grep -c "$3" "$TMP/$1.out" "$TMP/$1.err" |
+                    awk -F: '{s += $NF} END {print s}')" = 2 ]
+        }
+        if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+            t_spin_bound() {
+                t_spin_case spin_bound '$RCOLL_LOCAL_RANK' \
+                    '2 ranks on this machine, 2 CPUs in their affinity masks: waiting ranks spin 200 polls'
+            }
+            check spin_bound t_spin_bound
+            t_spin_shared() {
+                t_spin_case spin_shared 0 \
+                    '2 ranks on this machine share 1 CPUs (their affinity masks together): waiting ranks yield at once'
+            }
+            check spin_shared t_spin_shared
+        else
+            echo "note: taskset or a second CPU missing, spin checks skipped"
+        fi
     else
         echo "note: all_reduce_perf not functional, skipped (rc=$RC)"
     fi
