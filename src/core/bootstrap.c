@@ -10,6 +10,8 @@
  *   rank j <──FAIL(culprit, text)───────────────── root      (to every other live rank)
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -711,6 +713,18 @@ void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, cons
     bs_note_t n;
     note_fill(&n, culprit, st, text);
     bs_send_msg(bs->fd, BS_ABORT, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+}
+
+int rcoll_bs_root_unreachable(rcoll_bootstrap_t *bs, int *retransmits)
+{
+    *retransmits = 0;
+    if (!bs || bs->fd < 0) return 0;
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(bs->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+    *retransmits = ti.tcpi_retransmits;
+    return ti.tcpi_unacked > 0 && ti.tcpi_retransmits >= 2; /* one lost segment is not a verdict */
 }
 
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs)

@@ -67,6 +67,11 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
 rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit);
 /* Tell the root this rank saw culprit fail (status st, text), so the others learn it. */
 void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, const char *text);
+/* After a report: 1 when the root has not acknowledged this rank's data on the control
+ * connection and TCP has already retransmitted it twice or more (*retransmits) - the root's
+ * host (rank 0's) is unreachable from here, not merely slow to decide.  0 otherwise, also
+ * when that cannot be read (no TCP_INFO). */
+int rcoll_bs_root_unreachable(rcoll_bootstrap_t *bs, int *retransmits);
 /* Share the control connection with a sub-communicator (one more rcoll_bs_leave needed).
  * Communicators of one family are used from one thread at a time, like each of them. */
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);

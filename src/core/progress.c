@@ -508,16 +508,30 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
 {
     uint64_t limit = (uint64_t)(comm->cfg.timeout_s * 1e9);
     if (now - r->exec.last_progress_ns <= limit) return;
-    char text[RCOLL_LAST_ERROR_MAX], pbuf[128];
+    char text[RCOLL_LAST_ERROR_MAX], what[RCOLL_LAST_ERROR_MAX / 2], pbuf[128], zbuf[128];
     int peer = r->exec.waiting_peer;
-    snprintf(text, sizeof(text), "rank %d: no progress for %g s (RCOLL_TIMEOUT) %s %s", comm->rank,
+    snprintf(what, sizeof(what), "no progress for %g s (RCOLL_TIMEOUT) %s %s",
              comm->cfg.timeout_s,
              r->exec.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
+    snprintf(text, sizeof(text), "rank %d: %s", comm->rank, what);
     /* The peer may itself be waiting on another rank: the root collects every timeout report
      * and names the rank at the end of the chain. */
     rcoll_bs_report(comm->bs, peer, RCOLL_ERR_TIMEOUT, text);
     if (await_verdict(comm, VERDICT_WAIT_NS)) return;
+    /* No verdict.  If the root (it lives with rank 0) has not even acknowledged the report,
+     * rank 0's host is cut off from here: the likelier first failure, which the awaited peer
+     * may only be waiting on in turn. */
+    int retrans = 0;
+    if (peer != 0 && rcoll_bs_root_unreachable(comm->bs, &retrans)) {
+        snprintf(text, sizeof(text),
+                 "rank %d: %s is unreachable: the bootstrap root it hosts has not acknowledged "
+                 "this rank's report for %.1f s (%d TCP retransmissions); this rank had %s, "
+                 "which may itself be waiting on rank 0",
+                 comm->rank, rcoll_comm_peer_name(comm, 0, zbuf, sizeof(zbuf)),
+                 VERDICT_WAIT_NS / 1e9, retrans, what);
+        peer = 0;
+    }
     rcoll_comm_fail(comm, RCOLL_ERR_TIMEOUT, peer, text);
 }
 

@@ -176,6 +176,9 @@ kill_case kill_host_3x1 2 20 33
 kill_case kill_root_host_3x1 0 20 33
 # The host's link goes down before the kill: no FIN, no RST; only RCOLL_TIMEOUT can tell.
 kill_case kill_host_link_down_3x1 2 10 30 --kill-link
+# The same for rank 0's host: the root goes silent too, so no verdict comes; rank 2, waiting
+# on the live rank 1, must still name rank 0 (its report to the root is never acknowledged).
+kill_case kill_root_host_link_down_3x1 0 10 30 --kill-link
 
 # --- the rate cap --------------------------------------------------------------------------------
 run_cluster rate_1gbit_2x1 --hosts 2 --rate 1gbit --timeout 120 -- \
