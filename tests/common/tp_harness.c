@@ -2,6 +2,7 @@
  * tp_harness.c - shared pieces of the transport conformance suites (tp_harness.h).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,4 +300,195 @@ void tp_transfer(pair_t *p, size_t n, size_t cap, size_t soff, size_t doff, unsi
     CHECK(guard_ok(dbase, doff, 0xA5), "bytes before %zu were written", n);
     free(sbase);
     free(dbase);
+}
+
+/* The two ends in two threads, as the core uses them: nmsgs messages of random sizes, most
+ * under 3000 bytes, every 7th up to 3 MiB, THR_INFLIGHT in flight each way. */
+enum { THR_INFLIGHT = 8, THR_MAX = 3 << 20 };
+
+typedef struct {
+    void *sc;
+    int nmsgs;
+} thr_arg_t;
+
+static size_t thr_len(int i)
+{
+    return (size_t)((i * 2654435761u) % (i % 7 == 0 ? THR_MAX : 3000));
+}
+
+/* Test req until done, failed or past end (yielding between tests); 1 when it went wrong. */
+static int thr_wait(void *req, size_t *got, uint64_t end)
+{
+    int done = 0;
+    while (!done) {
+        if (T->test(req, &done, got) != RCOLL_OK || rcoll_now_ns() > end) return 1;
+        if (!done) sched_yield();
+    }
+    return 0;
+}
+
+static void *thr_sender(void *arg)
+{
+    const thr_arg_t *a = arg;
+    void *req[THR_INFLIGHT] = {0};
+    unsigned char *buf[THR_INFLIGHT];
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    intptr_t bad = 0;
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        buf[k] = malloc(THR_MAX);
+    for (int i = 0; i < a->nmsgs + THR_INFLIGHT && !bad; i++) {
+        int k = i % THR_INFLIGHT;
+        if (req[k]) bad = thr_wait(req[k], NULL, end);
+        req[k] = NULL;
+        if (i < a->nmsgs && !bad) {
+            fill(buf[k], thr_len(i), (unsigned)i);
+            bad = T->isend(a->sc, buf[k], thr_len(i), i, NULL, &req[k]) != RCOLL_OK || !req[k];
+        }
+    }
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        free(buf[k]);
+    return (void *)bad;
+}
+
+void tp_case_threads(int nmsgs)
+{
+    pair_t p;
+    pthread_t th;
+    void *ret = (void *)1, *req[THR_INFLIGHT] = {0};
+    unsigned char *buf[THR_INFLIGHT], *want = malloc(THR_MAX);
+    int idx[THR_INFLIGHT], bad = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc) {
+        free(want);
+        return;
+    }
+    thr_arg_t arg = {p.sc, nmsgs};
+    CHECK(pthread_create(&th, NULL, thr_sender, &arg) == 0, "pthread_create");
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        buf[k] = malloc(THR_MAX);
+    for (int i = 0; i < nmsgs + THR_INFLIGHT && !bad; i++) {
+        int k = i % THR_INFLIGHT;
+        size_t got = 0, cap = THR_MAX;
+        if (req[k]) {
+            bad = thr_wait(req[k], &got, end);
+            if (!bad) {
+                size_t n = thr_len(idx[k]);
+                fill(want, n, (unsigned)idx[k]);
+                CHECK(got == n && memcmp(buf[k], want, n) == 0, "threaded message %d", idx[k]);
+            }
+        }
+        req[k] = NULL;
+        if (i < nmsgs && !bad) {
+            void *dp = buf[k];
+            idx[k] = i;
+            bad = T->irecv(p.rc, 1, &dp, &cap, (int[]){i}, NULL, &req[k]) != RCOLL_OK;
+        }
+    }
+    CHECK(!bad, "receiver failed or timed out");
+    pthread_join(th, &ret);
+    CHECK(ret == NULL, "sender failed or timed out");
+    for (int k = 0; k < THR_INFLIGHT; k++)
+        free(buf[k]);
+    free(want);
+    pair_close(&p);
+}
+
+/* nc connections made before any is accepted (they finish on the backlog), then one
+ * message of len bytes on each, all in flight at once; each must arrive on its own connection. */
+void tp_case_burst(int nc, size_t len)
+{
+    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *lc = NULL, **sc = calloc((size_t)nc, sizeof(void *)),
+         **rc = calloc((size_t)nc, sizeof(void *)), **sreq = calloc((size_t)nc, sizeof(void *)),
+         **rreq = calloc((size_t)nc, sizeof(void *));
+    unsigned char **src = calloc((size_t)nc, sizeof(*src)),
+                  **dst = calloc((size_t)nc, sizeof(*dst)), *want = malloc(len);
+    int *seen = calloc((size_t)nc, sizeof(int)), nacc = 0, left = 0;
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    CHECK(T->listen(0, handle, &lc) == RCOLL_OK, "listen");
+    for (int k = 0; k < nc && lc; k++) /* connects finish on the backlog, before any accept */
+        while (!sc[k] && rcoll_now_ns() < end)
+            if (T->connect(0, handle, &sc[k]) != RCOLL_OK)
+                break;
+    while (lc && nacc < nc && rcoll_now_ns() < end) {
+        CHECK(T->accept(lc, &rc[nacc]) == RCOLL_OK, "accept");
+        if (rc[nacc])
+            nacc++;
+    }
+    CHECK(nacc == nc, "accepted %d of %d connections", nacc, nc);
+    for (int k = 0; k < nc; k++) {
+        size_t cap = len;
+        void *dp;
+        src[k] = malloc(len);
+        dst[k] = dp = malloc(len);
+        fill(src[k], len, 1000u + (unsigned)k);
+        src[k][0] = (unsigned char)k; /* which connection it came from */
+        if (nacc == nc) {
+            CHECK(T->isend(sc[k], src[k], len, -1, NULL, &sreq[k]) == RCOLL_OK, "isend");
+            CHECK(T->irecv(rc[k], 1, &dp, &cap, NULL, NULL, &rreq[k]) == RCOLL_OK, "irecv");
+            left += 2;
+        }
+    }
+    while (left > 0 && rcoll_now_ns() < end && !cur_failed)
+        for (int k = 0; k < nc; k++) {
+            int done = 0;
+            if (sreq[k] && T->test(sreq[k], &done, NULL) == RCOLL_OK && done)
+                sreq[k] = NULL, left--;
+            if (rreq[k] && T->test(rreq[k], &done, NULL) == RCOLL_OK && done)
+                rreq[k] = NULL, left--;
+        }
+    CHECK(left == 0, "%d requests not done", left);
+    for (int j = 0; j < nc; j++) {
+        int k = dst[j][0];
+        if (left == 0 && k < nc && !seen[k]) {
+            seen[k] = 1;
+            fill(want, len, 1000u + (unsigned)k);
+            want[0] = (unsigned char)k;
+            CHECK(memcmp(dst[j], want, len) == 0, "data of connection %d", k);
+        } else {
+            CHECK(left != 0, "connection %d delivered twice or garbage", k);
+        }
+        free(src[j]);
+        free(dst[j]);
+        if (sc[j])
+            T->close_send(sc[j]);
+        if (rc[j])
+            T->close_recv(rc[j]);
+    }
+    if (lc)
+        T->close_listen(lc);
+    free(want);
+    free(sc);
+    free(rc);
+    free(sreq);
+    free(rreq);
+    free(src);
+    free(dst);
+    free(seen);
+}
+
+/* A message tagged 7 into a receive that expects tag 5: the pair fails with PROTOCOL naming
+ * the tag, the receive queued behind fails too, and the comm refuses new receives. */
+void tp_case_tag_mismatch(void)
+{
+    pair_t p;
+    char sbuf[32] = "hello", rbuf[32];
+    size_t cap = sizeof(rbuf);
+    void *sreq = NULL, *rreq = NULL, *rreq2 = NULL, *dp = rbuf;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (!p.rc)
+        return;
+    CHECK(T->isend(p.sc, sbuf, 6, 7, NULL, &sreq) == RCOLL_OK, "isend");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){5}, NULL, &rreq) == RCOLL_OK, "irecv");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_OK, "irecv 2");
+    rcoll_status_t st = wait2(&sreq, &rreq, NULL);
+    CHECK(st == RCOLL_ERR_PROTOCOL, "tag mismatch gave %d", st);
+    CHECK(strstr(rcoll_err_get(), "tag") != NULL, "message names the tag");
+    int done = 0;
+    if (rreq2) /* the outstanding request fails the same way */
+        CHECK(T->test(rreq2, &done, NULL) == RCOLL_ERR_PROTOCOL, "outstanding request");
+    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_ERR_PROTOCOL,
+          "later irecv on a failed comm");
+    pair_close(&p);
 }

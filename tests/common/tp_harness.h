@@ -65,6 +65,15 @@ void tp_case_grouped(void);
  * advertises that many), then tested in reverse order and checked.  bound 1: all n are
  * taken at once and one more isend gives no request; 2: the same for irecv too. */
 void tp_case_pipeline(int n, size_t (*len_of)(int), int window, int bound);
+/* Shared case: the two ends in two threads (sender in a new one), nmsgs messages of random
+ * sizes up to 3 MiB, 8 in flight each way, every one checked. */
+void tp_case_threads(int nmsgs);
+/* Shared case: nc connections all connected before any accept, then one len-byte message on
+ * each, all in flight together; every message arrives whole on its own connection. */
+void tp_case_burst(int nc, size_t len);
+/* Shared case: a tag mismatch fails the receive (PROTOCOL, message names the tag), the
+ * receive queued behind it, and later receives on that comm. */
+void tp_case_tag_mismatch(void);
 /* Run one case and print its verdict; the summary line and exit code at the end. */
 void run(const char *name, void (*fn)(void));
 int run_summary(void);

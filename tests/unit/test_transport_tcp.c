@@ -100,26 +100,8 @@ static void test_sizes(int nsocks)
 
 static void test_tag_mismatch(void)
 {
-    pair_t p;
-    char sbuf[32] = "hello", rbuf[32];
-    size_t cap = sizeof(rbuf);
-    void *sreq = NULL, *rreq = NULL, *rreq2 = NULL, *dp = rbuf;
     setup(1, 64 << 10);
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc)
-        return;
-    CHECK(T->isend(p.sc, sbuf, 6, 7, NULL, &sreq) == RCOLL_OK, "isend");
-    CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){5}, NULL, &rreq) == RCOLL_OK, "irecv");
-    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_OK, "irecv 2");
-    rcoll_status_t st = wait2(&sreq, &rreq, NULL);
-    CHECK(st == RCOLL_ERR_PROTOCOL, "tag mismatch gave %d", st);
-    CHECK(strstr(rcoll_err_get(), "tag") != NULL, "message names the tag");
-    int done = 0;
-    if (rreq2) /* the outstanding request fails the same way */
-        CHECK(T->test(rreq2, &done, NULL) == RCOLL_ERR_PROTOCOL, "outstanding request");
-    CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq2) == RCOLL_ERR_PROTOCOL,
-          "later irecv on a failed comm");
-    pair_close(&p);
+    tp_case_tag_mismatch();
 }
 
 static void test_too_small(void)
@@ -377,139 +359,18 @@ static void test_bad_args(void)
 }
 
 /* The two ends in two threads, as the core uses them: many random sizes, some striped. */
-enum { THR_MSGS = 300, THR_INFLIGHT = 8, THR_MAX = 3 << 20 };
-
-static size_t thr_len(int i) { return (size_t)((i * 2654435761u) % (i % 7 == 0 ? THR_MAX : 3000)); }
-
-static void *thr_sender(void *arg)
-{
-    void *sc = arg, *req[THR_INFLIGHT] = {0};
-    unsigned char *buf[THR_INFLIGHT];
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    intptr_t bad = 0;
-    for (int k = 0; k < THR_INFLIGHT; k++)
-        buf[k] = malloc(THR_MAX);
-    for (int i = 0; i < THR_MSGS + THR_INFLIGHT && !bad; i++) {
-        int k = i % THR_INFLIGHT, done = 0;
-        while (req[k] && !done && !bad) {
-            bad = T->test(req[k], &done, NULL) != RCOLL_OK || rcoll_now_ns() > end;
-        }
-        req[k] = NULL;
-        if (i < THR_MSGS && !bad) {
-            fill(buf[k], thr_len(i), (unsigned)i);
-            bad = T->isend(sc, buf[k], thr_len(i), i, NULL, &req[k]) != RCOLL_OK || !req[k];
-        }
-    }
-    for (int k = 0; k < THR_INFLIGHT; k++)
-        free(buf[k]);
-    return (void *)bad;
-}
-
 static void test_threads(void)
 {
-    pair_t p;
-    pthread_t th;
-    void *ret = (void *)1, *req[THR_INFLIGHT] = {0};
-    unsigned char *buf[THR_INFLIGHT], *want = malloc(THR_MAX);
-    int idx[THR_INFLIGHT], bad = 0;
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
     setup(3, 64 << 10);
-    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    if (!p.rc)
-        return;
-    CHECK(pthread_create(&th, NULL, thr_sender, p.sc) == 0, "pthread_create");
-    for (int k = 0; k < THR_INFLIGHT; k++)
-        buf[k] = malloc(THR_MAX);
-    for (int i = 0; i < THR_MSGS + THR_INFLIGHT && !bad; i++) {
-        int k = i % THR_INFLIGHT, done = 0;
-        size_t got = 0, cap = THR_MAX;
-        while (req[k] && !done && !bad)
-            bad = T->test(req[k], &done, &got) != RCOLL_OK || rcoll_now_ns() > end;
-        if (req[k] && !bad) {
-            size_t n = thr_len(idx[k]);
-            fill(want, n, (unsigned)idx[k]);
-            CHECK(got == n && memcmp(buf[k], want, n) == 0, "threaded message %d", idx[k]);
-        }
-        req[k] = NULL;
-        if (i < THR_MSGS && !bad) {
-            void *dp = buf[k];
-            idx[k] = i;
-            bad = T->irecv(p.rc, 1, &dp, &cap, (int[]){i}, NULL, &req[k]) != RCOLL_OK;
-        }
-    }
-    CHECK(!bad, "receiver failed or timed out");
-    pthread_join(th, &ret);
-    CHECK(ret == NULL, "sender failed or timed out");
-    for (int k = 0; k < THR_INFLIGHT; k++)
-        free(buf[k]);
-    free(want);
-    pair_close(&p);
+    tp_case_threads(300);
 }
 
 /* A burst of connections with 16 sockets each, more sockets than the half-open cap, all
  * waiting on the backlog at once: every one is accepted, and each carries its own data. */
 static void test_burst(void)
 {
-    enum { NC = RCOLL_SOCK_MAX_HALF_OPEN / 16 + 2, LEN = 256 << 10 };
-    char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
-    void *lc = NULL, *sc[NC] = {0}, *rc[NC] = {0}, *sreq[NC] = {0}, *rreq[NC] = {0};
-    unsigned char *src[NC], *dst[NC], *want = malloc(LEN);
-    int seen[NC] = {0}, nacc = 0, left = 0;
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
     setup(16, 64 << 10);
-    CHECK(T->listen(0, handle, &lc) == RCOLL_OK, "listen");
-    for (int k = 0; k < NC && lc; k++) /* connects finish on the backlog, before any accept */
-        while (!sc[k] && rcoll_now_ns() < end)
-            if (T->connect(0, handle, &sc[k]) != RCOLL_OK)
-                break;
-    while (lc && nacc < NC && rcoll_now_ns() < end) {
-        CHECK(T->accept(lc, &rc[nacc]) == RCOLL_OK, "accept");
-        if (rc[nacc])
-            nacc++;
-    }
-    CHECK(nacc == NC, "accepted %d of %d connections", nacc, NC);
-    for (int k = 0; k < NC; k++) {
-        size_t cap = LEN;
-        void *dp;
-        src[k] = malloc(LEN);
-        dst[k] = dp = malloc(LEN);
-        fill(src[k], LEN, 1000u + (unsigned)k);
-        src[k][0] = (unsigned char)k; /* which connection it came from */
-        if (nacc == NC) {
-            CHECK(T->isend(sc[k], src[k], LEN, -1, NULL, &sreq[k]) == RCOLL_OK, "isend");
-            CHECK(T->irecv(rc[k], 1, &dp, &cap, NULL, NULL, &rreq[k]) == RCOLL_OK, "irecv");
-            left += 2;
-        }
-    }
-    while (left > 0 && rcoll_now_ns() < end && !cur_failed)
-        for (int k = 0; k < NC; k++) {
-            int done = 0;
-            if (sreq[k] && T->test(sreq[k], &done, NULL) == RCOLL_OK && done)
-                sreq[k] = NULL, left--;
-            if (rreq[k] && T->test(rreq[k], &done, NULL) == RCOLL_OK && done)
-                rreq[k] = NULL, left--;
-        }
-    CHECK(left == 0, "%d requests not done", left);
-    for (int j = 0; j < NC; j++) {
-        int k = dst[j][0];
-        if (left == 0 && k < NC && !seen[k]) {
-            seen[k] = 1;
-            fill(want, LEN, 1000u + (unsigned)k);
-            want[0] = (unsigned char)k;
-            CHECK(memcmp(dst[j], want, LEN) == 0, "data of connection %d", k);
-        } else {
-            CHECK(left != 0, "connection %d delivered twice or garbage", k);
-        }
-        free(src[j]);
-        free(dst[j]);
-        if (sc[j])
-            T->close_send(sc[j]);
-        if (rc[j])
-            T->close_recv(rc[j]);
-    }
-    if (lc)
-        T->close_listen(lc);
-    free(want);
+    tp_case_burst(RCOLL_SOCK_MAX_HALF_OPEN / 16 + 2, 256 << 10);
 }
 
 /* Connecting to a listener that has gone fails (not hangs), naming the address. */
