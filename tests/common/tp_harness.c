@@ -492,3 +492,23 @@ void tp_case_tag_mismatch(void)
           "later irecv on a failed comm");
     pair_close(&p);
 }
+
+void tp_connect_after_bad(pair_t *p, const char *after)
+{
+    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
+    while ((!p->sc || !p->rc) && rcoll_now_ns() < end) {
+        if (!p->sc)
+            CHECK(T->connect(0, p->handle, &p->sc) == RCOLL_OK, "connect after %s", after);
+        if (!p->rc)
+            CHECK(T->accept(p->lc, &p->rc) == RCOLL_OK, "accept after %s", after);
+    }
+    CHECK(p->sc && p->rc, "valid connect after %s", after);
+    if (p->sc && p->rc) {
+        char s[4] = "abc", r[4] = "";
+        size_t cap = 4;
+        void *sreq = NULL, *rreq = NULL, *dp = r;
+        T->isend(p->sc, s, 4, 0, NULL, &sreq);
+        T->irecv(p->rc, 1, &dp, &cap, NULL, NULL, &rreq);
+        CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !strcmp(r, "abc"), "data after %s", after);
+    }
+}

@@ -74,6 +74,9 @@ void tp_case_burst(int nc, size_t len);
 /* Shared case: a tag mismatch fails the receive (PROTOCOL, message names the tag), the
  * receive queued behind it, and later receives on that comm. */
 void tp_case_tag_mismatch(void);
+/* On a listening pair (p->lc) that has just dropped bad connectors (after: what they were):
+ * a valid connect and accept still succeed (10 s deadline) and carry a 4-byte message. */
+void tp_connect_after_bad(pair_t *p, const char *after);
 /* Run one case and print its verdict; the summary line and exit code at the end. */
 void run(const char *name, void (*fn)(void));
 int run_summary(void);

@@ -421,22 +421,7 @@ static void test_bad_connectors(void)
     CHECK(count_fds() == fds0, "listener leaked fds: %d -> %d", fds0, count_fds());
     /* silent connectors stay pending, and do not block a valid one behind them */
     int silent = raw_connect(p.handle);
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while ((!p.sc || !p.rc) && rcoll_now_ns() < end) {
-        if (!p.sc)
-            CHECK(T->connect(0, p.handle, &p.sc) == RCOLL_OK, "connect");
-        if (!p.rc)
-            CHECK(T->accept(p.lc, &p.rc) == RCOLL_OK, "accept");
-    }
-    CHECK(p.sc && p.rc, "valid connect after bad ones");
-    if (p.sc && p.rc) {
-        char s[4] = "abc", r[4] = "";
-        size_t cap = 4;
-        void *sreq, *rreq, *dp = r;
-        T->isend(p.sc, s, 4, 0, NULL, &sreq);
-        T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq);
-        CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !strcmp(r, "abc"), "data");
-    }
+    tp_connect_after_bad(&p, "bad connectors");
     pair_close(&p); /* also closes the silent connector's pending socket */
     if (silent >= 0)
         close(silent);

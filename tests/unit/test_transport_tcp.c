@@ -144,22 +144,7 @@ static void test_garbage_client(int nsocks)
     CHECK(raw_sees_close(fd, p.lc), "garbage client was not dropped");
     close(fd);
     /* a valid connect afterwards still works, and carries data */
-    uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while ((!p.sc || !p.rc) && rcoll_now_ns() < end) {
-        if (!p.sc)
-            CHECK(T->connect(0, p.handle, &p.sc) == RCOLL_OK, "connect");
-        if (!p.rc)
-            CHECK(T->accept(p.lc, &p.rc) == RCOLL_OK, "accept");
-    }
-    CHECK(p.sc && p.rc, "valid connect after garbage");
-    if (p.sc && p.rc) {
-        char s[4] = "abc", r[4] = "";
-        size_t cap = 4;
-        void *sreq, *rreq, *dp = r;
-        T->isend(p.sc, s, 4, 0, NULL, &sreq);
-        T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq);
-        CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !strcmp(r, "abc"), "data");
-    }
+    tp_connect_after_bad(&p, "garbage");
 out:
     pair_close(&p);
 }
