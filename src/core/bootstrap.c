@@ -25,7 +25,7 @@
 #include "util/time.h"
 
 #define BS_MAGIC 0x52434f42u /* "RCOB" */
-#define BS_VERSION 1
+#define BS_VERSION 2 /* 2: the peer record carries the rank's affinity mask (cpus) */
 #define BS_PENDING_MAX 64
 #define BS_HELLO_TIMEOUT_NS (10ull * 1000000000ull) /* a connector must say hello by then */
 
