@@ -1,9 +1,11 @@
 /*
  * socket.c - the TCP transport ("tcp"): one-directional connections made of 1..16 TCP sockets,
  * carrying framed messages between host buffers.  It knows nothing of ranks or collectives.
- * Nothing here blocks: connect/accept advance small state machines, and bytes move only in
- * test(), straight between the user's buffers and the kernel.  It must never write past a
- * posted buffer and never hand out a connection whose handshake failed.
+ * This file: init and devices, the data path and close; connection setup (listen, connect,
+ * accept, the handshake) is in socket_conn.c.  Nothing blocks: connect/accept advance small
+ * state machines, and bytes move only in test(), straight between the user's buffers and the
+ * kernel.  It must never write past a posted buffer and never hand out a connection whose
+ * handshake failed.
  *
  * Wire format (layouts in socket.h):
  *
@@ -22,12 +24,10 @@
  * pipeline: socket 0 may carry message k+1 while socket 3 still carries part 3 of message k.
  * Requests still complete in posting order.
  */
-#include "transport/socket.h"
+#include "transport/socket_int.h"
 
 #include <errno.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,129 +36,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "transport/transport.h"
 #include "util/log.h"
-#include "util/net.h"
-#include "util/status.h"
 
-#define SOCK_HDR ((uint64_t)sizeof(rcoll_sock_frame_t))
-#define SOCK_IOV_MAX 64                 /* iovecs per sendmsg/recvmsg */
-#define SOCK_STAGE_BYTES (64u << 10)    /* socket-0 receive staging: headers, small payloads */
-#define SOCK_STAGE_DIRECT (256u << 10)  /* payload rests this long are read without staging */
-#define SOCK_PART_ALIGN ((uint64_t)4096) /* stripe parts start on page multiples */
-#define SOCK_MAX_CONNECTING 64          /* connects in progress, process-wide */
-#define SOCK_MAX_MSG ((size_t)1 << 40)
-#define SOCK_LISTEN_BACKLOG 512
-#define SOCK_MAX_PENDING 1024 /* accepted sockets not yet in a comm, handshaking or not */
-#define SOCK_ADDR_STR 64
-
-/* ---------------------------------------------------------------------------------------------
- * Objects
- * ------------------------------------------------------------------------------------------ */
-
-/* Process-wide settings, written once by init(). */
-static struct {
-    int inited;
-    int nsocks;
-    uint64_t stripe_min;
-    rcoll_sockaddr_t addr; /* the device: address to listen on (port 0) */
-    char ifname[64];
-} sock_g;
-
-typedef struct sock_comm sock_comm_t;
-
-/* One message: a whole isend, or one buffer of a grouped irecv. */
-typedef struct {
-    char *data;
-    uint64_t cap;    /* send: message length; recv: posted buffer size */
-    uint64_t length; /* message length (recv: valid once known) */
-    int tag;
-    int known;       /* length known: always for sends, after the header for receives */
-    int pending;     /* sockets whose cursor has not yet passed this message */
-    rcoll_sock_frame_t hdr; /* send: built by isend; recv: read from socket 0 */
-} sock_msg_t;
-
-typedef struct {
-    sock_comm_t *comm;
-    int in_use;  /* handed out and not yet freed by test() */
-    int done;    /* complete and retired from the ring (requests retire in posting order) */
-    int nmsgs;
-    int pending; /* messages not complete yet */
-    sock_msg_t msgs[RCOLL_TRANSPORT_MAX_RECVS];
-} sock_req_t;
-
-/* Where one socket is in the queue: message msgs[mi] of the request posted as number seq,
- * off bytes into that message's stream on this socket (header + part on socket 0). */
-typedef struct {
-    uint64_t seq;
-    int mi;
-    uint64_t off;
-} sock_cursor_t;
-
-/* A send or recv comm.  Requests live in reqs[]; ring[] holds the posted, unretired ones in
- * posting order (sequence numbers head..tail-1). */
-struct sock_comm {
-    int is_recv;
-    int nsocks;
-    uint64_t stripe_min;
-    rcoll_status_t failed;               /* first error; sticky */
-    int fd[RCOLL_SOCK_MAX_NSOCKS];
-    sock_cursor_t cur[RCOLL_SOCK_MAX_NSOCKS];
-    uint64_t head, tail;
-    sock_req_t *ring[RCOLL_SOCK_MAX_REQS];
-    int nfree;
-    sock_req_t *free_reqs[RCOLL_SOCK_MAX_REQS];
-    sock_req_t reqs[RCOLL_SOCK_MAX_REQS];
-    char *stage; /* recv only: bytes read from socket 0 past the current payload */
-    size_t stage_off, stage_len;
-    char peer[SOCK_ADDR_STR];
-    char errtext[RCOLL_ERR_TEXT_MAX]; /* detail of `failed`, repeated by later calls */
-};
-
-/* An accepted socket whose hello is not yet complete, or whose siblings have not arrived.
- * The cap on handshaking sockets protects against silent or slow clients; sockets that
- * proved the nonce have a separate, larger cap, so that many peers connecting with 16
- * sockets each at once do not push each other out. */
-typedef struct {
-    int fd;
-    uint32_t got;  /* hello bytes received */
-    int ready;     /* hello complete and valid */
-    uint64_t seq;  /* arrival order, to drop the oldest when full */
-    rcoll_sockaddr_t peer;
-    rcoll_sock_hello_t hello;
-} sock_half_t;
-
-typedef struct {
-    int fd;
-    uint32_t nsocks;
-    uint64_t nonce, stripe_min;
-    uint64_t seq;
-    int nhalf;      /* sockets in half[] */
-    int nhandshake; /* of which still in their handshake (at most RCOLL_SOCK_MAX_HALF_OPEN) */
-    sock_half_t half[SOCK_MAX_PENDING];
-} sock_listen_t;
-
-/* A connect in progress.  connect() returns NULL until every socket is connected and has
- * sent its hello, and the caller calls again "with the same arguments"; the state is kept in
- * this process-wide table keyed by (dev, handle contents), not by the handle's address, so a
- * caller may pass a fresh copy of the handle each time.  Two connects to one handle in
- * progress at once share an entry: each call that finds it complete takes it, the next
- * starts a new connection, so every caller still ends with its own comm.  Abandoned entries
- * are evicted oldest-first when the table is full, and freed by fini(). */
-typedef struct {
-    int used;
-    int dev;
-    uint64_t seq;
-    rcoll_sock_handle_t h;
-    sock_comm_t *comm;
-    uint8_t state[RCOLL_SOCK_MAX_NSOCKS]; /* 0 connecting, 1 sending hello, 2 done */
-    uint32_t sent[RCOLL_SOCK_MAX_NSOCKS];
-    rcoll_sock_hello_t hello[RCOLL_SOCK_MAX_NSOCKS];
-} sock_connecting_t;
-
-static pthread_mutex_t sock_conn_lock = PTHREAD_MUTEX_INITIALIZER;
-static sock_connecting_t sock_conn_tab[SOCK_MAX_CONNECTING];
-static uint64_t sock_conn_seq;
+sock_global_t sock_g;
 
 typedef struct {
     void *ptr;
@@ -169,7 +49,7 @@ typedef struct {
  * Comms, requests and errors
  * ------------------------------------------------------------------------------------------ */
 
-static sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
+sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
 {
     sock_comm_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -194,7 +74,7 @@ static sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min
     return c;
 }
 
-static void sock_comm_free(sock_comm_t *c)
+void sock_comm_free(sock_comm_t *c)
 {
     for (int i = 0; i < RCOLL_SOCK_MAX_NSOCKS; i++)
         if (c->fd[i] >= 0)
@@ -712,353 +592,6 @@ static rcoll_status_t sock_dereg_mr(void *comm, void *mhandle)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Listen / accept
- * ------------------------------------------------------------------------------------------ */
-
-static rcoll_status_t sock_listen(int dev, void *handle, void **listen_comm)
-{
-    rcoll_sock_handle_t h;
-    rcoll_sockaddr_t addr;
-    rcoll_status_t st;
-
-    if (!sock_g.inited)
-        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp listen before init");
-    if (dev != 0 || !handle || !listen_comm)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp listen: bad device %d or NULL "
-                             "handle/listen_comm", dev);
-    sock_listen_t *l = calloc(1, sizeof(*l));
-    if (!l)
-        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp listen: out of memory");
-    addr = sock_g.addr;
-    rcoll_net_addr_set_port(&addr, 0);
-    st = rcoll_net_listen(&addr, SOCK_LISTEN_BACKLOG, 0, &l->fd);
-    if (st != RCOLL_OK)
-        goto err_free;
-    st = rcoll_random_bytes(&l->nonce, sizeof(l->nonce));
-    if (st != RCOLL_OK)
-        goto err_close;
-    l->nsocks = (uint32_t)sock_g.nsocks;
-    l->stripe_min = sock_g.stripe_min;
-
-    memset(&h, 0, sizeof(h));
-    h.magic = RCOLL_SOCK_HANDLE_MAGIC;
-    h.version = RCOLL_SOCK_VERSION;
-    h.nonce = l->nonce;
-    h.stripe_min = l->stripe_min;
-    h.nsocks = l->nsocks;
-    h.addr = addr;
-    memset(handle, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
-    memcpy(handle, &h, sizeof(h));
-    *listen_comm = l;
-    return RCOLL_OK;
-
-err_close:
-    close(l->fd);
-err_free:
-    free(l);
-    return st;
-}
-
-/* Close pending socket i with one WARN naming the peer, and forget it. */
-static void sock_half_drop(sock_listen_t *l, int i, const char *why)
-{
-    char addr[SOCK_ADDR_STR];
-    sock_half_t *h = &l->half[i];
-
-    RCOLL_WARN(SOCKET, "tcp: dropping connection from %s: %s",
-               rcoll_net_addr_str(&h->peer, addr, sizeof(addr)), why);
-    close(h->fd);
-    l->nhandshake -= !h->ready;
-    l->half[i] = l->half[--l->nhalf];
-}
-
-/* Make room for one more accepted socket by dropping the oldest one that is over a cap. */
-static void sock_half_make_room(sock_listen_t *l)
-{
-    int shaking = l->nhandshake >= RCOLL_SOCK_MAX_HALF_OPEN, oldest = -1;
-
-    if (!shaking && l->nhalf < SOCK_MAX_PENDING)
-        return;
-    for (int j = 0; j < l->nhalf; j++)
-        if ((!shaking || !l->half[j].ready) &&
-            (oldest < 0 || l->half[j].seq < l->half[oldest].seq))
-            oldest = j;
-    sock_half_drop(l, oldest, shaking ? "too many half-open connections (oldest dropped)"
-                                      : "too many connections waiting for their other "
-                                        "sockets (oldest dropped)");
-}
-
-/* Why the hello received so far is unacceptable (checked as its bytes arrive), or NULL. */
-static const char *sock_hello_check(const sock_listen_t *l, const sock_half_t *h)
-{
-    const rcoll_sock_hello_t *m = &h->hello;
-    if (h->got >= sizeof(m->magic) && m->magic != RCOLL_SOCK_HELLO_MAGIC)
-        return "not an rcoll tcp handshake (bad magic)";
-    if (h->got >= offsetof(rcoll_sock_hello_t, nonce) && m->version != RCOLL_SOCK_VERSION)
-        return "unsupported handshake version";
-    if (h->got < sizeof(*m))
-        return NULL;
-    if (m->nonce != l->nonce)
-        return "wrong nonce (handshake for another listener)";
-    if (m->nsocks != l->nsocks || m->index >= m->nsocks)
-        return "bad socket count or index";
-    for (int j = 0; j < l->nhalf; j++) {
-        const sock_half_t *o = &l->half[j];
-        if (o->ready && o->hello.conn_id == m->conn_id && o->hello.index == m->index)
-            return "duplicate socket index";
-    }
-    return NULL;
-}
-
-/* Read what has arrived of socket i's hello: -1 dropped (half[i] now holds another socket),
- * 0 still incomplete, 1 complete and valid. */
-static int sock_half_read(sock_listen_t *l, int i)
-{
-    sock_half_t *h = &l->half[i];
-    char why[128];
-
-    for (;;) {
-        ssize_t rc = recv(h->fd, (char *)&h->hello + h->got, sizeof(h->hello) - h->got,
-                          MSG_DONTWAIT);
-        if (rc == 0) {
-            sock_half_drop(l, i, "closed during the handshake");
-            return -1;
-        }
-        if (rc < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
-            snprintf(why, sizeof(why), "handshake failed: %s", strerror(errno));
-            sock_half_drop(l, i, why);
-            return -1;
-        }
-        h->got += (uint32_t)rc;
-        const char *bad = sock_hello_check(l, h);
-        if (bad) {
-            sock_half_drop(l, i, bad);
-            return -1;
-        }
-        if (h->got == sizeof(h->hello)) {
-            h->ready = 1;
-            l->nhandshake--;
-            return 1;
-        }
-    }
-}
-
-/* half[i] just completed its hello: if that completes its connection, build the recv comm
- * (a connection can only complete when one of its sockets does, so this is checked once). */
-static rcoll_status_t sock_group(sock_listen_t *l, int i, sock_comm_t **comm_p)
-{
-    uint64_t id = l->half[i].hello.conn_id;
-    uint32_t count = 0;
-
-    for (int j = 0; j < l->nhalf; j++)
-        if (l->half[j].ready && l->half[j].hello.conn_id == id)
-            count++;
-    if (count < l->nsocks)
-        return RCOLL_OK;
-    sock_comm_t *c = sock_comm_alloc(1, (int)l->nsocks, l->stripe_min);
-    if (!c)
-        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp accept: out of memory");
-    for (int j = l->nhalf - 1; j >= 0; j--) { /* backwards: removal swaps in the last */
-        sock_half_t *h = &l->half[j];
-        if (!h->ready || h->hello.conn_id != id)
-            continue;
-        c->fd[h->hello.index] = h->fd;
-        if (h->hello.index == 0)
-            rcoll_net_addr_str(&h->peer, c->peer, sizeof(c->peer));
-        *h = l->half[--l->nhalf];
-    }
-    *comm_p = c;
-    return RCOLL_OK;
-}
-
-/* Read the hello of pending socket i; if that completes a connection, *c is its comm.
- * Returns 1 when half[i] was dropped (and now holds another socket). */
-static int sock_half_step(sock_listen_t *l, int i, sock_comm_t **c, rcoll_status_t *st)
-{
-    int r = l->half[i].ready ? 0 : sock_half_read(l, i);
-    if (r > 0)
-        *st = sock_group(l, i, c);
-    return r < 0;
-}
-
-/* Accepted sockets are read at once (a connector sends its hello right after connecting),
- * so a burst of valid connections never counts against the half-open cap.  Returns at the
- * first connection that completes; the rest wait, their bytes safe in the kernel. */
-static rcoll_status_t sock_accept(void *listen_comm, void **recv_comm)
-{
-    sock_listen_t *l = listen_comm;
-    sock_comm_t *c = NULL;
-    rcoll_status_t st = RCOLL_OK;
-
-    if (!l || !recv_comm)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp accept: NULL listen_comm/recv_comm");
-    for (int i = 0; i < l->nhalf && !c && st == RCOLL_OK;)
-        if (!sock_half_step(l, i, &c, &st))
-            i++;
-    while (!c && st == RCOLL_OK) { /* then whatever waits on the backlog */
-        sock_half_t h;
-        memset(&h, 0, sizeof(h));
-        st = rcoll_net_accept(l->fd, &h.fd, &h.peer);
-        if (st != RCOLL_OK)
-            break;
-        sock_half_make_room(l);
-        h.seq = l->seq++;
-        l->half[l->nhalf++] = h;
-        l->nhandshake++;
-        sock_half_step(l, l->nhalf - 1, &c, &st);
-    }
-    if (st != RCOLL_OK && st != RCOLL_INPROGRESS)
-        return st;
-    *recv_comm = c;
-    return RCOLL_OK;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Connect
- * ------------------------------------------------------------------------------------------ */
-
-static void sock_conn_release(sock_connecting_t *e)
-{
-    if (e->comm)
-        sock_comm_free(e->comm);
-    memset(e, 0, sizeof(*e));
-}
-
-static rcoll_status_t sock_conn_start(int dev, const rcoll_sock_handle_t *h,
-                                      sock_connecting_t **e_p)
-{
-    sock_connecting_t *e = NULL;
-    uint64_t conn_id;
-    rcoll_status_t st;
-
-    for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
-        if (!sock_conn_tab[i].used)
-            e = &sock_conn_tab[i];
-    if (!e) {
-        e = &sock_conn_tab[0];
-        for (int i = 1; i < SOCK_MAX_CONNECTING; i++)
-            if (sock_conn_tab[i].seq < e->seq)
-                e = &sock_conn_tab[i];
-        RCOLL_WARN(SOCKET, "tcp: more than %d connects in progress; abandoning the oldest "
-                   "(to %s)", SOCK_MAX_CONNECTING, e->comm->peer);
-        sock_conn_release(e);
-    }
-    st = rcoll_random_bytes(&conn_id, sizeof(conn_id));
-    if (st != RCOLL_OK)
-        return st;
-    e->comm = sock_comm_alloc(0, (int)h->nsocks, h->stripe_min);
-    if (!e->comm)
-        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp connect: out of memory");
-    e->used = 1;
-    e->dev = dev;
-    e->seq = sock_conn_seq++;
-    e->h = *h;
-    rcoll_net_addr_str(&h->addr, e->comm->peer, sizeof(e->comm->peer));
-    for (uint32_t i = 0; i < h->nsocks; i++) {
-        st = rcoll_net_connect_start(&h->addr, &e->comm->fd[i]);
-        if (st != RCOLL_OK) {
-            e->comm->fd[i] = -1;
-            sock_conn_release(e);
-            return st;
-        }
-        e->hello[i] = (rcoll_sock_hello_t){RCOLL_SOCK_HELLO_MAGIC, RCOLL_SOCK_VERSION,
-                                           h->nonce, conn_id, i, h->nsocks};
-    }
-    *e_p = e;
-    return RCOLL_OK;
-}
-
-/* Advance every socket of a connect: finish connecting, then send its hello. */
-static rcoll_status_t sock_conn_step(sock_connecting_t *e, int *done_p)
-{
-    sock_comm_t *c = e->comm;
-    int done = 1;
-
-    for (int i = 0; i < c->nsocks; i++) {
-        if (e->state[i] == 0) {
-            rcoll_status_t st = rcoll_net_connect_check(c->fd[i]);
-            if (st == RCOLL_INPROGRESS) {
-                done = 0;
-                continue;
-            }
-            if (st == RCOLL_OK)
-                st = rcoll_net_set_nodelay(c->fd[i]);
-            if (st != RCOLL_OK) {
-                char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
-                snprintf(why, sizeof(why), "%s", rcoll_err_get());
-                return rcoll_err_set(st, "tcp connect to %s: %s", c->peer, why);
-            }
-            e->state[i] = 1;
-        }
-        if (e->state[i] == 1) {
-            ssize_t rc = send(c->fd[i], (char *)&e->hello[i] + e->sent[i],
-                              sizeof(e->hello[i]) - e->sent[i], MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (rc < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-                if (errno == ECONNRESET || errno == EPIPE)
-                    return rcoll_err_set(RCOLL_ERR_REMOTE, "connection to %s closed by peer "
-                                         "during the handshake", c->peer);
-                return rcoll_err_set_errno(rcoll_status_from_errno(errno), errno,
-                                           "tcp handshake with %s", c->peer);
-            }
-            if (rc > 0)
-                e->sent[i] += (uint32_t)rc;
-            if (e->sent[i] == sizeof(e->hello[i]))
-                e->state[i] = 2;
-            else
-                done = 0;
-        }
-    }
-    *done_p = done;
-    return RCOLL_OK;
-}
-
-static rcoll_status_t sock_connect(int dev, const void *handle, void **send_comm)
-{
-    rcoll_sock_handle_t h;
-    sock_connecting_t *e = NULL;
-    rcoll_status_t st = RCOLL_OK;
-    int done = 0;
-
-    if (!sock_g.inited)
-        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp connect before init");
-    if (dev != 0 || !handle || !send_comm)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: bad device %d or NULL "
-                             "handle/send_comm", dev);
-    memcpy(&h, handle, sizeof(h));
-    if (h.magic != RCOLL_SOCK_HANDLE_MAGIC || h.version != RCOLL_SOCK_VERSION || h.nsocks < 1 ||
-        h.nsocks > RCOLL_SOCK_MAX_NSOCKS)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: not a tcp handle of version "
-                             "%u (magic 0x%08x, version %u, %u sockets)", RCOLL_SOCK_VERSION,
-                             (unsigned)h.magic, (unsigned)h.version, (unsigned)h.nsocks);
-
-    pthread_mutex_lock(&sock_conn_lock);
-    for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
-        if (sock_conn_tab[i].used && sock_conn_tab[i].dev == dev &&
-            memcmp(&sock_conn_tab[i].h, &h, sizeof(h)) == 0)
-            e = &sock_conn_tab[i];
-    if (!e)
-        st = sock_conn_start(dev, &h, &e);
-    if (st == RCOLL_OK)
-        st = sock_conn_step(e, &done);
-    if (st != RCOLL_OK) {
-        if (e)
-            sock_conn_release(e);
-    } else if (done) {
-        *send_comm = e->comm;
-        e->comm = NULL;
-        sock_conn_release(e);
-    } else {
-        *send_comm = NULL;
-    }
-    pthread_mutex_unlock(&sock_conn_lock);
-    return st;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Close, fini, ops table
  * ------------------------------------------------------------------------------------------ */
 
@@ -1075,25 +608,9 @@ static rcoll_status_t sock_close_send(void *send_comm) { return sock_close_comm(
 
 static rcoll_status_t sock_close_recv(void *recv_comm) { return sock_close_comm(recv_comm, 1); }
 
-static rcoll_status_t sock_close_listen(void *listen_comm)
-{
-    sock_listen_t *l = listen_comm;
-    if (!l)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close_listen: NULL listen_comm");
-    for (int i = 0; i < l->nhalf; i++)
-        close(l->half[i].fd);
-    close(l->fd);
-    free(l);
-    return RCOLL_OK;
-}
-
 static void sock_fini(void)
 {
-    pthread_mutex_lock(&sock_conn_lock);
-    for (int i = 0; i < SOCK_MAX_CONNECTING; i++)
-        if (sock_conn_tab[i].used)
-            sock_conn_release(&sock_conn_tab[i]);
-    pthread_mutex_unlock(&sock_conn_lock);
+    sock_conn_fini();
     memset(&sock_g, 0, sizeof(sock_g));
 }
 
