@@ -715,6 +715,11 @@ void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, cons
     bs_send_msg(bs->fd, BS_ABORT, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
 }
 
+const rcoll_peer_info_t *rcoll_bs_root_host(const rcoll_bootstrap_t *bs)
+{
+    return bs ? &bs->root_host : NULL;
+}
+
 int rcoll_bs_root_unreachable(rcoll_bootstrap_t *bs, int *retransmits)
 {
     *retransmits = 0;

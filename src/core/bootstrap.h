@@ -72,6 +72,9 @@ void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, cons
  * host (rank 0's) is unreachable from here, not merely slow to decide.  0 otherwise, also
  * when that cannot be read (no TCP_INFO). */
 int rcoll_bs_root_unreachable(rcoll_bootstrap_t *bs, int *retransmits);
+/* The record of the process that hosts the root: rank 0 of the communicator that joined it
+ * (a split's children share their parent's connection, so for them it may be no member). */
+const rcoll_peer_info_t *rcoll_bs_root_host(const rcoll_bootstrap_t *bs);
 /* Share the control connection with a sub-communicator (one more rcoll_bs_leave needed).
  * Communicators of one family are used from one thread at a time, like each of them. */
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);

@@ -519,18 +519,29 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
      * and names the rank at the end of the chain. */
     rcoll_bs_report(comm->bs, peer, RCOLL_ERR_TIMEOUT, text);
     if (await_verdict(comm, VERDICT_WAIT_NS)) return;
-    /* No verdict.  If the root (it lives with rank 0) has not even acknowledged the report,
-     * rank 0's host is cut off from here: the likelier first failure, which the awaited peer
-     * may only be waiting on in turn. */
+    /* No verdict.  If the root has not even acknowledged the report, the host of the process
+     * that runs it is cut off from here: the likelier first failure, which the awaited peer
+     * may only be waiting on in turn.  Name that process's rank when it is a member. */
     int retrans = 0;
-    if (peer != 0 && rcoll_bs_root_unreachable(comm->bs, &retrans)) {
-        snprintf(text, sizeof(text),
-                 "rank %d: %s is unreachable: the bootstrap root it hosts has not acknowledged "
-                 "this rank's report for %.1f s (%d TCP retransmissions); this rank had %s, "
-                 "which may itself be waiting on rank 0",
-                 comm->rank, rcoll_comm_peer_name(comm, 0, zbuf, sizeof(zbuf)),
-                 VERDICT_WAIT_NS / 1e9, retrans, what);
-        peer = 0;
+    const rcoll_peer_info_t *rh = rcoll_bs_root_host(comm->bs);
+    if (rh && rcoll_bs_root_unreachable(comm->bs, &retrans)) {
+        int root_rank = -1;
+        for (int p = 0; p < comm->nranks && root_rank < 0; p++)
+            if (comm->peers[p].pid == rh->pid && comm->peers[p].host_hash == rh->host_hash)
+                root_rank = p;
+        if (root_rank >= 0)
+            rcoll_comm_peer_name(comm, root_rank, zbuf, sizeof(zbuf));
+        else
+            snprintf(zbuf, sizeof(zbuf), "the process on %s (pid %d, not in this communicator)",
+                     rh->hostname, (int)rh->pid);
+        if (root_rank != peer) {
+            snprintf(text, sizeof(text),
+                     "rank %d: %s is unreachable: the bootstrap root it hosts has not "
+                     "acknowledged this rank's report for %.1f s (%d TCP retransmissions); this "
+                     "rank had %s, which may itself be waiting on it",
+                     comm->rank, zbuf, VERDICT_WAIT_NS / 1e9, retrans, what);
+            if (root_rank >= 0) peer = root_rank;
+        }
     }
     rcoll_comm_fail(comm, RCOLL_ERR_TIMEOUT, peer, text);
 }
