@@ -220,12 +220,38 @@ static void mn_check_barrier(mn_ctx_t *c, int rounds)
     }
 }
 
+/* --split-until-error: a child communicator with the ranks in reverse order (so its rank 0
+ * is not the process that hosts the bootstrap root), then all-reduces of 4 MiB on it until
+ * one fails (a test kills a host meanwhile); prints the error and exits 2. */
+static int mn_split_until_error(mn_ctx_t *c)
+{
+    rcoll_comm_t child = NULL;
+    rcoll_status_t st = rcoll_comm_split(c->comm, 0, c->nranks - c->rank, &child);
+    if (st != RCOLL_OK) mn_fatal(c, "rcoll_comm_split", st);
+    int crank = -1;
+    rcoll_comm_rank(child, &crank);
+    printf("mn_check: rank %d (pid %d) is rank %d of the reversed split\n", c->rank,
+           (int)getpid(), crank);
+    size_t count = 1u << 20;
+    float *buf = calloc(count, sizeof(*buf));
+    if (!buf) return 2;
+    for (;;) {
+        st = rcoll_allreduce(RCOLL_IN_PLACE, buf, count, RCOLL_FLOAT32, RCOLL_SUM, child);
+        if (st != RCOLL_OK) break;
+    }
+    fprintf(stderr, "mn_check: rank %d: split all-reduce failed: %s: %s\n", c->rank,
+            rcoll_status_string(st), rcoll_comm_last_error(child));
+    fflush(stderr);
+    free(buf);
+    return 2; /* no destroy: the job is broken, the process just ends */
+}
+
 int main(int argc, char **argv)
 {
-    (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "usage: mn_check (takes its ranks from the environment, as set by "
-                        "tools/netns-cluster or tools/rcoll-run)\n");
+    int split_mode = argc == 2 && !strcmp(argv[1], "--split-until-error");
+    if (argc > 1 && !split_mode) {
+        fprintf(stderr, "usage: mn_check [--split-until-error] (takes its ranks from the "
+                        "environment, as set by tools/netns-cluster or tools/rcoll-run)\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -238,6 +264,7 @@ int main(int argc, char **argv)
     }
     rcoll_comm_rank(c.comm, &c.rank);
     rcoll_comm_size(c.comm, &c.nranks);
+    if (split_mode) return mn_split_until_error(&c);
     size_t n = (size_t)c.nranks;
     char host[64] = "?";
     gethostname(host, sizeof(host) - 1);

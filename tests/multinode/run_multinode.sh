@@ -179,6 +179,23 @@ kill_case kill_host_link_down_3x1 2 10 30 --kill-link
 # The same for rank 0's host: the root goes silent too, so no verdict comes; rank 2, waiting
 # on the live rank 1, must still name rank 0 (its report to the root is never acknowledged).
 kill_case kill_root_host_link_down_3x1 0 10 30 --kill-link
+# Again on a split child with the ranks reversed: its rank 0 is world rank 2, a survivor, so
+# the survivors must name the process that hosted the root by its pid, not the child's rank 0.
+run_cluster kill_root_host_split_3x1 --hosts 3 --timeout 90 --kill-host 0 --kill-after 3 \
+    --kill-link --env RCOLL_TIMEOUT=6 -- "$mn_check" --split-until-error
+problems=''
+statuses=$(sed -n 's/.*netns-cluster: exit statuses: //p' "$log")
+dead_pid=$(rank_lines "$log" 0 | sed -n 's/.*rank 0 (pid \([0-9]*\)) is rank 2 of the reversed split.*/\1/p')
+[[ -n "$dead_pid" ]] || problems+="rank 0 never reported its pid and child rank 2; "
+[[ " $statuses " =~ \ r0=killed\  ]] || problems+="rank 0 not killed ('$statuses'); "
+for r in 1 2; do
+    [[ " $statuses " =~ \ r$r=2\  ]] || problems+="rank $r: expected r$r=2 in '$statuses'; "
+    [[ -n "$dead_pid" ]] && ! rank_lines "$log" "$r" | grep 'split all-reduce failed' |
+        grep -q "pid $dead_pid)" && problems+="rank $r does not name pid $dead_pid; "
+done
+((rc != 124)) || problems+="the survivors hung; "
+((${secs%.*} < 25)) || problems+="took $secs s (limit 25 s); "
+verdict kill_root_host_split_3x1 "$problems" "exit statuses $statuses, survivors name pid $dead_pid"
 
 # --- the rate cap --------------------------------------------------------------------------------
 run_cluster rate_1gbit_2x1 --hosts 2 --rate 1gbit --timeout 120 -- \
