@@ -74,6 +74,7 @@ typedef struct {
     pid_t peer_pid;
     int peer_reaped, peer_status; /* parent: the child's wait status once reaped */
     uint32_t spin;
+    uint64_t poll_ns; /* RCOLL_POLL_US: polling before naps */
     void *lc, *sc, *rc; /* listen comm, send comm (to the peer), recv comm (from it) */
     unsigned char *sbuf, *rbuf;
     void *smh, *rmh;       /* memory handles of sbuf (on sc) and rbuf (on rc) */

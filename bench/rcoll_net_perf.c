@@ -146,7 +146,7 @@ static void *np_alloc(size_t bytes)
 
 static void np_watch_init(np_watch_t *w, const np_end_t *e)
 {
-    rcoll_backoff_init(&w->bo, e->spin);
+    rcoll_backoff_init(&w->bo, e->spin, e->poll_ns);
     w->idle = 0;
     w->since_ns = 0;
 }
@@ -297,6 +297,7 @@ static rcoll_status_t np_init(np_end_t *e)
      * one CPU.  (Pure busy-polling, as perftest does, gave TCP stalls of a timer tick on the
      * 2-vCPU development VM; RCOLL_SPIN=100000 gets it back.) */
     e->spin = cfg.spin >= 0 ? (uint32_t)cfg.spin : ncpu >= 2 ? 200 : 0;
+    e->poll_ns = (uint64_t)cfg.poll_us * 1000;
     return RCOLL_OK;
 }
 

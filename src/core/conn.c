@@ -250,7 +250,7 @@ int rcoll_conn_missing(rcoll_comm_t c) { return c->conn ? c->conn->missing : 0; 
 rcoll_status_t rcoll_conn_wait(rcoll_comm_t c, uint64_t deadline_ns)
 {
     rcoll_backoff_t bo;
-    rcoll_backoff_init(&bo, (uint32_t)c->cfg.spin);
+    rcoll_backoff_init(&bo, (uint32_t)c->cfg.spin, (uint64_t)c->cfg.poll_us * 1000);
     char pbuf[128];
     for (;;) {
         rcoll_status_t st = rcoll_conn_progress(c);

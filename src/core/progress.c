@@ -649,7 +649,7 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
 {
     rcoll_comm_t comm = req->comm;
     rcoll_backoff_t bo;
-    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin);
+    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin, (uint64_t)comm->cfg.poll_us * 1000);
     while (!req->complete) {
         int moved = progress_once(comm);
         /* The rest of the family too: a peer may be waiting for this rank's part of an

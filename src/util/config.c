@@ -38,7 +38,12 @@ static const rcoll_knob_t knobs[] = {
          "seconds to wait without progress from an awaited peer before failing"),
     KNOB("RCOLL_SPIN", "-1", INT, spin, -1, 100000000,
          "poll iterations spent spinning before a waiting rank yields the CPU; -1 = auto "
-         "(200, or 0 when this host has more ranks than usable CPUs)"),
+         "(200, or 0 when this machine's ranks outnumber the CPUs of their affinity masks "
+         "together)"),
+    KNOB("RCOLL_POLL_US", "20000", INT, poll_us, 0, 100000000,
+         "microseconds a waiting rank keeps polling (spinning, then yielding the CPU) before "
+         "it naps in 50 us steps: a peer late by less is noticed at once, a longer idle wait "
+         "costs little CPU"),
     KNOB("RCOLL_SOCKET_IFNAME", "", STRING, socket_ifname, 0, 0,
          "interface for bootstrap and TCP: prefix, ^excluded,list or =exact name"),
     KNOB("RCOLL_SOCKET_NSOCKS", "2", INT, socket_nsocks, 1, 16,

@@ -23,6 +23,7 @@ typedef struct rcoll_config {
     /* waits */
     double timeout_s;  /* deadline without progress from an awaited peer */
     int spin;          /* poll iterations before yielding the CPU */
+    int poll_us;       /* microseconds of polling (spin, then yield) before naps */
     /* sockets */
     char socket_ifname[RCOLL_CFG_STR_MAX];
     int socket_nsocks;        /* sockets per TCP connection */

@@ -35,5 +35,17 @@ check reduce_scatter_perf -b 1M -e 8M -f 8 -n 2 -w 1 -m 3
 # Single-copy shared memory (process_vm_readv where the kernel allows it, else the ring).
 RCOLL_PROTO=cma RCOLL_ALGO=ring check all_reduce_perf -b 64K -e 4M -f 8 -n 2 -w 1
 RCOLL_PROTO=cma check all_gather_perf -b 64K -e 4M -f 8 -n 2 -w 1
+# imbalance_bench (no nccl-tests check line): a late rank's all-reduce, 2 rows, exit 0.
+out=$(timeout 120 "$run" -q -n 3 --timeout 100 "$build/bench/imbalance_bench" -b 4096 -s 0,2000 \
+    -n 5 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -cE '^(\[0\] )? +4096 +(0|2000) +[0-9.]+$' <<<"$out")" = 2 ]; then
+    pass=$((pass + 1))
+    echo "ok   imbalance_bench -b 4096 -s 0,2000 -n 5"
+else
+    fail=$((fail + 1))
+    echo "FAIL imbalance_bench (exit $rc)"
+    tail -n 15 <<<"$out"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -10,6 +10,7 @@
 #include "util/config.h"
 #include "util/net.h"
 #include "util/status.h"
+#include "util/time.h"
 
 static void test_sizes(void)
 {
@@ -43,6 +44,7 @@ static void test_defaults_and_env(void)
     CHECK(c.buffsize == (4u << 20), "default buffsize 4 MiB");
     CHECK(c.rank == -1 && c.nranks == -1 && c.root[0] == 0, "launch vars unset");
     CHECK(c.buffsize <= (8u << 20), "default per-connection memory within 8 MiB");
+    CHECK(c.poll_us == 20000, "default polling before naps 20 ms, got %d us", c.poll_us);
 
     setenv("RCOLL_TIMEOUT", "2.5", 1);
     setenv("RCOLL_BUFFSIZE", "1M", 1);
@@ -58,7 +60,8 @@ static void test_defaults_and_env(void)
     } bad[] = {{"RCOLL_TIMEOUT", "soon"},     {"RCOLL_TIMEOUT", "-1"},
                {"RCOLL_BUFFSIZE", "lots"},    {"RCOLL_BUFFSIZE", "1"},
                {"RCOLL_SOCKET_NSOCKS", "0"},  {"RCOLL_SOCKET_NSOCKS", "3x"},
-               {"RCOLL_DEBUG", "LOUD"},       {"RCOLL_ALGO", "magic"}};
+               {"RCOLL_DEBUG", "LOUD"},       {"RCOLL_ALGO", "magic"},
+               {"RCOLL_POLL_US", "-5"},       {"RCOLL_POLL_US", "1ms"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         clear_env();
         setenv(bad[i].var, bad[i].val, 1);
@@ -134,6 +137,29 @@ static void test_status_strings(void)
     CHECK(!strcmp(rcoll_err_get(), "rank 3: connection closed"), "prefix: %s", rcoll_err_get());
 }
 
+/* The wait's phases: RCOLL_SPIN spins, then yields, then naps once the polling time is up -
+ * and only then.  Watched through the state (no timing: naps would slow the test). */
+static void test_backoff(void)
+{
+    rcoll_backoff_t b;
+    rcoll_backoff_init(&b, 3, 0); /* no polling time: naps after the first clock readings */
+    for (int i = 0; i < 3; i++) rcoll_backoff_wait(&b);
+    CHECK(b.iter == 3 && b.nap_at_ns == 0, "3 spins, no yield yet (iter %u)", b.iter);
+    int calls = 0;
+    while (b.nap_at_ns != UINT64_MAX && calls < 1000) {
+        rcoll_backoff_wait(&b);
+        calls++;
+    }
+    CHECK(b.nap_at_ns == UINT64_MAX, "RCOLL_POLL_US=0 reaches the naps");
+    CHECK(calls >= 64 && calls <= 129, "after one or two clock readings (%d yields)", calls);
+    rcoll_backoff_reset(&b);
+    CHECK(b.iter == 0 && b.nap_at_ns == 0, "reset starts over with spinning");
+
+    rcoll_backoff_init(&b, 0, 3600ull * 1000000000ull); /* an hour of polling */
+    for (int i = 0; i < 2000; i++) rcoll_backoff_wait(&b);
+    CHECK(b.nap_at_ns != 0 && b.nap_at_ns != UINT64_MAX, "still yielding after 2000 calls");
+}
+
 int main(void)
 {
     test_sizes();
@@ -141,5 +167,6 @@ int main(void)
     test_table();
     test_addresses();
     test_status_strings();
+    test_backoff();
     return mp_summary();
 }
