@@ -44,6 +44,12 @@
 
 #define RI static inline __attribute__((always_inline))
 
+size_t rcoll_dt_size(rcoll_datatype_t dt)
+{
+    static const size_t sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return ((unsigned)dt < RCOLL_NUM_DATATYPES) ? sizes[dt] : 0;
+}
+
 typedef void (*reduce_kernel_fn_t)(void *dst, const void *a, const void *b, size_t n, int d);
 typedef void (*reduce_finish_fn_t)(void *buf, size_t n, int d);
 

@@ -14,6 +14,10 @@
 
 #include "rcoll.h"
 
+/* Bytes per element of dt; 0 for a value that is no rcoll datatype.  The one size table of
+ * the library (rcoll_datatype_size, the public form, returns this). */
+size_t rcoll_dt_size(rcoll_datatype_t dt);
+
 /* dst[i] = a[i] OP b[i] for i < count.  dst may alias a or b exactly (also a == b == dst), but
  * must not partially overlap either.  a == b is fine.
  *   Integers: SUM and PROD wrap modulo 2^bits; MIN and MAX compare signed or unsigned as the

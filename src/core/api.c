@@ -3,12 +3,15 @@
  * launch-style handling (unique id, environment), and the blocking/nonblocking wrappers.
  * Nothing here moves data; invalid input returns before anything is touched.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/reduce.h"
 #include "core/comm.h"
 #include "rcoll_build.h"
 #include "util/log.h"
@@ -17,16 +20,13 @@
 #include "util/time.h"
 
 static __thread char init_error[RCOLL_LAST_ERROR_MAX];
+static __thread int group_depth; /* rcoll_group_start minus rcoll_group_end, this thread */
 
 static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
                                   rcoll_request_t *req);
 static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn);
 
-size_t rcoll_datatype_size(rcoll_datatype_t dt)
-{
-    static const size_t sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return ((unsigned)dt < RCOLL_NUM_DATATYPES) ? sizes[dt] : 0;
-}
+size_t rcoll_datatype_size(rcoll_datatype_t dt) { return rcoll_dt_size(dt); }
 
 int rcoll_version(void) { return RCOLL_VERSION_CODE; }
 
@@ -99,17 +99,27 @@ static rcoll_status_t check_init_args(int nranks, int rank, const void *id, cons
     return RCOLL_OK;
 }
 
+static rcoll_status_t init_rank_now(int nranks, const rcoll_unique_id_t *id, int rank,
+                                   rcoll_comm_t *comm)
+{
+    rcoll_config_t cfg;
+    rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
+    if (st == RCOLL_OK) st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
+    return st == RCOLL_OK ? st : init_failed(st);
+}
+
+static rcoll_status_t group_defer_init(int env, int nranks, const rcoll_unique_id_t *id,
+                                       int rank, rcoll_comm_t *comm);
+
 rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int rank,
                                     rcoll_comm_t *comm)
 {
     init_error[0] = '\0';
     rcoll_status_t st = check_init_args(nranks, rank, id, comm);
     if (st != RCOLL_OK) return init_failed(st);
-    rcoll_config_t cfg;
-    st = rcoll_config_load(&cfg);
-    if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
-    if (st == RCOLL_OK) st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
-    return st == RCOLL_OK ? st : init_failed(st);
+    if (group_depth) return group_defer_init(0, nranks, id, rank, comm);
+    return init_rank_now(nranks, id, rank, comm);
 }
 
 /* Parse a non-negative decimal environment value; -1 when absent, -2 when malformed. */
@@ -192,10 +202,8 @@ static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t
     return st;
 }
 
-rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
+static rcoll_status_t init_env_now(rcoll_comm_t *comm)
 {
-    init_error[0] = '\0';
-    if (!comm) return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm is NULL"));
     rcoll_config_t cfg;
     rcoll_status_t st = rcoll_config_load(&cfg);
     if (st != RCOLL_OK) return init_failed(st);
@@ -227,6 +235,14 @@ rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
         return init_failed(st);
     }
     return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    if (!comm) return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm is NULL"));
+    if (group_depth) return group_defer_init(1, 0, NULL, 0, comm);
+    return init_env_now(comm);
 }
 
 rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
@@ -347,7 +363,7 @@ static rcoll_status_t allreduce_args(const void *sendbuf, void *recvbuf, size_t 
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf is NULL with count %zu (use RCOLL_IN_PLACE to reduce in "
                          "place)", fn, count);
-    size_t bytes = count * rcoll_datatype_size(dt);
+    size_t bytes = count * rcoll_dt_size(dt);
     if (sendbuf != RCOLL_IN_PLACE && sendbuf != recvbuf &&
         ranges_overlap(sendbuf, recvbuf, bytes))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
@@ -531,9 +547,23 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
  * Groups (per thread)
  * ---------------------------------------------------------------------------------------- */
 
-static __thread int group_depth;
 static __thread struct rcoll_request **group_reqs;
 static __thread int group_nreqs, group_cap;
+
+/* A communicator creation deferred to the group's end (NCCL's pattern: one thread creates
+ * the communicators of several ranks of one job inside a group; run one by one, the first
+ * would wait for the others forever). */
+typedef struct {
+    int env;                 /* rcoll_comm_init_env, else rcoll_comm_init_rank */
+    int nranks, rank;
+    rcoll_unique_id_t id;
+    rcoll_comm_t *out;       /* the caller's handle, written at rcoll_group_end */
+    rcoll_comm_t comm;
+    rcoll_status_t st;
+    char err[RCOLL_LAST_ERROR_MAX];
+} group_init_t;
+static __thread group_init_t *group_inits;
+static __thread int group_ninits, group_cap_inits;
 
 static rcoll_status_t group_record(rcoll_comm_t comm, struct rcoll_request *r)
 {
@@ -548,7 +578,115 @@ static rcoll_status_t group_record(rcoll_comm_t comm, struct rcoll_request *r)
     return RCOLL_OK;
 }
 
-int rcoll_group_active(void) { return group_depth > 0; }
+static rcoll_status_t group_defer_init(int env, int nranks, const rcoll_unique_id_t *id,
+                                       int rank, rcoll_comm_t *comm)
+{
+    if (group_ninits == group_cap_inits) {
+        int cap = group_cap_inits ? 2 * group_cap_inits : 4;
+        group_init_t *g = realloc(group_inits, (size_t)cap * sizeof(*g));
+        if (!g)
+            return init_failed(rcoll_err_set(RCOLL_ERR_NO_MEMORY, "group: out of memory "
+                                             "recording a communicator creation"));
+        group_inits = g;
+        group_cap_inits = cap;
+    }
+    group_init_t *gi = &group_inits[group_ninits++];
+    memset(gi, 0, sizeof(*gi));
+    gi->env = env;
+    gi->nranks = nranks;
+    gi->rank = rank;
+    if (id) gi->id = *id;
+    gi->out = comm;
+    *comm = NULL; /* set by rcoll_group_end */
+    return RCOLL_OK;
+}
+
+static void *group_init_run(void *arg)
+{
+    group_init_t *gi = arg;
+    init_error[0] = '\0';
+    gi->st = gi->env ? init_env_now(&gi->comm) : init_rank_now(gi->nranks, &gi->id, gi->rank,
+                                                                &gi->comm);
+    if (gi->st != RCOLL_OK) snprintf(gi->err, sizeof(gi->err), "%s", init_error);
+    return NULL;
+}
+
+/* Run the group's communicator creations together (a thread each when there are several)
+ * and hand out the handles; the first failure's text becomes this thread's init error. */
+static rcoll_status_t group_run_inits(void)
+{
+    int n = group_ninits;
+    pthread_t *th = n > 1 ? calloc((size_t)n, sizeof(*th)) : NULL;
+    int *started = n > 1 ? calloc((size_t)n, sizeof(*started)) : NULL;
+    group_ninits = 0;
+    if (n > 1 && (!th || !started)) {
+        free(th);
+        free(started);
+        return init_failed(rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rcoll_group_end: out of memory "
+                                         "starting %d communicator creations", n));
+    }
+    for (int i = 0; i < n; i++) {
+        group_init_t *gi = &group_inits[i];
+        if (n == 1) {
+            group_init_run(gi);
+            continue;
+        }
+        int e = pthread_create(&th[i], NULL, group_init_run, gi);
+        started[i] = e == 0;
+        if (e) {
+            gi->st = RCOLL_ERR_SYSTEM;
+            snprintf(gi->err, sizeof(gi->err), "rcoll_group_end: could not start a thread to "
+                     "create the communicator of rank %d: %s", gi->rank, strerror(e));
+        }
+    }
+    for (int i = 0; n > 1 && i < n; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+    free(th);
+    free(started);
+    rcoll_status_t first = RCOLL_OK;
+    init_error[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        group_init_t *gi = &group_inits[i];
+        if (gi->st == RCOLL_OK) {
+            *gi->out = gi->comm;
+        } else if (first == RCOLL_OK) {
+            first = gi->st;
+            snprintf(init_error, sizeof(init_error), "%s", gi->err);
+        }
+    }
+    return first;
+}
+
+/* Wait for the group's operations.  Several communicators that are not one family (created
+ * separately, e.g. by one thread for several ranks) progress together: one may need another's
+ * part before it can finish. */
+static rcoll_status_t group_wait_all(void)
+{
+    rcoll_status_t first = RCOLL_OK;
+    int separate = 0;
+    for (int i = 1; i < group_nreqs && !separate; i++) {
+        rcoll_comm_t a = group_reqs[0]->comm, b = group_reqs[i]->comm;
+        separate = a != b && (!a->family || a->family != b->family);
+    }
+    if (separate) {
+        for (unsigned pass = 1, left = 1; left; pass++) {
+            left = 0;
+            if (pass % 64 == 0) sched_yield(); /* the peers may need this CPU */
+            for (int i = 0; i < group_nreqs; i++)
+                if (!group_reqs[i]->complete) {
+                    rcoll_comm_progress(group_reqs[i]->comm);
+                    left += !group_reqs[i]->complete;
+                }
+        }
+    }
+    for (int i = 0; i < group_nreqs; i++) {
+        rcoll_status_t st = rcoll_req_wait(group_reqs[i]);
+        rcoll_req_release(group_reqs[i]);
+        if (st != RCOLL_OK && first == RCOLL_OK) first = st;
+    }
+    group_nreqs = 0;
+    return first;
+}
 
 rcoll_status_t rcoll_group_start(void)
 {
@@ -575,6 +713,8 @@ rcoll_status_t rcoll_group_end(void)
         return RCOLL_ERR_INVALID_USAGE;
     }
     if (--group_depth > 0) return RCOLL_OK;
+    /* Communicators first: the handles the group's other calls may not use yet. */
+    rcoll_status_t init_st = group_ninits ? group_run_inits() : RCOLL_OK;
     /* Release the batches first, so every communicator's work can progress together. */
     for (int i = 0; i < group_nreqs; i++) {
         struct rcoll_request *r = group_reqs[i];
@@ -588,14 +728,8 @@ rcoll_status_t rcoll_group_end(void)
                                   r->comm->rank);
         }
     }
-    rcoll_status_t first = RCOLL_OK;
-    for (int i = 0; i < group_nreqs; i++) {
-        rcoll_status_t st = rcoll_req_wait(group_reqs[i]);
-        rcoll_req_release(group_reqs[i]);
-        if (st != RCOLL_OK && first == RCOLL_OK) first = st;
-    }
-    group_nreqs = 0;
-    return first;
+    rcoll_status_t first = group_wait_all();
+    return init_st != RCOLL_OK ? init_st : first;
 }
 
 /* The checks every rcoll_i* call makes first: outside a group, with a place for the request. */
@@ -664,7 +798,7 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
     if (count && is_root && !recvbuf)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: recvbuf is NULL on the root with count %zu", fn, count);
-    size_t bytes = count * rcoll_datatype_size(dt);
+    size_t bytes = count * rcoll_dt_size(dt);
     if (count && is_root && sendbuf != RCOLL_IN_PLACE && sendbuf != recvbuf &&
         ranges_overlap(sendbuf, recvbuf, bytes))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
@@ -698,7 +832,7 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
     if (st != RCOLL_OK) return st;
-    size_t esize = rcoll_datatype_size(dt), blk = count * esize;
+    size_t esize = rcoll_dt_size(dt), blk = count * esize;
     if (count && !recvbuf)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", fn,
                          count);
@@ -740,7 +874,7 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
     if (st != RCOLL_OK) return st;
     if ((unsigned)op >= RCOLL_NUM_OPS)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
-    size_t blk = count * rcoll_datatype_size(dt);
+    size_t blk = count * rcoll_dt_size(dt);
     if (count && (!recvbuf || !sendbuf))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
                          recvbuf ? "sendbuf" : "recvbuf", count);
@@ -781,7 +915,7 @@ static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t cou
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
     if (st != RCOLL_OK) return st;
-    size_t total = count * rcoll_datatype_size(dt) * (size_t)comm->nranks;
+    size_t total = count * rcoll_dt_size(dt) * (size_t)comm->nranks;
     if (count && sendbuf == RCOLL_IN_PLACE)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: in-place all-to-all is not supported (use two buffers)", fn);
@@ -847,7 +981,7 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: a message to oneself needs its matching %s in the same group "
                          "(rcoll_group_start/end)", fn, is_send ? "rcoll_recv" : "rcoll_send");
-    size_t bytes = count * rcoll_datatype_size(dt);
+    size_t bytes = count * rcoll_dt_size(dt);
     struct rcoll_request *r = group_depth ? comm->open_group : NULL;
     if (!r) {
         if ((st = new_request(comm, RCOLL_OP_P2P, fn, &r)) != RCOLL_OK) return st;
@@ -893,4 +1027,34 @@ rcoll_status_t rcoll_irecv(void *buf, size_t count, rcoll_datatype_t dt, int pee
     rcoll_status_t st = check_ireq(comm, req, "rcoll_irecv");
     if (st != RCOLL_OK) return st;
     return do_p2p(0, buf, count, dt, peer, comm, req, "rcoll_irecv");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Sub-communicators (the split itself: split.c)
+ * ---------------------------------------------------------------------------------------- */
+
+static rcoll_status_t split_args(rcoll_comm_t comm, rcoll_comm_t *newcomm, const char *fn)
+{
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (!newcomm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: newcomm is NULL", fn);
+    if (group_depth)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                         "%s: not allowed inside rcoll_group_start/end (call it before the "
+                         "group or after rcoll_group_end)", fn);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_comm_t *newcomm)
+{
+    rcoll_status_t st = split_args(comm, newcomm, "rcoll_comm_split");
+    if (st != RCOLL_OK) return st;
+    return rcoll_comm_split_run(comm, color, key, newcomm);
+}
+
+rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm)
+{
+    rcoll_status_t st = split_args(comm, newcomm, "rcoll_comm_dup");
+    if (st != RCOLL_OK) return st;
+    return rcoll_comm_split_run(comm, 0, comm->rank, newcomm);
 }

@@ -533,8 +533,9 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
                    (!strcmp(c->cfg.transport, "auto") || !strcmp(c->cfg.transport, "shm")) &&
                    (!strcmp(c->cfg.algo, "auto") || !strcmp(c->cfg.algo, "oneshot") ||
                     !strcmp(c->cfg.algo, "twoshot"));
-    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);
-    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
+    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
+                                       RCOLL_MIN, 0);
+    if (st != RCOLL_OK) return st;
     if (!want) return RCOLL_OK;
     size_t os_size = rcoll_oneshot_segment_size(c->nranks);
     size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.buffsize / 16;
@@ -547,8 +548,8 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     if (c->rank == 0 && rcoll_shmseg_create(size, "rcoll-host", &c->hostseg, &ref) != RCOLL_OK)
         ok = 0;
     if (c->rank == 0 && !ok) RCOLL_INFO(INIT, "host segment not used: %s", rcoll_err_get());
-    st = rcoll_bcast(&ref, sizeof(ref), RCOLL_UINT8, 0, c);
-    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
+    st = rcoll_coll_run(c, RCOLL_OP_BCAST, &ref, &ref, sizeof(ref), RCOLL_UINT8, RCOLL_SUM, 0);
+    if (st != RCOLL_OK) return st;
     if (c->rank != 0 && ok && ref.size == size) {
         if (rcoll_shmseg_attach(&ref, &c->hostseg) != RCOLL_OK) {
             RCOLL_INFO(INIT, "host segment not used: %s", rcoll_err_get());
@@ -558,8 +559,8 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
         ok = 0;
     }
     int32_t all_ok = ok;
-    st = rcoll_allreduce(RCOLL_IN_PLACE, &all_ok, 1, RCOLL_INT32, RCOLL_MIN, c);
-    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", c->last_error);
+    st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &all_ok, &all_ok, 1, RCOLL_INT32, RCOLL_MIN, 0);
+    if (st != RCOLL_OK) return st;
     if (!all_ok) {
         rcoll_shmseg_detach(&c->hostseg);
         return RCOLL_OK;

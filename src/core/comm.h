@@ -140,8 +140,6 @@ struct rcoll_comm {
 /* comm.c */
 /* Join comm to a family (NULL: start a new one). */
 rcoll_status_t rcoll_family_join(rcoll_comm_t comm, rcoll_family_t *family);
-/* api.c: whether the calling thread is inside rcoll_group_start/end. */
-int rcoll_group_active(void);
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
                                  const rcoll_config_t *cfg, rcoll_bs_root_t *root,
                                  rcoll_comm_t *comm_p);
@@ -153,6 +151,9 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p);
 rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm, rcoll_peer_info_t *mine);
 rcoll_status_t rcoll_comm_links(rcoll_comm_t comm, uint64_t deadline);
+/* split.c: the split itself, arguments checked (color < 0: RCOLL_UNDEFINED, *newcomm NULL). */
+rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
+                                    rcoll_comm_t *newcomm);
 /* probe.c: measure the cost model's constants (RCOLL_TUNING_PROBE). */
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 /* Record text as the communicator's last error (and log it at WARN). */
@@ -184,5 +185,12 @@ void rcoll_comm_progress(rcoll_comm_t comm);
 rcoll_status_t rcoll_req_wait(struct rcoll_request *req);
 /* Fail every queued operation with st (the communicator's error). */
 void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const char *text);
+
+/* run.c: one collective run to completion for the library's own use (set-up, probe, split),
+ * whatever the calling thread's group state.  src may equal dst (in place).  On failure the
+ * detail (the communicator's last error) is in rcoll_err_get. */
+rcoll_status_t rcoll_coll_run(rcoll_comm_t comm, rcoll_op_kind_t kind, const void *src,
+                              void *dst, size_t count, rcoll_datatype_t dt, rcoll_op_t op,
+                              int root);
 
 #endif

@@ -37,12 +37,14 @@ static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, fl
                                      size_t bytes, int reps, double *best_us)
 {
     c->probe_alg = (int)a;
-    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, buf, bytes / 4, RCOLL_FLOAT32, RCOLL_SUM,
-                                        c); /* warm-up, and lines the ranks up */
+    /* a warm-up, which also lines the ranks up */
+    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4, RCOLL_FLOAT32,
+                                       RCOLL_SUM, 0);
     *best_us = 1e30;
     for (int i = 0; i < reps && st == RCOLL_OK; i++) {
         uint64_t t0 = rcoll_now_ns();
-        st = rcoll_allreduce(RCOLL_IN_PLACE, buf, bytes / 4, RCOLL_FLOAT32, RCOLL_SUM, c);
+        st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4, RCOLL_FLOAT32, RCOLL_SUM,
+                            0);
         double us = (double)(rcoll_now_ns() - t0) * 1e-3;
         if (us < *best_us) *best_us = us;
     }
@@ -56,7 +58,8 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     /* Settings may differ between ranks: probe only if every rank wants to, so that all run
      * the same collectives. */
     int32_t want = c->cfg.tuning_probe && !c->cfg.tuning_file[0] && !strcmp(c->cfg.algo, "auto");
-    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &want, 1, RCOLL_INT32, RCOLL_MIN, c);
+    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
+                                       RCOLL_MIN, 0);
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
     if (!want) return RCOLL_OK;
     /* only across hosts: on one host nothing limits the rate, a slow ring is a busy CPU */
@@ -73,7 +76,7 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     /* Every rank must take the same branch: the slow-link test uses the maximum over ranks. */
     double slow = t_ring;
     if (st == RCOLL_OK && big)
-        st = rcoll_allreduce(RCOLL_IN_PLACE, &slow, 1, RCOLL_FLOAT64, RCOLL_MAX, c);
+        st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &slow, &slow, 1, RCOLL_FLOAT64, RCOLL_MAX, 0);
     if (st == RCOLL_OK && big && slow < 1000.0) big = 0;
     if (st == RCOLL_OK && big) st = time_allreduce(c, RCOLL_ALG_RING, buf, big, BETA_REPS, &t_big);
     if (st == RCOLL_OK) {
@@ -93,7 +96,7 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
             double dS = (double)big - S;
             m[2] = (t_big - t_ring - (N - 1) / N * dS * m[1]) / (2 * (N - 1) / N * dS);
         }
-        st = rcoll_allreduce(RCOLL_IN_PLACE, m, 3, RCOLL_FLOAT64, RCOLL_MAX, c);
+        st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, m, m, 3, RCOLL_FLOAT64, RCOLL_MAX, 0);
     }
     free(buf);
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);

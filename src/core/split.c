@@ -1,5 +1,6 @@
 /*
- * split.c - sub-communicators (rcoll_comm_split, rcoll_comm_dup).  Collective over the
+ * split.c - sub-communicators (rcoll_comm_split, rcoll_comm_dup; their argument checks are in
+ * api.c).  Collective over the
  * parent: one all-gather of (color, key, listen handle) tells every rank its new rank and
  * its new peers' handles, so no bootstrap round trip is needed; the child shares the
  * parent's control connection (failure notices) and opens only the connections its
@@ -36,20 +37,13 @@ static int member_cmp(const void *a, const void *b)
 /* Exchange the split records over the parent (a blocking all-gather of bytes). */
 static rcoll_status_t exchange(rcoll_comm_t parent, split_rec_t *all, const split_rec_t *mine)
 {
-    rcoll_status_t st = rcoll_allgather(mine, all, sizeof(*mine), RCOLL_UINT8, parent);
-    if (st != RCOLL_OK) rcoll_err_set(st, "%s", rcoll_comm_last_error(parent));
-    return st;
+    return rcoll_coll_run(parent, RCOLL_OP_ALLGATHER, mine, all, sizeof(*mine), RCOLL_UINT8,
+                          RCOLL_SUM, 0);
 }
 
-rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_comm_t *newcomm)
+rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
+                                    rcoll_comm_t *newcomm)
 {
-    if (!comm || !newcomm) return RCOLL_ERR_INVALID_ARG;
-    if (comm->failed != RCOLL_OK) return RCOLL_ERR_INVALID_USAGE;
-    if (rcoll_group_active()) {
-        snprintf(comm->last_error, sizeof(comm->last_error),
-                 "rcoll_comm_split: not allowed inside rcoll_group_start/end");
-        return RCOLL_ERR_INVALID_USAGE;
-    }
     if (color < 0) color = RCOLL_UNDEFINED;
     int n = comm->nranks;
     split_rec_t mine, *all = calloc((size_t)n, sizeof(*all));
@@ -132,10 +126,4 @@ out:
     free(members);
     if (st == RCOLL_OK) *newcomm = NULL;
     return st;
-}
-
-rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm)
-{
-    if (!comm || !newcomm) return RCOLL_ERR_INVALID_ARG;
-    return rcoll_comm_split(comm, 0, comm->rank, newcomm);
 }
