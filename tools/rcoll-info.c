@@ -15,9 +15,6 @@
 #include "transport/transport.h"
 #include "util/config.h"
 #include "util/status.h"
-#if RCOLL_HAVE_VERBS
-#include "transport/verbs.h"
-#endif
 
 static void usage(FILE *out)
 {
@@ -29,27 +26,6 @@ static void usage(FILE *out)
                  "  -h, --help   this text\n");
 }
 
-#if RCOLL_HAVE_VERBS
-/* Each verbs port: link, MTU, and its GID table with the entry rcoll uses marked. */
-static void print_verbs_ports(void)
-{
-    static const char *const ll[] = {"unspecified", "InfiniBand", "Ethernet (RoCE)"};
-    for (int i = 0; i < rcoll_ib_ndevs(); i++) {
-        const rcoll_ib_dev_t *d = rcoll_ib_dev(i);
-        printf("         %s port %d: %s, MTU %d, LID %u, GIDs:\n", d->name, d->port,
-               d->attr.link_layer < 3 ? ll[d->attr.link_layer] : "?",
-               128 << d->attr.active_mtu, d->attr.lid);
-        struct ibv_gid_entry e[64];
-        int n = rcoll_ib_dev_gids(i, e, 64);
-        for (int k = 0; k < n; k++) {
-            char text[64];
-            printf("           %s [%u] %-40s %s\n", (int)e[k].gid_index == d->gid_index ? "*" : " ",
-                   e[k].gid_index, rcoll_ib_gid_str(e[k].gid.raw, text, sizeof(text)),
-                   rcoll_ib_gid_type_str((int)e[k].gid_type));
-        }
-    }
-}
-#endif
 
 static void print_transports(const rcoll_config_t *cfg)
 {
@@ -72,16 +48,16 @@ static void print_transports(const rcoll_config_t *cfg)
             printf("  %-6s device %d: %s, %d Mb/s, host memory%s%s\n", t->name, d, p.name,
                    p.speed_mbps, (p.ptr_support & RCOLL_PTR_CUDA) ? ", CUDA memory" : "",
                    p.host_local ? ", between processes of this host" : "");
+            char more[8192];
+            t->describe(d, more, sizeof(more));
+            for (char *line = strtok(more, "\n"); line; line = strtok(NULL, "\n"))
+                printf("         %s\n", line);
         }
-#if RCOLL_HAVE_VERBS
-        if (t == &rcoll_transport_verbs) print_verbs_ports();
-#endif
     }
 #if !RCOLL_HAVE_VERBS
     printf("  %-6s not built: %s\n", "verbs",
            "rdma-core headers were missing at configure time (apt-get install libibverbs-dev)");
 #endif
-    printf("  %-6s not built: %s\n", "cuda", "CUDA IPC transport is planned");
 }
 
 /* The cost model's constants and, per path, the sizes where its choice changes. */

@@ -332,7 +332,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         if (st != RCOLL_OK) return st;
         c->all_shm = 1;
         for (int p = 0; p < c->nranks; p++)
-            if (p != c->rank && c->link.tps[p] != &rcoll_transport_shm) c->all_shm = 0;
+            if (p != c->rank && !c->link.tps[p]->host_local) c->all_shm = 0;
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
                "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, "
@@ -341,14 +341,6 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
                c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
                c->cfg.buffsize);
     return RCOLL_OK;
-}
-
-/* Is a transport's handle slot filled (the peer listens on that transport)? */
-static int handle_present(const uint8_t *h)
-{
-    for (int i = 0; i < 8; i++)
-        if (h[i]) return 1;
-    return 0;
 }
 
 /* Per peer, the first transport in priority order that both ranks listen on and that can
@@ -371,7 +363,7 @@ static void transport_reason(rcoll_comm_t c, int p, int t, const rcoll_transport
     for (int u = 0; u < t && (size_t)u < ntp && n >= 0 && (size_t)n < len; u++) {
         if (!c->tps[u] && c->tp_why[u][0])
             n += snprintf(buf + n, len - (size_t)n, "; not %s: %s", list[u]->name, c->tp_why[u]);
-        else if (c->tps[u] && !handle_present(peer->handles[u]))
+        else if (c->tps[u] && !rcoll_transport_handle_present(peer->handles[u]))
             n += snprintf(buf + n, len - (size_t)n, "; not %s: the peer does not listen on it",
                           c->tps[u]->name);
     }
@@ -385,7 +377,7 @@ static rcoll_status_t choose_transports(rcoll_comm_t c)
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank) continue;
         for (int t = 0; t < RCOLL_MAX_TRANSPORTS && !c->link.tps[p]; t++) {
-            if (!c->listen_comms[t] || !handle_present(c->peers[p].handles[t])) continue;
+            if (!c->listen_comms[t] || !rcoll_transport_handle_present(c->peers[p].handles[t])) continue;
             rcoll_transport_props_t props;
             memset(&props, 0, sizeof(props));
             c->tps[t]->get_props(c->dev[t], &props);
@@ -426,7 +418,7 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
                              net);
     rcoll_status_t st = RCOLL_OK;
     for (size_t t = 0; t < n; t++) {
-        int is_net = list[t] != &rcoll_transport_shm;
+        int is_net = !list[t]->host_local;
         if (forced && strcmp(list[t]->name, c->cfg.transport)) continue;
         if (!forced && c->cfg.shm_disable && !is_net) {
             snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_SHM_DISABLE=1");
@@ -442,7 +434,7 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
         /* several NICs: ranks spread over them (topology-aware choice comes with topo/) */
         c->dev[t] = ndev > 1 ? c->rank % ndev : 0;
         if (st == RCOLL_OK)
-            st = list[t]->listen(c->dev[t], mine->handles[t], &c->listen_comms[t]);
+            st = rcoll_transport_listen(list[t], c->dev[t], mine->handles[t], &c->listen_comms[t]);
         if (st != RCOLL_OK && is_net && !strcmp(net, list[t]->name)) {
             memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
             c->listen_comms[t] = NULL;

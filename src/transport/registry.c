@@ -86,3 +86,29 @@ rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle)
     (void)comm, (void)mhandle;
     return RCOLL_OK;
 }
+
+void rcoll_transport_stub_describe(int dev, char *buf, size_t len)
+{
+    (void)dev;
+    if (len) buf[0] = '\0';
+}
+
+int rcoll_transport_handle_present(const void *handle)
+{
+    const uint8_t *h = handle;
+    for (int i = 0; i < RCOLL_TRANSPORT_HANDLE_MARK; i++)
+        if (h[i]) return 1;
+    return 0;
+}
+
+rcoll_status_t rcoll_transport_listen(const rcoll_transport_ops_t *t, int dev, void *handle,
+                                      void **listen_comm)
+{
+    rcoll_status_t st = t->listen(dev, handle, listen_comm);
+    if (st != RCOLL_OK || rcoll_transport_handle_present(handle)) return st;
+    t->close_listen(*listen_comm);
+    *listen_comm = NULL;
+    return rcoll_err_set(RCOLL_ERR_INTERNAL, "transport %s made a listen handle whose first %d "
+                         "bytes are zero (transport.h's handle rule)", t->name,
+                         RCOLL_TRANSPORT_HANDLE_MARK);
+}

@@ -700,9 +700,11 @@ static void shm_fini(void) { memset(&shm_g, 0, sizeof(shm_g)); }
 
 const rcoll_transport_ops_t rcoll_transport_shm = {
     .name = "shm",
+    .host_local = 1,
     .init = shm_init,
     .devices = shm_devices,
     .get_props = shm_get_props,
+    .describe = rcoll_transport_stub_describe,
     .listen = shm_listen,
     .connect = shm_connect,
     .accept = shm_accept,

@@ -619,6 +619,7 @@ const rcoll_transport_ops_t rcoll_transport_tcp = {
     .init = sock_init,
     .devices = sock_devices,
     .get_props = sock_get_props,
+    .describe = rcoll_transport_stub_describe,
     .listen = sock_listen,
     .connect = sock_connect,
     .accept = sock_accept,

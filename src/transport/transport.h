@@ -24,6 +24,7 @@
 #define RCOLL_TRANSPORT_HANDLE_BYTES 128 /* opaque connection handle exchanged by bootstrap */
 #define RCOLL_TRANSPORT_MAX_RECVS 8      /* most buffers one grouped irecv may carry */
 #define RCOLL_MAX_TRANSPORTS 4           /* built-in transports at most */
+#define RCOLL_TRANSPORT_HANDLE_MARK 8    /* leading handle bytes that are never all zero */
 
 /* Kinds of memory a transport can move (bitmask in props.ptr_support, and mem_type). */
 enum {
@@ -48,6 +49,9 @@ typedef struct {
 
 typedef struct rcoll_transport_ops {
     const char *name; /* "tcp", "shm", "verbs", ... */
+    /* 1: connects only processes of one host (shared memory, IPC), as props.host_local says
+     * per device; known before init, so the core can filter transports without starting them. */
+    int host_local;
 
     /* Called once per process before any other op, with the configuration of the first
      * communicator.  Returns RCOLL_ERR_UNSUPPORTED when the transport cannot work here (the
@@ -55,9 +59,16 @@ typedef struct rcoll_transport_ops {
     rcoll_status_t (*init)(const rcoll_config_t *cfg);
     rcoll_status_t (*devices)(int *ndev);
     rcoll_status_t (*get_props)(int dev, rcoll_transport_props_t *props);
+    /* Details of device dev for people (rcoll-info): whole lines, each ending in '\n', NUL-
+     * terminated within len bytes ("" when the properties say it all). */
+    void (*describe)(int dev, char *buf, size_t len);
 
     /* Start listening on device dev.  handle (out, RCOLL_TRANSPORT_HANDLE_BYTES) is what a
-     * peer passes to connect(); listen_comm (out) is passed to accept(). */
+     * peer passes to connect(); listen_comm (out) is passed to accept().  Handle rule: the
+     * first RCOLL_TRANSPORT_HANDLE_MARK bytes of a handle are never all zero (a transport
+     * starts it with a magic number or an address family), because the core marks "does not
+     * listen on this transport" in the rank table with an all-zero handle; the registry
+     * refuses a listen that breaks the rule (RCOLL_ERR_INTERNAL). */
     rcoll_status_t (*listen)(int dev, void *handle, void **listen_comm);
     /* Connect to a peer's handle.  *send_comm is NULL until the connection is established;
      * call again with the same arguments until it is non-NULL or an error is returned.
@@ -106,6 +117,7 @@ rcoll_status_t rcoll_transport_stub_iflush(void *recv_comm, int n, void **data, 
 rcoll_status_t rcoll_transport_stub_reg_mr(void *comm, void *data, size_t size, int mem_type,
                                            void **mhandle);
 rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle);
+void rcoll_transport_stub_describe(int dev, char *buf, size_t len);
 
 /* Built-in transports, in priority order (registry.c). */
 extern const rcoll_transport_ops_t rcoll_transport_shm;
@@ -118,6 +130,12 @@ int rcoll_transport_index(const rcoll_transport_ops_t *t);
 const rcoll_transport_ops_t *rcoll_transport_find(const char *name);
 /* All built-in transports in priority order; *count set to their number. */
 const rcoll_transport_ops_t *const *rcoll_transport_list(size_t *count);
+/* Whether a rank-table handle is filled (the peer listens on that transport), by the handle
+ * rule above. */
+int rcoll_transport_handle_present(const void *handle);
+/* t->listen, checking the handle rule. */
+rcoll_status_t rcoll_transport_listen(const rcoll_transport_ops_t *t, int dev, void *handle,
+                                      void **listen_comm);
 /* Initialise a transport once per process (thread-safe); returns its init status, cached. */
 rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t,
                                            const rcoll_config_t *cfg);

@@ -478,11 +478,34 @@ static void ib_fini(void)
     inited = 0;
 }
 
+/* The port's link, MTU and GID table, the entry in use marked with '*'. */
+static void ib_describe(int dev, char *buf, size_t len)
+{
+    static const char *const ll[] = {"unspecified", "InfiniBand", "Ethernet (RoCE)"};
+    size_t n = 0;
+    if (len) buf[0] = '\0';
+    if (!inited || dev < 0 || dev >= ndevs || !len) return;
+    const rcoll_ib_dev_t *d = &devs[dev];
+    n += (size_t)snprintf(buf + n, len - n, "%s port %d: %s, MTU %d, LID %u, GIDs:\n", d->name,
+                          d->port, d->attr.link_layer < 3 ? ll[d->attr.link_layer] : "?",
+                          128 << d->attr.active_mtu, d->attr.lid);
+    struct ibv_gid_entry e[64];
+    int ng = rcoll_ib_dev_gids(dev, e, 64);
+    for (int k = 0; k < ng && n < len; k++) {
+        char text[64];
+        n += (size_t)snprintf(buf + n, len - n, "  %s [%u] %-40s %s\n",
+                              (int)e[k].gid_index == d->gid_index ? "*" : " ", e[k].gid_index,
+                              rcoll_ib_gid_str(e[k].gid.raw, text, sizeof(text)),
+                              rcoll_ib_gid_type_str((int)e[k].gid_type));
+    }
+}
+
 const rcoll_transport_ops_t rcoll_transport_verbs = {
     .name = "verbs",
     .init = ib_init,
     .devices = ib_devices,
     .get_props = ib_get_props,
+    .describe = ib_describe,
     .listen = rcoll_ib_listen,
     .connect = rcoll_ib_connect,
     .accept = rcoll_ib_accept,
