@@ -22,7 +22,7 @@ void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
     e->link = link;
     e->src = src;
     e->dst = dst;
-    e->esize = rcoll_datatype_size(dt);
+    e->esize = rcoll_dt_size(dt);
     e->dt = dt;
     e->op = op;
     e->tag = tag;

@@ -51,7 +51,7 @@ rcoll_status_t rcoll_oneshot_progress(rcoll_oneshot_op_t *o, int *progressed)
 {
     const rcoll_oneshot_t *os = o->os;
     int n = os->nranks;
-    size_t bytes = o->count * rcoll_datatype_size(o->dt);
+    size_t bytes = o->count * rcoll_dt_size(o->dt);
     *progressed = 0;
     if (!o->published) {
         char *mine = slot(os, os->rank, o->k);

@@ -103,7 +103,7 @@ void rcoll_twoshot_op_init(rcoll_twoshot_op_t *o, rcoll_twoshot_t *ts, const voi
     o->count = count;
     o->dt = dt;
     o->op = op;
-    o->esize = rcoll_datatype_size(dt);
+    o->esize = rcoll_dt_size(dt);
     o->shard_elems = ts->shard_bytes / o->esize;
     size_t per_round = o->shard_elems * (size_t)ts->nranks;
     o->nrounds = (count + per_round - 1) / per_round;

@@ -183,7 +183,7 @@ static void p2p_self_copy(rcoll_comm_t comm, struct rcoll_request *r)
  * at the end.  Returns 1 when no phase is left. */
 static int hier_next_phase(rcoll_comm_t comm, struct rcoll_request *r)
 {
-    size_t esize = rcoll_datatype_size(r->dt);
+    size_t esize = rcoll_dt_size(r->dt);
     int k = comm->ppn;
     size_t blk = r->count / (size_t)k, main_n = blk * (size_t)k, tail = r->count - main_n;
     size_t chunk = comm->chunk_bytes / esize;
@@ -253,7 +253,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
 {
     r->started = 1;
     int n = comm->nranks, me = comm->rank;
-    size_t esize = rcoll_datatype_size(r->dt);
+    size_t esize = rcoll_dt_size(r->dt);
     size_t chunk = esize ? comm->chunk_bytes / esize : 0;
     rcoll_sched_t s;
     const int *pmap = NULL; /* schedules on ring positions (all-reduce, barrier) */

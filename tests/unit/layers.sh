@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The layers of src/ (util -> topo -> transport -> algo -> core) use only themselves and the
+# layers below them: (1) a file of src/L includes headers of L and lower layers only (plus
+# rcoll.h and rcoll_build.h); (2) the undefined symbols of L's static library that some layer
+# defines are defined by L or a lower layer.  The build already refuses a wrong arrow at link
+# time (src/meson.build: layer_check_*); this names the offending file or symbol.
+# Usage: layers.sh SRC_ROOT LIB_util LIB_topo LIB_transport LIB_algo LIB_core
+set -u
+src=$1
+shift
+layers=(util topo transport algo core)
+[ $# -eq ${#layers[@]} ] || { echo "usage: layers.sh SRC_ROOT LIB_util ... LIB_core" >&2; exit 2; }
+libs=("$@")
+passed=0
+failed=0
+rank_of() { for i in "${!layers[@]}"; do [ "${layers[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
+
+# 1. includes
+for i in "${!layers[@]}"; do
+    L=${layers[$i]}
+    bad=""
+    for f in "$src/src/$L"/*.[ch]; do
+        while IFS= read -r inc; do
+            dir=${inc%%/*}
+            [ "$dir" = "$inc" ] && continue # rcoll.h, rcoll_build.h
+            r=$(rank_of "$dir")
+            if [ "$r" -lt 0 ] || [ "$r" -gt "$i" ]; then
+                bad+="  ${f#$src/} includes \"$inc\""$'\n'
+            fi
+        done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
+    done
+    if [ -z "$bad" ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        printf 'FAIL %s includes a higher layer:\n%s' "$L" "$bad"
+    fi
+done
+
+# 2. symbols: which layer defines each global symbol
+declare -A owner
+for i in "${!layers[@]}"; do
+    [ -f "${libs[$i]}" ] || { echo "FAIL missing library ${libs[$i]}"; exit 1; }
+    while read -r sym; do owner[$sym]=$i; done < <(nm --defined-only -g "${libs[$i]}" 2>/dev/null |
+        awk 'NF == 3 {print $3}')
+done
+for i in "${!layers[@]}"; do
+    L=${layers[$i]}
+    bad=""
+    while read -r sym; do
+        o=${owner[$sym]:-}
+        [ -n "$o" ] && [ "$o" -gt "$i" ] && bad+="  $sym (defined in ${layers[$o]})"$'\n'
+    done < <(nm -u "${libs[$i]}" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u)
+    if [ -z "$bad" ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        printf 'FAIL %s calls a higher layer:\n%s' "$L" "$bad"
+    fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
