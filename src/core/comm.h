@@ -166,7 +166,6 @@ rcoll_status_t rcoll_conn_init(rcoll_comm_t comm);
 void rcoll_conn_fini(rcoll_comm_t comm);
 /* Mark peer p as needed for sending and/or receiving. */
 void rcoll_conn_want(rcoll_comm_t comm, int p, int send, int recv);
-int rcoll_conn_ready(rcoll_comm_t comm, int p, int send, int recv);
 /* Non-blocking: connect wanted peers, accept and identify incoming connections. */
 rcoll_status_t rcoll_conn_progress(rcoll_comm_t comm);
 int rcoll_conn_missing(rcoll_comm_t comm);

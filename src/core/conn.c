@@ -113,11 +113,6 @@ void rcoll_conn_want(rcoll_comm_t c, int p, int send, int recv)
     }
 }
 
-int rcoll_conn_ready(rcoll_comm_t c, int p, int send, int recv)
-{
-    return (!send || send_ready(c, p)) && (!recv || recv_ready(c, p));
-}
-
 static rcoll_status_t progress_sends(rcoll_comm_t c, rcoll_conn_state_t *s)
 {
     char pbuf[128];

@@ -5,7 +5,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -157,14 +156,6 @@ rcoll_status_t rcoll_net_pick_addr(const char *filter, rcoll_sockaddr_t *addr, c
                              "no up interface with an address matches RCOLL_SOCKET_IFNAME='%s'",
                              filter ? filter : "");
     rcoll_net_addr_set_port(addr, 0);
-    return RCOLL_OK;
-}
-
-rcoll_status_t rcoll_net_set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "fcntl(O_NONBLOCK)");
     return RCOLL_OK;
 }
 

@@ -49,7 +49,6 @@ rcoll_status_t rcoll_net_connect_retry(const rcoll_sockaddr_t *addr, uint64_t de
                                        int *fd_p);
 /* accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC; RCOLL_INPROGRESS when nothing is pending. */
 rcoll_status_t rcoll_net_accept(int listen_fd, int *fd_p, rcoll_sockaddr_t *peer);
-rcoll_status_t rcoll_net_set_nonblock(int fd);
 rcoll_status_t rcoll_net_set_nodelay(int fd);
 
 /* Move exactly len bytes on a non-blocking socket, polling until deadline_ns.  Errors:
