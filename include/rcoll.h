@@ -267,7 +267,11 @@ rcoll_status_t rcoll_recv(void *buf, size_t count, rcoll_datatype_t datatype, in
  * oneself needs the matching receive in the same group.  Groups nest; only the outermost
  * rcoll_group_end runs them.  Nonblocking calls (rcoll_i*) are not allowed inside a group
  * (RCOLL_ERR_INVALID_USAGE), so messages to oneself exist only inside groups.  Groups are
- * per thread.
+ * per thread.  rcoll_comm_init_rank/init_env inside a group check their arguments, set the
+ * handle to NULL and return RCOLL_OK; the outermost rcoll_group_end creates every recorded
+ * communicator together (one thread may so create several ranks of one job) and writes the
+ * handles; a failed creation leaves its handle NULL and its text in rcoll_last_init_error.
+ * A group's operations on communicators created separately progress together.
  * Errors of rcoll_group_end: RCOLL_ERR_INVALID_USAGE (no matching start, or a send to self
  * without a receive), or the first operation's error. */
 rcoll_status_t rcoll_group_start(void);
