@@ -59,6 +59,10 @@ typedef struct {
     pid_t pid;       /* 0: never started */
     int running;     /* started and not yet reaped */
     run_stream_t out, err;
+    int join_fd;     /* our end of the rank's RCOLL_RUN_JOIN_FD socket; -1 once closed */
+    int started;     /* the rank said 'S': it began to join the job (rcoll_comm_init_env) */
+    int joined;      /* ... 'J': it joined */
+    int exited_early;/* it exited with status 0 without having begun to join */
 } run_rank_t;
 
 typedef struct {
@@ -448,7 +452,9 @@ static void run_stream_read(run_stream_t *s, int rank, const run_opts_t *o, int 
  * In the child after fork(): becomes rank `rank` and execs the command; never returns.
  * Only stdin, the two pipe ends and nothing else survive into the command.
  */
-static void run_exec_rank(const run_opts_t *o, int rank, int out_w, int err_w,
+#define RUN_JOIN_FD 3 /* where a rank finds its end of the join socket (RCOLL_RUN_JOIN_FD) */
+
+static void run_exec_rank(const run_opts_t *o, int rank, int out_w, int err_w, int join_w,
                           const struct rlimit *nofile)
 {
     static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD };
@@ -478,9 +484,12 @@ static void run_exec_rank(const run_opts_t *o, int rank, int out_w, int err_w,
     }
     if (dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
         _exit(127);
+    /* The join socket on a fixed number, inherited across exec (dup2 clears FD_CLOEXEC). */
+    if (join_w == RUN_JOIN_FD ? fcntl(join_w, F_SETFD, 0) < 0 : dup2(join_w, RUN_JOIN_FD) < 0)
+        _exit(127);
     /* Also closes anything our own parent leaked to us without O_CLOEXEC. */
-    if (close_range(3, ~0U, 0) != 0) {
-        for (int fd = 3; fd < 65536 && (rlim_t)fd < nofile->rlim_cur; fd++)
+    if (close_range(RUN_JOIN_FD + 1, ~0U, 0) != 0) {
+        for (int fd = RUN_JOIN_FD + 1; fd < 65536 && (rlim_t)fd < nofile->rlim_cur; fd++)
             close(fd);
     }
     setrlimit(RLIMIT_NOFILE, nofile);
@@ -488,6 +497,8 @@ static void run_exec_rank(const run_opts_t *o, int rank, int out_w, int err_w,
     snprintf(num, sizeof(num), "%d", rank);
     setenv("RCOLL_RANK", num, 1);
     setenv("RCOLL_LOCAL_RANK", num, 1);
+    snprintf(num, sizeof(num), "%d", RUN_JOIN_FD);
+    setenv("RCOLL_RUN_JOIN_FD", num, 1);
     execvp(o->cmd[0], o->cmd);
     e = errno;
     dprintf(2, "rcoll-run: cannot execute '%s': %s\n", o->cmd[0], strerror(e));
@@ -525,23 +536,28 @@ static int run_setup_env(const run_opts_t *o)
 /* Starts one rank; on failure prints why and returns -1 (nothing is left open). */
 static int run_spawn(const run_opts_t *o, run_rank_t *r, int rank, const struct rlimit *nofile)
 {
-    int po[2], pe[2];
+    int po[2], pe[2], pj[2];
     pid_t pid;
 
     if (pipe2(po, O_CLOEXEC) != 0)
         goto err;
     if (pipe2(pe, O_CLOEXEC) != 0)
         goto err_close_out;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pj) != 0)
+        goto err_close_err;
     pid = fork();
     if (pid < 0)
-        goto err_close_err;
+        goto err_close_join;
     if (pid == 0)
-        run_exec_rank(o, rank, po[1], pe[1], nofile);
+        run_exec_rank(o, rank, po[1], pe[1], pj[1], nofile);
 
     /* Also here, so the group exists before we might signal it. */
     setpgid(pid, pid);
     close(po[1]);
     close(pe[1]);
+    close(pj[1]);
+    fcntl(pj[0], F_SETFL, O_NONBLOCK);
+    r->join_fd = pj[0];
     fcntl(po[0], F_SETFL, O_NONBLOCK);
     fcntl(pe[0], F_SETFL, O_NONBLOCK);
     r->pid = pid;
@@ -554,6 +570,9 @@ static int run_spawn(const run_opts_t *o, run_rank_t *r, int rank, const struct 
     r->err.keep = 1;
     return 0;
 
+err_close_join:
+    close(pj[0]);
+    close(pj[1]);
 err_close_err:
     close(pe[0]);
     close(pe[1]);
@@ -563,6 +582,33 @@ err_close_out:
 err:
     run_msg("cannot start rank %d: %s", rank, strerror(errno));
     return -1;
+}
+
+/* What the rank told us over its join socket ('S' began to join, 'J' joined, 'F' failed). */
+static void run_join_read(run_rank_t *r)
+{
+    char buf[16];
+    ssize_t n;
+
+    while (r->join_fd >= 0 && (n = read(r->join_fd, buf, sizeof(buf))) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            n = 0;
+        }
+        for (ssize_t k = 0; k < n; k++) {
+            r->started |= buf[k] == 'S' || buf[k] == 'J' || buf[k] == 'F';
+            r->joined |= buf[k] == 'J';
+        }
+        if (n == 0)
+            break;
+    }
+    if (r->join_fd >= 0) { /* end of stream (or an error): nothing more will come */
+        close(r->join_fd);
+        r->join_fd = -1;
+    }
 }
 
 static void run_signal_ranks(run_rank_t *ranks, int n, int sig)
@@ -650,15 +696,15 @@ int main(int argc, char **argv)
         return RUN_EXIT_USAGE;
     grace_ms = (int64_t)(o.grace_s * 1000.0);
 
-    /* Two pipes per rank: raise the soft fd limit if needed; ranks get the old one back. */
+    /* Three fds per rank: raise the soft fd limit if needed; ranks get the old one back. */
     getrlimit(RLIMIT_NOFILE, &nofile);
     raised = nofile;
-    if (raised.rlim_cur != RLIM_INFINITY && raised.rlim_cur < (rlim_t)(2 * o.nranks + 32)) {
+    if (raised.rlim_cur != RLIM_INFINITY && raised.rlim_cur < (rlim_t)(3 * o.nranks + 32)) {
         raised.rlim_cur = raised.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &raised) != 0 ||
-            raised.rlim_cur < (rlim_t)(2 * o.nranks + 32)) {
+            raised.rlim_cur < (rlim_t)(3 * o.nranks + 32)) {
             run_msg("%d ranks need %d open files, the limit is %llu (ulimit -n)", o.nranks,
-                    2 * o.nranks + 32, (unsigned long long)nofile.rlim_max);
+                    3 * o.nranks + 32, (unsigned long long)nofile.rlim_max);
             return RUN_EXIT_LAUNCHER;
         }
     }
@@ -705,9 +751,9 @@ int main(int argc, char **argv)
     sigprocmask(SIG_SETMASK, &orig_mask, NULL);
 
     while (nrunning > 0) {
-        struct pollfd pfds[1 + 2 * RUN_MAX_RANKS];
-        run_stream_t *pstreams[1 + 2 * RUN_MAX_RANKS];
-        int prank[1 + 2 * RUN_MAX_RANKS];
+        struct pollfd pfds[1 + 3 * RUN_MAX_RANKS];
+        run_stream_t *pstreams[1 + 3 * RUN_MAX_RANKS];
+        int prank[1 + 3 * RUN_MAX_RANKS];
         int npfd = 0, wait_ms = RUN_POLL_CAP_MS, st, ready;
         int64_t now = run_now_ms();
         pid_t pid;
@@ -750,6 +796,13 @@ int main(int argc, char **argv)
         prank[npfd] = -1;
         pstreams[npfd++] = NULL;
         for (int i = 0; i < nstarted; i++) {
+            if (ranks[i].join_fd >= 0) {
+                pfds[npfd].fd = ranks[i].join_fd;
+                pfds[npfd].events = POLLIN;
+                pfds[npfd].revents = 0;
+                prank[npfd] = i;
+                pstreams[npfd++] = NULL;
+            }
             run_stream_t *ss[2] = { &ranks[i].out, &ranks[i].err };
             for (int k = 0; k < 2; k++) {
                 if (ss[k]->fd < 0)
@@ -771,8 +824,12 @@ int main(int argc, char **argv)
 
         /* Output before reaping, so that a rank's last lines precede our report. */
         for (int p = 1; ready > 0 && p < npfd; p++) {
-            if (pfds[p].revents & (POLLIN | POLLHUP | POLLERR))
+            if (!(pfds[p].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            if (pstreams[p])
                 run_stream_read(pstreams[p], prank[p], &o, 1);
+            else
+                run_join_read(&ranks[prank[p]]);
         }
 
         /* Read the self-pipe on every pass (it is non-blocking): EINTR also means a signal. */
@@ -809,6 +866,12 @@ int main(int argc, char **argv)
                 continue;
             ranks[i].running = 0;
             nrunning--;
+            run_join_read(&ranks[i]);
+            if (ranks[i].join_fd >= 0) {
+                close(ranks[i].join_fd);
+                ranks[i].join_fd = -1;
+            }
+            ranks[i].exited_early = !run_status_failed(st) && !ranks[i].started;
             /*
              * The rank is gone, so what it wrote is already in the pipes. Take that and
              * close: a background grandchild may hold the pipe open for much longer.
@@ -827,11 +890,35 @@ int main(int argc, char **argv)
                 deadline = run_now_ms() + grace_ms;
             }
         }
+
+        /* A rank that exited (status 0) without beginning to join, while others are joining:
+         * they would wait for it until RCOLL_TIMEOUT.  End the job now, naming it. */
+        if (phase == PH_RUN && first_fail < 0 && !timed_out && !launch_failed) {
+            int early = -1, waiting = 0;
+            for (int i = 0; i < nstarted; i++) {
+                if (ranks[i].exited_early && early < 0)
+                    early = i;
+                waiting += ranks[i].started && !ranks[i].joined && ranks[i].running;
+            }
+            if (early >= 0 && waiting) {
+                run_list_running(ranks, nstarted, list, sizeof(list));
+                run_msg("rank %d (pid %d) exited with status 0 before it began to join the job "
+                        "(rcoll_comm_init_env); ranks %s would wait for it until RCOLL_TIMEOUT: "
+                        "terminating them", early, (int)ranks[early].pid, list);
+                first_fail = early;
+                first_status = 1 << 8; /* reported as exit status 1 */
+                run_signal_ranks(ranks, nstarted, SIGTERM);
+                phase = PH_TERM;
+                deadline = run_now_ms() + RUN_TERM_WAIT_MS;
+            }
+        }
     }
 
     for (int i = 0; i < nstarted; i++) {
         run_stream_close(&ranks[i].out, i, &o);
         run_stream_close(&ranks[i].err, i, &o);
+        if (ranks[i].join_fd >= 0)
+            close(ranks[i].join_fd);
     }
     /* After an abnormal end, also kill what the ranks left behind in their groups. */
     if (phase != PH_RUN)

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "algo/reduce.h"
 #include "core/comm.h"
@@ -237,12 +240,42 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
     return RCOLL_OK;
 }
 
+/* Tell the launcher how far this rank got (tools/rcoll-run passes a socket as
+ * RCOLL_RUN_JOIN_FD): 'S' when the rank starts to join, 'J' when it has joined, then the
+ * socket is closed.  So rcoll-run can end a job whose rank exited before even starting to
+ * join, instead of leaving the others waiting for it until RCOLL_TIMEOUT.  Once per process;
+ * anything that is not a socket is left alone. */
+static void tell_launcher(char what)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int fd = -2; /* -2: not looked up yet, -1: none */
+    pthread_mutex_lock(&lock);
+    if (fd == -2) {
+        const char *v = getenv("RCOLL_RUN_JOIN_FD");
+        char *end;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        struct stat sb;
+        fd = x >= 3 && x < 1 << 20 && !*end && fstat((int)x, &sb) == 0 && S_ISSOCK(sb.st_mode)
+                 ? (int)x : -1;
+    }
+    if (fd >= 0) {
+        if (send(fd, &what, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1 || what != 'S') {
+            close(fd);
+            fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
 {
     init_error[0] = '\0';
     if (!comm) return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm is NULL"));
     if (group_depth) return group_defer_init(1, 0, NULL, 0, comm);
-    return init_env_now(comm);
+    tell_launcher('S');
+    rcoll_status_t st = init_env_now(comm);
+    tell_launcher(st == RCOLL_OK ? 'J' : 'F');
+    return st;
 }
 
 rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
@@ -605,8 +638,10 @@ static void *group_init_run(void *arg)
 {
     group_init_t *gi = arg;
     init_error[0] = '\0';
+    if (gi->env) tell_launcher('S');
     gi->st = gi->env ? init_env_now(&gi->comm) : init_rank_now(gi->nranks, &gi->id, gi->rank,
                                                                 &gi->comm);
+    if (gi->env) tell_launcher(gi->st == RCOLL_OK ? 'J' : 'F');
     if (gi->st != RCOLL_OK) snprintf(gi->err, sizeof(gi->err), "%s", init_error);
     return NULL;
 }

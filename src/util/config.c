@@ -215,7 +215,7 @@ static rcoll_status_t parse_knob(const rcoll_knob_t *k, const char *text, rcoll_
 
 /* Variables that start with RCOLL_ but are read by tools rather than the library. */
 static const char *const tool_vars[] = {"RCOLL_LOCAL_RANK", "RCOLL_LOCAL_SIZE",
-                                        "RCOLL_RUN_GRACE", "RCOLL_TEST_", NULL};
+                                        "RCOLL_RUN_", "RCOLL_TEST_", NULL};
 
 static void warn_unknown_vars(void)
 {

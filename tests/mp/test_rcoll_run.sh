@@ -85,9 +85,11 @@ t_no_prefix() {
 
 t_fds() {
     # fd 7 is open in the launcher's parent without close-on-exec: ranks must not see it.
-    # ls runs as a plain child of the rank's shell, which then holds only 0-2.
-    rr fds -n 2 sh -c 'ls /proc/$$/fd' 7</dev/null
-    [ "$RC" = 0 ] && [ "$(sort "$TMP/fds.out")" = "$(printf '[0] 0\n[0] 1\n[0] 2\n[1] 0\n[1] 1\n[1] 2')" ]
+    # ls runs as a plain child of the rank's shell, which then holds only 0-2 and 3, the
+    # join socket named by RCOLL_RUN_JOIN_FD.
+    rr fds -n 2 sh -c 'echo "join=$RCOLL_RUN_JOIN_FD"; ls /proc/$$/fd' 7</dev/null
+    [ "$RC" = 0 ] && [ "$(sort "$TMP/fds.out")" = \
+        "$(printf '[0] 0\n[0] 1\n[0] 2\n[0] 3\n[0] join=3\n[1] 0\n[1] 1\n[1] 2\n[1] 3\n[1] join=3')" ]
 }
 
 t_exit_code() {
@@ -199,6 +201,15 @@ if [ -x "$PERF" ]; then
     if [ "$RC" = 0 ]; then
         t_perf() { grep -q 'Out of bounds values : 0 OK' "$TMP/perf.out"; }
         check perf t_perf
+        # A rank that exits (status 0) before it begins to join: the others would wait for it
+        # until RCOLL_TIMEOUT (300 s); rcoll-run ends the job at once, naming it, status 1.
+        t_early_exit() {
+            rr early_exit -n 3 sh -c '[ $RCOLL_RANK = 1 ] && exit 0; exec "$0" -b 8 -e 8 -n 1' "$PERF"
+            [ "$RC" = 1 ] && [ "$ELAPSED_MS" -lt 8000 ] &&
+                grep -q '^rcoll-run: rank 1 (pid [0-9]*) exited with status 0 before it began to join the job' \
+                    "$TMP/early_exit.err"
+        }
+        check early_exit t_early_exit
         # The tuning probe: every rank logs measured constants, positive and the same on
         # every rank (they are agreed by an all-reduce), for shared memory and for TCP.
         t_probe_path() { # NAME PATH
