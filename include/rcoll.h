@@ -175,7 +175,10 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes);
  * results are lost.  The rank hosting the bootstrap root waits, up to RCOLL_TIMEOUT, for the
  * other ranks to destroy theirs, so that a late rank's failure can still be reported.
  * Safe to call on a failed communicator.  comm may be NULL (no-op).
- * Errors: RCOLL_ERR_TIMEOUT if peers did not leave in time (resources are freed anyway). */
+ * Errors: RCOLL_ERR_TIMEOUT if peers did not leave in time (resources are freed anyway);
+ * RCOLL_ERR_INVALID_ARG for a handle destroyed already (or never created).  Every call that
+ * takes a communicator refuses such a handle with RCOLL_ERR_INVALID_ARG, never touching it,
+ * and rcoll_comm_last_error() on it says so. */
 rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm);
 
 /* Abandon a communicator now: tell the other ranks (their pending and future operations

@@ -35,9 +35,27 @@ int rcoll_version(void) { return RCOLL_VERSION_CODE; }
 
 const char *rcoll_last_init_error(void) { return init_error; }
 
+#define NOT_LIVE_TEXT "not a live communicator (destroyed already, or never created by rcoll)"
+
 const char *rcoll_comm_last_error(rcoll_comm_t comm)
 {
-    return comm ? comm->last_error : "NULL communicator";
+    if (!comm) return "NULL communicator";
+    return rcoll_comm_is_live(comm) ? comm->last_error : NOT_LIVE_TEXT;
+}
+
+/* The handle check of every call that takes a communicator: NULL, or not (or no longer) a
+ * communicator, is RCOLL_ERR_INVALID_ARG, with a warning naming the call. */
+static rcoll_status_t check_live(rcoll_comm_t comm, const char *fn)
+{
+    if (!comm) {
+        RCOLL_WARN(COLL, "%s: comm is NULL", fn);
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    if (!rcoll_comm_is_live(comm)) {
+        RCOLL_WARN(COLL, "%s: comm %p is " NOT_LIVE_TEXT, fn, (void *)comm);
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    return RCOLL_OK;
 }
 
 /* Record an init failure for rcoll_last_init_error and the log. */
@@ -280,21 +298,22 @@ rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
 
 rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
 {
-    if (!comm || !rank) return RCOLL_ERR_INVALID_ARG;
+    if (check_live(comm, "rcoll_comm_rank") != RCOLL_OK || !rank) return RCOLL_ERR_INVALID_ARG;
     *rank = comm->rank;
     return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
 {
-    if (!comm || !size) return RCOLL_ERR_INVALID_ARG;
+    if (check_live(comm, "rcoll_comm_size") != RCOLL_OK || !size) return RCOLL_ERR_INVALID_ARG;
     *size = comm->nranks;
     return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 {
-    if (!comm || !bytes) return RCOLL_ERR_INVALID_ARG;
+    if (check_live(comm, "rcoll_comm_mem_usage") != RCOLL_OK || !bytes)
+        return RCOLL_ERR_INVALID_ARG;
     size_t total = comm->mem_bytes;
     for (struct rcoll_request *r = comm->free_reqs; r; r = r->next) total += sizeof(*r);
     *bytes = total;
@@ -304,6 +323,7 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
+    if (check_live(comm, "rcoll_comm_destroy") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
     rcoll_bs_root_t *root = comm->root;
     /* The root serves the whole family: hand it to a member that lives on. */
     rcoll_comm_t heir = NULL;
@@ -324,6 +344,7 @@ rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
+    if (check_live(comm, "rcoll_comm_abort") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
     char text[160];
     snprintf(text, sizeof(text), "rank %d called rcoll_comm_abort", comm->rank);
     rcoll_bs_report(comm->bs, comm->rank, RCOLL_ERR_REMOTE, text);
@@ -339,10 +360,8 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
 
 static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
 {
-    if (!comm) {
-        RCOLL_WARN(COLL, "%s: comm is NULL", fn);
-        return RCOLL_ERR_INVALID_ARG;
-    }
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
     if (comm->failed != RCOLL_OK) {
         if (strncmp(comm->last_error, "communicator failed earlier", 27) != 0) {
             char keep[RCOLL_LAST_ERROR_MAX];
@@ -770,7 +789,8 @@ rcoll_status_t rcoll_group_end(void)
 /* The checks every rcoll_i* call makes first: outside a group, with a place for the request. */
 static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
 {
-    rcoll_status_t st = RCOLL_OK;
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
     if (group_depth) {
         st = RCOLL_ERR_INVALID_USAGE;
         if (comm)

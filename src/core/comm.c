@@ -113,9 +113,14 @@ static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
 
 rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
 {
+    rcoll_status_t st = rcoll_comm_register(c); /* from here on the handle is valid */
+    if (st != RCOLL_OK) return st;
     if (!f) {
         f = calloc(1, sizeof(*f));
-        if (!f) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
+        if (!f) {
+            rcoll_comm_unregister(c);
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
+        }
     }
     f->refs++;
     c->family = f;
@@ -129,6 +134,7 @@ static void family_leave(rcoll_comm_t c)
 {
     rcoll_family_t *f = c->family;
     if (!f) return;
+    rcoll_comm_unregister(c);
     if (c->fam_prev) c->fam_prev->fam_next = c->fam_next;
     else f->first = c->fam_next;
     if (c->fam_next) c->fam_next->fam_prev = c->fam_prev;

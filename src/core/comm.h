@@ -137,8 +137,14 @@ struct rcoll_comm {
     char last_error[RCOLL_LAST_ERROR_MAX];
 };
 
+/* handles.c: the live communicators (registered when they join a family, at the end of
+ * their creation; unregistered when they leave it, at the start of their destruction). */
+rcoll_status_t rcoll_comm_register(struct rcoll_comm *c);
+void rcoll_comm_unregister(struct rcoll_comm *c);
+int rcoll_comm_is_live(const struct rcoll_comm *c);
+
 /* comm.c */
-/* Join comm to a family (NULL: start a new one). */
+/* Join comm to a family (NULL: start a new one); this makes its handle valid. */
 rcoll_status_t rcoll_family_join(rcoll_comm_t comm, rcoll_family_t *family);
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
                                  const rcoll_config_t *cfg, rcoll_bs_root_t *root,
