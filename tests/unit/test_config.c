@@ -88,6 +88,87 @@ static void test_table(void)
     }
 }
 
+/* A module's own table, parsed into its own struct: defaults, environment, enums by index,
+ * ranges, an embedded table, and errors that say what is accepted. */
+typedef struct {
+    char path[RCOLL_CFG_STR_MAX];
+} sub_cfg_t;
+static const rcoll_knob_t sub_knobs[] = {
+    RCOLL_KNOB_STR(sub_cfg_t, "RCOLL_CFGTEST_PATH", "/tmp", path, "a path of the embedded table"),
+};
+static const rcoll_config_table_t sub_table = RCOLL_CONFIG_TABLE("sub", sub_knobs, sub_cfg_t);
+
+typedef struct {
+    int mode;
+    int level;
+    int count;
+    size_t bytes;
+    double wait_s;
+    sub_cfg_t sub;
+} mod_cfg_t;
+static const char *const mode_names[] = {"auto", "fast", "safe", NULL};
+static const char *const level_names[] = {"LOW", "MID", "HIGH", "BEYOND", NULL};
+static const rcoll_knob_t mod_knobs[] = {
+    RCOLL_KNOB_ENUM_OF(mod_cfg_t, "RCOLL_TEST_CFG_MODE", "auto", mode, mode_names,
+                       "how to go: auto, fast or safe"),
+    RCOLL_KNOB_ENUM_RANGE(mod_cfg_t, "RCOLL_TEST_CFG_LEVEL", "MID", level, level_names, 0, 2,
+                          "a level: LOW, MID or HIGH (BEYOND is a name, not a level)"),
+    RCOLL_KNOB_NUM(mod_cfg_t, "RCOLL_TEST_CFG_COUNT", "3", INT, count, 1, 8, "a count, 1 to 8"),
+    RCOLL_KNOB_NUM(mod_cfg_t, "RCOLL_TEST_CFG_BYTES", "4K", SIZE, bytes, 0, 1 << 20,
+                   "bytes, at most 1M"),
+    RCOLL_KNOB_NUM(mod_cfg_t, "RCOLL_TEST_CFG_WAIT", "1.5", SECONDS, wait_s, 0, 60,
+                   "seconds, at most a minute"),
+    RCOLL_KNOB_SUBTABLE(mod_cfg_t, sub, sub_table),
+};
+static const rcoll_config_table_t mod_table = RCOLL_CONFIG_TABLE("mod", mod_knobs, mod_cfg_t);
+
+static void test_module_table(void)
+{
+    static const char *const vars[] = {"RCOLL_TEST_CFG_MODE", "RCOLL_TEST_CFG_LEVEL",
+                                       "RCOLL_TEST_CFG_COUNT", "RCOLL_TEST_CFG_BYTES",
+                                       "RCOLL_TEST_CFG_WAIT", "RCOLL_CFGTEST_PATH"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
+    mod_cfg_t m;
+    CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_OK, "module defaults: %s", rcoll_err_get());
+    CHECK(m.mode == 0 && m.level == 1 && m.count == 3 && m.bytes == 4096 && m.wait_s == 1.5 &&
+              !strcmp(m.sub.path, "/tmp"),
+          "module defaults applied (mode %d level %d count %d)", m.mode, m.level, m.count);
+    setenv("RCOLL_TEST_CFG_MODE", "SAFE", 1); /* enums: any case */
+    setenv("RCOLL_TEST_CFG_LEVEL", "high", 1);
+    setenv("RCOLL_TEST_CFG_COUNT", "8", 1);
+    setenv("RCOLL_CFGTEST_PATH", "/var", 1);
+    CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_OK && m.mode == 2 && m.level == 2 &&
+              m.count == 8 && !strcmp(m.sub.path, "/var"),
+          "module environment applied, embedded table too");
+    setenv("RCOLL_TEST_CFG_MODE", "", 1);
+    CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_OK && m.mode == 0, "empty enum = default");
+    char val[RCOLL_CFG_STR_MAX];
+    rcoll_config_format(&m, &mod_knobs[1], val, sizeof(val));
+    CHECK(!strcmp(val, "HIGH"), "an enum formats as its name: %s", val);
+
+    static const struct {
+        const char *var, *val, *says;
+    } bad[] = {{"RCOLL_TEST_CFG_MODE", "slow", "is not one of auto, fast or safe"},
+               {"RCOLL_TEST_CFG_LEVEL", "BEYOND", "is not one of LOW, MID or HIGH"},
+               {"RCOLL_TEST_CFG_COUNT", "9", "out of range [1, 8]"},
+               {"RCOLL_TEST_CFG_BYTES", "2M", "out of range [0, 1048576]"},
+               {"RCOLL_TEST_CFG_WAIT", "61", "in [0, 60]"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (size_t j = 0; j < sizeof(vars) / sizeof(vars[0]); j++) unsetenv(vars[j]);
+        setenv(bad[i].var, bad[i].val, 1);
+        mod_cfg_t keep = m;
+        CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_ERR_INVALID_ARG &&
+                  strstr(rcoll_err_get(), bad[i].var) && strstr(rcoll_err_get(), bad[i].says),
+              "%s=%s: '%s' says '%s'", bad[i].var, bad[i].val, rcoll_err_get(), bad[i].says);
+        CHECK(!memcmp(&keep, &m, sizeof(m)), "output untouched on error");
+    }
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
+
+    const rcoll_config_table_t *tables[] = {&mod_table};
+    CHECK(rcoll_config_known(tables, 1, "RCOLL_CFGTEST_PATH", 18), "embedded knob known");
+    CHECK(!rcoll_config_known(tables, 1, "RCOLL_NOPE", 10), "other name unknown");
+}
+
 static void test_addresses(void)
 {
     rcoll_sockaddr_t a;
@@ -165,6 +246,7 @@ int main(void)
     test_sizes();
     test_defaults_and_env();
     test_table();
+    test_module_table();
     test_addresses();
     test_status_strings();
     test_backoff();
