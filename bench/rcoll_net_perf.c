@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 
 #include "transport/transport.h"
-#include "util/config.h"
+#include "core/config.h"
 #include "util/status.h"
 #include "util/time.h"
 
@@ -284,7 +284,7 @@ static rcoll_status_t np_init(np_end_t *e)
     rcoll_status_t st = rcoll_config_load(&cfg);
     if (st != RCOLL_OK)
         return st;
-    if ((st = rcoll_transport_ensure_init(e->tp, &cfg)) != RCOLL_OK)
+    if ((st = rcoll_transport_ensure_init(e->tp)) != RCOLL_OK)
         return st;
     if ((st = np_pick_dev(e)) != RCOLL_OK)
         return st;

@@ -12,8 +12,8 @@
 #include "algo/oneshot.h"
 #include "algo/select.h"
 #include "rcoll_build.h"
+#include "core/config.h"
 #include "transport/transport.h"
-#include "util/config.h"
 #include "util/status.h"
 
 static void usage(FILE *out)
@@ -27,14 +27,14 @@ static void usage(FILE *out)
 }
 
 
-static void print_transports(const rcoll_config_t *cfg)
+static void print_transports(void)
 {
     size_t n;
     const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
     printf("transports (priority order):\n");
     for (size_t i = 0; i < n; i++) {
         const rcoll_transport_ops_t *t = list[i];
-        rcoll_status_t st = rcoll_transport_ensure_init(t, cfg);
+        rcoll_status_t st = rcoll_transport_ensure_init(t);
         if (st != RCOLL_OK) {
             printf("  %-6s unavailable: %s\n", t->name, rcoll_err_get());
             continue;
@@ -114,18 +114,32 @@ static int print_tuning(const rcoll_config_t *cfg, int nranks)
     return 0;
 }
 
-static void print_knobs(const rcoll_config_t *cfg)
+/* Every module's knobs, grouped by module: name, value here, default, help. */
+static int print_knobs(void)
 {
-    size_t n;
-    const rcoll_knob_t *k = rcoll_config_knobs(&n);
+    size_t ntables;
+    const rcoll_config_table_t *const *tables = rcoll_config_tables(&ntables);
     printf("%-26s %-12s %-10s %s\n", "knob", "value", "default", "help");
-    for (size_t i = 0; i < n; i++) {
-        char val[RCOLL_CFG_STR_MAX];
-        rcoll_config_format(cfg, &k[i], val, sizeof(val));
-        if (!strcmp(k[i].name, "RCOLL_SECRET") && val[0]) snprintf(val, sizeof(val), "(set)");
-        printf("%-26s %-12s %-10s %s\n", k[i].name, val[0] ? val : "\"\"",
-               k[i].defval[0] ? k[i].defval : "\"\"", k[i].help);
+    for (size_t t = 0; t < ntables; t++) {
+        void *cfg = malloc(tables[t]->size);
+        if (!cfg || rcoll_config_parse(tables[t], cfg) != RCOLL_OK) {
+            fprintf(stderr, "rcoll-info: %s\n", cfg ? rcoll_err_get() : "out of memory");
+            free(cfg);
+            return 3;
+        }
+        printf("[%s]\n", tables[t]->module);
+        for (size_t i = 0; i < tables[t]->count; i++) {
+            const rcoll_knob_t *k = &tables[t]->knobs[i];
+            if (k->type == RCOLL_KNOB_TABLE) continue; /* listed under its own module */
+            char val[RCOLL_CFG_STR_MAX];
+            rcoll_config_format(cfg, k, val, sizeof(val));
+            if (!strcmp(k->name, "RCOLL_SECRET") && val[0]) snprintf(val, sizeof(val), "(set)");
+            printf("%-26s %-12s %-10s %s\n", k->name, val[0] ? val : "\"\"",
+                   k->defval[0] ? k->defval : "\"\"", k->help);
+        }
+        free(cfg);
     }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -161,15 +175,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "rcoll-info: invalid configuration: %s\n", rcoll_err_get());
         return 3;
     }
-    if (show_config) {
-        print_knobs(&cfg);
-        return 0;
-    }
+    if (show_config) return print_knobs();
     if (show_tuning) return print_tuning(&cfg, nranks);
     printf("rcoll %s (API %d)\n", RCOLL_VERSION_STRING, rcoll_version());
     printf("build features: %s%s\n", RCOLL_BUILD_FEATURES,
            RCOLL_HAVE_MPI ? ", mpi comparison benchmark" : "");
-    print_transports(&cfg);
+    print_transports();
     printf("algorithms: all-reduce (pipelined ring; recursive doubling for small vectors), "
            "ring all-gather and reduce-scatter, chain broadcast and reduce, pairwise "
            "all-to-all, point-to-point batches\n");

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "topo/topo.h"
-#include "util/config.h"
+#include "core/config.h"
 #include "util/status.h"
 
 #define MAX_RANKS 4096
@@ -363,13 +363,13 @@ int main(int argc, char **argv)
     }
     static rcoll_config_t cfg;
     rcoll_topo_policy_t pol;
-    if (rcoll_config_load(&cfg) || rcoll_topo_policy_init(&cfg, &pol)) {
+    if (rcoll_config_load(&cfg) || rcoll_topo_policy_init(&cfg.topo, &pol)) {
         fprintf(stderr, "rcoll-topo: %s\n", rcoll_err_get());
         return 2;
     }
-    cfg.topo_dump_file[0] = '\0'; /* --dump is written below, after the report */
+    cfg.topo.topo_dump_file[0] = '\0'; /* --dump is written below, after the report */
     rcoll_topo_t *t;
-    if (file ? rcoll_topo_load_file(file, &t) : rcoll_topo_detect(&cfg, &t)) {
+    if (file ? rcoll_topo_load_file(file, &t) : rcoll_topo_detect(&cfg.topo, &t)) {
         fprintf(stderr, "rcoll-topo: %s\n", rcoll_err_get());
         return 2;
     }

@@ -94,7 +94,7 @@ rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
     if (st != RCOLL_OK) return init_failed(st);
     rcoll_sockaddr_t addr;
     char ifname[64];
-    st = rcoll_net_pick_addr(cfg.socket_ifname, &addr, ifname, sizeof(ifname));
+    st = rcoll_net_pick_addr(cfg.netif.socket_ifname, &addr, ifname, sizeof(ifname));
     if (st != RCOLL_OK) return init_failed(st);
     uint8_t raw[RCOLL_SECRET_BYTES / 2];
     st = rcoll_random_bytes(raw, sizeof(raw));

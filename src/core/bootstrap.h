@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include "rcoll.h"
 #include "transport/transport.h"
-#include "util/config.h"
+#include "core/config.h"
 #include "util/net.h"
 
 #define RCOLL_SECRET_BYTES 64

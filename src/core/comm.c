@@ -42,11 +42,11 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c);
 
 static rcoll_status_t alloc_staging(rcoll_comm_t c)
 {
-    size_t chunk = c->cfg.chunk_size ? c->cfg.chunk_size : c->cfg.buffsize / 4;
+    size_t chunk = c->cfg.chunk_size ? c->cfg.chunk_size : c->cfg.conn.buffsize / 4;
     if (chunk < MIN_CHUNK_BYTES) chunk = MIN_CHUNK_BYTES;
-    if (chunk > c->cfg.buffsize) chunk = c->cfg.buffsize;
+    if (chunk > c->cfg.conn.buffsize) chunk = c->cfg.conn.buffsize;
     chunk &= ~(size_t)7; /* whole elements of every datatype */
-    size_t nslots = c->cfg.buffsize / chunk;
+    size_t nslots = c->cfg.conn.buffsize / chunk;
     if (nslots > RCOLL_EXEC_MAX_SLOTS) nslots = RCOLL_EXEC_MAX_SLOTS;
     if (nslots < 1) nslots = 1;
     c->chunk_bytes = chunk;
@@ -282,7 +282,7 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
 /* The host's topology, when the user asked for it (RCOLL_TOPO_FILE to describe the machine,
  * RCOLL_TOPO_DUMP_FILE to see what rcoll detects): read once per process, logged, dumped.
  * Without GPUs in communicators yet it changes no decision; a bad file is an error. */
-static rcoll_status_t load_topology(const rcoll_config_t *cfg)
+static rcoll_status_t load_topology(const rcoll_topo_config_t *cfg)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static int done;
@@ -291,7 +291,7 @@ static rcoll_status_t load_topology(const rcoll_config_t *cfg)
     rcoll_status_t st = RCOLL_OK;
     if (!done) {
         rcoll_topo_t *t = NULL;
-        rcoll_config_t tc = *cfg; /* per-process dump names: %h host, %p pid */
+        rcoll_topo_config_t tc = *cfg; /* per-process dump names: %h host, %p pid */
         rcoll_expand_pattern(cfg->topo_dump_file, tc.topo_dump_file, sizeof(tc.topo_dump_file));
         st = rcoll_topo_detect(&tc, &t);
         if (st == RCOLL_OK) {
@@ -310,7 +310,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
     choose_spin(c, mine);
-    rcoll_status_t lst = load_topology(&c->cfg);
+    rcoll_status_t lst = load_topology(&c->cfg.topo);
     if (lst == RCOLL_OK) lst = build_layout(c);
     if (lst != RCOLL_OK) return lst;
     int me = c->ring_pos;
@@ -345,7 +345,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
                "plus a quarter for the host segment)",
                c->rank, c->nranks, mine->hostname, c->prev,
                c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
-               c->cfg.buffsize);
+               c->cfg.conn.buffsize);
     return RCOLL_OK;
 }
 
@@ -414,34 +414,36 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
 {
     size_t n;
     const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
-    int forced = strcmp(c->cfg.transport, "auto") != 0, found = 0;
-    if (forced && !rcoll_transport_find(c->cfg.transport))
+    /* the knobs are enums: their names are looked up once here, compared as pointers below */
+    const char *forced_name = rcoll_cfg_transport_names[c->cfg.transport];
+    int forced = c->cfg.transport != RCOLL_CFG_TRANSPORT_AUTO, found = 0;
+    const rcoll_transport_ops_t *forced_tp = forced ? rcoll_transport_find(forced_name) : NULL;
+    if (forced && !forced_tp)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s' names no transport "
-                             "built into rcoll (rcoll-info lists them)", c->cfg.transport);
-    const char *net = c->cfg.net;
-    if (strcmp(net, "auto") && strcmp(net, "tcp") && strcmp(net, "verbs"))
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_NET='%s': use auto, verbs or tcp",
-                             net);
+                             "built into rcoll (rcoll-info lists them)", forced_name);
+    const char *net = rcoll_cfg_net_names[c->cfg.net];
+    int net_auto = c->cfg.net == RCOLL_CFG_NET_AUTO;
+    const rcoll_transport_ops_t *net_tp = net_auto ? NULL : rcoll_transport_find(net);
     rcoll_status_t st = RCOLL_OK;
     for (size_t t = 0; t < n; t++) {
         int is_net = !list[t]->host_local;
-        if (forced && strcmp(list[t]->name, c->cfg.transport)) continue;
+        if (forced && list[t] != forced_tp) continue;
         if (!forced && c->cfg.shm_disable && !is_net) {
             snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_SHM_DISABLE=1");
             continue;
         }
-        if (!forced && is_net && strcmp(net, "auto") && strcmp(net, list[t]->name)) {
+        if (!forced && is_net && !net_auto && list[t] != net_tp) {
             snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_NET=%.40s", net);
             continue;
         }
-        st = rcoll_transport_ensure_init(list[t], &c->cfg);
+        st = rcoll_transport_ensure_init(list[t]);
         int ndev = 0;
         if (st == RCOLL_OK) st = list[t]->devices(&ndev);
         /* several NICs: ranks spread over them (topology-aware choice comes with topo/) */
         c->dev[t] = ndev > 1 ? c->rank % ndev : 0;
         if (st == RCOLL_OK)
             st = rcoll_transport_listen(list[t], c->dev[t], mine->handles[t], &c->listen_comms[t]);
-        if (st != RCOLL_OK && is_net && !strcmp(net, list[t]->name)) {
+        if (st != RCOLL_OK && is_net && list[t] == net_tp) {
             memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
             c->listen_comms[t] = NULL;
             rcoll_err_prefix("RCOLL_NET=%s, but that transport cannot work here: ", net);
@@ -467,7 +469,7 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     if (!found)
         return rcoll_err_set(st, "no transport could listen%s%s (last error: %s)",
                              forced ? " with RCOLL_TRANSPORT=" : "",
-                             forced ? c->cfg.transport : "", rcoll_err_get());
+                             forced ? forced_name : "", rcoll_err_get());
     return RCOLL_OK;
 }
 
@@ -528,7 +530,8 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     /* Each rank's own settings may differ (RCOLL_SHM_DISABLE on some ranks only): agree
      * first, so that every rank runs the same collectives below. */
     int32_t want = !c->cfg.shm_disable &&
-                   (!strcmp(c->cfg.transport, "auto") || !strcmp(c->cfg.transport, "shm")) &&
+                   (c->cfg.transport == RCOLL_CFG_TRANSPORT_AUTO ||
+                    c->cfg.transport == RCOLL_CFG_TRANSPORT_SHM) &&
                    (!strcmp(c->cfg.algo, "auto") || !strcmp(c->cfg.algo, "oneshot") ||
                     !strcmp(c->cfg.algo, "twoshot"));
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
@@ -536,7 +539,7 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     if (st != RCOLL_OK) return st;
     if (!want) return RCOLL_OK;
     size_t os_size = rcoll_oneshot_segment_size(c->nranks);
-    size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.buffsize / 16;
+    size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.conn.buffsize / 16;
     if (slot < 4096) slot = 4096;
     size_t ts_size = rcoll_twoshot_area_size(c->nranks, slot);
     size_t size = os_size + ts_size;

@@ -14,7 +14,7 @@
 #include "core/bootstrap.h"
 #include "rcoll.h"
 #include "transport/transport.h"
-#include "util/config.h"
+#include "core/config.h"
 
 #define RCOLL_LAST_ERROR_MAX 640
 

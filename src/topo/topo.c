@@ -13,13 +13,14 @@
 #include "topo/topo_int.h"
 #include "util/status.h"
 
-static const char *const path_names[] = {"LOC", "NVL", "NVB", "PIX", "PXB",
-                                         "PHB", "SYS", "NET"};
+const char *const rcoll_path_names[] = {"LOC", "NVL", "NVB", "PIX", "PXB",
+                                        "PHB", "SYS", "NET", NULL};
+#define NPATHS (sizeof(rcoll_path_names) / sizeof(rcoll_path_names[0]) - 1)
 
 const char *rcoll_path_name(rcoll_path_t p)
 {
-    if ((int)p < 0 || (size_t)p >= sizeof(path_names) / sizeof(path_names[0])) return "?";
-    return path_names[p];
+    if ((int)p < 0 || (size_t)p >= NPATHS) return "?";
+    return rcoll_path_names[p];
 }
 
 int rcoll_path_parse(const char *s, rcoll_path_t *p)
@@ -28,8 +29,8 @@ int rcoll_path_parse(const char *s, rcoll_path_t *p)
     while (*s == ' ' || *s == '\t') s++;
     size_t n = strlen(s);
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
-    for (size_t i = 0; i < sizeof(path_names) / sizeof(path_names[0]); i++) {
-        if (n == strlen(path_names[i]) && !strncasecmp(s, path_names[i], n)) {
+    for (size_t i = 0; i < NPATHS; i++) {
+        if (n == strlen(rcoll_path_names[i]) && !strncasecmp(s, rcoll_path_names[i], n)) {
             *p = (rcoll_path_t)i;
             return 0;
         }

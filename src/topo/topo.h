@@ -32,6 +32,9 @@ typedef enum {
 
 /* "LOC", "NVL", ... ; "?" for a value outside the enum. */
 const char *rcoll_path_name(rcoll_path_t p);
+/* The path names, indexed by rcoll_path_t, NULL-terminated (also the allowed values of the
+ * level knobs, LOC..SYS). */
+extern const char *const rcoll_path_names[];
 /* Parse a path name (case-insensitive, surrounding blanks ignored).  Returns 0 and sets *p,
  * or -1 for anything else (*p untouched). */
 int rcoll_path_parse(const char *s, rcoll_path_t *p);
@@ -74,6 +77,16 @@ typedef struct {
 
 typedef struct rcoll_topo rcoll_topo_t;
 
+/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE,
+ * RCOLL_NET_GDR_LEVEL and RCOLL_P2P_LEVEL (enums of rcoll_path_names, LOC..SYS). */
+typedef struct {
+    char topo_file[RCOLL_CFG_STR_MAX];      /* "" = detect */
+    char topo_dump_file[RCOLL_CFG_STR_MAX]; /* "" = no dump */
+    int net_gdr_level;                      /* rcoll_path_t */
+    int p2p_level;                          /* rcoll_path_t */
+} rcoll_topo_config_t;
+extern const rcoll_config_table_t rcoll_topo_config_table;
+
 /*
  * Topology of this host: cfg->topo_file when set (rcoll_topo_load_file), else live
  * detection: hwloc when built with it (sysfs when hwloc fails), else sysfs alone; NVLink
@@ -83,7 +96,7 @@ typedef struct rcoll_topo rcoll_topo_t;
  * Errors: those of rcoll_topo_load_file / rcoll_topo_dump_file; RCOLL_ERR_SYSTEM when
  * neither hwloc nor sysfs can be read; RCOLL_ERR_NO_MEMORY.  *out is set only on success.
  */
-rcoll_status_t rcoll_topo_detect(const rcoll_config_t *cfg, rcoll_topo_t **out);
+rcoll_status_t rcoll_topo_detect(const rcoll_topo_config_t *cfg, rcoll_topo_t **out);
 
 /*
  * Load a topology file; the format is chosen by content: our JSON (starts with '{'), hwloc
@@ -146,12 +159,12 @@ int rcoll_topo_gdr_allowed(const rcoll_topo_t *t, int gpu, int nic, rcoll_path_t
 /* Levels read from the configuration. */
 typedef struct {
     rcoll_path_t gdr_level; /* RCOLL_NET_GDR_LEVEL (default PXB) */
-    rcoll_path_t p2p_level; /* RCOLL_P2P_LEVEL (default, "", = PXB) */
+    rcoll_path_t p2p_level; /* RCOLL_P2P_LEVEL (default PXB) */
 } rcoll_topo_policy_t;
 
-/* Fill pol from cfg (NULL = defaults).  Errors: RCOLL_ERR_INVALID_ARG naming the variable
- * when a level is not one of LOC, NVL, NVB, PIX, PXB, PHB, SYS. */
-rcoll_status_t rcoll_topo_policy_init(const rcoll_config_t *cfg, rcoll_topo_policy_t *pol);
+/* Fill pol from cfg (NULL = defaults).  The parser has checked the levels (LOC..SYS);
+ * RCOLL_ERR_INVALID_ARG only for a struct filled by hand with another value. */
+rcoll_status_t rcoll_topo_policy_init(const rcoll_topo_config_t *cfg, rcoll_topo_policy_t *pol);
 
 typedef enum {
     RCOLL_PAIR_SHM = 0,      /* same host, host memory */

@@ -1,6 +1,7 @@
 /*
  * topo_decide.c - decisions that follow from a topology alone: the path levels of the
- * configuration, the transport two ranks would use, and the ring order of a rank layout.
+ * configuration (parsed and checked by the knob table in topo_detect.c), the transport two
+ * ranks would use, and the ring order of a rank layout.
  * Pure functions of their arguments (no I/O, no logging), so core/comm.c can call them and
  * tests can check them on fixtures.  It names transports but never touches one.
  */
@@ -11,30 +12,17 @@
 #include "topo/topo_int.h"
 #include "util/status.h"
 
-static rcoll_status_t parse_level(const char *var, const char *text, rcoll_path_t dflt,
-                                  rcoll_path_t *out)
+rcoll_status_t rcoll_topo_policy_init(const rcoll_topo_config_t *cfg, rcoll_topo_policy_t *pol)
 {
-    if (!text || !text[0]) {
-        *out = dflt;
-        return RCOLL_OK;
+    rcoll_topo_policy_t p = {RCOLL_PATH_PXB, RCOLL_PATH_PXB};
+    if (cfg) {
+        if (cfg->net_gdr_level < RCOLL_PATH_LOC || cfg->net_gdr_level > RCOLL_PATH_SYS ||
+            cfg->p2p_level < RCOLL_PATH_LOC || cfg->p2p_level > RCOLL_PATH_SYS)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "path levels %d/%d are not LOC..SYS",
+                                 cfg->net_gdr_level, cfg->p2p_level);
+        p.gdr_level = (rcoll_path_t)cfg->net_gdr_level;
+        p.p2p_level = (rcoll_path_t)cfg->p2p_level;
     }
-    rcoll_path_t p;
-    if (rcoll_path_parse(text, &p) || p > RCOLL_PATH_SYS)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s='%s' is not a path level: LOC, NVL, NVB, "
-                             "PIX, PXB, PHB or SYS", var, text);
-    *out = p;
-    return RCOLL_OK;
-}
-
-rcoll_status_t rcoll_topo_policy_init(const rcoll_config_t *cfg, rcoll_topo_policy_t *pol)
-{
-    rcoll_topo_policy_t p;
-    rcoll_status_t st = parse_level("RCOLL_NET_GDR_LEVEL", cfg ? cfg->net_gdr_level : NULL,
-                                    RCOLL_PATH_PXB, &p.gdr_level);
-    if (!st)
-        st = parse_level("RCOLL_P2P_LEVEL", cfg ? cfg->p2p_level : NULL, RCOLL_PATH_PXB,
-                         &p.p2p_level);
-    if (st) return st;
     *pol = p;
     return RCOLL_OK;
 }

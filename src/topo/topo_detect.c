@@ -1,8 +1,8 @@
 /*
  * topo_detect.c - where a topology comes from: RCOLL_TOPO_FILE (format chosen by content),
  * else live detection (hwloc, sysfs when hwloc is missing or fails), then RCOLL_TOPO_DUMP_FILE.
- * Logs the result once at INFO (subsystem TOPO).  The readers themselves live in
- * topo_file.c, topo_xml.c, topo_hwloc.c and topo_sysfs.c.
+ * Logs the result once at INFO (subsystem TOPO).  Declares the topology knobs.  The readers
+ * themselves live in topo_file.c, topo_xml.c, topo_hwloc.c and topo_sysfs.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +14,28 @@
 #include "util/status.h"
 
 #define TOPO_FILE_MAX (64u << 20)
+
+#define KNOB_LEVEL(name, field, help)                                                   \
+    RCOLL_KNOB_ENUM_RANGE(rcoll_topo_config_t, name, "PXB", field, rcoll_path_names,    \
+                          RCOLL_PATH_LOC, RCOLL_PATH_SYS, help)
+
+static const rcoll_knob_t topo_knobs[] = {
+    RCOLL_KNOB_STR(rcoll_topo_config_t, "RCOLL_TOPO_FILE", "", topo_file,
+                   "read this host's topology from a file instead of detecting it: rcoll JSON, "
+                   "hwloc XML (lstopo --of xml) or NCCL topology XML (docs/topology.md)"),
+    RCOLL_KNOB_STR(rcoll_topo_config_t, "RCOLL_TOPO_DUMP_FILE", "", topo_dump_file,
+                   "write the topology in use to this file (rcoll JSON), to inspect it or edit "
+                   "it into an RCOLL_TOPO_FILE"),
+    KNOB_LEVEL("RCOLL_NET_GDR_LEVEL", net_gdr_level,
+               "farthest GPU-NIC path at which GPUDirect RDMA is used: LOC (never), PIX (same "
+               "PCIe switch), PXB (switches below one host bridge), PHB (same CPU package) or "
+               "SYS"),
+    KNOB_LEVEL("RCOLL_P2P_LEVEL", p2p_level,
+               "farthest GPU-GPU path at which GPU peer-to-peer is used (NVL, NVB, PIX, PXB, "
+               "PHB, SYS; LOC = never)"),
+};
+const rcoll_config_table_t rcoll_topo_config_table =
+    RCOLL_CONFIG_TABLE("topo", topo_knobs, rcoll_topo_config_t);
 
 static rcoll_status_t read_all(const char *path, char **text, size_t *len)
 {
@@ -121,7 +143,7 @@ static void log_topo(const rcoll_topo_t *t)
     }
 }
 
-rcoll_status_t rcoll_topo_detect(const rcoll_config_t *cfg, rcoll_topo_t **out)
+rcoll_status_t rcoll_topo_detect(const rcoll_topo_config_t *cfg, rcoll_topo_t **out)
 {
     if (!out) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "topology detection: out is NULL");
     rcoll_topo_t *t = NULL;

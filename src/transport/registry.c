@@ -1,9 +1,11 @@
 /*
  * registry.c - the built-in transports in priority order, their once-per-process
- * initialisation, and the shared stubs for operations a transport lacks.
+ * initialisation (each with its own knobs, parsed here), the knobs all transports share,
+ * and the shared stubs for operations a transport lacks.
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rcoll_build.h"
@@ -19,10 +21,20 @@ static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_shm,
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
 _Static_assert(NBUILTIN <= RCOLL_MAX_TRANSPORTS, "raise RCOLL_MAX_TRANSPORTS");
 
+static const rcoll_knob_t transport_knobs[] = {
+    RCOLL_KNOB_NUM(rcoll_transport_config_t, "RCOLL_BUFFSIZE", "4M", SIZE, buffsize, 4096,
+                   1LL << 32,
+                   "staging bytes per peer connection: the bound on a communicator's memory "
+                   "per peer"),
+};
+const rcoll_config_table_t rcoll_transport_config_table =
+    RCOLL_CONFIG_TABLE("transport", transport_knobs, rcoll_transport_config_t);
+
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_done[NBUILTIN];
 static rcoll_status_t init_status[NBUILTIN];
 static char init_text[NBUILTIN][RCOLL_ERR_TEXT_MAX];
+static void *init_cfg[NBUILTIN]; /* each transport's knobs, kept for the process */
 
 const rcoll_transport_ops_t *const *rcoll_transport_list(size_t *count)
 {
@@ -44,8 +56,19 @@ const rcoll_transport_ops_t *rcoll_transport_find(const char *name)
     return NULL;
 }
 
-rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t,
-                                           const rcoll_config_t *cfg)
+/* Parse t's knobs and initialise it with them. */
+static rcoll_status_t init_one(const rcoll_transport_ops_t *t, size_t i)
+{
+    init_cfg[i] = calloc(1, t->config->size);
+    if (!init_cfg[i])
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "no memory for the knobs of transport %s",
+                             t->name);
+    rcoll_status_t st = rcoll_config_parse(t->config, init_cfg[i]);
+    if (st != RCOLL_OK) return st;
+    return t->init(init_cfg[i]);
+}
+
+rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t)
 {
     size_t i = 0;
     while (i < NBUILTIN && builtin[i] != t) i++;
@@ -53,7 +76,7 @@ rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t,
     pthread_mutex_lock(&init_lock);
     if (!init_done[i]) {
         rcoll_err_clear();
-        init_status[i] = t->init(cfg);
+        init_status[i] = init_one(t, i);
         snprintf(init_text[i], sizeof(init_text[i]), "%s", rcoll_err_get());
         init_done[i] = 1;
     }

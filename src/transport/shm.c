@@ -71,6 +71,20 @@ _Static_assert((SHM_NSLOTS & (SHM_NSLOTS - 1)) == 0, "slots are indexed with a m
 /* Process-wide settings, written once by init(). */
 shm_global_t shm_g;
 
+static const char *const proto_names[] = {"auto", "copy", "cma", NULL}; /* rcoll_shm_proto_t */
+
+static const rcoll_knob_t shm_knobs[] = {
+    RCOLL_KNOB_SUBTABLE(rcoll_shm_config_t, conn, rcoll_transport_config_table),
+    RCOLL_KNOB_ENUM_OF(rcoll_shm_config_t, "RCOLL_PROTO", "auto", proto, proto_names,
+                       "how shared-memory messages move: auto (= copy, the faster here), copy "
+                       "(through the connection's slot ring: copy in, copy out) or cma (single "
+                       "copy with process_vm_readv from 64 KiB, where the kernel allows it; else "
+                       "copy); read once per process, when its first communicator starts the shm "
+                       "transport"),
+};
+const rcoll_config_table_t rcoll_shm_config_table =
+    RCOLL_CONFIG_TABLE("shm", shm_knobs, rcoll_shm_config_t);
+
 /* Test hooks (shm.h), applied by init(). */
 static int shm_opt_posix;
 static uint64_t shm_opt_rndv_min;
@@ -575,8 +589,9 @@ static uint64_t shm_stream_min(void)
     return half < SHM_STREAM_LO ? SHM_STREAM_LO : half > SHM_STREAM_HI ? SHM_STREAM_HI : half;
 }
 
-static rcoll_status_t shm_init(const rcoll_config_t *cfg)
+static rcoll_status_t shm_init(const void *knobs)
 {
+    const rcoll_shm_config_t *cfg = knobs;
     uint64_t v = 0;
     rcoll_status_t st;
 
@@ -588,13 +603,13 @@ static rcoll_status_t shm_init(const rcoll_config_t *cfg)
     shm_g.host_id = shm_host_id();
 
     /* Half of RCOLL_BUFFSIZE per direction, so a peer's two connections fit the bound. */
-    size_t ring = cfg->buffsize / 2;
+    size_t ring = cfg->conn.buffsize / 2;
     shm_g.nslots = SHM_NSLOTS;
     shm_g.slot_bytes = (uint32_t)((ring / SHM_NSLOTS) & ~(size_t)63);
     if (shm_g.slot_bytes < 64)
         shm_g.slot_bytes = 64;
     shm_g.rndv_min = shm_opt_rndv_min;
-    if (!shm_g.rndv_min && !strcmp(cfg->proto, "cma")) shm_g.rndv_min = SHM_CMA_MIN;
+    if (!shm_g.rndv_min && cfg->proto == RCOLL_SHM_PROTO_CMA) shm_g.rndv_min = SHM_CMA_MIN;
     shm_g.stream_min = shm_stream_min();
 
     int fd = shm_opt_posix ? -1 : memfd_create("rcoll-probe", MFD_CLOEXEC);
@@ -701,6 +716,7 @@ static void shm_fini(void) { memset(&shm_g, 0, sizeof(shm_g)); }
 const rcoll_transport_ops_t rcoll_transport_shm = {
     .name = "shm",
     .host_local = 1,
+    .config = &rcoll_shm_config_table,
     .init = shm_init,
     .devices = shm_devices,
     .get_props = shm_get_props,

@@ -208,6 +208,18 @@ rcoll_status_t shm_listen(int dev, void *handle, void **listen_comm);
 rcoll_status_t shm_accept(void *listen_comm, void **recv_comm);
 rcoll_status_t shm_connect(int dev, const void *handle, void **send_comm);
 
+/* The transport's knobs (shm.c): RCOLL_BUFFSIZE (shared, transport.h) and RCOLL_PROTO. */
+typedef enum {
+    RCOLL_SHM_PROTO_AUTO, /* = copy, the faster where measured */
+    RCOLL_SHM_PROTO_COPY, /* through the connection's slot ring */
+    RCOLL_SHM_PROTO_CMA   /* single copy with process_vm_readv where allowed */
+} rcoll_shm_proto_t;
+typedef struct {
+    rcoll_transport_config_t conn;
+    int proto; /* rcoll_shm_proto_t */
+} rcoll_shm_config_t;
+extern const rcoll_config_table_t rcoll_shm_config_table;
+
 /* The transport (shm.c); transport.h should list it with the other built-ins. */
 extern const rcoll_transport_ops_t rcoll_transport_shm;
 

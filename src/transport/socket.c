@@ -500,23 +500,35 @@ static int sock_is_loopback(void)
     return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr);
 }
 
-static rcoll_status_t sock_init(const rcoll_config_t *cfg)
+static const rcoll_knob_t sock_knobs[] = {
+    RCOLL_KNOB_SUBTABLE(rcoll_sock_config_t, netif, rcoll_net_config_table),
+    RCOLL_KNOB_NUM(rcoll_sock_config_t, "RCOLL_SOCKET_NSOCKS", "2", INT, nsocks, 1,
+                   RCOLL_SOCK_MAX_NSOCKS,
+                   "TCP sockets per connection (large messages are striped over them)"),
+    RCOLL_KNOB_NUM(rcoll_sock_config_t, "RCOLL_SOCKET_STRIPE_MIN", "256K", SIZE, stripe_min, 0,
+                   1LL << 40, "messages of at least this many bytes are striped over all sockets"),
+};
+const rcoll_config_table_t rcoll_sock_config_table =
+    RCOLL_CONFIG_TABLE("tcp", sock_knobs, rcoll_sock_config_t);
+
+static rcoll_status_t sock_init(const void *knobs)
 {
+    const rcoll_sock_config_t *cfg = knobs;
     char addr[SOCK_ADDR_STR];
     rcoll_status_t st;
 
     if (!cfg)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp init: NULL configuration");
-    st = rcoll_net_pick_addr(cfg->socket_ifname, &sock_g.addr, sock_g.ifname,
+    st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &sock_g.addr, sock_g.ifname,
                              sizeof(sock_g.ifname));
     if (st != RCOLL_OK) {
         char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
         snprintf(why, sizeof(why), "%s", rcoll_err_get());
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "tcp transport unavailable: %s", why);
     }
-    sock_g.nsocks = cfg->socket_nsocks < 1 ? 1 : cfg->socket_nsocks;
+    sock_g.nsocks = cfg->nsocks < 1 ? 1 : cfg->nsocks;
     sock_g.nsocks = sock_g.nsocks > RCOLL_SOCK_MAX_NSOCKS ? RCOLL_SOCK_MAX_NSOCKS : sock_g.nsocks;
-    sock_g.stripe_min = cfg->socket_stripe_min;
+    sock_g.stripe_min = cfg->stripe_min;
     sock_g.inited = 1;
     RCOLL_INFO(SOCKET, "tcp: device %s (%s), %d socket(s) per connection, striping messages "
                "of %llu bytes and more", sock_g.ifname,
@@ -616,6 +628,7 @@ static void sock_fini(void)
 
 const rcoll_transport_ops_t rcoll_transport_tcp = {
     .name = "tcp",
+    .config = &rcoll_sock_config_table,
     .init = sock_init,
     .devices = sock_devices,
     .get_props = sock_get_props,

@@ -19,6 +19,15 @@
 #define RCOLL_SOCK_MAX_REQS 64       /* outstanding requests per comm (isend/irecv -> NULL) */
 #define RCOLL_SOCK_MAX_HALF_OPEN 256 /* accepted sockets still in handshake, per listener */
 
+/* The transport's knobs (socket.c): RCOLL_SOCKET_IFNAME (shared, util/net.h),
+ * RCOLL_SOCKET_NSOCKS and RCOLL_SOCKET_STRIPE_MIN. */
+typedef struct {
+    rcoll_net_config_t netif;
+    int nsocks;        /* sockets per TCP connection */
+    size_t stripe_min; /* messages at least this big are striped over all sockets */
+} rcoll_sock_config_t;
+extern const rcoll_config_table_t rcoll_sock_config_table;
+
 /* What listen() writes into the opaque handle (the rest of the 128 bytes is zero).  The
  * connector takes nsocks and stripe_min from here, so both ends split messages alike. */
 typedef struct {

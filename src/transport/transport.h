@@ -47,16 +47,27 @@ typedef struct {
     int host_local;       /* 1: connects only processes of one host (shared memory, IPC) */
 } rcoll_transport_props_t;
 
+/* Knobs every transport's connections share (registry.c): RCOLL_BUFFSIZE bounds the staging
+ * memory per peer connection (shm slot rings here, the core's staging above).  A transport
+ * that needs them embeds this table in its own (RCOLL_KNOB_SUBTABLE). */
+typedef struct {
+    size_t buffsize;
+} rcoll_transport_config_t;
+extern const rcoll_config_table_t rcoll_transport_config_table;
+
 typedef struct rcoll_transport_ops {
     const char *name; /* "tcp", "shm", "verbs", ... */
     /* 1: connects only processes of one host (shared memory, IPC), as props.host_local says
      * per device; known before init, so the core can filter transports without starting them. */
     int host_local;
+    /* The transport's own knobs: the registry parses this table once per process into a
+     * struct of config->size bytes and passes it to init. */
+    const rcoll_config_table_t *config;
 
-    /* Called once per process before any other op, with the configuration of the first
-     * communicator.  Returns RCOLL_ERR_UNSUPPORTED when the transport cannot work here (the
-     * detail says why; rcoll-info prints it). */
-    rcoll_status_t (*init)(const rcoll_config_t *cfg);
+    /* Called once per process before any other op, with the transport's own knobs (the
+     * struct of its config table).  Returns RCOLL_ERR_UNSUPPORTED when the transport cannot
+     * work here (the detail says why; rcoll-info prints it). */
+    rcoll_status_t (*init)(const void *cfg);
     rcoll_status_t (*devices)(int *ndev);
     rcoll_status_t (*get_props)(int dev, rcoll_transport_props_t *props);
     /* Details of device dev for people (rcoll-info): whole lines, each ending in '\n', NUL-
@@ -136,8 +147,8 @@ int rcoll_transport_handle_present(const void *handle);
 /* t->listen, checking the handle rule. */
 rcoll_status_t rcoll_transport_listen(const rcoll_transport_ops_t *t, int dev, void *handle,
                                       void **listen_comm);
-/* Initialise a transport once per process (thread-safe); returns its init status, cached. */
-rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t,
-                                           const rcoll_config_t *cfg);
+/* Initialise a transport once per process (thread-safe): parse its knob table, then init.
+ * Returns that status, cached (RCOLL_ERR_INVALID_ARG for a bad knob value). */
+rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t);
 
 #endif

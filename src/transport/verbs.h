@@ -13,6 +13,7 @@
 
 #include "transport/transport.h"
 #include "transport/verbs_api.h"
+#include "transport/verbs_config.h"
 #include "util/net.h"
 #include "util/status.h"
 
@@ -133,7 +134,7 @@ int rcoll_ib_ndevs(void);
 rcoll_ib_dev_t *rcoll_ib_dev(int i);
 /* Read pending async events of every device, failing what they concern; cheap when none. */
 void rcoll_ib_poll_async(void);
-extern const rcoll_config_t *rcoll_ib_cfg; /* the configuration init() was given */
+extern const rcoll_ib_config_t *rcoll_ib_cfg; /* the knobs init() was given */
 /* Test hook: receive WRs pre-posted per QP of new receive comms (0 = enough for every
  * advertised message).  The conformance test lowers it to provoke receiver-not-ready. */
 extern int rcoll_ib_test_rq_depth;

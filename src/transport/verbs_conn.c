@@ -170,7 +170,7 @@ rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int 
 
 static rcoll_status_t qp_to_rtr_rts(rcoll_ib_comm_t *c, int q, enum ibv_mtu mtu)
 {
-    const rcoll_config_t *cfg = rcoll_ib_cfg;
+    const rcoll_ib_config_t *cfg = rcoll_ib_cfg;
     const rcoll_ib_meta_t *r = &c->remote;
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_RTR,
@@ -275,7 +275,7 @@ static rcoll_status_t pick_tcp_addr(void)
 {
     if (tcp_addr_ok) return RCOLL_OK;
     char ifname[64];
-    rcoll_status_t st = rcoll_net_pick_addr(rcoll_ib_cfg->socket_ifname, &tcp_addr, ifname,
+    rcoll_status_t st = rcoll_net_pick_addr(rcoll_ib_cfg->netif.socket_ifname, &tcp_addr, ifname,
                                             sizeof(ifname));
     if (st == RCOLL_OK) tcp_addr_ok = 1;
     return st;

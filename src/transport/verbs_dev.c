@@ -22,8 +22,8 @@
 static rcoll_ib_dev_t devs[RCOLL_IB_MAX_PORTS];
 static int ndevs;
 static int inited;
-static rcoll_config_t cfg_copy;
-const rcoll_config_t *rcoll_ib_cfg;
+static rcoll_ib_config_t cfg_copy;
+const rcoll_ib_config_t *rcoll_ib_cfg;
 
 int rcoll_ib_ndevs(void) { return ndevs; }
 rcoll_ib_dev_t *rcoll_ib_dev(int i) { return i >= 0 && i < ndevs ? &devs[i] : NULL; }
@@ -238,7 +238,7 @@ int rcoll_ib_dev_gids(int i, struct ibv_gid_entry *out, int max)
 }
 
 /* Choose d's GID: RCOLL_IB_GID_INDEX, index 0 on InfiniBand, else the scored best. */
-static rcoll_status_t choose_gid(rcoll_ib_dev_t *d, const rcoll_config_t *cfg,
+static rcoll_status_t choose_gid(rcoll_ib_dev_t *d, const rcoll_ib_config_t *cfg,
                                  const rcoll_ib_range_t *range)
 {
     struct ibv_gid_entry e[MAX_GIDS];
@@ -258,7 +258,7 @@ static rcoll_status_t choose_gid(rcoll_ib_dev_t *d, const rcoll_config_t *cfg,
             if (e[i].gid_index == 0) pick = i;
         snprintf(why, sizeof(why), "InfiniBand: LID routing, GID 0");
     } else {
-        int fam = strcmp(cfg->ib_addr_family, "ipv6") ? AF_INET : AF_INET6;
+        int fam = cfg->ib_addr_family == RCOLL_IB_FAMILY_IPV6 ? AF_INET6 : AF_INET;
         pick = rcoll_ib_gid_pick(e, n, fam, range, why, sizeof(why));
     }
     if (pick < 0)
@@ -284,7 +284,7 @@ static void fill_identity(rcoll_ib_dev_t *d, struct ibv_device *dev)
 
 /* Keep the active, selected ports of one opened device; returns how many were kept. */
 static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
-                     const struct ibv_device_attr *da, const rcoll_config_t *cfg,
+                     const struct ibv_device_attr *da, const rcoll_ib_config_t *cfg,
                      const rcoll_ib_range_t *range, const char *name)
 {
     int kept = 0;
@@ -330,7 +330,7 @@ static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
     return kept;
 }
 
-static rcoll_status_t open_devices(const rcoll_config_t *cfg, const rcoll_ib_range_t *range)
+static rcoll_status_t open_devices(const rcoll_ib_config_t *cfg, const rcoll_ib_range_t *range)
 {
     int n = 0;
     struct ibv_device **list = rcoll_ibv->get_device_list(&n);
@@ -363,15 +363,13 @@ static rcoll_status_t open_devices(const rcoll_config_t *cfg, const rcoll_ib_ran
     return RCOLL_OK;
 }
 
-static rcoll_status_t ib_init(const rcoll_config_t *cfg)
+static rcoll_status_t ib_init(const void *knobs)
 {
+    const rcoll_ib_config_t *cfg = knobs;
     if (!cfg) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs init: NULL configuration");
     rcoll_ib_range_t range;
     rcoll_status_t st = rcoll_ib_parse_range(cfg->ib_addr_range, &range);
     if (st != RCOLL_OK) return st;
-    if (strcmp(cfg->ib_addr_family, "ipv4") && strcmp(cfg->ib_addr_family, "ipv6"))
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_IB_ADDR_FAMILY='%s': use ipv4 or "
-                             "ipv6", cfg->ib_addr_family);
     st = rcoll_ibv_load(cfg->ibverbs_lib);
     if (st != RCOLL_OK) return st;
     cfg_copy = *cfg;
@@ -502,6 +500,7 @@ static void ib_describe(int dev, char *buf, size_t len)
 
 const rcoll_transport_ops_t rcoll_transport_verbs = {
     .name = "verbs",
+    .config = &rcoll_ib_config_table,
     .init = ib_init,
     .devices = ib_devices,
     .get_props = ib_get_props,

@@ -1,6 +1,7 @@
 /*
- * log.c - the one place log lines are formatted and written.  Configured from RCOLL_DEBUG,
- * RCOLL_DEBUG_SUBSYS and RCOLL_DEBUG_FILE (with %h = host, %p = pid) by config.c.
+ * log.c - the one place log lines are formatted and written.  Declares its knobs
+ * (RCOLL_DEBUG, RCOLL_DEBUG_SUBSYS, RCOLL_DEBUG_FILE with %h = host, %p = pid); core reads
+ * them at every communicator creation and calls rcoll_log_configure.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -12,6 +13,21 @@
 #include <unistd.h>
 
 #include "util/log.h"
+
+/* Level names, indexed by rcoll_log_level_t (the RCOLL_DEBUG enum). */
+static const char *const lvl_names[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+
+static const rcoll_knob_t log_knobs[] = {
+    RCOLL_KNOB_ENUM_OF(rcoll_log_config_t, "RCOLL_DEBUG", "WARN", level, lvl_names,
+                       "log level: NONE, WARN, INFO or TRACE"),
+    RCOLL_KNOB_STR(rcoll_log_config_t, "RCOLL_DEBUG_SUBSYS", "ALL", subsys,
+                   "subsystems to log, comma list (INIT,BOOTSTRAP,SOCKET,ALGO,COLL,...); ^ "
+                   "excludes"),
+    RCOLL_KNOB_STR(rcoll_log_config_t, "RCOLL_DEBUG_FILE", "", file,
+                   "write logs to this file instead of stderr; %h = host, %p = pid"),
+};
+const rcoll_config_table_t rcoll_log_config_table =
+    RCOLL_CONFIG_TABLE("log", log_knobs, rcoll_log_config_t);
 
 int rcoll_log_level = RCOLL_LOG_WARN;
 uint32_t rcoll_log_subsys = RCOLL_SUBSYS_ALL;
@@ -32,15 +48,6 @@ static const struct {
     {"PLUGIN", RCOLL_SUBSYS_PLUGIN}, {"COLL", RCOLL_SUBSYS_COLL},
     {"ALL", RCOLL_SUBSYS_ALL},
 };
-
-int rcoll_log_parse_level(const char *s)
-{
-    if (!s || !*s || !strcasecmp(s, "WARN")) return RCOLL_LOG_WARN;
-    if (!strcasecmp(s, "NONE")) return RCOLL_LOG_NONE;
-    if (!strcasecmp(s, "INFO")) return RCOLL_LOG_INFO;
-    if (!strcasecmp(s, "TRACE")) return RCOLL_LOG_TRACE;
-    return -1;
-}
 
 static uint32_t parse_subsys(const char *s)
 {
@@ -74,7 +81,7 @@ void rcoll_expand_pattern(const char *pat, char *out, size_t len)
     out[o] = '\0';
 }
 
-void rcoll_log_configure(const char *level, const char *subsys, const char *file)
+void rcoll_log_configure(const rcoll_log_config_t *cfg)
 {
     pthread_mutex_lock(&log_lock);
     if (!log_host[0]) {
@@ -82,12 +89,11 @@ void rcoll_log_configure(const char *level, const char *subsys, const char *file
         char *dot = strchr(log_host, '.');
         if (dot) *dot = '\0';
     }
-    int lvl = rcoll_log_parse_level(level);
-    rcoll_log_level = lvl < 0 ? RCOLL_LOG_WARN : lvl;
-    rcoll_log_subsys = parse_subsys(subsys);
-    if (file && *file && !log_file) {
+    rcoll_log_level = cfg->level;
+    rcoll_log_subsys = parse_subsys(cfg->subsys);
+    if (cfg->file[0] && !log_file) {
         char path[512];
-        rcoll_expand_pattern(file, path, sizeof(path));
+        rcoll_expand_pattern(cfg->file, path, sizeof(path));
         log_file = fopen(path, "a");
         if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
     }
@@ -105,7 +111,6 @@ static const char *subsys_name(rcoll_subsys_t ss)
 
 void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char *fmt, ...)
 {
-    static const char *lvl_names[] = {"NONE", "WARN", "INFO", "TRACE"};
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

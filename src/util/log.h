@@ -7,6 +7,7 @@
 #define RCOLL_UTIL_LOG_H
 
 #include <stdint.h>
+#include "util/config.h"
 
 typedef enum {
     RCOLL_LOG_NONE = 0,
@@ -32,14 +33,20 @@ typedef enum {
 extern int rcoll_log_level;         /* current level; WARN until configured */
 extern uint32_t rcoll_log_subsys;   /* enabled subsystems mask */
 
-/* Configure from level/subsystem/file strings (the RCOLL_DEBUG* values; NULL = default). */
-void rcoll_log_configure(const char *level, const char *subsys, const char *file);
+/* The logging knobs (log.c): RCOLL_DEBUG, RCOLL_DEBUG_SUBSYS, RCOLL_DEBUG_FILE. */
+typedef struct {
+    int level;                      /* rcoll_log_level_t */
+    char subsys[RCOLL_CFG_STR_MAX]; /* comma list, ^ excludes */
+    char file[RCOLL_CFG_STR_MAX];   /* "" = stderr; %h host, %p pid */
+} rcoll_log_config_t;
+extern const rcoll_config_table_t rcoll_log_config_table;
+
+/* Configure logging from its knobs (the first file given stays open). */
+void rcoll_log_configure(const rcoll_log_config_t *cfg);
 /* Set the rank shown in log lines (-1 = unknown). */
 void rcoll_log_set_rank(int rank);
 void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Parse "WARN"/"INFO"/"TRACE"/"NONE" (case-insensitive); -1 if unknown. */
-int rcoll_log_parse_level(const char *s);
 /* Expand %h (host) and %p (pid) in a file name pattern (RCOLL_DEBUG_FILE, dump files). */
 void rcoll_expand_pattern(const char *pat, char *out, size_t len);
 

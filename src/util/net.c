@@ -21,6 +21,13 @@
 #include "util/status.h"
 #include "util/time.h"
 
+static const rcoll_knob_t net_knobs[] = {
+    RCOLL_KNOB_STR(rcoll_net_config_t, "RCOLL_SOCKET_IFNAME", "", socket_ifname,
+                   "interface for bootstrap and TCP: prefix, ^excluded,list or =exact name"),
+};
+const rcoll_config_table_t rcoll_net_config_table =
+    RCOLL_CONFIG_TABLE("net", net_knobs, rcoll_net_config_t);
+
 socklen_t rcoll_net_addr_len(const rcoll_sockaddr_t *addr)
 {
     return addr->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)

@@ -11,6 +11,14 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include "rcoll.h"
+#include "util/config.h"
+
+/* RCOLL_SOCKET_IFNAME, declared here because the bootstrap (core) and the tcp and verbs
+ * transports all need it: their tables embed this one (RCOLL_KNOB_SUBTABLE). */
+typedef struct {
+    char socket_ifname[RCOLL_CFG_STR_MAX];
+} rcoll_net_config_t;
+extern const rcoll_config_table_t rcoll_net_config_table;
 
 /* A socket address that fits IPv4 and IPv6, stored by value in handles and ids. */
 typedef union {

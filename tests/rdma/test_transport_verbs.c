@@ -19,7 +19,7 @@
 #include "util/time.h"
 
 const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
-static rcoll_config_t *cfg; /* the transport's copy: cases change QPs and timeouts */
+static rcoll_ib_config_t *cfg; /* the transport's copy: cases change QPs and timeouts */
 
 static int ndev;
 
@@ -256,14 +256,12 @@ static void test_reg_cache(void)
 
 int main(int argc, char **argv)
 {
-    static rcoll_config_t c;
-    if (rcoll_config_load(&c) != RCOLL_OK) return 1;
-    rcoll_status_t st = rcoll_transport_ensure_init(T, &c);
+    rcoll_status_t st = rcoll_transport_ensure_init(T);
     if (st != RCOLL_OK) {
         printf("SKIP: verbs transport unavailable here: %s\n", rcoll_err_get());
         return 77;
     }
-    cfg = (rcoll_config_t *)rcoll_ib_cfg;
+    cfg = (rcoll_ib_config_t *)rcoll_ib_cfg;
     T->devices(&ndev);
     if (argc == 4 && !strcmp(argv[1], "--child")) return run_child(atoi(argv[2]), atoi(argv[3]));
     /* two ports (rxe0, rxe1): listen on one, connect from the other, so traffic crosses */

@@ -1,5 +1,5 @@
 /*
- * test_config.c - the knob table and its parser, address parsing, interface filters and
+ * test_config.c - the knob tables of every module and their parser, address parsing, interface filters and
  * status strings: pure logic, no sockets opened.
  */
 #include <stdio.h>
@@ -7,7 +7,11 @@
 #include <string.h>
 
 #include "mp.h"
+#include "core/config.h"
+#include "transport/shm.h"
+#include "transport/socket.h"
 #include "util/config.h"
+#include "util/log.h"
 #include "util/net.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -30,9 +34,11 @@ static void test_sizes(void)
 
 static void clear_env(void)
 {
-    size_t n;
-    const rcoll_knob_t *k = rcoll_config_knobs(&n);
-    for (size_t i = 0; i < n; i++) unsetenv(k[i].name);
+    size_t nt;
+    const rcoll_config_table_t *const *t = rcoll_config_tables(&nt);
+    for (size_t j = 0; j < nt; j++)
+        for (size_t i = 0; i < t[j]->count; i++)
+            if (t[j]->knobs[i].type != RCOLL_KNOB_TABLE) unsetenv(t[j]->knobs[i].name);
 }
 
 static void test_defaults_and_env(void)
@@ -41,19 +47,37 @@ static void test_defaults_and_env(void)
     rcoll_config_t c;
     CHECK(rcoll_config_load(&c) == RCOLL_OK, "defaults load");
     CHECK(c.timeout_s == 300, "default timeout 300 s, got %g", c.timeout_s);
-    CHECK(c.buffsize == (4u << 20), "default buffsize 4 MiB");
+    CHECK(c.conn.buffsize == (4u << 20), "default buffsize 4 MiB");
     CHECK(c.rank == -1 && c.nranks == -1 && c.root[0] == 0, "launch vars unset");
-    CHECK(c.buffsize <= (8u << 20), "default per-connection memory within 8 MiB");
+    CHECK(c.conn.buffsize <= (8u << 20), "default per-connection memory within 8 MiB");
+    CHECK(c.transport == RCOLL_CFG_TRANSPORT_AUTO && c.net == RCOLL_CFG_NET_AUTO &&
+              c.topo.net_gdr_level == 4 && c.topo.p2p_level == 4, "enum defaults: auto, PXB");
     CHECK(c.poll_us == 20000, "default polling before naps 20 ms, got %d us", c.poll_us);
 
     setenv("RCOLL_TIMEOUT", "2.5", 1);
     setenv("RCOLL_BUFFSIZE", "1M", 1);
     setenv("RCOLL_SOCKET_NSOCKS", "4", 1);
     setenv("RCOLL_SOCKET_IFNAME", "^docker,lo", 1);
+    setenv("RCOLL_TRANSPORT", "TCP", 1);
     CHECK(rcoll_config_load(&c) == RCOLL_OK, "env load");
-    CHECK(c.timeout_s == 2.5 && c.buffsize == (1u << 20) && c.socket_nsocks == 4 &&
-              !strcmp(c.socket_ifname, "^docker,lo"),
+    CHECK(c.timeout_s == 2.5 && c.conn.buffsize == (1u << 20) &&
+              !strcmp(c.netif.socket_ifname, "^docker,lo") &&
+              c.transport == RCOLL_CFG_TRANSPORT_TCP,
           "env values applied");
+    /* a transport's own table: its knobs and the shared ones it embeds */
+    rcoll_sock_config_t tcp;
+    rcoll_shm_config_t shm;
+    CHECK(rcoll_config_parse(&rcoll_sock_config_table, &tcp) == RCOLL_OK && tcp.nsocks == 4 &&
+              tcp.stripe_min == (256u << 10) && !strcmp(tcp.netif.socket_ifname, "^docker,lo"),
+          "tcp table: nsocks 4, default stripe 256K, shared interface");
+    CHECK(rcoll_config_parse(&rcoll_sock_config_table, &tcp) == RCOLL_OK &&
+              rcoll_config_parse(&rcoll_shm_config_table, &shm) == RCOLL_OK &&
+              shm.conn.buffsize == (1u << 20) && shm.proto == RCOLL_SHM_PROTO_AUTO,
+          "shm table: shared RCOLL_BUFFSIZE, proto auto");
+    setenv("RCOLL_PROTO", "cma", 1);
+    CHECK(rcoll_config_parse(&rcoll_shm_config_table, &shm) == RCOLL_OK &&
+              shm.proto == RCOLL_SHM_PROTO_CMA, "RCOLL_PROTO=cma");
+    unsetenv("RCOLL_PROTO");
 
     static const struct {
         const char *var, *val;
@@ -61,7 +85,10 @@ static void test_defaults_and_env(void)
                {"RCOLL_BUFFSIZE", "lots"},    {"RCOLL_BUFFSIZE", "1"},
                {"RCOLL_SOCKET_NSOCKS", "0"},  {"RCOLL_SOCKET_NSOCKS", "3x"},
                {"RCOLL_DEBUG", "LOUD"},       {"RCOLL_ALGO", "magic"},
-               {"RCOLL_POLL_US", "-5"},       {"RCOLL_POLL_US", "1ms"}};
+               {"RCOLL_POLL_US", "-5"},       {"RCOLL_POLL_US", "1ms"},
+               {"RCOLL_PROTO", "bogus"},      {"RCOLL_TRANSPORT", "ib"},
+               {"RCOLL_NET", "rdma"},         {"RCOLL_IB_ADDR_FAMILY", "ipv5"},
+               {"RCOLL_NET_GDR_LEVEL", "xyz"}, {"RCOLL_IB_SL", "16"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         clear_env();
         setenv(bad[i].var, bad[i].val, 1);
@@ -72,20 +99,142 @@ static void test_defaults_and_env(void)
               rcoll_err_get());
         CHECK(memcmp(&keep, &c, sizeof(c)) == 0, "output untouched on error");
     }
+    /* every enum names its allowed values, through the one enum path of the parser */
+    static const struct {
+        const char *var, *val, *allowed;
+    } enums[] = {{"RCOLL_PROTO", "bogus", "is not one of auto, copy or cma"},
+                 {"RCOLL_DEBUG", "LOUD", "is not one of NONE, WARN, INFO or TRACE"},
+                 {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, verbs or tcp"},
+                 {"RCOLL_NET", "rdma", "is not one of auto, verbs or tcp"},
+                 {"RCOLL_IB_ADDR_FAMILY", "ipv5", "is not one of ipv4 or ipv6"},
+                 {"RCOLL_P2P_LEVEL", "NET", "is not one of LOC, NVL, NVB, PIX, PXB, PHB or SYS"},
+                 {"RCOLL_SOCKET_NSOCKS", "99", "out of range [1, 16]"}};
+    for (size_t i = 0; i < sizeof(enums) / sizeof(enums[0]); i++) {
+        clear_env();
+        setenv(enums[i].var, enums[i].val, 1);
+        CHECK(rcoll_config_load(&c) == RCOLL_ERR_INVALID_ARG &&
+                  strstr(rcoll_err_get(), enums[i].allowed),
+              "%s=%s says what is allowed: '%s'", enums[i].var, enums[i].val, rcoll_err_get());
+    }
+    /* empty = default for enums (RCOLL_DEBUG= and RCOLL_P2P_LEVEL= were accepted before) */
+    clear_env();
+    setenv("RCOLL_DEBUG", "", 1);
+    setenv("RCOLL_P2P_LEVEL", "", 1);
+    CHECK(rcoll_config_load(&c) == RCOLL_OK && c.topo.p2p_level == 4, "empty enums = default");
     clear_env();
 }
 
+/* Every module's table: prefixed names with help, each knob declared once over all of them. */
 static void test_table(void)
 {
-    size_t n;
-    const rcoll_knob_t *k = rcoll_config_knobs(&n);
-    CHECK(n >= 10, "knob table has entries");
-    for (size_t i = 0; i < n; i++) {
-        CHECK(!strncmp(k[i].name, "RCOLL_", 6), "knob %s prefixed", k[i].name);
-        CHECK(k[i].help && strlen(k[i].help) > 10, "knob %s has help", k[i].name);
-        for (size_t j = i + 1; j < n; j++)
-            CHECK(strcmp(k[i].name, k[j].name) != 0, "knob %s declared once", k[i].name);
+    size_t nt, n = 0;
+    const rcoll_config_table_t *const *t = rcoll_config_tables(&nt);
+    const rcoll_knob_t *k[128];
+    CHECK(nt >= 8, "tables of log, net, topo, transport, shm, tcp, verbs and core: %zu", nt);
+    for (size_t j = 0; j < nt; j++) {
+        CHECK(t[j]->module && t[j]->count > 0 && t[j]->size > 0, "table %zu described", j);
+        for (size_t i = 0; i < t[j]->count && n < 128; i++)
+            if (t[j]->knobs[i].type != RCOLL_KNOB_TABLE) k[n++] = &t[j]->knobs[i];
     }
+    CHECK(n >= 39 && n < 128, "%zu knobs in all", n);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(!strncmp(k[i]->name, "RCOLL_", 6), "knob %s prefixed", k[i]->name);
+        CHECK(k[i]->help && strlen(k[i]->help) > 10, "knob %s has help", k[i]->name);
+        CHECK(k[i]->type != RCOLL_KNOB_ENUM || (k[i]->names && k[i]->names[0]),
+              "enum %s has names", k[i]->name);
+        for (size_t j = i + 1; j < n; j++)
+            CHECK(strcmp(k[i]->name, k[j]->name) != 0, "knob %s declared once", k[i]->name);
+    }
+    /* the unknown-variable check sees the knobs of every module */
+    static const char *const known[] = {"RCOLL_DEBUG", "RCOLL_SOCKET_IFNAME", "RCOLL_TOPO_FILE",
+                                        "RCOLL_BUFFSIZE", "RCOLL_PROTO", "RCOLL_SOCKET_NSOCKS",
+                                        "RCOLL_IB_HCA", "RCOLL_TIMEOUT", "RCOLL_ALGO",
+                                        "RCOLL_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        CHECK(rcoll_config_known(t, nt, known[i], strlen(known[i])), "%s known", known[i]);
+    CHECK(!rcoll_config_known(t, nt, "RCOLL_FOO", 9), "RCOLL_FOO unknown");
+    CHECK(!rcoll_config_known(t, nt, "RCOLL_PROTOCOL", 14), "no prefix match for knobs");
+}
+
+/* A module's own table, parsed into its own struct: defaults, environment, enums by index,
+ * ranges, an embedded table, and errors that say what is accepted. */
+typedef struct {
+    char path[RCOLL_CFG_STR_MAX];
+} sub_cfg_t;
+static const rcoll_knob_t sub_knobs[] = {
+    RCOLL_KNOB_STR(sub_cfg_t, "RCOLL_CFGTEST_PATH", "/tmp", path, "a path of the embedded table"),
+};
+static const rcoll_config_table_t sub_table = RCOLL_CONFIG_TABLE("sub", sub_knobs, sub_cfg_t);
+
+typedef struct {
+    int mode;
+    int level;
+    int count;
+    size_t bytes;
+    double wait_s;
+    sub_cfg_t sub;
+} mod_cfg_t;
+static const char *const mode_names[] = {"auto", "fast", "safe", NULL};
+static const char *const level_names[] = {"LOW", "MID", "HIGH", "BEYOND", NULL};
+static const rcoll_knob_t mod_knobs[] = {
+    RCOLL_KNOB_ENUM_OF(mod_cfg_t, "RCOLL_TEST_CFG_MODE", "auto", mode, mode_names,
+                       "how to go: auto, fast or safe"),
+    RCOLL_KNOB_ENUM_RANGE(mod_cfg_t, "RCOLL_TEST_CFG_LEVEL", "MID", level, level_names, 0, 2,
+                          "a level: LOW, MID or HIGH (BEYOND is a name, not a level)"),
+    RCOLL_KNOB_NUM(mod_cfg_t, "RCOLL_TEST_CFG_COUNT", "3", INT, count, 1, 8, "a count, 1 to 8"),
+    RCOLL_KNOB_NUM(mod_cfg_t, "RCOLL_TEST_CFG_BYTES", "4K", SIZE, bytes, 0, 1 << 20,
+                   "bytes, at most 1M"),
+    RCOLL_KNOB_NUM(mod_cfg_t, "RCOLL_TEST_CFG_WAIT", "1.5", SECONDS, wait_s, 0, 60,
+                   "seconds, at most a minute"),
+    RCOLL_KNOB_SUBTABLE(mod_cfg_t, sub, sub_table),
+};
+static const rcoll_config_table_t mod_table = RCOLL_CONFIG_TABLE("mod", mod_knobs, mod_cfg_t);
+
+static void test_module_table(void)
+{
+    static const char *const vars[] = {"RCOLL_TEST_CFG_MODE", "RCOLL_TEST_CFG_LEVEL",
+                                       "RCOLL_TEST_CFG_COUNT", "RCOLL_TEST_CFG_BYTES",
+                                       "RCOLL_TEST_CFG_WAIT", "RCOLL_CFGTEST_PATH"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
+    mod_cfg_t m;
+    CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_OK, "module defaults: %s", rcoll_err_get());
+    CHECK(m.mode == 0 && m.level == 1 && m.count == 3 && m.bytes == 4096 && m.wait_s == 1.5 &&
+              !strcmp(m.sub.path, "/tmp"),
+          "module defaults applied (mode %d level %d count %d)", m.mode, m.level, m.count);
+    setenv("RCOLL_TEST_CFG_MODE", "SAFE", 1); /* enums: any case */
+    setenv("RCOLL_TEST_CFG_LEVEL", "high", 1);
+    setenv("RCOLL_TEST_CFG_COUNT", "8", 1);
+    setenv("RCOLL_CFGTEST_PATH", "/var", 1);
+    CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_OK && m.mode == 2 && m.level == 2 &&
+              m.count == 8 && !strcmp(m.sub.path, "/var"),
+          "module environment applied, embedded table too");
+    setenv("RCOLL_TEST_CFG_MODE", "", 1);
+    CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_OK && m.mode == 0, "empty enum = default");
+    char val[RCOLL_CFG_STR_MAX];
+    rcoll_config_format(&m, &mod_knobs[1], val, sizeof(val));
+    CHECK(!strcmp(val, "HIGH"), "an enum formats as its name: %s", val);
+
+    static const struct {
+        const char *var, *val, *says;
+    } bad[] = {{"RCOLL_TEST_CFG_MODE", "slow", "is not one of auto, fast or safe"},
+               {"RCOLL_TEST_CFG_LEVEL", "BEYOND", "is not one of LOW, MID or HIGH"},
+               {"RCOLL_TEST_CFG_COUNT", "9", "out of range [1, 8]"},
+               {"RCOLL_TEST_CFG_BYTES", "2M", "out of range [0, 1048576]"},
+               {"RCOLL_TEST_CFG_WAIT", "61", "in [0, 60]"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (size_t j = 0; j < sizeof(vars) / sizeof(vars[0]); j++) unsetenv(vars[j]);
+        setenv(bad[i].var, bad[i].val, 1);
+        mod_cfg_t keep = m;
+        CHECK(rcoll_config_parse(&mod_table, &m) == RCOLL_ERR_INVALID_ARG &&
+                  strstr(rcoll_err_get(), bad[i].var) && strstr(rcoll_err_get(), bad[i].says),
+              "%s=%s: '%s' says '%s'", bad[i].var, bad[i].val, rcoll_err_get(), bad[i].says);
+        CHECK(!memcmp(&keep, &m, sizeof(m)), "output untouched on error");
+    }
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
+
+    const rcoll_config_table_t *tables[] = {&mod_table};
+    CHECK(rcoll_config_known(tables, 1, "RCOLL_CFGTEST_PATH", 18), "embedded knob known");
+    CHECK(!rcoll_config_known(tables, 1, "RCOLL_NOPE", 10), "other name unknown");
 }
 
 static void test_addresses(void)
@@ -165,6 +314,7 @@ int main(void)
     test_sizes();
     test_defaults_and_env();
     test_table();
+    test_module_table();
     test_addresses();
     test_status_strings();
     test_backoff();

@@ -104,7 +104,7 @@ has "no file" "$tmp/err" "cannot open topology file"
 run "bad env file" 2 env RCOLL_TOPO_FILE="$fx/bad_unterminated.json" "$tool"
 has "bad env file" "$tmp/err" "RCOLL_TOPO_FILE: topology file"
 run "bad gdr level" 2 env RCOLL_NET_GDR_LEVEL=FAST "$tool" --topo-file "$fx/pcie4.json"
-has "bad gdr level" "$tmp/err" "RCOLL_NET_GDR_LEVEL='FAST' is not a path level"
+has "bad gdr level" "$tmp/err" "RCOLL_NET_GDR_LEVEL='FAST' is not one of LOC, NVL, NVB, PIX, PXB, PHB or SYS"
 run "bad p2p level" 2 env RCOLL_P2P_LEVEL=NET "$tool" --topo-file "$fx/pcie4.json"
 has "bad p2p level" "$tmp/err" "RCOLL_P2P_LEVEL"
 run "bad ranks" 2 "$tool" --topo-file "$fx/pcie4.json" --ranks a:0,a:9

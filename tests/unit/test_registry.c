@@ -9,7 +9,6 @@
 
 #include "mp.h"
 #include "transport/transport.h"
-#include "util/config.h"
 #include "util/status.h"
 
 static int fake_closed;
@@ -32,8 +31,6 @@ static rcoll_status_t fake_close_listen(void *listen_comm)
 
 int main(void)
 {
-    rcoll_config_t cfg;
-    CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "config: %s", rcoll_err_get());
     size_t n;
     const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
     int host_local = 0, usable = 0;
@@ -44,7 +41,7 @@ int main(void)
                   t->test && t->close_send && t->close_recv && t->close_listen && t->fini,
               "transport %s has every op", t->name);
         host_local += t->host_local;
-        if (rcoll_transport_ensure_init(t, &cfg) != RCOLL_OK) continue; /* verbs without NIC */
+        if (rcoll_transport_ensure_init(t) != RCOLL_OK) continue; /* verbs without NIC */
         int ndev = 0;
         CHECK(t->devices(&ndev) == RCOLL_OK && ndev >= 1, "%s has a device", t->name);
         for (int d = 0; d < ndev; d++) {

@@ -15,7 +15,7 @@
 #include "rcoll_build.h"
 #include "topo/topo.h"
 #include "topo/topo_int.h"
-#include "util/config.h"
+#include "core/config.h"
 #include "util/status.h"
 
 static const char *fixtures;
@@ -149,7 +149,7 @@ static void test_levels(void)
     unsetenv("RCOLL_NET_GDR_LEVEL");
     unsetenv("RCOLL_P2P_LEVEL");
     CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "defaults");
-    CHECK(rcoll_topo_policy_init(&cfg, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB &&
+    CHECK(rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB &&
               pol.p2p_level == RCOLL_PATH_PXB, "default levels PXB/PXB");
     CHECK(rcoll_topo_policy_init(NULL, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB,
           "NULL config = defaults");
@@ -159,21 +159,24 @@ static void test_levels(void)
         rcoll_path_t want;
         rcoll_path_parse(ok[i], &want);
         CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "level %s accepted: %s", ok[i], rcoll_err_get());
-        CHECK(rcoll_topo_policy_init(&cfg, &pol) == RCOLL_OK && pol.gdr_level == want &&
+        CHECK(rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK && pol.gdr_level == want &&
                   pol.p2p_level == want, "policy %s", ok[i]);
     }
-    static const char *const bad[] = {"NET", "PCI", "5", "", "PXB,PHB"};
+    static const char *const bad[] = {"NET", "PCI", "5", "PXB,PHB"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv("RCOLL_P2P_LEVEL", "PXB", 1);
         setenv("RCOLL_NET_GDR_LEVEL", bad[i], 1);
         rcoll_status_t st = rcoll_config_load(&cfg);
-        CHECK(st == RCOLL_ERR_INVALID_ARG && strstr(rcoll_err_get(), "RCOLL_NET_GDR_LEVEL"),
+        CHECK(st == RCOLL_ERR_INVALID_ARG && strstr(rcoll_err_get(), "RCOLL_NET_GDR_LEVEL") &&
+                  strstr(rcoll_err_get(), "LOC, NVL, NVB, PIX, PXB, PHB or SYS"),
               "RCOLL_NET_GDR_LEVEL='%s' rejected: %s", bad[i], rcoll_err_get());
-        snprintf(cfg.net_gdr_level, sizeof(cfg.net_gdr_level), "%s", bad[i]);
-        st = rcoll_topo_policy_init(&cfg, &pol);
-        CHECK(bad[i][0] ? st == RCOLL_ERR_INVALID_ARG : st == RCOLL_OK,
-              "policy rejects '%s' too (empty = default)", bad[i]);
     }
+    setenv("RCOLL_NET_GDR_LEVEL", "", 1); /* empty = default */
+    CHECK(rcoll_config_load(&cfg) == RCOLL_OK &&
+              rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB,
+          "empty RCOLL_NET_GDR_LEVEL = PXB");
+    cfg.topo.net_gdr_level = RCOLL_PATH_NET;
+    CHECK(rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_ERR_INVALID_ARG, "policy rejects NET");
     unsetenv("RCOLL_NET_GDR_LEVEL");
     setenv("RCOLL_P2P_LEVEL", "ANY", 1);
     CHECK(rcoll_config_load(&cfg) == RCOLL_ERR_INVALID_ARG && strstr(rcoll_err_get(), "RCOLL_P2P_LEVEL"),
@@ -320,7 +323,7 @@ static void test_nic_and_gdr(void)
         setenv("RCOLL_NET_GDR_LEVEL", "PHB", 1);
         rcoll_config_t cfg;
         rcoll_topo_policy_t pol;
-        CHECK(rcoll_config_load(&cfg) == RCOLL_OK && rcoll_topo_policy_init(&cfg, &pol) == RCOLL_OK,
+        CHECK(rcoll_config_load(&cfg) == RCOLL_OK && rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK,
               "RCOLL_NET_GDR_LEVEL=PHB");
         CHECK(rcoll_topo_gdr_allowed(t, 0, 0, pol.gdr_level, reason, sizeof(reason)) == 1,
               "vm_flat: GDR yes with RCOLL_NET_GDR_LEVEL=PHB: %s", reason);
@@ -820,7 +823,7 @@ static void test_live(void)
     rcoll_config_t cfg;
     CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "config with topo knobs");
     t = NULL;
-    CHECK(rcoll_topo_detect(&cfg, &t) == RCOLL_OK && rcoll_topo_ngpus(t) == 4 &&
+    CHECK(rcoll_topo_detect(&cfg.topo, &t) == RCOLL_OK && rcoll_topo_ngpus(t) == 4 &&
               !strcmp(rcoll_topo_host(t), "pcie4"), "RCOLL_TOPO_FILE used");
     rcoll_topo_free(t);
     t = NULL;
@@ -831,13 +834,13 @@ static void test_live(void)
     setenv("RCOLL_TOPO_FILE", fx("bad_missing_comma.json"), 1);
     CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "config");
     t = NULL;
-    CHECK(rcoll_topo_detect(&cfg, &t) == RCOLL_ERR_INVALID_ARG && !t &&
+    CHECK(rcoll_topo_detect(&cfg.topo, &t) == RCOLL_ERR_INVALID_ARG && !t &&
               strstr(rcoll_err_get(), "RCOLL_TOPO_FILE: topology file") &&
               strstr(rcoll_err_get(), "line 5"), "bad RCOLL_TOPO_FILE: %s", rcoll_err_get());
     setenv("RCOLL_TOPO_FILE", fx("pcie4.json"), 1);
     setenv("RCOLL_TOPO_DUMP_FILE", "/nonexistent-dir/x.json", 1);
     CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "config");
-    CHECK(rcoll_topo_detect(&cfg, &t) == RCOLL_ERR_SYSTEM && !t &&
+    CHECK(rcoll_topo_detect(&cfg.topo, &t) == RCOLL_ERR_SYSTEM && !t &&
               strstr(rcoll_err_get(), "RCOLL_TOPO_DUMP_FILE"), "unwritable dump: %s", rcoll_err_get());
     unsetenv("RCOLL_TOPO_FILE");
     unsetenv("RCOLL_TOPO_DUMP_FILE");

@@ -37,13 +37,13 @@ const rcoll_transport_ops_t *T = &rcoll_transport_shm;
 /* (Re)initialise the transport: RCOLL_BUFFSIZE, /dev/shm fallback, single-copy on/off. */
 static rcoll_status_t setup_opts(size_t buffsize, int force_shm_open, int single_copy)
 {
-    rcoll_config_t cfg;
+    rcoll_shm_config_t cfg;
     T->fini();
-    if (rcoll_config_load(&cfg) != RCOLL_OK) {
+    if (rcoll_config_parse(T->config, &cfg) != RCOLL_OK) {
         fprintf(stderr, "config load failed: %s\n", rcoll_err_get());
         exit(1);
     }
-    cfg.buffsize = buffsize;
+    cfg.conn.buffsize = buffsize;
     rcoll_shm_test_options(force_shm_open, single_copy ? SINGLE_COPY_MIN : 0);
     return T->init(&cfg);
 }

@@ -25,14 +25,14 @@ const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
 /* (Re)initialise the transport with nsocks sockets per connection. */
 static void setup(int nsocks, size_t stripe_min)
 {
-    rcoll_config_t cfg;
+    rcoll_sock_config_t cfg;
     T->fini();
-    if (rcoll_config_load(&cfg) != RCOLL_OK) {
+    if (rcoll_config_parse(T->config, &cfg) != RCOLL_OK) {
         fprintf(stderr, "config load failed: %s\n", rcoll_err_get());
         exit(1);
     }
-    cfg.socket_nsocks = nsocks;
-    cfg.socket_stripe_min = stripe_min;
+    cfg.nsocks = nsocks;
+    cfg.stripe_min = stripe_min;
     if (T->init(&cfg) != RCOLL_OK) {
         fprintf(stderr, "tcp init failed: %s\n", rcoll_err_get());
         exit(1);
@@ -318,7 +318,7 @@ static void test_bad_args(void)
     char bad[RCOLL_TRANSPORT_HANDLE_BYTES], buf[8];
     void *sc = NULL, *req = (void *)1, *dp[RCOLL_TRANSPORT_MAX_RECVS + 1];
     size_t caps[RCOLL_TRANSPORT_MAX_RECVS + 1] = {0};
-    rcoll_config_t cfg;
+    rcoll_sock_config_t cfg;
     setup(1, 64 << 10);
     memset(bad, 0x33, sizeof(bad));
     CHECK(T->connect(0, bad, &sc) == RCOLL_ERR_INVALID_ARG && !sc, "connect to a bad handle");
@@ -336,8 +336,8 @@ static void test_bad_args(void)
     pair_close(&p);
     /* an interface that does not exist: the transport says why it cannot work */
     T->fini();
-    rcoll_config_load(&cfg);
-    snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=no_such_if0");
+    rcoll_config_parse(T->config, &cfg);
+    snprintf(cfg.netif.socket_ifname, sizeof(cfg.netif.socket_ifname), "=no_such_if0");
     CHECK(T->init(&cfg) == RCOLL_ERR_UNSUPPORTED, "init on a missing interface");
     CHECK(strstr(rcoll_err_get(), "no_such_if0") != NULL, "message names the filter");
     setup(1, 64 << 10);

@@ -186,7 +186,7 @@ static const rcoll_ibv_api_t scripted = {
     .get_async_event = s_get_async_event, .event_type_str = s_event_str,
 };
 
-static void test_scripted(rcoll_config_t *cfg)
+static void test_scripted(rcoll_ib_config_t *cfg)
 {
     const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
     rcoll_ibv_set_api(&scripted);
@@ -242,7 +242,7 @@ static void test_scripted(rcoll_config_t *cfg)
     rcoll_ibv_set_api(NULL);
 }
 
-static void test_missing_library(rcoll_config_t *cfg)
+static void test_missing_library(rcoll_ib_config_t *cfg)
 {
     snprintf(cfg->ibverbs_lib, sizeof(cfg->ibverbs_lib), "/nonexistent/libibverbs.so.1");
     CHECK(rcoll_ibv_load(cfg->ibverbs_lib) == RCOLL_ERR_UNSUPPORTED &&
@@ -251,8 +251,8 @@ static void test_missing_library(rcoll_config_t *cfg)
 
 int main(void)
 {
-    static rcoll_config_t cfg;
-    if (rcoll_config_load(&cfg) != RCOLL_OK) return 1;
+    static rcoll_ib_config_t cfg;
+    if (rcoll_config_parse(&rcoll_ib_config_table, &cfg) != RCOLL_OK) return 1;
     test_hca_filter();
     test_gid_pick();
     test_scripted(&cfg);

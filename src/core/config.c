@@ -1,0 +1,122 @@
+/*
+ * config.c - the core's knob table (launch, waits, data path) and the list of every
+ * module's table: the one place that sees them all.  Each table lives next to its module's
+ * code (util/log.c, util/net.c, topo/topo_detect.c, transport/registry.c, shm.c, socket.c,
+ * verbs_config.c); the parser is util/config.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "transport/shm.h"
+#include "transport/socket.h"
+#include "transport/verbs_config.h"
+#include "util/log.h"
+#include "util/status.h"
+
+const char *const rcoll_cfg_transport_names[] = {"auto", "shm", "verbs", "tcp", NULL};
+const char *const rcoll_cfg_net_names[] = {"auto", "verbs", "tcp", NULL};
+
+#define KNOB_STR(name, def, field, help) RCOLL_KNOB_STR(rcoll_config_t, name, def, field, help)
+#define KNOB(name, def, kind, field, lo, hi, help) \
+    RCOLL_KNOB_NUM(rcoll_config_t, name, def, kind, field, lo, hi, help)
+
+static const rcoll_knob_t core_knobs[] = {
+    KNOB("RCOLL_RANK", "-1", INT, rank, -1, 1 << 24,
+         "this process's rank (rcoll_comm_init_env); set by rcoll-run"),
+    KNOB("RCOLL_NRANKS", "-1", INT, nranks, -1, 1 << 24,
+         "number of ranks (rcoll_comm_init_env); set by rcoll-run"),
+    KNOB_STR("RCOLL_ROOT", "", root,
+             "host:port where rank 0 runs the bootstrap root (rcoll_comm_init_env)"),
+    KNOB_STR("RCOLL_SECRET", "", secret,
+             "job secret every rank must prove at bootstrap (rcoll-run makes one per job)"),
+    KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
+         "seconds to wait without progress from an awaited peer before failing"),
+    KNOB("RCOLL_SPIN", "-1", INT, spin, -1, 100000000,
+         "poll iterations spent spinning before a waiting rank yields the CPU; -1 = auto "
+         "(200, or 0 when this machine's ranks outnumber the CPUs of their affinity masks "
+         "together)"),
+    KNOB("RCOLL_POLL_US", "20000", INT, poll_us, 0, 100000000,
+         "microseconds a waiting rank keeps polling (spinning, then yielding the CPU) before "
+         "it naps in 50 us steps: a peer late by less is noticed at once, a longer idle wait "
+         "costs little CPU"),
+    KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
+         "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
+    KNOB_STR("RCOLL_ALGO", "auto", algo,
+             "all-reduce algorithm: auto, ring, rd (recursive doubling), tree (double binary "
+             "tree), oneshot (host segment, up to 16 KiB), twoshot (host segment: reduce-"
+             "scatter + all-gather through shared memory) or hier (several hosts with equal "
+             "ranks: reduce-scatter on each host, all-reduce across hosts, all-gather); one that "
+             "does not apply here leaves the choice to the cost model"),
+    KNOB("RCOLL_TWOSHOT_SLOT", "0", SIZE, twoshot_slot, 0, 1LL << 30,
+         "bytes per two-shot pipeline slot, 4 slots per rank in the host segment (0 = "
+         "RCOLL_BUFFSIZE / 16, at least 4K)"),
+    KNOB_STR("RCOLL_TUNING_FILE", "", tuning_file,
+             "file of cost-model constants (key = value: shm_alpha_us, shm_beta_gbps, "
+             "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
+    KNOB("RCOLL_TUNING_PROBE", "1", INT, tuning_probe, 0, 1,
+         "1: measure the cost model's alpha/beta/gamma at communicator creation (a few ms; "
+         "skipped when RCOLL_TUNING_FILE is set or RCOLL_ALGO forces the algorithm); 0: "
+         "built-in constants"),
+    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_TRANSPORT", "auto", transport,
+                       rcoll_cfg_transport_names,
+                       "transport between all ranks: auto (shared memory on one host, else the "
+                       "network transport of RCOLL_NET), shm, verbs or tcp"),
+    KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
+         "1: ranks on one host talk over the network transport instead of shared memory"),
+    KNOB_STR("RCOLL_HOST_ID", "", host_id,
+             "this rank's host identity (ranks with equal ids are one host: shared memory, one "
+             "ring segment); default: hostname, boot id and network namespace"),
+    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_NET", "auto", net, rcoll_cfg_net_names,
+                       "network transport between hosts: auto (verbs when an active RDMA port "
+                       "exists, else tcp), verbs (fail when none) or tcp"),
+    RCOLL_KNOB_SUBTABLE(rcoll_config_t, netif, rcoll_net_config_table),
+    RCOLL_KNOB_SUBTABLE(rcoll_config_t, conn, rcoll_transport_config_table),
+    RCOLL_KNOB_SUBTABLE(rcoll_config_t, topo, rcoll_topo_config_table),
+};
+const rcoll_config_table_t rcoll_core_config_table =
+    RCOLL_CONFIG_TABLE("core", core_knobs, rcoll_config_t);
+
+/* Lower layers first: the order rcoll-info -c prints them in. */
+static const rcoll_config_table_t *const all_tables[] = {
+    &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_topo_config_table,
+    &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_sock_config_table,
+    &rcoll_ib_config_table,    &rcoll_core_config_table,
+};
+#define NTABLES (sizeof(all_tables) / sizeof(all_tables[0]))
+
+const rcoll_config_table_t *const *rcoll_config_tables(size_t *count)
+{
+    *count = NTABLES;
+    return all_tables;
+}
+
+rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
+{
+    rcoll_log_config_t log;
+    rcoll_config_t tmp;
+    rcoll_status_t st = rcoll_config_parse(&rcoll_log_config_table, &log);
+    /* the other modules' knobs are parsed when used; checking them here makes a bad value
+     * fail every communicator's creation, not just the one that starts that module */
+    for (size_t i = 0; i < NTABLES && st == RCOLL_OK; i++) {
+        if (all_tables[i] == &rcoll_log_config_table || all_tables[i] == &rcoll_core_config_table)
+            continue;
+        void *scratch = malloc(all_tables[i]->size);
+        st = scratch ? rcoll_config_parse(all_tables[i], scratch)
+                     : rcoll_err_set(RCOLL_ERR_NO_MEMORY, "no memory to check the knobs");
+        free(scratch);
+    }
+    if (st == RCOLL_OK) st = rcoll_config_parse(&rcoll_core_config_table, &tmp);
+    if (st != RCOLL_OK) return st;
+    /* RCOLL_ALGO stays a string until algo/ has its table of algorithms (then an enum) */
+    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd") &&
+        strcmp(tmp.algo, "oneshot") && strcmp(tmp.algo, "tree") && strcmp(tmp.algo, "twoshot") &&
+        strcmp(tmp.algo, "hier"))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "RCOLL_ALGO='%s' is not one of auto, ring, rd, tree, oneshot, "
+                             "twoshot, hier", tmp.algo);
+    rcoll_log_configure(&log);
+    rcoll_config_warn_unknown(all_tables, NTABLES);
+    *cfg = tmp;
+    return RCOLL_OK;
+}

@@ -1,0 +1,65 @@
+/*
+ * config.h - the core's knobs (launch, waits, data path) in rcoll_config_t, and the one list
+ * of every module's knob table (core sees every layer; util/ cannot).  A communicator keeps
+ * its own copy, read at creation; API-given values override it.
+ */
+#ifndef RCOLL_CORE_CONFIG_H
+#define RCOLL_CORE_CONFIG_H
+
+#include <stddef.h>
+#include "rcoll.h"
+#include "topo/topo.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/net.h"
+
+/* RCOLL_TRANSPORT values; the names are those of the built-in transports. */
+typedef enum {
+    RCOLL_CFG_TRANSPORT_AUTO,
+    RCOLL_CFG_TRANSPORT_SHM,
+    RCOLL_CFG_TRANSPORT_VERBS,
+    RCOLL_CFG_TRANSPORT_TCP
+} rcoll_cfg_transport_t;
+/* RCOLL_NET values. */
+typedef enum { RCOLL_CFG_NET_AUTO, RCOLL_CFG_NET_VERBS, RCOLL_CFG_NET_TCP } rcoll_cfg_net_t;
+extern const char *const rcoll_cfg_transport_names[]; /* by rcoll_cfg_transport_t */
+extern const char *const rcoll_cfg_net_names[];       /* by rcoll_cfg_net_t */
+
+typedef struct rcoll_config {
+    /* launch (rcoll_comm_init_env) */
+    int rank;                       /* -1 when unset */
+    int nranks;                     /* -1 when unset */
+    char root[RCOLL_CFG_STR_MAX];   /* host:port, "" when unset */
+    char secret[RCOLL_CFG_STR_MAX]; /* "" when unset */
+    /* waits */
+    double timeout_s;  /* deadline without progress from an awaited peer */
+    int spin;          /* poll iterations before yielding the CPU */
+    int poll_us;       /* microseconds of polling (spin, then yield) before naps */
+    /* data path */
+    size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
+    char algo[RCOLL_CFG_STR_MAX];
+    size_t twoshot_slot; /* bytes per two-shot slot in the host segment */
+    char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
+    int tuning_probe;  /* 1: measure the constants at communicator creation */
+    int transport;     /* rcoll_cfg_transport_t */
+    int shm_disable;   /* 1: never use shared memory between local ranks */
+    char host_id[RCOLL_CFG_STR_MAX]; /* "" = hostname + boot id + network namespace */
+    int net;           /* network transport between hosts: rcoll_cfg_net_t */
+    /* knobs of lower layers the core uses too (declared there, embedded here) */
+    rcoll_net_config_t netif;      /* RCOLL_SOCKET_IFNAME: bootstrap address */
+    rcoll_transport_config_t conn; /* RCOLL_BUFFSIZE: staging per peer */
+    rcoll_topo_config_t topo;      /* RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE, levels */
+} rcoll_config_t;
+
+extern const rcoll_config_table_t rcoll_core_config_table;
+
+/* Every module's table, lower layers first (rcoll-info -c, the unknown-variable check). */
+const rcoll_config_table_t *const *rcoll_config_tables(size_t *count);
+
+/* Read the core's knobs into cfg.  Every other module's table is parsed too, so that any
+ * invalid value fails here (RCOLL_ERR_INVALID_ARG naming the variable and what it accepts),
+ * whichever transport ends up used; logging is (re)configured from its knobs, and unknown
+ * RCOLL_* variables get one warning per process.  cfg is written only on success. */
+rcoll_status_t rcoll_config_load(rcoll_config_t *cfg);
+
+#endif
