@@ -1,7 +1,8 @@
 /*
  * rcoll-topo - what rcoll sees of this host: the path matrix between GPUs and NICs (like
  * `nvidia-smi topo -m`), each GPU's closest NIC and GPUDirect RDMA verdict, and for a rank
- * layout (--ranks) the ring order and the transport each pair of ranks would use.  Reads a
+ * layout (--ranks) the ring order and the transport the library would use for each pair of
+ * ranks (core/pair.c's decision, the same function the library calls).  Reads a
  * topology file instead of detecting with --topo-file (or RCOLL_TOPO_FILE).  Read-only: it
  * creates no communicator.  Exit status: 0, or 2 for a bad file or bad arguments.
  */
@@ -12,6 +13,7 @@
 
 #include "topo/topo.h"
 #include "core/config.h"
+#include "core/pair.h"
 #include "util/status.h"
 
 #define MAX_RANKS 4096
@@ -26,12 +28,13 @@ static void usage(FILE *out)
             "                      instead of detecting it (default: RCOLL_TOPO_FILE)\n"
             "  -r, --ranks LIST    rank layout, rank r = r-th HOST:GPU (GPU -1 or omitted: no\n"
             "                      GPU), e.g. a:0,a:1,b:0,b:1; prints the ring order and the\n"
-            "                      transport of every pair of ranks (every host is assumed to\n"
-            "                      look like this one)\n"
+            "                      transport the library would use for every pair of ranks\n"
+            "                      (every host is assumed to look like this one; RCOLL_TRANSPORT,\n"
+            "                      RCOLL_NET and RCOLL_SHM_DISABLE apply)\n"
             "  -j, --json          the same as JSON\n"
             "  -d, --dump F        also write the topology to F as rcoll JSON ('-' = stdout)\n"
             "  -h, --help          this text\n"
-            "Levels: RCOLL_NET_GDR_LEVEL (default PXB), RCOLL_P2P_LEVEL (default PXB).\n");
+            "GPUDirect RDMA is reported possible up to PXB (GPU-NIC path).\n");
 }
 
 typedef struct {
@@ -108,7 +111,7 @@ static void cell(const rcoll_topo_t *t, int a, int b, char *buf, size_t len, int
     if (nvlinks) *nvlinks = links;
 }
 
-static void print_matrix(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol)
+static void print_matrix(const rcoll_topo_t *t)
 {
     int ng = rcoll_topo_ngpus(t), nn = rcoll_topo_nnics(t), nd = ng + nn;
     printf("host %s, topology from %s: %d CPU package%s, %d GPU%s, %d NIC%s\n\n",
@@ -156,8 +159,8 @@ static void print_matrix(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol)
         }
     }
     if (ng) {
-        printf("\nGPU -> closest NIC, GPUDirect RDMA up to %s (RCOLL_NET_GDR_LEVEL):\n",
-               rcoll_path_name(pol->gdr_level));
+        printf("\nGPU -> closest NIC, GPUDirect RDMA possible up to %s:\n",
+               rcoll_path_name(RCOLL_TOPO_GDR_LEVEL));
         for (int g = 0; g < ng; g++) {
             int nic = rcoll_topo_gpu_nic(t, g);
             if (nic < 0) {
@@ -165,7 +168,7 @@ static void print_matrix(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol)
                 continue;
             }
             char reason[400];
-            int ok = rcoll_topo_gdr_allowed(t, g, nic, pol->gdr_level, reason, sizeof(reason));
+            int ok = rcoll_topo_gdr_allowed(t, g, nic, RCOLL_TOPO_GDR_LEVEL, reason, sizeof(reason));
             printf("  GPU%-3d -> NIC%d %-10s %s  GDR %s: %s\n", g, nic, rcoll_topo_nic(t, nic)->name,
                    rcoll_path_name(rcoll_topo_path_gpu_nic(t, g, nic)), ok ? "yes" : "no", reason);
         }
@@ -181,10 +184,71 @@ static void print_matrix(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol)
            "  SYS  = across CPU packages (QPI/UPI/xGMI)\n");
 }
 
-static void pair_label(rcoll_pair_transport_t tr, rcoll_path_t p, char *buf, size_t len)
+/* A usable RDMA port in the topology (every host is assumed to look like this one). */
+static const rcoll_topo_nic_t *usable_rdma_port(const rcoll_topo_t *t)
 {
-    if (tr == RCOLL_PAIR_CUDA_IPC) snprintf(buf, len, "cuda-ipc/%s", rcoll_path_name(p));
-    else snprintf(buf, len, "%s", rcoll_pair_transport_name(tr));
+    for (int i = 0; i < rcoll_topo_nnics(t); i++) {
+        const rcoll_topo_nic_t *n = rcoll_topo_nic(t, i);
+        if (n->rdma && strcmp(n->state, "down")) return n;
+    }
+    return NULL;
+}
+
+/* A layout rank as the rank table would describe it: its host, and the transports it would
+ * listen on: those its configuration allows (core/pair.c) that this topology can carry
+ * (verbs needs an RDMA port that is not down; shared memory and TCP work everywhere). */
+static rcoll_pair_end_t layout_end(const rcoll_topo_t *t, const rcoll_config_t *cfg,
+                                   const char *host)
+{
+    rcoll_pair_end_t e = {.host = 1469598103934665603ull, .listens = 0};
+    for (const char *q = host; *q; q++) e.host = (e.host ^ (unsigned char)*q) * 1099511628211ull;
+    size_t n;
+    const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!rcoll_pair_allowed(cfg, list[i], NULL, 0)) continue;
+        if (!strcmp(list[i]->name, "verbs") && !usable_rdma_port(t)) continue;
+        e.listens |= 1u << i;
+    }
+    return e;
+}
+
+/* The library's transport for ranks a and b of the layout (core/pair.c), the path between
+ * them (GPU-GPU on one host, NET across hosts, LOC on one host without GPUs) and why. */
+static const char *layout_pair(const rcoll_topo_t *t, const rcoll_config_t *cfg,
+                               const ranks_t *r, int a, int b, rcoll_path_t *path, char *why,
+                               size_t len)
+{
+    rcoll_pair_end_t ea = layout_end(t, cfg, r->hosts[a]), eb = layout_end(t, cfg, r->hosts[b]);
+    int tr = rcoll_pair_transport(&ea, &eb);
+    size_t n;
+    const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
+    int same = !strcmp(r->hosts[a], r->hosts[b]);
+    int ng = rcoll_topo_ngpus(t), ga = r->gpus[a], gb = r->gpus[b];
+    char gp[300] = "";
+    *path = same ? RCOLL_PATH_LOC : RCOLL_PATH_NET;
+    if (same && ga >= 0 && gb >= 0 && ga < ng && gb < ng && ga != gb) {
+        int links;
+        char how[240];
+        *path = rcoll_topo_explain_gpu_gpu(t, ga, gb, &links, how, sizeof(how));
+        snprintf(gp, sizeof(gp), "; GPUs %d and %d are %s (%s)", ga, gb,
+                 rcoll_path_name(*path), how);
+    }
+    if (tr < 0) {
+        snprintf(why, len, "no transport both ranks would listen on (check RCOLL_TRANSPORT, "
+                 "RCOLL_NET, RCOLL_SHM_DISABLE)");
+        return "none";
+    }
+    const rcoll_topo_nic_t *nic = usable_rdma_port(t);
+    if (list[tr]->host_local)
+        snprintf(why, len, "same host: %s%s", list[tr]->name, gp);
+    else if (!strcmp(list[tr]->name, "verbs"))
+        snprintf(why, len, "%s; RDMA port %s", same ? "same host, shared memory not allowed"
+                 : "different hosts", nic ? nic->name : "?");
+    else
+        snprintf(why, len, "%s; %s", same ? "same host, shared memory not allowed"
+                 : "different hosts", nic ? "verbs not allowed or not built"
+                 : "no RDMA port that is not down");
+    return list[tr]->name;
 }
 
 static int ring_edge(const int *order, int n, int a, int b)
@@ -196,7 +260,7 @@ static int ring_edge(const int *order, int n, int a, int b)
     return 0;
 }
 
-static void print_ranks(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, const ranks_t *r,
+static void print_ranks(const rcoll_topo_t *t, const rcoll_config_t *cfg, const ranks_t *r,
                         const int *order)
 {
     printf("\nRanks:");
@@ -205,19 +269,15 @@ static void print_ranks(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, c
     for (int i = 0; i < r->n; i++)
         printf("%s %d", i && strcmp(r->hosts[order[i]], r->hosts[order[i - 1]]) ? " |" : "",
                order[i]);
-    printf("\n\nTransports (P2P up to %s, GPUDirect RDMA up to %s; * = ring neighbours; the "
-           "CUDA path is not built yet):\n", rcoll_path_name(pol->p2p_level),
-           rcoll_path_name(pol->gdr_level));
+    printf("\n\nTransports the library would use (the decision of core/pair.c; * = ring "
+           "neighbours):\n");
     for (int a = 0; a < r->n; a++)
         for (int b = a + 1; b < r->n; b++) {
-            char reason[800], lab[32];
+            char reason[800];
             rcoll_path_t p;
-            rcoll_pair_transport_t tr = rcoll_topo_pair_transport(
-                t, pol, r->hosts[a], r->gpus[a], r->hosts[b], r->gpus[b], &p, reason,
-                sizeof(reason));
-            pair_label(tr, p, lab, sizeof(lab));
-            printf("  %s %3d - %-3d %-13s %s\n", ring_edge(order, r->n, a, b) ? "*" : " ", a, b,
-                   lab, reason);
+            const char *tr = layout_pair(t, cfg, r, a, b, &p, reason, sizeof(reason));
+            printf("  %s %3d - %-3d %-6s %-4s %s\n", ring_edge(order, r->n, a, b) ? "*" : " ", a,
+                   b, tr, rcoll_path_name(p), reason);
         }
 }
 
@@ -234,7 +294,7 @@ static void jstr(const char *s)
     putchar('"');
 }
 
-static void print_json(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, const ranks_t *r,
+static void print_json(const rcoll_topo_t *t, const rcoll_config_t *cfg, const ranks_t *r,
                        const int *order)
 {
     int ng = rcoll_topo_ngpus(t), nn = rcoll_topo_nnics(t), nd = ng + nn;
@@ -242,8 +302,8 @@ static void print_json(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, co
     jstr(rcoll_topo_host(t));
     printf(",\n  \"source\": ");
     jstr(rcoll_topo_source(t));
-    printf(",\n  \"gdr_level\": \"%s\",\n  \"p2p_level\": \"%s\",\n  \"cpus\": [",
-           rcoll_path_name(pol->gdr_level), rcoll_path_name(pol->p2p_level));
+    printf(",\n  \"gdr_level\": \"%s\",\n  \"cpus\": [",
+           rcoll_path_name(RCOLL_TOPO_GDR_LEVEL));
     for (int i = 0; i < rcoll_topo_ncpus(t); i++) {
         const rcoll_topo_cpu_t *c = rcoll_topo_cpu(t, i);
         printf("%s\n    {\"id\": %d, \"numa\": %d, \"cpulist\": ", i ? "," : "", c->id, c->numa);
@@ -255,7 +315,7 @@ static void print_json(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, co
         const rcoll_topo_gpu_t *x = rcoll_topo_gpu(t, g);
         int nic = rcoll_topo_gpu_nic(t, g);
         char reason[400] = "no NIC";
-        int ok = nic >= 0 && rcoll_topo_gdr_allowed(t, g, nic, pol->gdr_level, reason, sizeof(reason));
+        int ok = nic >= 0 && rcoll_topo_gdr_allowed(t, g, nic, RCOLL_TOPO_GDR_LEVEL, reason, sizeof(reason));
         printf("%s\n    {\"index\": %d, \"pci\": ", g ? "," : "", g);
         jstr(x->pci);
         printf(", \"name\": ");
@@ -320,12 +380,10 @@ static void print_json(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, co
             for (int b = a + 1; b < r->n; b++) {
                 char reason[800];
                 rcoll_path_t p;
-                rcoll_pair_transport_t tr = rcoll_topo_pair_transport(
-                    t, pol, r->hosts[a], r->gpus[a], r->hosts[b], r->gpus[b], &p, reason,
-                    sizeof(reason));
+                const char *tr = layout_pair(t, cfg, r, a, b, &p, reason, sizeof(reason));
                 printf("%s\n    {\"a\": %d, \"b\": %d, \"transport\": \"%s\", \"path\": \"%s\", "
-                       "\"ring_edge\": %s, \"reason\": ", first ? "" : ",", a, b,
-                       rcoll_pair_transport_name(tr), rcoll_path_name(p),
+                       "\"ring_edge\": %s, \"reason\": ", first ? "" : ",", a, b, tr,
+                       rcoll_path_name(p),
                        ring_edge(order, r->n, a, b) ? "true" : "false");
                 jstr(reason);
                 putchar('}');
@@ -362,8 +420,7 @@ int main(int argc, char **argv)
         return 2;
     }
     static rcoll_config_t cfg;
-    rcoll_topo_policy_t pol;
-    if (rcoll_config_load(&cfg) || rcoll_topo_policy_init(&cfg.topo, &pol)) {
+    if (rcoll_config_load(&cfg)) {
         fprintf(stderr, "rcoll-topo: %s\n", rcoll_err_get());
         return 2;
     }
@@ -389,10 +446,10 @@ int main(int argc, char **argv)
         }
     }
     if (json) {
-        print_json(t, &pol, ranks_arg ? &ranks : NULL, order);
+        print_json(t, &cfg, ranks_arg ? &ranks : NULL, order);
     } else {
-        print_matrix(t, &pol);
-        if (ranks_arg) print_ranks(t, &pol, &ranks, order);
+        print_matrix(t);
+        if (ranks_arg) print_ranks(t, &cfg, &ranks, order);
     }
     if (dump && rcoll_topo_dump_file(t, dump)) {
         fprintf(stderr, "rcoll-topo: %s\n", rcoll_err_get());

@@ -14,6 +14,7 @@
 
 #include "algo/tree.h"
 #include "core/comm.h"
+#include "core/pair.h"
 #include "topo/topo.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -375,33 +376,40 @@ static void transport_reason(rcoll_comm_t c, int p, int t, const rcoll_transport
     }
 }
 
+/* What the rank table says of rank p, for the pair decision (core/pair.c). */
+static rcoll_pair_end_t pair_end(const rcoll_comm_t c, int p)
+{
+    rcoll_pair_end_t e = {.host = c->peers[p].host_hash, .listens = 0};
+    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
+        if (p == c->rank ? c->listen_comms[t] != NULL
+                         : rcoll_transport_handle_present(c->peers[p].handles[t]))
+            e.listens |= 1u << t;
+    return e;
+}
+
 static rcoll_status_t choose_transports(rcoll_comm_t c)
 {
-    const rcoll_peer_info_t *mine = &c->peers[c->rank];
     int used[RCOLL_MAX_TRANSPORTS] = {0};
     char pbuf[128], why[512];
+    rcoll_pair_end_t mine = pair_end(c, c->rank);
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank) continue;
-        for (int t = 0; t < RCOLL_MAX_TRANSPORTS && !c->link.tps[p]; t++) {
-            if (!c->listen_comms[t] || !rcoll_transport_handle_present(c->peers[p].handles[t])) continue;
-            rcoll_transport_props_t props;
-            memset(&props, 0, sizeof(props));
-            c->tps[t]->get_props(c->dev[t], &props);
-            if (props.host_local && c->peers[p].host_hash != mine->host_hash) continue;
-            c->link.tps[p] = c->tps[t];
-            used[t]++;
-            if (!RCOLL_LOG_ENABLED(c->nranks <= 64 ? RCOLL_LOG_INFO : RCOLL_LOG_TRACE,
-                                   RCOLL_SUBSYS_INIT))
-                continue;
-            transport_reason(c, p, t, &props, why, sizeof(why));
-            RCOLL_LOG(c->nranks <= 64 ? RCOLL_LOG_INFO : RCOLL_LOG_TRACE, RCOLL_SUBSYS_INIT,
-                      "%s: %s (%s)", rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)),
-                      c->tps[t]->name, why);
-        }
-        if (!c->link.tps[p])
+        rcoll_pair_end_t peer = pair_end(c, p);
+        int t = rcoll_pair_transport(&mine, &peer);
+        if (t < 0)
             return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no transport reaches %s (this rank "
                                  "and it have no usable transport in common)",
                                  rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
+        c->link.tps[p] = c->tps[t];
+        used[t]++;
+        int lvl = c->nranks <= 64 ? RCOLL_LOG_INFO : RCOLL_LOG_TRACE;
+        if (!RCOLL_LOG_ENABLED(lvl, RCOLL_SUBSYS_INIT)) continue;
+        rcoll_transport_props_t props;
+        memset(&props, 0, sizeof(props));
+        c->tps[t]->get_props(c->dev[t], &props);
+        transport_reason(c, p, t, &props, why, sizeof(why));
+        RCOLL_LOG(lvl, RCOLL_SUBSYS_INIT, "%s: %s (%s)",
+                  rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)), c->tps[t]->name, why);
     }
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
         if (used[t])
@@ -427,19 +435,15 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     rcoll_status_t st = RCOLL_OK;
     for (size_t t = 0; t < n; t++) {
         int is_net = !list[t]->host_local;
-        if (forced && list[t] != forced_tp) continue;
-        if (!forced && c->cfg.shm_disable && !is_net) {
-            snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_SHM_DISABLE=1");
-            continue;
-        }
-        if (!forced && is_net && !net_auto && list[t] != net_tp) {
-            snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "RCOLL_NET=%.40s", net);
+        if (!rcoll_pair_allowed(&c->cfg, list[t], c->tp_why[t], sizeof(c->tp_why[t]))) {
+            if (forced) c->tp_why[t][0] = '\0'; /* not worth a mention: another was forced */
             continue;
         }
         st = rcoll_transport_ensure_init(list[t]);
         int ndev = 0;
         if (st == RCOLL_OK) st = list[t]->devices(&ndev);
-        /* several NICs: ranks spread over them (topology-aware choice comes with topo/) */
+        /* several devices: ranks spread over them by rank (choosing the NIC nearest to each
+         * rank's GPU needs the GPU placement, which comes with the CUDA path) */
         c->dev[t] = ndev > 1 ? c->rank % ndev : 0;
         if (st == RCOLL_OK)
             st = rcoll_transport_listen(list[t], c->dev[t], mine->handles[t], &c->listen_comms[t]);

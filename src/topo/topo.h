@@ -77,14 +77,15 @@ typedef struct {
 
 typedef struct rcoll_topo rcoll_topo_t;
 
-/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE,
- * RCOLL_NET_GDR_LEVEL and RCOLL_P2P_LEVEL (enums of rcoll_path_names, LOC..SYS). */
+/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE. */
 typedef struct {
     char topo_file[RCOLL_CFG_STR_MAX];      /* "" = detect */
     char topo_dump_file[RCOLL_CFG_STR_MAX]; /* "" = no dump */
-    int net_gdr_level;                      /* rcoll_path_t */
-    int p2p_level;                          /* rcoll_path_t */
 } rcoll_topo_config_t;
+
+/* The farthest GPU-NIC path at which topology reports call GPUDirect RDMA possible (NCCL's
+ * default).  A fact for rcoll-topo today; a knob when the CUDA path uses it. */
+#define RCOLL_TOPO_GDR_LEVEL RCOLL_PATH_PXB
 extern const rcoll_config_table_t rcoll_topo_config_table;
 
 /*
@@ -147,52 +148,15 @@ int rcoll_topo_gpu_nic(const rcoll_topo_t *t, int gpu);
 
 /*
  * May NIC `nic` read and write GPU `gpu`'s memory directly (GPUDirect RDMA)?  Yes (1) when
- * the NIC is an RDMA port and their path is at most max_level (RCOLL_NET_GDR_LEVEL, default
- * PXB).  reason (may be NULL) gets one sentence either way, e.g. "GPU 0 and mlx5_3 are SYS:
+ * the NIC is an RDMA port and their path is at most max_level (reports use
+ * RCOLL_TOPO_GDR_LEVEL).  reason (may be NULL) gets one sentence either way, e.g. "GPU 0 and mlx5_3 are SYS:
  * across CPU packages 0 and 1; GPUDirect RDMA allowed up to PXB".
  */
 int rcoll_topo_gdr_allowed(const rcoll_topo_t *t, int gpu, int nic, rcoll_path_t max_level,
                            char *reason, size_t len);
 
-/* ---- decisions (topo_decide.c): pure functions of a graph, ready for core/comm.c ---- */
-
-/* Levels read from the configuration. */
-typedef struct {
-    rcoll_path_t gdr_level; /* RCOLL_NET_GDR_LEVEL (default PXB) */
-    rcoll_path_t p2p_level; /* RCOLL_P2P_LEVEL (default PXB) */
-} rcoll_topo_policy_t;
-
-/* Fill pol from cfg (NULL = defaults).  The parser has checked the levels (LOC..SYS);
- * RCOLL_ERR_INVALID_ARG only for a struct filled by hand with another value. */
-rcoll_status_t rcoll_topo_policy_init(const rcoll_topo_config_t *cfg, rcoll_topo_policy_t *pol);
-
-typedef enum {
-    RCOLL_PAIR_SHM = 0,      /* same host, host memory */
-    RCOLL_PAIR_CUDA_IPC,     /* same host, GPU peer-to-peer (the CUDA path: not built yet) */
-    RCOLL_PAIR_VERBS_GDR,    /* other host, verbs with GPUDirect RDMA on both sides */
-    RCOLL_PAIR_VERBS,        /* other host, verbs through host memory */
-    RCOLL_PAIR_TCP           /* other host, no usable RDMA port */
-} rcoll_pair_transport_t;
-
-/* "shm", "cuda-ipc", "verbs+GDR", "verbs", "tcp". */
-const char *rcoll_pair_transport_name(rcoll_pair_transport_t tr);
-
-/*
- * The transport two ranks would use, from their hosts and GPUs (-1 = no GPU) and the
- * graph t (the same for every host: a homogeneous cluster; NULL = nothing known, so same
- * host gives shm and other hosts tcp).  Same host: cuda-ipc when both have GPUs whose path
- * is within pol->p2p_level, else shm.  Other hosts: verbs+GDR when both GPUs' closest NICs
- * are RDMA ports that GPUDirect RDMA may use (pol->gdr_level), verbs when an RDMA port that
- * is not down exists, else tcp.  *path_p (may be NULL) gets the GPU-GPU path when both
- * ranks are on one host with GPUs, RCOLL_PATH_NET across hosts, and RCOLL_PATH_LOC
- * otherwise (one host, host memory).  reason (may be NULL) gets one sentence saying why.
- */
-rcoll_pair_transport_t rcoll_topo_pair_transport(const rcoll_topo_t *t,
-                                                 const rcoll_topo_policy_t *pol,
-                                                 const char *host_a, int gpu_a,
-                                                 const char *host_b, int gpu_b,
-                                                 rcoll_path_t *path_p, char *reason,
-                                                 size_t len);
+/* ---- decisions (topo_decide.c): pure functions of a graph, ready for core/comm.c ----
+ * (Which transport two ranks use is decided in core/pair.c, from the rank table.) */
 
 /*
  * Ring order for a rank layout: rank r runs on hosts[r] with GPU gpus[r] (-1 = none; gpus

@@ -1,9 +1,8 @@
 /*
- * topo_decide.c - decisions that follow from a topology alone: the path levels of the
- * configuration (parsed and checked by the knob table in topo_detect.c), the transport two
- * ranks would use, and the ring order of a rank layout.
- * Pure functions of their arguments (no I/O, no logging), so core/comm.c can call them and
- * tests can check them on fixtures.  It names transports but never touches one.
+ * topo_decide.c - decisions that follow from a topology alone: the ring order of a rank
+ * layout.  Pure functions of their arguments (no I/O, no logging), so core/comm.c can call
+ * them and tests can check them on fixtures.  (The transport two ranks use is core/pair.c's
+ * decision, from the rank table.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,116 +10,6 @@
 
 #include "topo/topo_int.h"
 #include "util/status.h"
-
-rcoll_status_t rcoll_topo_policy_init(const rcoll_topo_config_t *cfg, rcoll_topo_policy_t *pol)
-{
-    rcoll_topo_policy_t p = {RCOLL_PATH_PXB, RCOLL_PATH_PXB};
-    if (cfg) {
-        if (cfg->net_gdr_level < RCOLL_PATH_LOC || cfg->net_gdr_level > RCOLL_PATH_SYS ||
-            cfg->p2p_level < RCOLL_PATH_LOC || cfg->p2p_level > RCOLL_PATH_SYS)
-            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "path levels %d/%d are not LOC..SYS",
-                                 cfg->net_gdr_level, cfg->p2p_level);
-        p.gdr_level = (rcoll_path_t)cfg->net_gdr_level;
-        p.p2p_level = (rcoll_path_t)cfg->p2p_level;
-    }
-    *pol = p;
-    return RCOLL_OK;
-}
-
-const char *rcoll_pair_transport_name(rcoll_pair_transport_t tr)
-{
-    switch (tr) {
-    case RCOLL_PAIR_SHM: return "shm";
-    case RCOLL_PAIR_CUDA_IPC: return "cuda-ipc";
-    case RCOLL_PAIR_VERBS_GDR: return "verbs+GDR";
-    case RCOLL_PAIR_VERBS: return "verbs";
-    case RCOLL_PAIR_TCP: return "tcp";
-    }
-    return "?";
-}
-
-static int port_usable(const rcoll_topo_nic_t *n) { return n->rdma && strcmp(n->state, "down"); }
-
-/* Can this GPU's closest NIC do GPUDirect RDMA?  why gets the verdict either way. */
-static int gpu_gdr(const rcoll_topo_t *t, const rcoll_topo_policy_t *pol, int gpu, char *why,
-                   size_t len)
-{
-    int nic = rcoll_topo_gpu_nic(t, gpu);
-    if (nic < 0) {
-        snprintf(why, len, "GPU %d has no NIC", gpu);
-        return 0;
-    }
-    const rcoll_topo_nic_t *n = rcoll_topo_nic(t, nic);
-    if (n->rdma && !port_usable(n)) {
-        snprintf(why, len, "GPU %d's closest RDMA port %s is down", gpu, n->name);
-        return 0;
-    }
-    return rcoll_topo_gdr_allowed(t, gpu, nic, pol->gdr_level, why, len);
-}
-
-rcoll_pair_transport_t rcoll_topo_pair_transport(const rcoll_topo_t *t,
-                                                 const rcoll_topo_policy_t *pol,
-                                                 const char *host_a, int gpu_a,
-                                                 const char *host_b, int gpu_b,
-                                                 rcoll_path_t *path_p, char *reason,
-                                                 size_t len)
-{
-    rcoll_topo_policy_t dflt = {RCOLL_PATH_PXB, RCOLL_PATH_PXB};
-    char scratch[8];
-    if (!pol) pol = &dflt;
-    if (!reason || !len) {
-        reason = scratch;
-        len = sizeof(scratch);
-    }
-    int ng = rcoll_topo_ngpus(t);
-    int has_a = gpu_a >= 0 && gpu_a < ng, has_b = gpu_b >= 0 && gpu_b < ng;
-    int same = host_a && host_b && !strcmp(host_a, host_b);
-    char why[300];
-    if (same) {
-        if (has_a && has_b) {
-            int links;
-            rcoll_path_t p = rcoll_topo_explain_gpu_gpu(t, gpu_a, gpu_b, &links, why, sizeof(why));
-            if (path_p) *path_p = p;
-            if (p <= pol->p2p_level) {
-                snprintf(reason, len, "same host; GPUs %d and %d are %s (%s), within the P2P "
-                         "level %s; the CUDA path is not built yet, shm carries it today",
-                         gpu_a, gpu_b, rcoll_path_name(p), why, rcoll_path_name(pol->p2p_level));
-                return RCOLL_PAIR_CUDA_IPC;
-            }
-            snprintf(reason, len, "same host; GPUs %d and %d are %s (%s), beyond the P2P level "
-                     "%s: through host memory", gpu_a, gpu_b, rcoll_path_name(p), why,
-                     rcoll_path_name(pol->p2p_level));
-            return RCOLL_PAIR_SHM;
-        }
-        if (path_p) *path_p = RCOLL_PATH_LOC;
-        snprintf(reason, len, "same host: shared memory");
-        return RCOLL_PAIR_SHM;
-    }
-    if (path_p) *path_p = RCOLL_PATH_NET;
-    int usable = -1;
-    for (int i = 0; i < rcoll_topo_nnics(t) && usable < 0; i++)
-        if (port_usable(rcoll_topo_nic(t, i))) usable = i;
-    if (usable < 0) {
-        snprintf(reason, len, "different hosts; no RDMA port that is not down%s",
-                 t ? "" : " (no topology)");
-        return RCOLL_PAIR_TCP;
-    }
-    if (has_a && has_b) {
-        char wa[300], wb[300];
-        int ga = gpu_gdr(t, pol, gpu_a, wa, sizeof(wa));
-        int gb = gpu_gdr(t, pol, gpu_b, wb, sizeof(wb));
-        if (ga && gb) {
-            if (gpu_a == gpu_b) snprintf(reason, len, "different hosts; %s", wa);
-            else snprintf(reason, len, "different hosts; %s; %s", wa, wb);
-            return RCOLL_PAIR_VERBS_GDR;
-        }
-        snprintf(reason, len, "different hosts; no GPUDirect RDMA: %s", ga ? wb : wa);
-        return RCOLL_PAIR_VERBS;
-    }
-    snprintf(reason, len, "different hosts; RDMA port %s, %s", rcoll_topo_nic(t, usable)->name,
-             has_a || has_b ? "one rank has no GPU: host memory" : "host memory");
-    return RCOLL_PAIR_VERBS;
-}
 
 /* ---------------------------------------------------------------------------------------
  * ring order

@@ -15,10 +15,6 @@
 
 #define TOPO_FILE_MAX (64u << 20)
 
-#define KNOB_LEVEL(name, field, help)                                                   \
-    RCOLL_KNOB_ENUM_RANGE(rcoll_topo_config_t, name, "PXB", field, rcoll_path_names,    \
-                          RCOLL_PATH_LOC, RCOLL_PATH_SYS, help)
-
 static const rcoll_knob_t topo_knobs[] = {
     RCOLL_KNOB_STR(rcoll_topo_config_t, "RCOLL_TOPO_FILE", "", topo_file,
                    "read this host's topology from a file instead of detecting it: rcoll JSON, "
@@ -26,13 +22,6 @@ static const rcoll_knob_t topo_knobs[] = {
     RCOLL_KNOB_STR(rcoll_topo_config_t, "RCOLL_TOPO_DUMP_FILE", "", topo_dump_file,
                    "write the topology in use to this file (rcoll JSON), to inspect it or edit "
                    "it into an RCOLL_TOPO_FILE"),
-    KNOB_LEVEL("RCOLL_NET_GDR_LEVEL", net_gdr_level,
-               "farthest GPU-NIC path at which GPUDirect RDMA is used: LOC (never), PIX (same "
-               "PCIe switch), PXB (switches below one host bridge), PHB (same CPU package) or "
-               "SYS"),
-    KNOB_LEVEL("RCOLL_P2P_LEVEL", p2p_level,
-               "farthest GPU-GPU path at which GPU peer-to-peer is used (NVL, NVB, PIX, PXB, "
-               "PHB, SYS; LOC = never)"),
 };
 const rcoll_config_table_t rcoll_topo_config_table =
     RCOLL_CONFIG_TABLE("topo", topo_knobs, rcoll_topo_config_t);

@@ -50,8 +50,8 @@ static void test_defaults_and_env(void)
     CHECK(c.conn.buffsize == (4u << 20), "default buffsize 4 MiB");
     CHECK(c.rank == -1 && c.nranks == -1 && c.root[0] == 0, "launch vars unset");
     CHECK(c.conn.buffsize <= (8u << 20), "default per-connection memory within 8 MiB");
-    CHECK(c.transport == RCOLL_CFG_TRANSPORT_AUTO && c.net == RCOLL_CFG_NET_AUTO &&
-              c.topo.net_gdr_level == 4 && c.topo.p2p_level == 4, "enum defaults: auto, PXB");
+    CHECK(c.transport == RCOLL_CFG_TRANSPORT_AUTO && c.net == RCOLL_CFG_NET_AUTO,
+          "enum defaults: auto");
     CHECK(c.poll_us == 20000, "default polling before naps 20 ms, got %d us", c.poll_us);
 
     setenv("RCOLL_TIMEOUT", "2.5", 1);
@@ -88,7 +88,7 @@ static void test_defaults_and_env(void)
                {"RCOLL_POLL_US", "-5"},       {"RCOLL_POLL_US", "1ms"},
                {"RCOLL_PROTO", "bogus"},      {"RCOLL_TRANSPORT", "ib"},
                {"RCOLL_NET", "rdma"},         {"RCOLL_IB_ADDR_FAMILY", "ipv5"},
-               {"RCOLL_NET_GDR_LEVEL", "xyz"}, {"RCOLL_IB_SL", "16"}};
+               {"RCOLL_IB_SL", "16"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         clear_env();
         setenv(bad[i].var, bad[i].val, 1);
@@ -107,7 +107,6 @@ static void test_defaults_and_env(void)
                  {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, verbs or tcp"},
                  {"RCOLL_NET", "rdma", "is not one of auto, verbs or tcp"},
                  {"RCOLL_IB_ADDR_FAMILY", "ipv5", "is not one of ipv4 or ipv6"},
-                 {"RCOLL_P2P_LEVEL", "NET", "is not one of LOC, NVL, NVB, PIX, PXB, PHB or SYS"},
                  {"RCOLL_SOCKET_NSOCKS", "99", "out of range [1, 16]"}};
     for (size_t i = 0; i < sizeof(enums) / sizeof(enums[0]); i++) {
         clear_env();
@@ -116,11 +115,11 @@ static void test_defaults_and_env(void)
                   strstr(rcoll_err_get(), enums[i].allowed),
               "%s=%s says what is allowed: '%s'", enums[i].var, enums[i].val, rcoll_err_get());
     }
-    /* empty = default for enums (RCOLL_DEBUG= and RCOLL_P2P_LEVEL= were accepted before) */
+    /* empty = default for enums (RCOLL_DEBUG= was accepted before) */
     clear_env();
     setenv("RCOLL_DEBUG", "", 1);
-    setenv("RCOLL_P2P_LEVEL", "", 1);
-    CHECK(rcoll_config_load(&c) == RCOLL_OK && c.topo.p2p_level == 4, "empty enums = default");
+    setenv("RCOLL_PROTO", "", 1);
+    CHECK(rcoll_config_load(&c) == RCOLL_OK, "empty enums = default");
     clear_env();
 }
 
@@ -136,7 +135,7 @@ static void test_table(void)
         for (size_t i = 0; i < t[j]->count && n < 128; i++)
             if (t[j]->knobs[i].type != RCOLL_KNOB_TABLE) k[n++] = &t[j]->knobs[i];
     }
-    CHECK(n >= 39 && n < 128, "%zu knobs in all", n);
+    CHECK(n >= 35 && n < 128, "%zu knobs in all", n);
     for (size_t i = 0; i < n; i++) {
         CHECK(!strncmp(k[i]->name, "RCOLL_", 6), "knob %s prefixed", k[i]->name);
         CHECK(k[i]->help && strlen(k[i]->help) > 10, "knob %s has help", k[i]->name);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rcoll-topo end to end on the fixtures: the matrix text, the --json report (checked with
-# python3's json module), --ranks, exit status 2 with the line for bad files and bad levels,
+# python3's json module), --ranks, exit status 2 with the line for bad files and bad knobs,
 # --dump round trip, and live detection on this machine.
 set -u
 tool=$1
@@ -11,7 +11,7 @@ pass=0
 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-unset RCOLL_TOPO_FILE RCOLL_TOPO_DUMP_FILE RCOLL_NET_GDR_LEVEL RCOLL_P2P_LEVEL
+unset RCOLL_TOPO_FILE RCOLL_TOPO_DUMP_FILE RCOLL_NET RCOLL_SHM_DISABLE RCOLL_TRANSPORT
 
 # run NAME WANT_RC CMD...: stdout in $tmp/out, stderr in $tmp/err
 run() {
@@ -63,15 +63,20 @@ pycheck "dgx8 ranks" "
 assert d['ring'] == [0, 2, 1, 3], d['ring']
 t = {(x['a'], x['b']): x for x in d['transports']}
 assert len(t) == 6
-assert t[(0, 2)]['transport'] == 'cuda-ipc' and t[(0, 2)]['path'] == 'NVL', t[(0, 2)]
-assert t[(0, 1)]['transport'] == 'verbs+GDR' and t[(0, 1)]['path'] == 'NET', t[(0, 1)]
-assert t[(0, 3)]['transport'] == 'verbs+GDR'
+assert t[(0, 2)]['transport'] == 'shm' and t[(0, 2)]['path'] == 'NVL', t[(0, 2)]
+assert t[(0, 1)]['transport'] == 'verbs' and t[(0, 1)]['path'] == 'NET', t[(0, 1)]
+assert t[(0, 3)]['transport'] == 'verbs' and 'mlx5_0' in t[(0, 3)]['reason'], t[(0, 3)]
 assert t[(0, 2)]['ring_edge'] and t[(2, 1)]['ring_edge'] if (2, 1) in t else t[(1, 2)]['ring_edge']
 "
 run "dgx8 ranks text" 0 "$tool" -f "$fx/dgx8_nvswitch.json" -r a:0,a:1,b:0,b:1,c
 has "dgx8 ranks text" "$tmp/out" "Ring order: 0 1 | 2 3 | 4"
-has "dgx8 ranks text" "$tmp/out" "cuda-ipc/NVL"
-has "dgx8 ranks text" "$tmp/out" "verbs+GDR"
+has "dgx8 ranks text" "$tmp/out" "0 - 1   shm    NVL  same host: shm; GPUs 0 and 1 are NVL"
+has "dgx8 ranks text" "$tmp/out" "1 - 2   verbs  NET  different hosts; RDMA port mlx5_0"
+# The same function as the library: its knobs change the answer.
+run "dgx8 ranks net tcp" 0 env RCOLL_NET=tcp "$tool" -f "$fx/dgx8_nvswitch.json" -r a:0,a:1,b:0
+has "dgx8 ranks net tcp" "$tmp/out" "1 - 2   tcp    NET  different hosts; verbs not allowed or not built"
+run "dgx8 ranks no shm" 0 env RCOLL_SHM_DISABLE=1 "$tool" -f "$fx/dgx8_nvswitch.json" -r a:0,a:1
+has "dgx8 ranks no shm" "$tmp/out" "0 - 1   verbs  NVL  same host, shared memory not allowed"
 
 run "pcie4 json" 0 "$tool" --topo-file "$fx/pcie4.json" --json
 pycheck "pcie4 json" "
@@ -81,17 +86,14 @@ assert 'PHB' in g[2]['gdr_reason'] and 'host bridge' in g[2]['gdr_reason'], g[2]
 assert all(x['nic'] == 'mlx5_0' for x in g)
 "
 
-run "vm_flat PHB" 0 env RCOLL_NET_GDR_LEVEL=PHB "$tool" --topo-file "$fx/vm_flat.json" --json
-pycheck "vm_flat PHB" "assert d['gdr_level'] == 'PHB' and all(x['gdr'] for x in d['gpus']), d['gpus']"
 run "vm_flat PXB" 0 "$tool" --topo-file "$fx/vm_flat.json" --json
-pycheck "vm_flat PXB" "assert not any(x['gdr'] for x in d['gpus']) and d['nics'][0]['numa'] == -1"
+pycheck "vm_flat PXB" "assert d['gdr_level'] == 'PXB' and not any(x['gdr'] for x in d['gpus']) and d['nics'][0]['numa'] == -1"
 
 run "nccl xml" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.xml" --json
 pycheck "nccl xml" "assert len(d['gpus']) == 8 and d['gpus'][5]['nic'] == 'mlx5_5'"
 
 run "nvlink2 ranks" 0 "$tool" --topo-file "$fx/nvlink2.json" --ranks h1:0,h2:0
-has "nvlink2 ranks" "$tmp/out" "tcp"
-has "nvlink2 ranks" "$tmp/out" "eth0 is not an RDMA NIC"
+has "nvlink2 ranks" "$tmp/out" "0 - 1   tcp    NET  different hosts; no RDMA port that is not down"
 
 run "dangling parent" 2 "$tool" --topo-file "$fx/bad_dangling_parent.json"
 has "dangling parent" "$tmp/err" "bad_dangling_parent.json line 10: gpu 1: parent \"sw9\" is not defined"
@@ -103,10 +105,8 @@ run "no file" 2 "$tool" --topo-file "$tmp/none.json"
 has "no file" "$tmp/err" "cannot open topology file"
 run "bad env file" 2 env RCOLL_TOPO_FILE="$fx/bad_unterminated.json" "$tool"
 has "bad env file" "$tmp/err" "RCOLL_TOPO_FILE: topology file"
-run "bad gdr level" 2 env RCOLL_NET_GDR_LEVEL=FAST "$tool" --topo-file "$fx/pcie4.json"
-has "bad gdr level" "$tmp/err" "RCOLL_NET_GDR_LEVEL='FAST' is not one of LOC, NVL, NVB, PIX, PXB, PHB or SYS"
-run "bad p2p level" 2 env RCOLL_P2P_LEVEL=NET "$tool" --topo-file "$fx/pcie4.json"
-has "bad p2p level" "$tmp/err" "RCOLL_P2P_LEVEL"
+run "bad net" 2 env RCOLL_NET=fast "$tool" --topo-file "$fx/pcie4.json"
+has "bad net" "$tmp/err" "RCOLL_NET='fast' is not one of auto, verbs or tcp"
 run "bad ranks" 2 "$tool" --topo-file "$fx/pcie4.json" --ranks a:0,a:9
 has "bad ranks" "$tmp/err" "the GPU must be -1 or 0..3"
 run "bad option" 2 "$tool" --frobnicate

@@ -140,50 +140,6 @@ static void test_path_names(void)
               RCOLL_PATH_SYS < RCOLL_PATH_NET, "strongest first");
 }
 
-/* The config knobs and the policy accept exactly LOC..SYS, and agree. */
-static void test_levels(void)
-{
-    static const char *const ok[] = {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS", "phb"};
-    rcoll_config_t cfg;
-    rcoll_topo_policy_t pol;
-    unsetenv("RCOLL_NET_GDR_LEVEL");
-    unsetenv("RCOLL_P2P_LEVEL");
-    CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "defaults");
-    CHECK(rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB &&
-              pol.p2p_level == RCOLL_PATH_PXB, "default levels PXB/PXB");
-    CHECK(rcoll_topo_policy_init(NULL, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB,
-          "NULL config = defaults");
-    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        setenv("RCOLL_NET_GDR_LEVEL", ok[i], 1);
-        setenv("RCOLL_P2P_LEVEL", ok[i], 1);
-        rcoll_path_t want;
-        rcoll_path_parse(ok[i], &want);
-        CHECK(rcoll_config_load(&cfg) == RCOLL_OK, "level %s accepted: %s", ok[i], rcoll_err_get());
-        CHECK(rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK && pol.gdr_level == want &&
-                  pol.p2p_level == want, "policy %s", ok[i]);
-    }
-    static const char *const bad[] = {"NET", "PCI", "5", "PXB,PHB"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        setenv("RCOLL_P2P_LEVEL", "PXB", 1);
-        setenv("RCOLL_NET_GDR_LEVEL", bad[i], 1);
-        rcoll_status_t st = rcoll_config_load(&cfg);
-        CHECK(st == RCOLL_ERR_INVALID_ARG && strstr(rcoll_err_get(), "RCOLL_NET_GDR_LEVEL") &&
-                  strstr(rcoll_err_get(), "LOC, NVL, NVB, PIX, PXB, PHB or SYS"),
-              "RCOLL_NET_GDR_LEVEL='%s' rejected: %s", bad[i], rcoll_err_get());
-    }
-    setenv("RCOLL_NET_GDR_LEVEL", "", 1); /* empty = default */
-    CHECK(rcoll_config_load(&cfg) == RCOLL_OK &&
-              rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK && pol.gdr_level == RCOLL_PATH_PXB,
-          "empty RCOLL_NET_GDR_LEVEL = PXB");
-    cfg.topo.net_gdr_level = RCOLL_PATH_NET;
-    CHECK(rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_ERR_INVALID_ARG, "policy rejects NET");
-    unsetenv("RCOLL_NET_GDR_LEVEL");
-    setenv("RCOLL_P2P_LEVEL", "ANY", 1);
-    CHECK(rcoll_config_load(&cfg) == RCOLL_ERR_INVALID_ARG && strstr(rcoll_err_get(), "RCOLL_P2P_LEVEL"),
-          "bad RCOLL_P2P_LEVEL rejected");
-    unsetenv("RCOLL_P2P_LEVEL");
-}
-
 static void test_matrices(void)
 {
     rcoll_topo_t *t = load("dgx8_nvswitch.json");
@@ -319,15 +275,8 @@ static void test_nic_and_gdr(void)
         CHECK(rcoll_topo_gpu_nic(t, 1) == 0, "vm_flat: GPU 1 -> NIC 0");
         CHECK(!rcoll_topo_gdr_allowed(t, 0, 0, RCOLL_PATH_PXB, reason, sizeof(reason)) &&
                   strstr(reason, "are PHB"), "vm_flat: GDR no at PXB: %s", reason);
-        /* The same through the knob. */
-        setenv("RCOLL_NET_GDR_LEVEL", "PHB", 1);
-        rcoll_config_t cfg;
-        rcoll_topo_policy_t pol;
-        CHECK(rcoll_config_load(&cfg) == RCOLL_OK && rcoll_topo_policy_init(&cfg.topo, &pol) == RCOLL_OK,
-              "RCOLL_NET_GDR_LEVEL=PHB");
-        CHECK(rcoll_topo_gdr_allowed(t, 0, 0, pol.gdr_level, reason, sizeof(reason)) == 1,
-              "vm_flat: GDR yes with RCOLL_NET_GDR_LEVEL=PHB: %s", reason);
-        unsetenv("RCOLL_NET_GDR_LEVEL");
+        CHECK(rcoll_topo_gdr_allowed(t, 0, 0, RCOLL_PATH_PHB, reason, sizeof(reason)) == 1,
+              "vm_flat: GDR yes at PHB: %s", reason);
     }
     rcoll_topo_free(t);
 
@@ -436,70 +385,6 @@ static void test_ring(void)
                    (const int[]){0, 2, 3, 1});
     }
     rcoll_topo_free(t);
-}
-
-static void test_pairs(void)
-{
-    rcoll_topo_policy_t pol = {RCOLL_PATH_PXB, RCOLL_PATH_PXB};
-    char why[800];
-    rcoll_path_t p;
-    rcoll_topo_t *t = load("dgx8_nvswitch.json");
-    if (t) {
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "a", 5, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_CUDA_IPC && p == RCOLL_PATH_NVL && strstr(why, "not built"),
-              "dgx8 same host: cuda-ipc/NVL: %s", why);
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "b", 1, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_VERBS_GDR && p == RCOLL_PATH_NET && strstr(why, "mlx5_1"),
-              "dgx8 other host: verbs+GDR: %s", why);
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", -1, "b", 1, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_VERBS, "one rank without GPU: verbs: %s", why);
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", -1, "a", 1, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_SHM && p == RCOLL_PATH_LOC, "same host, one GPU: shm");
-        rcoll_topo_policy_t loc = {RCOLL_PATH_LOC, RCOLL_PATH_LOC};
-        CHECK(rcoll_topo_pair_transport(t, &loc, "a", 0, "a", 1, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_SHM, "P2P level LOC: shm: %s", why);
-        CHECK(rcoll_topo_pair_transport(t, &loc, "a", 0, "b", 0, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_VERBS, "GDR level LOC: verbs: %s", why);
-    }
-    rcoll_topo_free(t);
-    t = load("pcie4.json");
-    if (t) {
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "a", 1, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_CUDA_IPC && p == RCOLL_PATH_PIX, "pcie4 0-1: cuda-ipc/PIX");
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "a", 2, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_SHM && p == RCOLL_PATH_PHB && strstr(why, "beyond"),
-              "pcie4 0-2: shm (PHB beyond PXB): %s", why);
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "b", 1, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_VERBS_GDR, "pcie4 0-1 across hosts: verbs+GDR");
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "b", 3, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_VERBS && strstr(why, "GPU 3 and mlx5_0 are PHB"),
-              "pcie4 0-3 across hosts: verbs: %s", why);
-    }
-    rcoll_topo_free(t);
-    t = load("nvlink2.json");
-    if (t) {
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "b", 1, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_TCP, "nvlink2 across hosts: tcp: %s", why);
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "a", 1, &p, why, sizeof(why)) ==
-                      RCOLL_PAIR_CUDA_IPC && p == RCOLL_PATH_NVL, "nvlink2: cuda-ipc/NVL");
-    }
-    rcoll_topo_free(t);
-    t = load("vm_flat.json");
-    if (t) {
-        CHECK(rcoll_topo_pair_transport(t, &pol, "a", 0, "b", 0, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_VERBS, "vm_flat: verbs at PXB: %s", why);
-        rcoll_topo_policy_t phb = {RCOLL_PATH_PHB, RCOLL_PATH_PXB};
-        CHECK(rcoll_topo_pair_transport(t, &phb, "a", 0, "b", 0, &p, why, sizeof(why)) ==
-                  RCOLL_PAIR_VERBS_GDR, "vm_flat: verbs+GDR at PHB: %s", why);
-    }
-    rcoll_topo_free(t);
-    CHECK(rcoll_topo_pair_transport(NULL, NULL, "a", 0, "a", 1, &p, NULL, 0) == RCOLL_PAIR_SHM,
-          "no topology, same host: shm");
-    CHECK(rcoll_topo_pair_transport(NULL, NULL, "a", 0, "b", 1, &p, why, sizeof(why)) ==
-              RCOLL_PAIR_TCP && p == RCOLL_PATH_NET, "no topology, other host: tcp");
-    static const char *const names[] = {"shm", "cuda-ipc", "verbs+GDR", "verbs", "tcp"};
-    for (int i = 0; i < 5; i++)
-        CHECK(!strcmp(rcoll_pair_transport_name((rcoll_pair_transport_t)i), names[i]), "name %d", i);
 }
 
 /* ---- bad files ---- */
@@ -987,11 +872,9 @@ int main(int argc, char **argv)
         return 1;
     }
     test_path_names();
-    test_levels();
     test_matrices();
     test_nic_and_gdr();
     test_ring();
-    test_pairs();
     test_bad_files();
     test_fuzz();
     test_round_trip();
