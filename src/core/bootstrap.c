@@ -26,8 +26,10 @@
 
 #define BS_MAGIC 0x52434f42u /* "RCOB" */
 #define BS_VERSION 2 /* 2: the peer record carries the rank's affinity mask (cpus) */
-#define BS_PENDING_MAX 64
-#define BS_HELLO_TIMEOUT_NS (10ull * 1000000000ull) /* a connector must say hello by then */
+#define BS_PENDING_MAX 64     /* connections accepted and not yet through their hello */
+#define BS_ACCEPT_BURST 16    /* accepts per pass, so hellos already sent are read in between */
+#define BS_HELLO_TIMEOUT_NS (3ull * 1000000000ull) /* a connector must say hello by then */
+#define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL };
 
@@ -188,9 +190,12 @@ struct rcoll_bs_root {
     double timeout_s;
     int nranks; /* 0 until the first valid hello */
     int njoined;
-    bs_member_t *members;
+    /* [nranks] NULL until that rank joins: calloc'ed, so its untouched pages cost nothing and
+     * the root's memory grows with the ranks that joined, not with the count announced. */
+    bs_member_t **members;
     bs_pending_t pending[BS_PENDING_MAX];
     int npending;
+    rcoll_log_limit_t drop_limit; /* warnings about dropped connections */
     int failure_sent;
     uint64_t decide_at; /* when to name the culprit of reported timeouts (0 = none pending) */
     int first_named;    /* the rank named by the first timeout report */
@@ -208,6 +213,7 @@ static void root_unref(rcoll_bs_root_t *r)
     if (!last) return;
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
+    for (int k = 0; r->members && k < r->nranks; k++) free(r->members[k]);
     free(r->members);
     free(r);
 }
@@ -215,10 +221,30 @@ static void root_unref(rcoll_bs_root_t *r)
 static void pending_drop(rcoll_bs_root_t *r, int i, const char *why)
 {
     char abuf[64];
-    RCOLL_WARN(BOOTSTRAP, "dropped bootstrap connection from %s: %s",
-               rcoll_net_addr_str(&r->pending[i].addr, abuf, sizeof(abuf)), why);
+    unsigned more = 0;
+    if (rcoll_log_limit(&r->drop_limit, 5, &more)) {
+        char tail[48] = "";
+        if (more) snprintf(tail, sizeof(tail), " (%u more like this)", more);
+        RCOLL_WARN(BOOTSTRAP, "dropped bootstrap connection from %s: %s%s",
+                   rcoll_net_addr_str(&r->pending[i].addr, abuf, sizeof(abuf)), why, tail);
+    }
     close(r->pending[i].fd);
     r->pending[i] = r->pending[--r->npending];
+}
+
+/* The pending table is full: make room by evicting the connection that has waited longest
+ * without completing its hello (a rank sends its hello right after connecting, so that one is
+ * the likeliest idle squatter).  It is told to connect again, which a real rank does. */
+static void pending_evict_oldest(rcoll_bs_root_t *r)
+{
+    int old = 0;
+    for (int i = 1; i < r->npending; i++)
+        if (r->pending[i].since_ns < r->pending[old].since_ns) old = i;
+    bs_note_t n;
+    note_fill(&n, -1, BS_RETRY_STATUS, "too many pending connections: connect again");
+    bs_send_msg(r->pending[old].fd, BS_NACK, &n, sizeof(n), 0);
+    pending_drop(r, old, "too many pending connections (the oldest is evicted and told to "
+                 "connect again)");
 }
 
 static void pending_reject(rcoll_bs_root_t *r, int i, rcoll_status_t st, const char *why)
@@ -250,10 +276,6 @@ static void root_admit(rcoll_bs_root_t *r, int i)
             pending_reject(r, i, RCOLL_ERR_NO_MEMORY, "root out of memory");
             return;
         }
-        for (int k = 0; k < h->nranks; k++) {
-            r->members[k].fd = -1;
-            r->members[k].waits_on = -1;
-        }
         r->nranks = h->nranks;
     }
     if (h->nranks != r->nranks) {
@@ -262,13 +284,19 @@ static void root_admit(rcoll_bs_root_t *r, int i)
         pending_reject(r, i, RCOLL_ERR_INVALID_ARG, why);
         return;
     }
-    if (r->members[h->rank].joined) {
+    if (r->members[h->rank]) {
         snprintf(why, sizeof(why), "rank %d already joined (from pid %d on %s)", h->rank,
-                 (int)r->members[h->rank].info.pid, r->members[h->rank].info.hostname);
+                 (int)r->members[h->rank]->info.pid, r->members[h->rank]->info.hostname);
         pending_reject(r, i, RCOLL_ERR_INVALID_USAGE, why);
         return;
     }
-    bs_member_t *m = &r->members[h->rank];
+    bs_member_t *m = calloc(1, sizeof(*m));
+    if (!m) {
+        pending_reject(r, i, RCOLL_ERR_NO_MEMORY, "root out of memory");
+        return;
+    }
+    r->members[h->rank] = m;
+    m->waits_on = -1;
     m->fd = p->fd;
     m->joined = 1;
     m->info = h->info;
@@ -303,20 +331,30 @@ static void root_read_pending(rcoll_bs_root_t *r, int i)
 static void root_send_fail(rcoll_bs_root_t *r, int except, const bs_note_t *n)
 {
     for (int k = 0; k < r->nranks; k++) {
-        bs_member_t *m = &r->members[k];
-        if (k == except || m->fd < 0 || m->left) continue;
+        bs_member_t *m = r->members[k];
+        if (k == except || !m || m->fd < 0 || m->left) continue;
         bs_send_msg(m->fd, BS_FAIL, n, sizeof(*n), rcoll_now_ns() + 1000000000ull);
     }
 }
 
 static void member_close(bs_member_t *m)
 {
+    if (!m) return;
     if (m->fd >= 0) close(m->fd);
     m->fd = -1;
 }
 
+/* The drop warnings suppressed so far, in one line (force: whether their second is over). */
+static void drops_report(rcoll_bs_root_t *r, int force)
+{
+    unsigned n = rcoll_log_limit_take(&r->drop_limit, force);
+    if (n)
+        RCOLL_WARN(BOOTSTRAP, "root: dropped %u more bootstrap connections (%u more like this; "
+                   "at most 5 such warnings a second)", n, n);
+}
+
 /* Joining phase: returns 1 when every rank has joined, 0 on timeout/failure. */
-static int root_join_phase(rcoll_bs_root_t *r)
+static int root_join_loop(rcoll_bs_root_t *r)
 {
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
     struct pollfd pfd[1 + BS_PENDING_MAX];
@@ -325,7 +363,8 @@ static int root_join_phase(rcoll_bs_root_t *r)
         if (now >= deadline) return 0;
         for (int i = r->npending - 1; i >= 0; i--)
             if (now - r->pending[i].since_ns > BS_HELLO_TIMEOUT_NS)
-                pending_drop(r, i, "no hello within 10 s");
+                pending_drop(r, i, "no hello within 3 s");
+        drops_report(r, 0);
         int n = 0;
         pfd[n++] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
         for (int i = 0; i < r->npending; i++)
@@ -333,16 +372,23 @@ static int root_join_phase(rcoll_bs_root_t *r)
         poll(pfd, (nfds_t)n, 200);
         for (int i = r->npending - 1; i >= 0; i--)
             if (pfd[1 + i].revents) root_read_pending(r, i);
-        for (;;) {
+        for (int k = 0; k < BS_ACCEPT_BURST; k++) {
             int fd;
             rcoll_sockaddr_t peer;
             if (rcoll_net_accept(r->listen_fd, &fd, &peer) != RCOLL_OK) break;
-            if (r->npending == BS_PENDING_MAX) pending_drop(r, 0, "too many pending connections");
+            if (r->npending == BS_PENDING_MAX) pending_evict_oldest(r);
             r->pending[r->npending++] = (bs_pending_t){.fd = fd, .since_ns = rcoll_now_ns(),
                                                        .addr = peer};
         }
     }
     return 1;
+}
+
+static int root_join_phase(rcoll_bs_root_t *r)
+{
+    int done = root_join_loop(r);
+    drops_report(r, 1);
+    return done;
 }
 
 static void root_join_failed(rcoll_bs_root_t *r)
@@ -351,7 +397,7 @@ static void root_join_failed(rcoll_bs_root_t *r)
     size_t o = 0;
     int first = -1, nmiss = 0;
     for (int k = 0; k < r->nranks; k++) {
-        if (r->members[k].joined) continue;
+        if (r->members[k]) continue;
         if (first < 0) first = k;
         nmiss++;
         if (o + 12 < sizeof(missing))
@@ -370,7 +416,7 @@ static void root_join_failed(rcoll_bs_root_t *r)
 /* Handle one readable member connection in the watch phase. */
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
-    bs_member_t *m = &r->members[k];
+    bs_member_t *m = r->members[k];
     int complete;
     rcoll_status_t st = bs_rx_read(m->fd, &m->rx, &complete);
     if (st == RCOLL_OK && !complete) return;
@@ -420,14 +466,14 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
 static void root_decide_timeout(rcoll_bs_root_t *r)
 {
     int c = r->first_named, waiter = -1;
-    for (int hops = 0; hops < r->nranks && r->members[c].waits_on >= 0; hops++)
-        c = r->members[c].waits_on;
+    for (int hops = 0; hops < r->nranks && r->members[c]->waits_on >= 0; hops++)
+        c = r->members[c]->waits_on;
     for (int k = 0; k < r->nranks; k++)
-        if (r->members[k].waits_on == c) waiter = k;
+        if (r->members[k]->waits_on == c) waiter = k;
     char text[RCOLL_BS_TEXT_MAX];
     snprintf(text, sizeof(text), "rank %d (%s pid %d) stopped making progress (%.150s)", c,
-             r->members[c].info.hostname, (int)r->members[c].info.pid,
-             waiter >= 0 ? r->members[waiter].report : "reported by its peers");
+             r->members[c]->info.hostname, (int)r->members[c]->info.pid,
+             waiter >= 0 ? r->members[waiter]->report : "reported by its peers");
     RCOLL_WARN(BOOTSTRAP, "root: %s", text);
     bs_note_t n;
     note_fill(&n, c, RCOLL_ERR_TIMEOUT, text);
@@ -448,8 +494,8 @@ static void root_watch_phase(rcoll_bs_root_t *r)
     for (;;) {
         int n = 0;
         for (int k = 0; k < r->nranks; k++)
-            if (r->members[k].fd >= 0) {
-                pfd[n] = (struct pollfd){.fd = r->members[k].fd, .events = POLLIN};
+            if (r->members[k]->fd >= 0) {
+                pfd[n] = (struct pollfd){.fd = r->members[k]->fd, .events = POLLIN};
                 who[n++] = k;
             }
         if (n == 0) break;
@@ -474,9 +520,9 @@ static void *root_main(void *arg)
         size_t bytes = (size_t)r->nranks * sizeof(rcoll_peer_info_t);
         rcoll_peer_info_t *table = malloc(bytes);
         if (table) {
-            for (int k = 0; k < r->nranks; k++) table[k] = r->members[k].info;
+            for (int k = 0; k < r->nranks; k++) table[k] = r->members[k]->info;
             for (int k = 0; k < r->nranks; k++)
-                if (bs_send_msg(r->members[k].fd, BS_TABLE, table, (uint32_t)bytes,
+                if (bs_send_msg(r->members[k]->fd, BS_TABLE, table, (uint32_t)bytes,
                                 rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
                     RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to rank %d: %s",
                                k, rcoll_err_get());
@@ -490,7 +536,7 @@ static void *root_main(void *arg)
         RCOLL_WARN(BOOTSTRAP, "root: no rank joined within %g s; giving up", r->timeout_s);
     }
     for (int i = 0; i < r->npending; i++) close(r->pending[i].fd);
-    for (int k = 0; k < r->nranks; k++) member_close(&r->members[k]);
+    for (int k = 0; k < r->nranks; k++) member_close(r->members[k]);
     if (r->listen_fd >= 0) close(r->listen_fd);
     pthread_mutex_lock(&r->lock);
     r->finished = 1;
@@ -612,21 +658,54 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
     char abuf[64];
     memcpy(&b, id->internal, sizeof(b));
     rcoll_net_addr_str(&b.root, abuf, sizeof(abuf));
-    int fd = -1;
-    rcoll_status_t st = rcoll_net_connect_retry(&b.root, deadline_ns, &fd);
-    if (st != RCOLL_OK) {
-        rcoll_err_prefix("rank %d: bootstrap: ", rank);
-        return st;
-    }
+    int fd = -1, resets = 0;
     bs_hello_t hello;
     memset(&hello, 0, sizeof(hello));
     memcpy(hello.secret, b.secret, RCOLL_SECRET_BYTES);
     hello.rank = rank;
     hello.nranks = nranks;
     hello.info = *mine;
-    st = bs_send_msg(fd, BS_HELLO, &hello, sizeof(hello), deadline_ns);
     bs_hdr_t h;
-    if (st == RCOLL_OK) st = rcoll_net_recv_all(fd, &h, sizeof(h), deadline_ns);
+    rcoll_status_t st;
+    uint64_t backoff_ms = 10;
+    /* Connect and say hello until the root answers.  Under a flood of connections the root
+     * evicts the oldest silent one and tells it to connect again (a NACK with
+     * BS_RETRY_STATUS); a reset before any answer is retried a few times too, since the root
+     * may have dropped the connection before reading it.  Both back off, within the deadline. */
+    for (;;) {
+        st = rcoll_net_connect_retry(&b.root, deadline_ns, &fd);
+        if (st != RCOLL_OK) {
+            rcoll_err_prefix("rank %d: bootstrap: ", rank);
+            return st;
+        }
+        st = bs_send_msg(fd, BS_HELLO, &hello, sizeof(hello), deadline_ns);
+        if (st == RCOLL_OK) st = rcoll_net_recv_all(fd, &h, sizeof(h), deadline_ns);
+        int retry = st == RCOLL_ERR_REMOTE && ++resets <= 3;
+        if (st == RCOLL_OK && h.type == BS_NACK && hdr_valid(&h, sizeof(bs_note_t))) {
+            bs_note_t n;
+            memset(&n, 0, sizeof(n));
+            if (rcoll_net_recv_all(fd, &n, h.len < sizeof(n) ? h.len : sizeof(n), deadline_ns) ==
+                    RCOLL_OK && n.status == BS_RETRY_STATUS) {
+                retry = 1;
+            } else {
+                n.text[sizeof(n.text) - 1] = '\0';
+                rcoll_status_t why = n.status < 0 ? (rcoll_status_t)n.status : RCOLL_ERR_REMOTE;
+                st = rcoll_err_set(why, "rank %d: the bootstrap root at %s rejected this rank: "
+                                   "%s", rank, abuf, n.text);
+                goto err_close;
+            }
+        }
+        if (!retry || rcoll_now_ns() + backoff_ms * 1000000ull >= deadline_ns) break;
+        RCOLL_INFO(BOOTSTRAP, "rank %d: the bootstrap root at %s %s; connecting again in %llu ms",
+                   rank, abuf, st == RCOLL_OK ? "asked this rank to connect again (it is under "
+                   "load)" : "closed the connection before answering",
+                   (unsigned long long)backoff_ms);
+        close(fd);
+        fd = -1;
+        struct timespec ts = {(time_t)(backoff_ms / 1000), (long)(backoff_ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        if (backoff_ms < 500) backoff_ms *= 2;
+    }
     if (st == RCOLL_ERR_TIMEOUT) {
         st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "rank %d: timed out waiting for the other ranks "
                            "to join through the root at %s", rank, abuf);
@@ -643,7 +722,7 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
                            "malformed reply", rank, abuf);
         goto err_close;
     }
-    if (h.type == BS_NACK || h.type == BS_FAIL) {
+    if (h.type == BS_NACK || h.type == BS_FAIL) { /* a NACK here asked for a retry too late */
         bs_note_t n;
         memset(&n, 0, sizeof(n));
         st = rcoll_net_recv_all(fd, &n, h.len < sizeof(n) ? h.len : sizeof(n), deadline_ns);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/time.h"
 
 /* Level names, indexed by rcoll_log_level_t (the RCOLL_DEBUG enum). */
 static const char *const lvl_names[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
@@ -127,4 +128,29 @@ void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char 
             (long)syscall(SYS_gettid), log_rank, lvl_names[level], subsys_name(subsys), msg);
     fflush(out);
     pthread_mutex_unlock(&log_lock);
+}
+
+int rcoll_log_limit(rcoll_log_limit_t *l, unsigned burst, unsigned *more_p)
+{
+    uint64_t now = rcoll_now_ns();
+    if (now - l->window_ns >= 1000000000ull) {
+        l->window_ns = now;
+        l->passed = 0;
+    }
+    if (l->passed >= burst) {
+        l->suppressed++;
+        return 0;
+    }
+    l->passed++;
+    *more_p = l->suppressed;
+    l->suppressed = 0;
+    return 1;
+}
+
+unsigned rcoll_log_limit_take(rcoll_log_limit_t *l, int force)
+{
+    if (!l->suppressed || (!force && rcoll_now_ns() - l->window_ns < 1000000000ull)) return 0;
+    unsigned n = l->suppressed;
+    l->suppressed = 0;
+    return n;
 }

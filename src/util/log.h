@@ -61,4 +61,18 @@ void rcoll_expand_pattern(const char *pat, char *out, size_t len);
 #define RCOLL_INFO(ss, ...) RCOLL_LOG(RCOLL_LOG_INFO, RCOLL_SUBSYS_##ss, __VA_ARGS__)
 #define RCOLL_TRACE(ss, ...) RCOLL_LOG(RCOLL_LOG_TRACE, RCOLL_SUBSYS_##ss, __VA_ARGS__)
 
+/* A repeated warning, rate limited: at most `burst` pass per second; the rest are counted.
+ * rcoll_log_limit returns 1 when this one should be logged, and then *more_p gets the
+ * number suppressed since the last one that passed (append "(N more like this)"). */
+typedef struct {
+    uint64_t window_ns; /* start of the current one-second window */
+    unsigned passed;    /* passed in this window */
+    unsigned suppressed;
+} rcoll_log_limit_t;
+int rcoll_log_limit(rcoll_log_limit_t *l, unsigned burst, unsigned *more_p);
+/* The number suppressed and not yet reported, reset to 0: for a closing "... N more like
+ * this" line when no further message will pass (force = 1), or once their second is over
+ * (force = 0; 0 before then). */
+unsigned rcoll_log_limit_take(rcoll_log_limit_t *l, int force);
+
 #endif
