@@ -252,7 +252,18 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
     rcoll_bs_make_id(&addr, secret, &id);
     st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
     if (st != RCOLL_OK) {
-        rcoll_bs_root_release(root, 0);
+        /* The others must not wait RCOLL_TIMEOUT for this rank: the root it hosts tells them.
+         * The first cause stays this rank's message. */
+        char keep[RCOLL_ERR_TEXT_MAX], why[RCOLL_BS_TEXT_MAX];
+        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+        snprintf(why, sizeof(why), "rank %d (pid %d), which hosts the bootstrap root, could not "
+                 "create its communicator: %.150s", rank, (int)getpid(), keep);
+        rcoll_bs_root_abort(root, why);
+        /* Give the root up to 2 s to tell the ranks that joined (they fail and leave, then
+         * it finishes); this process may exit right after returning. */
+        double wait_s = cfg.timeout_s < 2 ? cfg.timeout_s : 2;
+        rcoll_bs_root_release(root, rcoll_now_ns() + (uint64_t)(wait_s * 1e9));
+        rcoll_err_set(st, "%s", keep);
         return init_failed(st);
     }
     return RCOLL_OK;

@@ -198,6 +198,9 @@ struct rcoll_bs_root {
     rcoll_log_limit_t drop_limit; /* warnings about dropped connections */
     int failure_sent;
     uint64_t decide_at; /* when to name the culprit of reported timeouts (0 = none pending) */
+    int aborted;        /* the hosting rank failed its creation (rcoll_bs_root_abort) */
+    int abort_sent;     /* ... and the ranks that had joined were told */
+    char abort_text[RCOLL_BS_TEXT_MAX];
     int first_named;    /* the rank named by the first timeout report */
 };
 
@@ -263,6 +266,10 @@ static void root_admit(rcoll_bs_root_t *r, int i)
     char why[160];
     if (!secret_equal(h->secret, r->secret)) {
         pending_reject(r, i, RCOLL_ERR_AUTH, "wrong job secret");
+        return;
+    }
+    if (r->aborted) {
+        pending_reject(r, i, RCOLL_ERR_REMOTE, r->abort_text);
         return;
     }
     if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
@@ -358,9 +365,19 @@ static int root_join_loop(rcoll_bs_root_t *r)
 {
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
     struct pollfd pfd[1 + BS_PENDING_MAX];
-    while (r->nranks == 0 || r->njoined < r->nranks) {
+    while (r->aborted || r->nranks == 0 || r->njoined < r->nranks) {
         uint64_t now = rcoll_now_ns();
         if (now >= deadline) return 0;
+        pthread_mutex_lock(&r->lock);
+        int aborted = r->aborted;
+        pthread_mutex_unlock(&r->lock);
+        if (aborted && !r->abort_sent) { /* those that joined learn it now, the rest on arrival */
+            bs_note_t n;
+            note_fill(&n, 0, RCOLL_ERR_REMOTE, r->abort_text);
+            root_send_fail(r, -1, &n);
+            r->abort_sent = 1;
+            r->failure_sent = 1;
+        }
         for (int i = r->npending - 1; i >= 0; i--)
             if (now - r->pending[i].since_ns > BS_HELLO_TIMEOUT_NS)
                 pending_drop(r, i, "no hello within 3 s");
@@ -530,7 +547,7 @@ static void *root_main(void *arg)
             RCOLL_INFO(BOOTSTRAP, "root: all %d ranks joined", r->nranks);
             root_watch_phase(r);
         }
-    } else if (r->nranks > 0) {
+    } else if (r->nranks > 0 && !r->aborted) {
         root_join_failed(r);
     } else {
         RCOLL_WARN(BOOTSTRAP, "root: no rank joined within %g s; giving up", r->timeout_s);
@@ -605,6 +622,17 @@ rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *
     rcoll_bs_make_id(addr, secret, id);
     if (root_p) *root_p = r;
     return RCOLL_OK;
+}
+
+void rcoll_bs_root_abort(rcoll_bs_root_t *r, const char *text)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->lock);
+    if (!r->aborted) {
+        snprintf(r->abort_text, sizeof(r->abort_text), "%s", text);
+        r->aborted = 1;
+    }
+    pthread_mutex_unlock(&r->lock);
 }
 
 rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *r, uint64_t deadline_ns)

@@ -50,6 +50,10 @@ rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *
  * RCOLL_ERR_TIMEOUT if it was still serving ranks. */
 rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *root, uint64_t deadline_ns);
 
+/* The rank that hosts root failed to create its communicator (text says why): the root
+ * tells the ranks that joined at once, and rejects every later hello with the text, until
+ * its deadline.  Call before rcoll_bs_root_release. */
+void rcoll_bs_root_abort(rcoll_bs_root_t *root, const char *text);
 /* Build the id for a root at addr with secret (environment launch: no root started here). */
 void rcoll_bs_make_id(const rcoll_sockaddr_t *addr, const char secret[RCOLL_SECRET_BYTES],
                       rcoll_unique_id_t *id);

@@ -477,6 +477,30 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     return RCOLL_OK;
 }
 
+/* Set-up failed after the bootstrap join.  A broken or silent connection is usually the
+ * consequence of another rank's failure: give the root a moment to name the first cause and
+ * fail with that.  Otherwise this rank is the first cause: tell the others, through the root,
+ * naming this rank. */
+static rcoll_status_t setup_failed(rcoll_comm_t c, rcoll_status_t st)
+{
+    char own[RCOLL_ERR_TEXT_MAX], text[RCOLL_BS_TEXT_MAX], pbuf[128];
+    snprintf(own, sizeof(own), "%s", rcoll_err_get());
+    if (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_PROTOCOL || st == RCOLL_ERR_TIMEOUT) {
+        uint64_t until = rcoll_now_ns() + 300000000ull;
+        while (rcoll_now_ns() < until) {
+            int culprit = -1;
+            rcoll_status_t cst = rcoll_bs_poll(c->bs, &culprit);
+            if (cst != RCOLL_OK) return cst; /* the root's text is the error now */
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    snprintf(text, sizeof(text), "%s could not create its communicator: %.150s",
+             rcoll_comm_peer_name(c, c->rank, pbuf, sizeof(pbuf)), own);
+    rcoll_bs_report(c->bs, c->rank, st, text);
+    return rcoll_err_set(st, "%s", own);
+}
+
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
                                  const rcoll_config_t *cfg, rcoll_bs_root_t *root,
                                  rcoll_comm_t *comm_p)
@@ -510,7 +534,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     st = rcoll_comm_links(c, deadline);
     if (st == RCOLL_OK) st = rcoll_comm_probe(c);
     if (st != RCOLL_OK) {
-        rcoll_bs_report(c->bs, rank, st, rcoll_err_get());
+        st = setup_failed(c, st);
         goto err_free;
     }
     st = rcoll_family_join(c, NULL);

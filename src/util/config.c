@@ -108,11 +108,12 @@ static rcoll_status_t parse_knob(const rcoll_knob_t *k, const char *text, char *
     case RCOLL_KNOB_SECONDS: {
         errno = 0;
         double v = strtod(text, &end);
-        if (errno || end == text || *end != '\0' || !(v >= (double)k->min) ||
+        if (errno || end == text || *end != '\0' || !(v > (double)k->min) ||
             v > (double)k->max)
             return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
-                                 "%s='%s' is not a number of seconds in [%lld, %lld]", k->name,
-                                 text, k->min, k->max);
+                                 "%s='%s' is not a number of seconds in (%lld, %lld] (more than "
+                                 "%lld, at most %lld)", k->name, text, k->min, k->max, k->min,
+                                 k->max);
         *(double *)field = v;
         return RCOLL_OK;
     }

@@ -18,7 +18,7 @@ typedef enum {
     RCOLL_KNOB_STRING,  /* char[RCOLL_CFG_STR_MAX] */
     RCOLL_KNOB_INT,     /* int in [min, max] */
     RCOLL_KNOB_SIZE,    /* size_t in [min, max]; K/M/G/T suffixes (powers of 1024) */
-    RCOLL_KNOB_SECONDS, /* double in [min, max] */
+    RCOLL_KNOB_SECONDS, /* double in (min, max]: a duration is never zero */
     RCOLL_KNOB_ENUM,    /* int: index of the value in names (case-insensitive), within
                          * [min, max]; an empty value means the default */
     RCOLL_KNOB_TABLE    /* another module's table whose struct is embedded at offset: its

@@ -3,6 +3,7 @@
  * (RCOLL_DEBUG, RCOLL_DEBUG_SUBSYS, RCOLL_DEBUG_FILE with %h = host, %p = pid); core reads
  * them at every communicator creation and calls rcoll_log_configure.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,10 +94,18 @@ void rcoll_log_configure(const rcoll_log_config_t *cfg)
     rcoll_log_level = cfg->level;
     rcoll_log_subsys = parse_subsys(cfg->subsys);
     if (cfg->file[0] && !log_file) {
+        static int warned; /* once per process, not at every communicator's creation */
         char path[512];
         rcoll_expand_pattern(cfg->file, path, sizeof(path));
         log_file = fopen(path, "a");
-        if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
+        if (log_file) {
+            setvbuf(log_file, NULL, _IOLBF, 0);
+        } else if (!warned) {
+            warned = 1;
+            fprintf(stderr, "%s:%d rcoll WARN INIT RCOLL_DEBUG_FILE='%s': cannot open %s: %s; "
+                    "logging to stderr instead\n", log_host, (int)getpid(), cfg->file, path,
+                    strerror(errno));
+        }
     }
     pthread_mutex_unlock(&log_lock);
 }

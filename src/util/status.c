@@ -31,11 +31,15 @@ const char *rcoll_status_string(rcoll_status_t status)
     return "unknown status";
 }
 
+/* Formatted into a copy first: the arguments may include rcoll_err_get() itself (an outer
+ * error quoting the inner one), which formatting in place would garble. */
 static void err_vset(const char *suffix, const char *fmt, va_list ap)
 {
-    int n = vsnprintf(err_text, sizeof(err_text), fmt, ap);
-    if (suffix && n >= 0 && (size_t)n < sizeof(err_text))
-        snprintf(err_text + n, sizeof(err_text) - (size_t)n, ": %s", suffix);
+    char text[RCOLL_ERR_TEXT_MAX];
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
+    if (suffix && n >= 0 && (size_t)n < sizeof(text))
+        snprintf(text + n, sizeof(text) - (size_t)n, ": %s", suffix);
+    memcpy(err_text, text, sizeof(err_text));
 }
 
 rcoll_status_t rcoll_err_set(rcoll_status_t st, const char *fmt, ...)

@@ -82,6 +82,7 @@ static void test_defaults_and_env(void)
     static const struct {
         const char *var, *val;
     } bad[] = {{"RCOLL_TIMEOUT", "soon"},     {"RCOLL_TIMEOUT", "-1"},
+               {"RCOLL_TIMEOUT", "0"},
                {"RCOLL_BUFFSIZE", "lots"},    {"RCOLL_BUFFSIZE", "1"},
                {"RCOLL_SOCKET_NSOCKS", "0"},  {"RCOLL_SOCKET_NSOCKS", "3x"},
                {"RCOLL_DEBUG", "LOUD"},       {"RCOLL_ALGO", "magic"},
@@ -107,7 +108,8 @@ static void test_defaults_and_env(void)
                  {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, verbs or tcp"},
                  {"RCOLL_NET", "rdma", "is not one of auto, verbs or tcp"},
                  {"RCOLL_IB_ADDR_FAMILY", "ipv5", "is not one of ipv4 or ipv6"},
-                 {"RCOLL_SOCKET_NSOCKS", "99", "out of range [1, 16]"}};
+                 {"RCOLL_SOCKET_NSOCKS", "99", "out of range [1, 16]"},
+                 {"RCOLL_TIMEOUT", "0", "in (0, 604800] (more than 0, at most 604800)"}};
     for (size_t i = 0; i < sizeof(enums) / sizeof(enums[0]); i++) {
         clear_env();
         setenv(enums[i].var, enums[i].val, 1);
@@ -219,7 +221,7 @@ static void test_module_table(void)
                {"RCOLL_TEST_CFG_LEVEL", "BEYOND", "is not one of LOW, MID or HIGH"},
                {"RCOLL_TEST_CFG_COUNT", "9", "out of range [1, 8]"},
                {"RCOLL_TEST_CFG_BYTES", "2M", "out of range [0, 1048576]"},
-               {"RCOLL_TEST_CFG_WAIT", "61", "in [0, 60]"}};
+               {"RCOLL_TEST_CFG_WAIT", "61", "in (0, 60]"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         for (size_t j = 0; j < sizeof(vars) / sizeof(vars[0]); j++) unsetenv(vars[j]);
         setenv(bad[i].var, bad[i].val, 1);
