@@ -26,7 +26,6 @@ void rcoll_exec_init(rcoll_exec_t *e, const rcoll_sched_t *s,
     e->dt = dt;
     e->op = op;
     e->tag = tag;
-    e->last_progress_ns = 0; /* the caller stamps it when it next reads the clock */
 }
 
 void rcoll_exec_set_map(rcoll_exec_t *e, const int *pmap) { e->pmap = pmap; }
@@ -231,7 +230,6 @@ rcoll_status_t rcoll_exec_progress(rcoll_exec_t *e, int *progressed)
     if (st == RCOLL_OK) st = process_steps(e, &moved);
     if (st == RCOLL_OK) st = post_recvs(e);
     if (st == RCOLL_OK) st = complete_sends(e, &moved);
-    if (moved) e->last_progress_ns = 0;
     *progressed = moved;
     if (st < 0) return st;
     if (e->k_proc == e->sched.nsteps && e->scount == 0) return RCOLL_OK;

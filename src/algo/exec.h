@@ -51,7 +51,6 @@ typedef struct {
     int sslot[RCOLL_EXEC_MAX_SENDS];       /* staging slot a send reads, or -1 */
     int rpeer[RCOLL_EXEC_MAX_SLOTS];       /* peer whose message a slot's receive awaits */
     int slot_busy[RCOLL_EXEC_MAX_SLOTS];   /* a send from this slot is still in flight */
-    uint64_t last_progress_ns; /* when progress was last seen; 0: since the last clock reading */
     int waiting_peer;   /* when stalled: the rank waited on */
     int waiting_recv;   /* 1 = waiting for its data, 0 = waiting for it to take ours */
     int err_peer;       /* after an error: the peer whose connection failed */

@@ -13,11 +13,14 @@
  *   required every rank to publish k + 1, which each did only after finishing k, reading
  *   included.                                                         1 publish + 1 wait
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "algo/oneshot.h"
 #include "algo/reduce.h"
+#include "algo/select.h"
 
 #define LINE 64
 #define SLOT_BYTES (((RCOLL_ONESHOT_MAX_BYTES + sizeof(uint64_t)) + LINE - 1) / LINE * LINE)
@@ -72,3 +75,46 @@ rcoll_status_t rcoll_oneshot_progress(rcoll_oneshot_op_t *o, int *progressed)
     *progressed = 1;
     return RCOLL_OK;
 }
+
+/* The table entry.  Model: alpha/2 + (n-1) S (beta + gamma) on shared memory (one publish and
+ * one wait instead of a message each way; every rank reads and reduces n-1 vectors). */
+_Static_assert(sizeof(rcoll_oneshot_op_t) <= RCOLL_ALGO_STATE_BYTES, "one-shot state too big");
+
+static rcoll_oneshot_op_t *oneshot_state(rcoll_algo_op_t *op)
+{
+    return (rcoll_oneshot_op_t *)(void *)op->state.bytes;
+}
+
+static double oneshot_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
+{
+    const rcoll_tuning_t *t = ctx->tuning;
+    double S = (double)bytes, N = ctx->nranks;
+    if (ctx->nranks <= 1) return 0;
+    if (!rcoll_algo_flat_shm(ctx) || !ctx->has_hostseg || bytes > RCOLL_ONESHOT_MAX_BYTES)
+        return HUGE_VAL;
+    return 0.5 * t->shm.alpha_us + (N - 1) * S * (t->shm.beta_us_per_b + t->gamma_us_per_b);
+}
+
+static void oneshot_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
+{
+    rcoll_oneshot_op_init(oneshot_state(op), &ctx->oneshot, ++ctx->oneshot_seq, op->src,
+                          op->dst, op->count, op->dt, op->op);
+}
+
+static rcoll_status_t oneshot_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,
+                                       int *progressed)
+{
+    (void)ctx;
+    rcoll_oneshot_op_t *o = oneshot_state(op);
+    rcoll_status_t st = rcoll_oneshot_progress(o, progressed);
+    op->waiting_peer = o->waiting_peer;
+    op->waiting_recv = 1;
+    return st;
+}
+
+const rcoll_algo_ops_t rcoll_algo_oneshot = {
+    .predict = oneshot_predict,
+    .start = oneshot_start,
+    .progress = oneshot_progress,
+    .uses_hostseg = 1,
+};

@@ -1,20 +1,19 @@
 /*
- * select.c - cost model for the all-reduce algorithms (n ranks, S bytes, path alpha/beta,
- * reduction gamma; p = largest power of two <= n, L = log2 p):
+ * select.c - the table of all-reduce algorithms (built from RCOLL_ALGO_LIST), RCOLL_ALGO's
+ * names, and the choice: the alpha-beta-gamma cost model (n ranks, S bytes, path alpha/beta,
+ * reduction gamma; each algorithm's predict holds its formula, next to its code):
  *
- *   ring      2(n-1) alpha + 2(n-1)/n S beta + (n-1)/n S gamma
- *   doubling  (L + 2f) alpha + (L + 2f) S beta + (L + f) S gamma      f = 1 if n != p
- *   tree      2 D alpha + 2 S beta + S gamma         D = floor(log2 n), double binary tree
- *             (each rank sends and receives about S up and S down; phases not overlapped)
- *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma                  host segment only
- *             (one publish and one wait instead of a message each way)
- *   two-shot  2 alpha + (2n-1)/n S beta/2 + (n-1)/n S gamma           host segment only
- *             (a transfer through the shm transport is two copies, in and out; two-shot
- *             copies each byte once per stage: in, out of its owner's result)
+ *   ring      2(n-1) alpha + 2(n-1)/n S beta + (n-1)/n S gamma                  flat.c
+ *   doubling  (L + 2f) alpha + (L + 2f) S beta + (L + f) S gamma                 flat.c
+ *   tree      2 D alpha + 2 S beta + S gamma                                    flat.c
+ *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma       host segment only    oneshot.c
+ *   two-shot  2 alpha + (2n-1)/n S beta/2 + (n-1)/n S gamma  host segment only  twoshot.c
+ *   hier      ring phases on the hosts and across them    several hosts         hier.c
  *
- * Pipelining is not modelled in the times (only in the choice of chunk, rcoll_select_chunk);
- * the constants are measured at creation (core/probe.c), fitted defaults otherwise
- * (docs/benchmarks.md), and RCOLL_TUNING_FILE replaces them.
+ * The cheapest applicable one runs unless RCOLL_ALGO forces one that applies.  Pipelining is
+ * not modelled in the times (only in the choice of chunk, rcoll_select_chunk); the constants
+ * are measured at creation (core/probe.c), fitted defaults otherwise (docs/benchmarks.md),
+ * and RCOLL_TUNING_FILE replaces them.  Logs the choice; moves no data.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,20 +21,108 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/oneshot.h"
 #include "algo/select.h"
+#include "algo/tree.h"
+#include "util/log.h"
 #include "util/status.h"
 
-/* floor(log2 n): the depth of the double binary tree. */
-static int tree_depth(int n)
+#define ALGO_ENTRY(id, name) [RCOLL_ALG_##id] = &rcoll_algo_##name,
+#define ALGO_NAME(id, name) [RCOLL_ALG_##id] = #name,
+const rcoll_algo_ops_t *const rcoll_algos[RCOLL_ALG_COUNT] = {RCOLL_ALGO_LIST(ALGO_ENTRY)};
+const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {RCOLL_ALGO_LIST(ALGO_NAME)};
+
+/* RCOLL_ALGO's values: "auto", then the table's names in table order, from the same list. */
+#define ALGO_KNOB_NAME(id, name) #name,
+static const char *const algo_knob_names[] = {"auto", RCOLL_ALGO_LIST(ALGO_KNOB_NAME) NULL};
+static const rcoll_knob_t algo_knobs[] = {
+    RCOLL_KNOB_ENUM_OF(rcoll_algo_config_t, "RCOLL_ALGO", "auto", algo, algo_knob_names,
+                       "all-reduce algorithm: auto (the cost model chooses) or one of the "
+                       "table's (docs/design.md): ring, rd (recursive doubling), oneshot (host "
+                       "segment, up to 16 KiB), tree (double binary tree), twoshot (host "
+                       "segment: reduce-scatter + all-gather through shared memory), hier "
+                       "(several hosts with equal ranks); one that does not apply here leaves "
+                       "the choice to the cost model"),
+};
+const rcoll_config_table_t rcoll_algo_config_table =
+    RCOLL_CONFIG_TABLE("algo", algo_knobs, rcoll_algo_config_t);
+
+double rcoll_algo_stub_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
 {
-    int d = 0;
-    while ((2 << d) <= n) d++;
-    return d;
+    (void)ctx, (void)bytes;
+    return HUGE_VAL;
 }
 
-const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {"ring", "rd", "oneshot", "tree", "twoshot",
-                                                      "hier"};
+void rcoll_algo_stub_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op) { (void)ctx, (void)op; }
+
+rcoll_status_t rcoll_algo_stub_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,
+                                        int *progressed)
+{
+    (void)ctx, (void)op;
+    *progressed = 0;
+    return RCOLL_OK;
+}
+
+const char *rcoll_algo_name(rcoll_allreduce_alg_t a)
+{
+    return a >= 0 && a < RCOLL_ALG_COUNT ? rcoll_alg_names[a] : "auto";
+}
+
+rcoll_allreduce_alg_t rcoll_algo_model(const rcoll_algo_ctx_t *ctx, size_t bytes,
+                                       double *predicted_us)
+{
+    rcoll_allreduce_alg_t best = RCOLL_ALG_RING;
+    double best_t = HUGE_VAL;
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+        double x = rcoll_algos[a]->predict(ctx, bytes);
+        if (x < best_t) {
+            best_t = x;
+            best = (rcoll_allreduce_alg_t)a;
+        }
+    }
+    if (predicted_us) *predicted_us = best_t;
+    return best;
+}
+
+rcoll_allreduce_alg_t rcoll_algo_choose(rcoll_algo_ctx_t *ctx, size_t bytes)
+{
+    if (ctx->last_alg >= 0 && bytes == ctx->last_bytes)
+        return (rcoll_allreduce_alg_t)ctx->last_alg; /* the common case: same size again */
+    ctx->last_bytes = bytes;
+    rcoll_allreduce_alg_t a = ctx->forced;
+    double pred = 0;
+    /* A forced algorithm that does not apply here (a host-segment algorithm without the
+     * segment, hier on one host) falls back to the model. */
+    if (a != RCOLL_ALG_AUTO && isinf(rcoll_algos[a]->predict(ctx, bytes))) a = RCOLL_ALG_AUTO;
+    if (a == RCOLL_ALG_AUTO) a = rcoll_algo_model(ctx, bytes, &pred);
+    ctx->last_alg = (int)a;
+    /* Log once per power-of-two size class (and again if its choice changes), so that a
+     * program alternating two sizes does not log every call. */
+    int cls = 0;
+    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
+    if (ctx->logged[cls] != (uint8_t)(a + 1)) {
+        ctx->logged[cls] = (uint8_t)(a + 1);
+        char others[256];
+        size_t len = 0;
+        for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
+            double x = rcoll_algos[k]->predict(ctx, bytes);
+            if (isinf(x)) continue;
+            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
+                                    len ? ", " : "", rcoll_alg_names[k], x);
+            if (len >= sizeof(others)) break;
+        }
+        RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; %s)",
+                   bytes, ctx->nranks, rcoll_alg_names[a],
+                   ctx->forced != RCOLL_ALG_AUTO ? "RCOLL_ALGO; " : "",
+                   pred ? pred : rcoll_algos[a]->predict(ctx, bytes), others);
+    }
+    return a;
+}
+
+void rcoll_algo_choose_reset(rcoll_algo_ctx_t *ctx)
+{
+    ctx->last_alg = -1;
+    memset(ctx->logged, 0, sizeof(ctx->logged));
+}
 
 void rcoll_tuning_defaults(rcoll_tuning_t *t)
 {
@@ -91,70 +178,41 @@ rcoll_status_t rcoll_tuning_parse(const char *text, rcoll_tuning_t *out)
     return RCOLL_OK;
 }
 
+/* A context with only what the model reads: n ranks without a host layout, or nhosts x ppn. */
+static rcoll_algo_ctx_t model_ctx(const rcoll_tuning_t *t, int n, int nhosts, int ppn, int shm,
+                                  int hostseg)
+{
+    return (rcoll_algo_ctx_t){.nranks = n, .nhosts = nhosts, .ppn = ppn, .all_shm = shm,
+                              .has_hostseg = hostseg, .tuning = t, .forced = RCOLL_ALG_AUTO,
+                              .last_alg = -1};
+}
+
 double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n,
                             size_t bytes, int shm, int hostseg)
 {
-    const rcoll_path_cost_t *c = shm ? &t->shm : &t->net;
-    double S = (double)bytes, N = (double)n, g = t->gamma_us_per_b;
-    if (n <= 1) return 0;
-    switch (a) {
-    case RCOLL_ALG_RING:
-        return 2 * (N - 1) * c->alpha_us + 2 * (N - 1) / N * S * c->beta_us_per_b +
-               (N - 1) / N * S * g;
-    case RCOLL_ALG_RD: {
-        int p = 1, L = 0;
-        while (p * 2 <= n) p *= 2, L++;
-        int f = p != n;
-        return (L + 2 * f) * c->alpha_us + (L + 2 * f) * S * c->beta_us_per_b + (L + f) * S * g;
-    }
-    case RCOLL_ALG_TREE:
-        return 2 * tree_depth(n) * c->alpha_us + 2 * S * c->beta_us_per_b + S * g;
-    case RCOLL_ALG_ONESHOT:
-        if (!shm || !hostseg || bytes > RCOLL_ONESHOT_MAX_BYTES) return HUGE_VAL;
-        return 0.5 * c->alpha_us + (N - 1) * S * (c->beta_us_per_b + g);
-    case RCOLL_ALG_TWOSHOT:
-        if (!shm || !hostseg) return HUGE_VAL;
-        return 2 * c->alpha_us + (2 * N - 1) / N * S * c->beta_us_per_b / 2 + (N - 1) / N * S * g;
-    default:
-        return HUGE_VAL;
-    }
-}
-
-double rcoll_select_predict_hier(const rcoll_tuning_t *t, int nhosts, int ppn, size_t bytes)
-{
-    if (nhosts < 2 || ppn < 2) return HUGE_VAL;
-    double S = (double)bytes, K = (double)ppn, H = (double)nhosts, g = t->gamma_us_per_b;
-    const rcoll_path_cost_t *s = &t->shm, *n = &t->net;
-    return 2 * (K - 1) * s->alpha_us + 2 * (K - 1) / K * S * s->beta_us_per_b +
-           (K - 1) / K * S * g + 2 * (H - 1) * n->alpha_us + 2 * (H - 1) / H * S * n->beta_us_per_b +
-           (H - 1) / (H * K) * S * g;
-}
-
-rcoll_allreduce_alg_t rcoll_select_allreduce_hosts(const rcoll_tuning_t *t, int nhosts, int ppn,
-                                                   size_t bytes, double *predicted_us)
-{
-    double flat_t;
-    rcoll_allreduce_alg_t a = rcoll_select_allreduce(t, nhosts * ppn, bytes, 0, 0, &flat_t);
-    double h = rcoll_select_predict_hier(t, nhosts, ppn, bytes);
-    if (h < flat_t) a = RCOLL_ALG_HIER, flat_t = h;
-    if (predicted_us) *predicted_us = flat_t;
-    return a;
+    if (a < 0 || a >= RCOLL_ALG_COUNT) return HUGE_VAL;
+    rcoll_algo_ctx_t c = model_ctx(t, n, 1, n, shm, hostseg);
+    return rcoll_algos[a]->predict(&c, bytes);
 }
 
 rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,
                                              int shm, int hostseg, double *predicted_us)
 {
-    rcoll_allreduce_alg_t best = RCOLL_ALG_RING;
-    double best_t = HUGE_VAL;
-    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
-        double x = rcoll_select_predict(t, (rcoll_allreduce_alg_t)a, n, bytes, shm, hostseg);
-        if (x < best_t) {
-            best_t = x;
-            best = (rcoll_allreduce_alg_t)a;
-        }
-    }
-    if (predicted_us) *predicted_us = best_t;
-    return best;
+    rcoll_algo_ctx_t c = model_ctx(t, n, 1, n, shm, hostseg);
+    return rcoll_algo_model(&c, bytes, predicted_us);
+}
+
+double rcoll_select_predict_hier(const rcoll_tuning_t *t, int nhosts, int ppn, size_t bytes)
+{
+    rcoll_algo_ctx_t c = model_ctx(t, nhosts * ppn, nhosts, ppn, 0, 0);
+    return rcoll_algos[RCOLL_ALG_HIER]->predict(&c, bytes);
+}
+
+rcoll_allreduce_alg_t rcoll_select_allreduce_hosts(const rcoll_tuning_t *t, int nhosts, int ppn,
+                                                   size_t bytes, double *predicted_us)
+{
+    rcoll_algo_ctx_t c = model_ctx(t, nhosts * ppn, nhosts, ppn, 0, 0);
+    return rcoll_algo_model(&c, bytes, predicted_us);
 }
 
 size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n, size_t bytes,
@@ -167,7 +225,7 @@ size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int 
         depth = 2.0 * (n - 1);
         lane = (double)bytes / n;
     } else if (a == RCOLL_ALG_TREE) {
-        depth = 2.0 * tree_depth(n);
+        depth = 2.0 * rcoll_dbtree_depth(n);
         lane = (double)bytes / 2;
     } else {
         return max_chunk;

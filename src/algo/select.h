@@ -1,13 +1,15 @@
 /*
- * select.h - the all-reduce algorithm chooser: an alpha-beta-gamma cost model (per-message
- * latency alpha and per-byte transfer time beta of the path, per-byte reduction time gamma)
- * evaluated for each algorithm; the cheapest applicable one wins.  Pure: constants come in a
- * struct (defaults, or a tuning file parsed by rcoll_tuning_parse).
+ * select.h - the cost model of the all-reduce algorithms: alpha-beta-gamma constants (per-message
+ * latency alpha and per-byte transfer time beta of the path, per-byte reduction time gamma),
+ * their defaults and tuning files, the pipeline chunk, and pure forms of the model's
+ * predictions and choice over the algorithm table (algo/algo.h; each algorithm's predict
+ * holds its formula).  No I/O.
  */
 #ifndef RCOLL_ALGO_SELECT_H
 #define RCOLL_ALGO_SELECT_H
 
 #include <stddef.h>
+#include "algo/algo.h"
 #include "rcoll.h"
 
 typedef struct {
@@ -15,23 +17,11 @@ typedef struct {
     double beta_us_per_b;   /* per byte moved */
 } rcoll_path_cost_t;
 
-typedef struct {
+struct rcoll_tuning { /* rcoll_tuning_t (algo/algo.h) */
     rcoll_path_cost_t shm;  /* ranks on one host over shared memory */
     rcoll_path_cost_t net;  /* ranks over the network transport */
     double gamma_us_per_b;  /* per byte reduced */
-} rcoll_tuning_t;
-
-typedef enum {
-    RCOLL_ALG_RING = 0,
-    RCOLL_ALG_RD = 1,
-    RCOLL_ALG_ONESHOT = 2,
-    RCOLL_ALG_TREE = 3,
-    RCOLL_ALG_TWOSHOT = 4,
-    RCOLL_ALG_HIER = 5,   /* several hosts with equal ranks: needs the layout (predict_hier) */
-    RCOLL_ALG_COUNT = 6
-} rcoll_allreduce_alg_t;
-
-extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];
+};
 
 /* Constants fitted to this project's measurements (docs/benchmarks.md). */
 void rcoll_tuning_defaults(rcoll_tuning_t *t);
@@ -40,21 +30,16 @@ void rcoll_tuning_defaults(rcoll_tuning_t *t);
  * t is only changed on success. */
 rcoll_status_t rcoll_tuning_parse(const char *text, rcoll_tuning_t *t);
 
-/* Predicted microseconds of one all-reduce of `bytes` on n ranks with algorithm a over the
- * given path (shm = 1: shared memory; hostseg = 1: every rank maps one host segment); a
- * huge value when a is not applicable (one-shot and two-shot without a host segment,
- * one-shot above its size). */
+/* Predicted microseconds of one all-reduce of `bytes` on n ranks without a host layout (the
+ * table's predict) with algorithm a over the given path (shm = 1: shared memory; hostseg = 1: every
+ * rank maps one host segment); a huge value when a is not applicable (one-shot and two-shot
+ * without a host segment, one-shot above its size, hier). */
 double rcoll_select_predict(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n,
                             size_t bytes, int shm, int hostseg);
 /* The cheapest algorithm (ties: lower enum); *predicted_us (optional) gets its time. */
 rcoll_allreduce_alg_t rcoll_select_allreduce(const rcoll_tuning_t *t, int n, size_t bytes,
                                              int shm, int hostseg, double *predicted_us);
 
-/* Pipeline chunk in bytes for algorithm a (ring, tree; others: max_chunk): the minimum of
- * (k + L/C - 1)(alpha + C (beta + gamma)) over C, where k is the pipeline depth (ring 2(n-1)
- * steps, tree 2 D) and L the bytes per lane (ring S/n, tree S/2), that is
- * C = sqrt(L alpha / ((k - 1)(beta + gamma))), rounded to the better 64-byte neighbour and
- * kept within [min(4096, max_chunk), max_chunk]. */
 /* The hierarchical all-reduce on nhosts hosts of ppn ranks each: ring reduce-scatter over
  * shared memory, ring all-reduce of each 1/ppn shard across hosts (the ppn shards in
  * parallel, sharing each host's link), ring all-gather over shared memory:
@@ -66,6 +51,11 @@ double rcoll_select_predict_hier(const rcoll_tuning_t *t, int nhosts, int ppn, s
 rcoll_allreduce_alg_t rcoll_select_allreduce_hosts(const rcoll_tuning_t *t, int nhosts, int ppn,
                                                    size_t bytes, double *predicted_us);
 
+/* Pipeline chunk in bytes for algorithm a (ring, tree; others: max_chunk): the minimum of
+ * (k + L/C - 1)(alpha + C (beta + gamma)) over C, where k is the pipeline depth (ring 2(n-1)
+ * steps, tree 2 D) and L the bytes per lane (ring S/n, tree S/2), that is
+ * C = sqrt(L alpha / ((k - 1)(beta + gamma))), rounded to the better 64-byte neighbour and
+ * kept within [min(4096, max_chunk), max_chunk]. */
 size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n, size_t bytes,
                           int shm, size_t max_chunk);
 

@@ -21,10 +21,13 @@
  *   Memory traffic per rank for S bytes: S read from src and S written to dst, plus about
  *   3 (n-1)/n S through the slots, which stay in cache when K slots of every rank fit.
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "algo/reduce.h"
+#include "algo/select.h"
 #include "algo/twoshot.h"
 #include "util/status.h"
 
@@ -229,3 +232,48 @@ rcoll_status_t rcoll_twoshot_progress(rcoll_twoshot_op_t *o, int *progressed)
         *progressed = 1;
     }
 }
+
+/* The table entry.  Model: 2 alpha + (2n-1)/n S beta/2 + (n-1)/n S gamma on shared memory (a
+ * transfer through the shm transport is two copies, in and out; two-shot copies each byte
+ * once per stage). */
+_Static_assert(sizeof(rcoll_twoshot_op_t) <= RCOLL_ALGO_STATE_BYTES, "two-shot state too big");
+
+static rcoll_twoshot_op_t *twoshot_state(rcoll_algo_op_t *op)
+{
+    return (rcoll_twoshot_op_t *)(void *)op->state.bytes;
+}
+
+static double twoshot_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
+{
+    const rcoll_tuning_t *t = ctx->tuning;
+    double S = (double)bytes, N = ctx->nranks;
+    if (ctx->nranks <= 1) return 0;
+    if (!rcoll_algo_flat_shm(ctx) || !ctx->has_hostseg) return HUGE_VAL;
+    return 2 * t->shm.alpha_us + (2 * N - 1) / N * S * t->shm.beta_us_per_b / 2 +
+           (N - 1) / N * S * t->gamma_us_per_b;
+}
+
+static void twoshot_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
+{
+    rcoll_twoshot_op_init(twoshot_state(op), &ctx->twoshot, op->src, op->dst, op->count, op->dt,
+                          op->op);
+}
+
+static rcoll_status_t twoshot_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,
+                                       int *progressed)
+{
+    (void)ctx;
+    rcoll_twoshot_op_t *o = twoshot_state(op);
+    rcoll_status_t st = rcoll_twoshot_progress(o, progressed);
+    op->waiting_peer = o->waiting_peer;
+    if (st < 0) op->err_peer = o->waiting_peer;
+    op->waiting_recv = 1;
+    return st;
+}
+
+const rcoll_algo_ops_t rcoll_algo_twoshot = {
+    .predict = twoshot_predict,
+    .start = twoshot_start,
+    .progress = twoshot_progress,
+    .uses_hostseg = 1,
+};

@@ -182,8 +182,10 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->prev = (rank - 1 + nranks) % nranks;
     c->ring_pos = rank;
     c->hostseg.fd = -1;
-    c->last_alg = -1;
     c->probe_alg = -1;
+    c->algo.tuning = &c->tuning;
+    c->algo.last_alg = -1;
+    c->algo.forced = rcoll_algo_forced(&cfg->alg);
     rcoll_tuning_defaults(&c->tuning);
     if (cfg->tuning_file[0]) {
         rcoll_status_t st = load_tuning(cfg->tuning_file, &c->tuning);
@@ -304,6 +306,27 @@ static rcoll_status_t load_topology(const rcoll_topo_config_t *cfg)
     return st;
 }
 
+/* What the all-reduce algorithms know of the communicator (algo/algo.h): its shape, once the
+ * layout, connections and staging exist.  The host segment and all_shm follow as they are
+ * set up (until then they are 0, as the collectives that set them up must see). */
+static void fill_algo_ctx(rcoll_comm_t c)
+{
+    rcoll_algo_ctx_t *a = &c->algo;
+    a->nranks = c->nranks;
+    a->rank = c->rank;
+    a->link = &c->link;
+    a->ring_map = c->ring_map;
+    a->ring_pos = c->ring_pos;
+    a->nhosts = c->nhosts;
+    a->ppn = c->ppn;
+    a->local_group = c->local_group;
+    a->cross_group = c->cross_group;
+    a->local_idx = c->local_idx;
+    a->cross_idx = c->cross_idx;
+    a->chunk_bytes = c->chunk_bytes;
+    a->chunk_fixed = c->cfg.chunk_size != 0;
+}
+
 /* A schedule's peer (ring position) as a communicator rank. */
 static int at_pos(const rcoll_comm_t c, int pos) { return c->ring_map ? c->ring_map[pos] : pos; }
 
@@ -335,11 +358,13 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         }
         st = rcoll_conn_wait(c, deadline);
         if (st == RCOLL_OK) st = alloc_staging(c);
+        if (st == RCOLL_OK) fill_algo_ctx(c);
         if (st == RCOLL_OK) st = setup_hostseg(c);
         if (st != RCOLL_OK) return st;
         c->all_shm = 1;
         for (int p = 0; p < c->nranks; p++)
             if (p != c->rank && !c->link.tps[p]->host_local) c->all_shm = 0;
+        c->algo.all_shm = c->all_shm;
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
                "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, "
@@ -557,11 +582,11 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     if (c->local_ranks != c->nranks) return RCOLL_OK; /* the same on every rank */
     /* Each rank's own settings may differ (RCOLL_SHM_DISABLE on some ranks only): agree
      * first, so that every rank runs the same collectives below. */
+    rcoll_allreduce_alg_t forced = c->algo.forced;
     int32_t want = !c->cfg.shm_disable &&
                    (c->cfg.transport == RCOLL_CFG_TRANSPORT_AUTO ||
                     c->cfg.transport == RCOLL_CFG_TRANSPORT_SHM) &&
-                   (!strcmp(c->cfg.algo, "auto") || !strcmp(c->cfg.algo, "oneshot") ||
-                    !strcmp(c->cfg.algo, "twoshot"));
+                   (forced == RCOLL_ALG_AUTO || rcoll_algos[forced]->uses_hostseg);
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
                                        RCOLL_MIN, 0);
     if (st != RCOLL_OK) return st;
@@ -594,10 +619,10 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
         rcoll_shmseg_detach(&c->hostseg);
         return RCOLL_OK;
     }
-    c->oneshot = (rcoll_oneshot_t){.base = c->hostseg.base, .nranks = c->nranks,
-                                   .rank = c->rank};
-    rcoll_twoshot_attach(&c->twoshot, c->hostseg.base + os_size, c->nranks, c->rank, slot);
-    c->has_hostseg = 1;
+    c->algo.oneshot = (rcoll_oneshot_t){.base = c->hostseg.base, .nranks = c->nranks,
+                                        .rank = c->rank};
+    rcoll_twoshot_attach(&c->algo.twoshot, c->hostseg.base + os_size, c->nranks, c->rank, slot);
+    c->algo.has_hostseg = 1;
     c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
     RCOLL_INFO(INIT, "host segment: %zu B (one-shot %zu B, two-shot %zu B: %d slots of %zu B "
                "per rank)", size, os_size, ts_size, RCOLL_TWOSHOT_SLOTS, slot);

@@ -6,10 +6,8 @@
 #define RCOLL_CORE_COMM_H
 
 #include <stdint.h>
-#include "algo/exec.h"
-#include "algo/oneshot.h"
+#include "algo/algo.h"
 #include "algo/select.h"
-#include "algo/twoshot.h"
 #include "util/shmseg.h"
 #include "core/bootstrap.h"
 #include "rcoll.h"
@@ -65,12 +63,10 @@ struct rcoll_request {
     rcoll_status_t preset; /* complete with this status instead of running (invalid group) */
     rcoll_status_t status;
     uint64_t seq;
-    rcoll_exec_t exec;
-    int use_oneshot;         /* all-reduce over the host segment (instead of exec) */
-    rcoll_oneshot_op_t oneshot;
-    int hier_phase;          /* hierarchical all-reduce: phase running (0: not one) */
-    int use_twoshot;         /* all-reduce over the host segment, two-shot */
-    rcoll_twoshot_op_t twoshot;
+    uint64_t last_progress_ns; /* when progress was last seen; 0: since the last clock reading */
+    const rcoll_algo_ops_t *alg; /* what runs it once started (not P2P): an all-reduce
+                                  * algorithm, or rcoll_algo_sched for a schedule */
+    rcoll_algo_op_t aop;     /* its state; waiting_peer/err_peer also for P2P */
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
     int connecting;          /* waiting for connections to the op's peers */
@@ -114,17 +110,11 @@ struct rcoll_comm {
     int local_idx, cross_idx;
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
     rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
-    int has_hostseg;
-    rcoll_oneshot_t oneshot;
-    uint64_t oneshot_seq;
-    rcoll_twoshot_t twoshot;
     rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
     int all_shm;            /* every peer is reached over shared memory */
-    int last_alg;           /* last all-reduce algorithm chosen (-1: none yet) */
-    size_t last_alg_bytes;  /* ... for this size */
     int probe_alg;          /* >= 0: the tuning probe forces this all-reduce algorithm */
-    uint8_t alg_logged[64]; /* per log2(bytes): choice + 1 last logged at INFO, 0: none */
     size_t chunk_bytes;
+    rcoll_algo_ctx_t algo;  /* what the all-reduce algorithms know of this communicator */
 
     struct rcoll_request *head, *tail; /* queued operations, in issue order */
     struct rcoll_request *free_reqs;

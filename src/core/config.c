@@ -2,7 +2,7 @@
  * config.c - the core's knob table (launch, waits, data path) and the list of every
  * module's table: the one place that sees them all.  Each table lives next to its module's
  * code (util/log.c, util/net.c, topo/topo_detect.c, transport/registry.c, shm.c, socket.c,
- * verbs_config.c); the parser is util/config.c.
+ * verbs_config.c, algo/select.c); the parser is util/config.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +42,7 @@ static const rcoll_knob_t core_knobs[] = {
          "costs little CPU"),
     KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
-    KNOB_STR("RCOLL_ALGO", "auto", algo,
-             "all-reduce algorithm: auto, ring, rd (recursive doubling), tree (double binary "
-             "tree), oneshot (host segment, up to 16 KiB), twoshot (host segment: reduce-"
-             "scatter + all-gather through shared memory) or hier (several hosts with equal "
-             "ranks: reduce-scatter on each host, all-reduce across hosts, all-gather); one that "
-             "does not apply here leaves the choice to the cost model"),
+    RCOLL_KNOB_SUBTABLE(rcoll_config_t, alg, rcoll_algo_config_table),
     KNOB("RCOLL_TWOSHOT_SLOT", "0", SIZE, twoshot_slot, 0, 1LL << 30,
          "bytes per two-shot pipeline slot, 4 slots per rank in the host segment (0 = "
          "RCOLL_BUFFSIZE / 16, at least 4K)"),
@@ -81,7 +76,7 @@ const rcoll_config_table_t rcoll_core_config_table =
 static const rcoll_config_table_t *const all_tables[] = {
     &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_topo_config_table,
     &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_sock_config_table,
-    &rcoll_ib_config_table,    &rcoll_core_config_table,
+    &rcoll_ib_config_table,    &rcoll_algo_config_table, &rcoll_core_config_table,
 };
 #define NTABLES (sizeof(all_tables) / sizeof(all_tables[0]))
 
@@ -108,13 +103,6 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
     }
     if (st == RCOLL_OK) st = rcoll_config_parse(&rcoll_core_config_table, &tmp);
     if (st != RCOLL_OK) return st;
-    /* RCOLL_ALGO stays a string until algo/ has its table of algorithms (then an enum) */
-    if (strcmp(tmp.algo, "auto") && strcmp(tmp.algo, "ring") && strcmp(tmp.algo, "rd") &&
-        strcmp(tmp.algo, "oneshot") && strcmp(tmp.algo, "tree") && strcmp(tmp.algo, "twoshot") &&
-        strcmp(tmp.algo, "hier"))
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
-                             "RCOLL_ALGO='%s' is not one of auto, ring, rd, tree, oneshot, "
-                             "twoshot, hier", tmp.algo);
     rcoll_log_configure(&log);
     rcoll_config_warn_unknown(all_tables, NTABLES);
     *cfg = tmp;

@@ -7,6 +7,7 @@
 #define RCOLL_CORE_CONFIG_H
 
 #include <stddef.h>
+#include "algo/algo.h"
 #include "rcoll.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
@@ -37,7 +38,7 @@ typedef struct rcoll_config {
     int poll_us;       /* microseconds of polling (spin, then yield) before naps */
     /* data path */
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
-    char algo[RCOLL_CFG_STR_MAX];
+    rcoll_algo_config_t alg; /* RCOLL_ALGO (declared in algo/select.c) */
     size_t twoshot_slot; /* bytes per two-shot slot in the host segment */
     char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
     int tuning_probe;  /* 1: measure the constants at communicator creation */

@@ -19,7 +19,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "algo/reduce.h"
 #include "core/comm.h"
@@ -57,7 +56,8 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     if (c->nranks < 2) return RCOLL_OK;
     /* Settings may differ between ranks: probe only if every rank wants to, so that all run
      * the same collectives. */
-    int32_t want = c->cfg.tuning_probe && !c->cfg.tuning_file[0] && !strcmp(c->cfg.algo, "auto");
+    int32_t want = c->cfg.tuning_probe && !c->cfg.tuning_file[0] &&
+                   c->algo.forced == RCOLL_ALG_AUTO;
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
                                        RCOLL_MIN, 0);
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
@@ -109,8 +109,7 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     path->alpha_us = m[0];
     path->beta_us_per_b = m[2];
     c->tuning.gamma_us_per_b = m[1];
-    c->last_alg = -1; /* choose afresh with the measured constants */
-    memset(c->alg_logged, 0, sizeof(c->alg_logged));
+    rcoll_algo_choose_reset(&c->algo); /* choose afresh with the measured constants */
     char extra[48] = "";
     if (big) snprintf(extra, sizeof(extra), ", 2 MiB ring %.1f us", t_big);
     RCOLL_INFO(INIT, "tuning probe (%s): alpha %.3f us, beta %.2f GB/s, reduction %.2f GB/s "

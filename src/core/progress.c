@@ -5,7 +5,6 @@
  * RCOLL_TIMEOUT fails naming that peer, and failures announced by the bootstrap root fail
  * every queued operation.  Does not validate arguments (api.c) or move bytes (algo/, transport/).
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +30,8 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
         r = calloc(1, sizeof(*r));
         if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "request allocation failed");
     }
-    /* Reset what a new operation reads before setting it; the big per-algorithm state (exec,
-     * oneshot) is initialised when the operation starts, so it is not cleared here. */
+    /* Reset what a new operation reads before setting it; the big per-algorithm state
+     * (r->aop.state) is initialised when the operation starts, so it is not cleared here. */
     r->comm = comm;
     r->next = NULL;
     r->kind = kind;
@@ -45,11 +44,11 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->started = r->complete = 0;
     r->preset = r->status = RCOLL_OK;
     r->seq = 0;
-    r->use_oneshot = r->use_twoshot = r->hier_phase = 0;
     r->connecting = r->held = 0;
     r->nitems = r->unposted = 0;
-    r->exec.last_progress_ns = 0;
-    r->exec.waiting_peer = r->exec.err_peer = -1;
+    r->last_progress_ns = 0;
+    r->aop.nwant = 0;
+    r->aop.waiting_peer = r->aop.err_peer = -1;
     *req_p = r;
     return RCOLL_OK;
 }
@@ -103,61 +102,6 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
     while (comm->head) complete_head(comm, st);
 }
 
-/* The all-reduce algorithm: forced by RCOLL_ALGO (when it applies), or the cost model's
- * cheapest.  A change of choice is logged at INFO with the model's predictions. */
-/* The model's time for algorithm a here (HUGE_VAL where it does not apply). */
-static double predict(const rcoll_comm_t comm, rcoll_allreduce_alg_t a, size_t bytes)
-{
-    if (a == RCOLL_ALG_HIER)
-        return comm->local_group ? rcoll_select_predict_hier(&comm->tuning, comm->nhosts,
-                                                             comm->ppn, bytes)
-                                 : HUGE_VAL;
-    return rcoll_select_predict(&comm->tuning, a, comm->nranks, bytes, comm->all_shm,
-                                comm->has_hostseg);
-}
-
-static rcoll_allreduce_alg_t choose_allreduce(rcoll_comm_t comm, size_t bytes)
-{
-    const char *algo = comm->cfg.algo;
-    const rcoll_tuning_t *t = &comm->tuning;
-    int n = comm->nranks, shm = comm->all_shm, hs = comm->has_hostseg;
-    if (comm->probe_alg >= 0) return (rcoll_allreduce_alg_t)comm->probe_alg;
-    if (comm->last_alg >= 0 && bytes == comm->last_alg_bytes)
-        return (rcoll_allreduce_alg_t)comm->last_alg; /* the common case: same size again */
-    comm->last_alg_bytes = bytes;
-    rcoll_allreduce_alg_t a = RCOLL_ALG_COUNT;
-    double pred = 0;
-    for (int k = 0; k < RCOLL_ALG_COUNT; k++)
-        if (!strcmp(algo, rcoll_alg_names[k])) a = (rcoll_allreduce_alg_t)k;
-    /* A forced host-segment algorithm that does not apply here falls back to the model. */
-    if (a != RCOLL_ALG_COUNT && isinf(predict(comm, a, bytes))) a = RCOLL_ALG_COUNT;
-    if (a == RCOLL_ALG_COUNT && comm->local_group)
-        a = rcoll_select_allreduce_hosts(t, comm->nhosts, comm->ppn, bytes, &pred);
-    else if (a == RCOLL_ALG_COUNT)
-        a = rcoll_select_allreduce(t, n, bytes, shm, hs, &pred);
-    comm->last_alg = (int)a;
-    /* Log once per power-of-two size class (and again if its choice changes), so that a
-     * program alternating two sizes does not log every call. */
-    int cls = 0;
-    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
-    if (comm->alg_logged[cls] != (uint8_t)(a + 1)) {
-        comm->alg_logged[cls] = (uint8_t)(a + 1);
-        char others[256];
-        size_t len = 0;
-        for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
-            double x = predict(comm, (rcoll_allreduce_alg_t)k, bytes);
-            if (isinf(x)) continue;
-            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
-                                    len ? ", " : "", rcoll_alg_names[k], x);
-            if (len >= sizeof(others)) break;
-        }
-        RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; %s)",
-                   bytes, n, rcoll_alg_names[a], strcmp(algo, "auto") ? "RCOLL_ALGO; " : "",
-                   pred ? pred : predict(comm, a, bytes), others);
-    }
-    return a;
-}
-
 /* Local part of a point-to-point batch: pair sends to self with receives from self, in
  * order, and copy.  Unpaired ones are a usage error (checked before the batch runs). */
 static void p2p_self_copy(rcoll_comm_t comm, struct rcoll_request *r)
@@ -172,61 +116,6 @@ static void p2p_self_copy(rcoll_comm_t comm, struct rcoll_request *r)
         if (n) memcpy(b->buf, a->buf, n);
         a->done = b->done = 1;
     }
-}
-
-/* The hierarchical all-reduce in phases over the parent's connections (the schedules run on
- * positions in a group, mapped to ranks): 1 ring reduce-scatter among this host's ranks (each
- * ends with one block of count/ppn elements, in place in dst), 2 ring all-reduce of that block
- * among the ranks with the same local index on every host (the hosts' links carry S in all
- * instead of a flat ring's 2(n-1)/n S per boundary), 3 ring all-gather among this host's
- * ranks; 4 the count % ppn tail elements by a ring over everyone.  AVG runs as SUM and divides
- * at the end.  Returns 1 when no phase is left. */
-static int hier_next_phase(rcoll_comm_t comm, struct rcoll_request *r)
-{
-    size_t esize = rcoll_dt_size(r->dt);
-    int k = comm->ppn;
-    size_t blk = r->count / (size_t)k, main_n = blk * (size_t)k, tail = r->count - main_n;
-    size_t chunk = comm->chunk_bytes / esize;
-    rcoll_op_t op = r->op == RCOLL_AVG ? RCOLL_SUM : r->op;
-    char *own = (char *)r->dst + (size_t)comm->local_idx * blk * esize;
-    rcoll_sched_t s;
-    const int *map;
-    const void *src;
-    void *dst;
-    int phase = ++r->hier_phase;
-    if (phase == 4 && tail == 0) phase = ++r->hier_phase;
-    switch (phase) {
-    case 1:
-        rcoll_sched_ring_reduce_scatter(&s, k, comm->local_idx, blk, chunk);
-        map = comm->local_group, src = r->src, dst = own;
-        break;
-    case 2:
-        rcoll_sched_ring_allreduce(&s, comm->nhosts, comm->cross_idx, blk, chunk);
-        map = comm->cross_group, src = own, dst = own;
-        break;
-    case 3:
-        rcoll_sched_ring_allgather(&s, k, comm->local_idx, blk, chunk);
-        map = comm->local_group, src = r->dst, dst = r->dst;
-        break;
-    case 4:
-        rcoll_sched_ring_allreduce(&s, comm->nranks, comm->ring_pos, tail, chunk);
-        map = comm->ring_map, src = (const char *)r->src + main_n * esize;
-        dst = (char *)r->dst + main_n * esize;
-        break;
-    default:
-        if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, comm->nranks);
-        return 1;
-    }
-    rcoll_exec_init(&r->exec, &s, &comm->link, src, dst, r->dt, op,
-                    (int)(r->seq & 0x3fffffff));
-    rcoll_exec_set_map(&r->exec, map);
-    int gsize = phase == 2 ? comm->nhosts : phase == 4 ? comm->nranks : k;
-    int pos = phase == 2 ? comm->cross_idx : phase == 4 ? comm->ring_pos : comm->local_idx;
-    int next = (pos + 1) % gsize, prev = (pos - 1 + gsize) % gsize;
-    rcoll_conn_want(comm, map ? map[next] : next, 1, 0);
-    rcoll_conn_want(comm, map ? map[prev] : prev, 0, 1);
-    r->connecting = rcoll_conn_missing(comm) > 0;
-    return 0;
 }
 
 /* Ring position of rank p (the chains of broadcast and reduce run on positions). */
@@ -247,8 +136,28 @@ static void want_rank_ring(rcoll_comm_t comm)
     rcoll_conn_want(comm, (comm->rank - 1 + n) % n, 0, 1);
 }
 
-/* Start the head operation: local copies, the schedule, and the connections it needs.
- * Returns 1 if the operation is already complete (nothing to move). */
+/* Connect the peers the operation's algorithm asked for (at its start or a new phase). */
+static void want_peers(rcoll_comm_t comm, struct rcoll_request *r)
+{
+    for (int i = 0; i < r->aop.nwant; i++)
+        rcoll_conn_want(comm, r->aop.want[i].peer, r->aop.want[i].send, r->aop.want[i].recv);
+    r->aop.nwant = 0;
+    r->connecting = rcoll_conn_missing(comm) > 0;
+}
+
+/* What every collective's algorithm reads of the operation. */
+static void aop_set(struct rcoll_request *r)
+{
+    r->aop.src = r->src;
+    r->aop.dst = r->dst;
+    r->aop.count = r->count;
+    r->aop.dt = r->dt;
+    r->aop.op = r->op;
+    r->aop.tag = (int)(r->seq & 0x3fffffff);
+}
+
+/* Start the head operation: local copies, the algorithm or schedule, and the connections it
+ * needs.  Returns 1 if the operation is already complete (nothing to move). */
 static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
 {
     r->started = 1;
@@ -257,7 +166,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     size_t chunk = esize ? comm->chunk_bytes / esize : 0;
     rcoll_sched_t s;
     const int *pmap = NULL; /* schedules on ring positions (all-reduce, barrier) */
-    r->exec.last_progress_ns = 0; /* stamped at the next clock reading */
+    r->last_progress_ns = 0; /* stamped at the next clock reading */
     switch (r->kind) {
     case RCOLL_OP_ALLREDUCE:
     case RCOLL_OP_REDUCE:
@@ -273,37 +182,14 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             pmap = comm->ring_map;
             break;
         }
-        rcoll_allreduce_alg_t alg = choose_allreduce(comm, r->count * esize);
-        if (!comm->cfg.chunk_size && esize) /* RCOLL_CHUNK_SIZE, when set, is obeyed */
-            chunk = rcoll_select_chunk(&comm->tuning, alg, n, r->count * esize, comm->all_shm,
-                                       comm->chunk_bytes) / esize;
-        switch (alg) {
-        case RCOLL_ALG_ONESHOT:
-            r->use_oneshot = 1;
-            rcoll_oneshot_op_init(&r->oneshot, &comm->oneshot, ++comm->oneshot_seq, r->src,
-                                  r->dst, r->count, r->dt, r->op);
-            return 0;
-        case RCOLL_ALG_TWOSHOT:
-            r->use_twoshot = 1;
-            rcoll_twoshot_op_init(&r->twoshot, &comm->twoshot, r->src, r->dst, r->count, r->dt,
-                                  r->op);
-            return 0;
-        case RCOLL_ALG_HIER:
-            r->hier_phase = 0;
-            r->exec.last_progress_ns = 0;
-            return hier_next_phase(comm, r);
-        case RCOLL_ALG_RD:
-            rcoll_sched_rd_allreduce(&s, n, comm->ring_pos, r->count, chunk);
-            break;
-        case RCOLL_ALG_TREE:
-            rcoll_sched_dbtree_allreduce(&s, n, comm->ring_pos, r->count, chunk);
-            break;
-        default:
-            rcoll_sched_ring_allreduce(&s, n, comm->ring_pos, r->count, chunk);
-            break;
-        }
-        pmap = comm->ring_map;
-        break;
+        /* All-reduce: the algorithm table (algo/algo.h); the tuning probe forces its own. */
+        r->alg = rcoll_algos[comm->probe_alg >= 0
+                                 ? (rcoll_allreduce_alg_t)comm->probe_alg
+                                 : rcoll_algo_choose(&comm->algo, r->count * esize)];
+        aop_set(r);
+        r->alg->start(&comm->algo, &r->aop);
+        if (r->aop.nwant) want_peers(comm, r);
+        return 0;
     case RCOLL_OP_BARRIER:
         if (n == 1) return 1;
         rcoll_sched_ring_allreduce(&s, n, comm->ring_pos, r->count, comm->chunk_bytes);
@@ -360,13 +246,10 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
     default:
         return 1;
     }
-    rcoll_exec_init(&r->exec, &s, &comm->link, r->src, r->dst, r->dt, r->op,
-                    (int)(r->seq & 0x3fffffff));
-    rcoll_exec_set_map(&r->exec, pmap);
+    r->alg = &rcoll_algo_sched;
+    aop_set(r);
+    rcoll_algo_sched_start(&r->aop, &s, &comm->link, pmap);
     r->connecting = rcoll_conn_missing(comm) > 0;
-    RCOLL_TRACE(ALGO, "op %llu kind %d count %zu: schedule %d, %llu steps, chunk %zu B",
-                (unsigned long long)r->seq, (int)r->kind, r->count, (int)s.kind,
-                (unsigned long long)s.nsteps, comm->chunk_bytes);
     return 0;
 }
 
@@ -392,7 +275,7 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
                                &it->tag, &mh, &it->treq);
             }
             if (st < 0) {
-                r->exec.err_peer = it->peer;
+                r->aop.err_peer = it->peer;
                 return st;
             }
             if (!it->treq) {
@@ -407,20 +290,20 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
         st = tp->test(it->treq, &done, &got);
         if (st < 0) {
             it->treq = NULL;
-            r->exec.err_peer = it->peer;
+            r->aop.err_peer = it->peer;
             return st;
         }
         if (!done) {
             left++;
-            r->exec.waiting_peer = it->peer;
-            r->exec.waiting_recv = !it->is_send;
+            r->aop.waiting_peer = it->peer;
+            r->aop.waiting_recv = !it->is_send;
             continue;
         }
         it->treq = NULL;
         it->done = 1;
         *moved = 1;
         if (!it->is_send && got != it->bytes) {
-            r->exec.err_peer = it->peer;
+            r->aop.err_peer = it->peer;
             return rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                  "received %zu bytes where rcoll_recv expected %zu (do both "
                                  "ranks pass the same count and datatype?)", got, it->bytes);
@@ -435,36 +318,20 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
     if (r->connecting) {
         rcoll_status_t st = rcoll_conn_progress(comm);
         if (st < 0) {
-            r->exec.err_peer = rcoll_conn_first_missing(comm);
+            r->aop.err_peer = rcoll_conn_first_missing(comm);
             return st;
         }
         if (rcoll_conn_missing(comm) > 0) {
-            r->exec.waiting_peer = rcoll_conn_first_missing(comm);
-            r->exec.waiting_recv = 1;
+            r->aop.waiting_peer = rcoll_conn_first_missing(comm);
+            r->aop.waiting_recv = 1;
             return RCOLL_INPROGRESS;
         }
         r->connecting = 0;
         *moved = 1;
     }
     if (r->kind == RCOLL_OP_P2P) return p2p_progress(comm, r, moved);
-    if (r->use_oneshot) {
-        rcoll_status_t st = rcoll_oneshot_progress(&r->oneshot, moved);
-        r->exec.waiting_peer = r->oneshot.waiting_peer;
-        r->exec.waiting_recv = 1;
-        return st;
-    }
-    if (r->use_twoshot) {
-        rcoll_status_t st = rcoll_twoshot_progress(&r->twoshot, moved);
-        r->exec.waiting_peer = r->twoshot.waiting_peer;
-        if (st < 0) r->exec.err_peer = r->twoshot.waiting_peer;
-        r->exec.waiting_recv = 1;
-        return st;
-    }
-    rcoll_status_t st = rcoll_exec_progress(&r->exec, moved);
-    if (st == RCOLL_OK && r->hier_phase && !hier_next_phase(comm, r)) {
-        *moved = 1;
-        return RCOLL_INPROGRESS;
-    }
+    rcoll_status_t st = r->alg->progress(&comm->algo, &r->aop, moved);
+    if (r->aop.nwant) want_peers(comm, r); /* a new phase */
     return st;
 }
 
@@ -494,7 +361,7 @@ static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_s
 {
     char detail[RCOLL_ERR_TEXT_MAX], text[RCOLL_LAST_ERROR_MAX], pbuf[128];
     snprintf(detail, sizeof(detail), "%s", rcoll_err_get());
-    int peer = r->exec.err_peer;
+    int peer = r->aop.err_peer;
     /* A neighbour's broken connection is often a consequence of a failure elsewhere; the root
      * knows the first cause, so give it a moment to say so. */
     if (await_verdict(comm, CULPRIT_GRACE_NS)) return;
@@ -507,12 +374,12 @@ static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_s
 static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t now)
 {
     uint64_t limit = (uint64_t)(comm->cfg.timeout_s * 1e9);
-    if (now - r->exec.last_progress_ns <= limit) return;
+    if (now - r->last_progress_ns <= limit) return;
     char text[RCOLL_LAST_ERROR_MAX], what[RCOLL_LAST_ERROR_MAX / 2], pbuf[128], zbuf[128];
-    int peer = r->exec.waiting_peer;
+    int peer = r->aop.waiting_peer;
     snprintf(what, sizeof(what), "no progress for %g s (RCOLL_TIMEOUT) %s %s",
              comm->cfg.timeout_s,
-             r->exec.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
+             r->aop.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
     snprintf(text, sizeof(text), "rank %d: %s", comm->rank, what);
     /* The peer may itself be waiting on another rank: the root collects every timeout report
@@ -566,7 +433,7 @@ static int progress_once(rcoll_comm_t comm)
         }
         int progressed = 0;
         rcoll_status_t st = run_op(comm, r, &progressed);
-        if (progressed) r->exec.last_progress_ns = 0; /* stamped at the next clock reading */
+        if (progressed) r->last_progress_ns = 0; /* stamped at the next clock reading */
         moved |= progressed;
         if (st == RCOLL_OK) {
             complete_head(comm, RCOLL_OK);
@@ -585,7 +452,7 @@ static int progress_once(rcoll_comm_t comm)
         if (++comm->polls_since_clock < CLOCK_EVERY_POLLS) break;
         comm->polls_since_clock = 0;
         uint64_t now = rcoll_now_ns();
-        if (r->exec.last_progress_ns == 0) r->exec.last_progress_ns = now;
+        if (r->last_progress_ns == 0) r->last_progress_ns = now;
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
             int culprit = -1;
@@ -625,7 +492,7 @@ static int progress_p2p_followers(rcoll_comm_t comm)
         else {
             int progressed = 0;
             st = run_op(comm, r, &progressed);
-            if (progressed) r->exec.last_progress_ns = 0;
+            if (progressed) r->last_progress_ns = 0;
             moved |= progressed;
         }
         if (st < 0) {

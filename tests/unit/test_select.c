@@ -1,14 +1,19 @@
 /*
  * test_select.c - the algorithm chooser picks the cost model's minimum on a grid of rank
  * counts and sizes, its formulas match hand-computed values, its choices move the expected
- * way with size, and the tuning-file parser accepts and rejects what it should.
+ * way with size, the tuning-file parser accepts and rejects what it should, the algorithm
+ * table is complete and its names round-trip, and a forced algorithm that does not apply
+ * falls back to the model.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "algo/oneshot.h"
 #include "algo/select.h"
+#include "util/status.h"
 #include "mp.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(b) + 1); }
@@ -157,6 +162,71 @@ int main(void)
     CHECK(rcoll_tuning_parse("ok_key = 1\n", &u) == RCOLL_ERR_INVALID_ARG, "unknown key rejected");
     CHECK(rcoll_tuning_parse("\nshm_beta_gbps = -2\n", &u) == RCOLL_ERR_INVALID_ARG,
           "negative value rejected");
+    /* The table: every entry has every op (stubs, never NULL), and RCOLL_ALGO's names map
+     * to the enum and back. */
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+        const rcoll_algo_ops_t *o = rcoll_algos[a];
+        CHECK(o && o->predict && o->start && o->progress, "algorithm %d has every op", a);
+        /* RCOLL_ALGO=<name> through the algo layer's knob table gives that algorithm */
+        rcoll_algo_config_t k = {.algo = -7};
+        setenv("RCOLL_ALGO", rcoll_alg_names[a], 1);
+        CHECK(rcoll_config_parse(&rcoll_algo_config_table, &k) == RCOLL_OK &&
+                  rcoll_algo_forced(&k) == (rcoll_allreduce_alg_t)a &&
+                  !strcmp(rcoll_algo_name(rcoll_algo_forced(&k)), rcoll_alg_names[a]),
+              "name '%s' round-trips to %d", rcoll_alg_names[a], a);
+    }
+    rcoll_algo_config_t k = {.algo = -7};
+    setenv("RCOLL_ALGO", "auto", 1);
+    CHECK(rcoll_config_parse(&rcoll_algo_config_table, &k) == RCOLL_OK &&
+              rcoll_algo_forced(&k) == RCOLL_ALG_AUTO &&
+              !strcmp(rcoll_algo_name(RCOLL_ALG_AUTO), "auto"), "auto is the model");
+    unsetenv("RCOLL_ALGO");
+    CHECK(rcoll_config_parse(&rcoll_algo_config_table, &k) == RCOLL_OK &&
+              rcoll_algo_forced(&k) == RCOLL_ALG_AUTO, "unset is auto");
+    setenv("RCOLL_ALGO", "bogus", 1);
+    k.algo = 3;
+    CHECK(rcoll_config_parse(&rcoll_algo_config_table, &k) == RCOLL_ERR_INVALID_ARG &&
+              k.algo == 3 && strstr(rcoll_err_get(), "is not one of auto, ring, rd"),
+          "unknown name rejected with the names, output untouched: %s", rcoll_err_get());
+    unsetenv("RCOLL_ALGO");
+    CHECK(!strcmp(rcoll_alg_names[RCOLL_ALG_RING], "ring") &&
+              !strcmp(rcoll_alg_names[RCOLL_ALG_RD], "rd") &&
+              !strcmp(rcoll_alg_names[RCOLL_ALG_ONESHOT], "oneshot") &&
+              !strcmp(rcoll_alg_names[RCOLL_ALG_TREE], "tree") &&
+              !strcmp(rcoll_alg_names[RCOLL_ALG_TWOSHOT], "twoshot") &&
+              !strcmp(rcoll_alg_names[RCOLL_ALG_HIER], "hier"),
+          "RCOLL_ALGO values unchanged");
+
+    /* rcoll_algo_choose: a forced algorithm where it applies, else the model's choice. */
+    rcoll_algo_ctx_t c = {.nranks = 4, .nhosts = 1, .ppn = 4, .all_shm = 1, .has_hostseg = 0,
+                          .tuning = &t, .forced = RCOLL_ALG_ONESHOT, .last_alg = -1};
+    rcoll_allreduce_alg_t model = rcoll_algo_model(&c, 64, NULL);
+    CHECK(model != RCOLL_ALG_ONESHOT && rcoll_algo_choose(&c, 64) == model,
+          "forced one-shot without a host segment falls back to the model (%s)",
+          rcoll_alg_names[model]);
+    c.forced = RCOLL_ALG_HIER;
+    rcoll_algo_choose_reset(&c);
+    CHECK(rcoll_algo_choose(&c, 64) == model, "forced hier on one host falls back");
+    c.forced = RCOLL_ALG_TREE;
+    rcoll_algo_choose_reset(&c);
+    CHECK(rcoll_algo_choose(&c, 64) == RCOLL_ALG_TREE && rcoll_algo_choose(&c, 64) ==
+              RCOLL_ALG_TREE, "forced tree applies (and is remembered)");
+    c.has_hostseg = 1;
+    c.forced = RCOLL_ALG_ONESHOT;
+    rcoll_algo_choose_reset(&c);
+    CHECK(rcoll_algo_choose(&c, 64) == RCOLL_ALG_ONESHOT &&
+              rcoll_algo_choose(&c, RCOLL_ONESHOT_MAX_BYTES * 2) ==
+                  rcoll_algo_model(&c, RCOLL_ONESHOT_MAX_BYTES * 2, NULL),
+          "forced one-shot with a host segment: up to its size, then the model");
+    c.forced = RCOLL_ALG_AUTO;
+    rcoll_algo_choose_reset(&c);
+    CHECK(rcoll_algo_choose(&c, 8) == rcoll_select_allreduce(&t, 4, 8, 1, 1, NULL),
+          "auto: the model");
+    rcoll_algo_ctx_t hc = {.nranks = 8, .nhosts = 2, .ppn = 4, .all_shm = 1, .tuning = &t,
+                           .forced = RCOLL_ALG_AUTO, .last_alg = -1};
+    for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 16)
+        CHECK(rcoll_algo_choose(&hc, bytes) == rcoll_select_allreduce_hosts(&t, 2, 4, bytes, NULL),
+              "hosts: the flat algorithms over the network against hier (%zu B)", bytes);
     printf("checked %d grid points, %d chunk choices\n", grid, chunks);
     return mp_summary();
 }

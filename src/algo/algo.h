@@ -1,0 +1,187 @@
+/*
+ * algo.h - the all-reduce algorithms as a table of ops (CONVENTIONS.md 6).  Each algorithm
+ * lives in its own file and exports one const rcoll_algo_ops_t; RCOLL_ALGO_LIST below is the
+ * one list of them (enum, names, table and the RCOLL_ALGO values all come from it).  Core
+ * fills an rcoll_algo_ctx_t once per communicator and runs an operation through
+ * predict / start / progress; algo/ never calls core/ (it asks for connections through the
+ * operation's `want` list instead).
+ */
+#ifndef RCOLL_ALGO_ALGO_H
+#define RCOLL_ALGO_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "algo/exec.h"
+#include "algo/oneshot.h"
+#include "algo/twoshot.h"
+#include "rcoll.h"
+#include "util/config.h"
+
+/* The all-reduce algorithms, X(ID, name): enum RCOLL_ALG_<ID>, the RCOLL_ALGO value "name",
+ * and the ops rcoll_algo_<name> (defined in the algorithm's file).  Order is the tie-break
+ * of the cost model (the earlier wins) and the order of the INFO line's predictions.  A new
+ * algorithm is one line here (docs/design.md, "How to add an all-reduce algorithm"). */
+#define RCOLL_ALGO_LIST(X)                                                                     \
+    X(RING, ring)       /* flat.c */                                                           \
+    X(RD, rd)           /* flat.c: recursive doubling */                                       \
+    X(ONESHOT, oneshot) /* oneshot.c */                                                        \
+    X(TREE, tree)       /* flat.c: double binary tree */                                       \
+    X(TWOSHOT, twoshot) /* twoshot.c */                                                        \
+    X(HIER, hier)       /* hier.c */                                                           \
+    /* end of the list */
+
+#define RCOLL_ALGO_ENUM_(id, name) RCOLL_ALG_##id,
+typedef enum {
+    RCOLL_ALG_AUTO = -1, /* RCOLL_ALGO=auto: the cost model chooses */
+    RCOLL_ALGO_LIST(RCOLL_ALGO_ENUM_)
+    RCOLL_ALG_COUNT
+} rcoll_allreduce_alg_t;
+#undef RCOLL_ALGO_ENUM_
+
+typedef struct rcoll_tuning rcoll_tuning_t; /* algo/select.h */
+
+/* What the algorithms know of a communicator.  Core fills it at creation (core/comm.c:
+ * tuning and forced in rcoll_comm_alloc, the shape once the connections and staging exist,
+ * the host segment and all_shm as they are set up) and never changes it afterwards; the
+ * counters below are the algorithms' own. */
+typedef struct rcoll_algo_ctx {
+    int nranks, rank;
+    const rcoll_link_t *link;     /* connections to peers (by rank) and the staging memory */
+    const int *ring_map;          /* ring position -> rank, host-grouped (NULL: identity) */
+    int ring_pos;                 /* this rank's ring position */
+    int nhosts;                   /* hosts (ranks grouped by host identity) */
+    int ppn;                      /* ranks per host when every host has as many, else 0 */
+    const int *local_group;       /* [ppn] this host's ranks (when nhosts > 1 and ppn > 1) */
+    const int *cross_group;       /* [nhosts] the ranks with this rank's local index */
+    int local_idx, cross_idx;
+    int all_shm;                  /* every peer is reached over shared memory */
+    int has_hostseg;              /* every rank maps the host segment (oneshot, twoshot) */
+    rcoll_oneshot_t oneshot;      /* views of the host segment (when has_hostseg) */
+    rcoll_twoshot_t twoshot;
+    uint64_t oneshot_seq;         /* one-shot operations so far (their numbers) */
+    size_t chunk_bytes;           /* staging slot: the largest pipeline chunk */
+    int chunk_fixed;              /* RCOLL_CHUNK_SIZE given: chunk_bytes, not the model's */
+    const rcoll_tuning_t *tuning; /* the cost model's constants */
+    rcoll_allreduce_alg_t forced; /* RCOLL_ALGO, parsed once (rcoll_algo_parse) */
+    /* rcoll_algo_choose's memory: the last choice and what was logged per size class. */
+    int last_alg;                 /* -1: none yet */
+    size_t last_bytes;
+    uint8_t logged[64];           /* per log2(bytes): choice + 1 last logged at INFO, 0: none */
+} rcoll_algo_ctx_t;
+
+/* A connection an operation needs before its next progress (start or a new phase). */
+typedef struct {
+    int peer, send, recv;
+} rcoll_algo_want_t;
+
+#define RCOLL_ALGO_MAX_WANT 4
+/* Per-operation state of the running algorithm: each casts it to its own struct and checks
+ * the size with a _Static_assert.  Sized for the largest (the executor, plus a little). */
+#define RCOLL_ALGO_STATE_BYTES (sizeof(rcoll_exec_t) + 64)
+
+/* One operation as an algorithm sees it. */
+typedef struct rcoll_algo_op {
+    /* Set by core before start. */
+    const void *src;
+    void *dst;
+    size_t count;
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    int tag;          /* the collective's sequence number (tags its messages) */
+    /* Reported by the algorithm. */
+    int nwant;        /* connections to make before the next progress (core clears it) */
+    rcoll_algo_want_t want[RCOLL_ALGO_MAX_WANT];
+    int waiting_peer; /* while in progress: the rank waited on */
+    int waiting_recv; /* 1: waiting for its data, 0: for it to take ours */
+    int err_peer;     /* after an error: the rank whose connection failed (-1: none) */
+    union {
+        max_align_t align_;
+        unsigned char bytes[RCOLL_ALGO_STATE_BYTES];
+    } state;
+} rcoll_algo_op_t;
+
+typedef double (*rcoll_algo_predict_fn_t)(const rcoll_algo_ctx_t *ctx, size_t bytes);
+typedef void (*rcoll_algo_start_fn_t)(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op);
+typedef rcoll_status_t (*rcoll_algo_progress_fn_t)(const rcoll_algo_ctx_t *ctx,
+                                                   rcoll_algo_op_t *op, int *progressed);
+
+typedef struct {
+    /* Predicted microseconds of an all-reduce of `bytes` here (the cost model, from
+     * ctx->tuning and the shape); HUGE_VAL where the algorithm does not apply. */
+    rcoll_algo_predict_fn_t predict;
+    /* Set up op->state from op's buffers, count, datatype and op (count > 0, nranks > 1;
+     * AVG included).  Cannot fail.  Puts into op->want the connections it needs beyond those
+     * made at creation (ring neighbours, doubling partners, tree links). */
+    rcoll_algo_start_fn_t start;
+    /* Advance without blocking: RCOLL_OK when done, RCOLL_INPROGRESS, or an error (detail
+     * via rcoll_err_set, op->err_peer set).  *progressed = 1 when anything moved; while in
+     * progress op->waiting_peer/waiting_recv say what it waits for.  A new phase may add to
+     * op->want and return RCOLL_INPROGRESS: core connects before calling again. */
+    rcoll_algo_progress_fn_t progress;
+    /* Runs in the host segment: core sets one up (when every rank is on one host) only if
+     * the model may choose such an algorithm or RCOLL_ALGO forces one. */
+    int uses_hostseg;
+} rcoll_algo_ops_t;
+
+#define RCOLL_ALGO_DECL_(id, name) extern const rcoll_algo_ops_t rcoll_algo_##name;
+RCOLL_ALGO_LIST(RCOLL_ALGO_DECL_)
+#undef RCOLL_ALGO_DECL_
+
+/* select.c: shared stubs for the ops an algorithm does not have (an entry names them, so
+ * nothing in a table is NULL): never applies (HUGE_VAL), nothing to set up, done at once. */
+double rcoll_algo_stub_predict(const rcoll_algo_ctx_t *ctx, size_t bytes);
+void rcoll_algo_stub_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op);
+rcoll_status_t rcoll_algo_stub_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,
+                                        int *progressed);
+
+/* select.c: the table and the names, indexed by rcoll_allreduce_alg_t. */
+extern const rcoll_algo_ops_t *const rcoll_algos[RCOLL_ALG_COUNT];
+extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];
+
+/* The algorithm layer's knob (RCOLL_ALGO), an enum over "auto" and the table's names: its
+ * value 0 is auto, k + 1 is algorithm k. */
+typedef struct {
+    int algo;
+} rcoll_algo_config_t;
+extern const rcoll_config_table_t rcoll_algo_config_table;
+static inline rcoll_allreduce_alg_t rcoll_algo_forced(const rcoll_algo_config_t *cfg)
+{
+    return (rcoll_allreduce_alg_t)(cfg->algo - 1);
+}
+
+/* The algorithm's name ("auto" for RCOLL_ALG_AUTO). */
+const char *rcoll_algo_name(rcoll_allreduce_alg_t a);
+/* The cost model's cheapest algorithm here (ties: the earlier); *predicted_us (optional)
+ * gets its time. */
+rcoll_allreduce_alg_t rcoll_algo_model(const rcoll_algo_ctx_t *ctx, size_t bytes,
+                                       double *predicted_us);
+/* The all-reduce algorithm for `bytes`: ctx->forced where it applies, else the model's
+ * choice.  The same size as last time returns at once; a new choice is logged at INFO with
+ * every applicable prediction, once per power-of-two size class (and again on a change). */
+rcoll_allreduce_alg_t rcoll_algo_choose(rcoll_algo_ctx_t *ctx, size_t bytes);
+/* Forget the last choice and what was logged (new constants: choose afresh). */
+void rcoll_algo_choose_reset(rcoll_algo_ctx_t *ctx);
+
+/* The path the flat algorithms (everything but hier) are modelled on: shared memory when
+ * every peer is reached over it, except across hosts of equal size, where the model weighs
+ * them against the hierarchical algorithm over the network. */
+static inline int rcoll_algo_flat_shm(const rcoll_algo_ctx_t *ctx)
+{
+    return ctx->all_shm && !(ctx->nhosts > 1 && ctx->ppn > 1);
+}
+
+/* flat.c: run a schedule as an operation (the flat all-reduces, hier's phases, and core's
+ * other collectives): the executor over ctx's link, peers by position through pmap. */
+void rcoll_algo_sched_start(rcoll_algo_op_t *op, const rcoll_sched_t *s,
+                            const rcoll_link_t *link, const int *pmap);
+rcoll_status_t rcoll_algo_sched_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,
+                                         int *progressed);
+/* The executor inside op->state (after rcoll_algo_sched_start). */
+static inline rcoll_exec_t *rcoll_algo_exec(rcoll_algo_op_t *op)
+{
+    return (rcoll_exec_t *)(void *)op->state.bytes;
+}
+/* Ops that only progress an operation started with rcoll_algo_sched_start. */
+extern const rcoll_algo_ops_t rcoll_algo_sched;
+
+#endif
