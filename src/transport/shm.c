@@ -85,18 +85,25 @@ static const rcoll_knob_t shm_knobs[] = {
 const rcoll_config_table_t rcoll_shm_config_table =
     RCOLL_CONFIG_TABLE("shm", shm_knobs, rcoll_shm_config_t);
 
-/* Test hooks (shm.h), applied by init(). */
+#ifdef RCOLL_TEST_HOOKS
+/* Test hooks (shm.h), applied by init(): only in the test build of this layer. */
 static int shm_opt_posix;
 static uint64_t shm_opt_rndv_min;
+#else
+static const int shm_opt_posix = 0;
+static const uint64_t shm_opt_rndv_min = 0;
+#endif
 
 /* What a receiver reads back from this process to prove that single-copy works. */
 volatile uint64_t shm_probe_word;
 
+#ifdef RCOLL_TEST_HOOKS
 void rcoll_shm_test_options(int force_shm_open, uint64_t single_copy_min)
 {
     shm_opt_posix = force_shm_open;
     shm_opt_rndv_min = single_copy_min;
 }
+#endif
 
 /* ---------------------------------------------------------------------------------------------
  * Comms, requests and errors

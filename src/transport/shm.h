@@ -223,12 +223,15 @@ extern const rcoll_config_table_t rcoll_shm_config_table;
 /* The transport (shm.c); transport.h should list it with the other built-ins. */
 extern const rcoll_transport_ops_t rcoll_transport_shm;
 
-/* Settings without a knob yet, read by the next init() (tests and benchmarks set them):
+#ifdef RCOLL_TEST_HOOKS
+/* Test hooks, in the test build of the transport layer only (rcoll_transport_testhooks),
+ * read by the next init():
  * force_shm_open = 1 creates segments with shm_open in /dev/shm (the fallback for kernels
  * without memfd_create); single_copy_min > 0 sends messages of at least that many bytes
  * single-copy (process_vm_readv) where the receiver can read the sender.  Default 0, 0:
  * memfd, and single-copy off, because on the machines measured so far it is slower than the
  * pipelined copy through the ring (see the top of shm.c). */
 void rcoll_shm_test_options(int force_shm_open, uint64_t single_copy_min);
+#endif
 
 #endif

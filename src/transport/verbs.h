@@ -135,9 +135,12 @@ rcoll_ib_dev_t *rcoll_ib_dev(int i);
 /* Read pending async events of every device, failing what they concern; cheap when none. */
 void rcoll_ib_poll_async(void);
 extern const rcoll_ib_config_t *rcoll_ib_cfg; /* the knobs init() was given */
-/* Test hook: receive WRs pre-posted per QP of new receive comms (0 = enough for every
- * advertised message).  The conformance test lowers it to provoke receiver-not-ready. */
+#ifdef RCOLL_TEST_HOOKS
+/* Test hook (test build of the transport layer only): receive WRs pre-posted per QP of new
+ * receive comms (0 = enough for every advertised message).  The conformance test lowers it
+ * to provoke receiver-not-ready. */
 extern int rcoll_ib_test_rq_depth;
+#endif
 
 /* ---- memory registration cache (verbs_mr.c) ---- */
 typedef struct rcoll_ib_mr rcoll_ib_mr_t; /* one registration, page-rounded, ref-counted */

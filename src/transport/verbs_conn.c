@@ -23,7 +23,11 @@
  * Live comms and failure
  * ------------------------------------------------------------------------------------------ */
 
+#ifdef RCOLL_TEST_HOOKS
 int rcoll_ib_test_rq_depth;
+#else
+static const int rcoll_ib_test_rq_depth = 0;
+#endif
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static rcoll_ib_comm_t *live;
