@@ -284,5 +284,5 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (maxn >= 6) run_hosts(only);
-    return mp_summary();
+    return check_summary();
 }

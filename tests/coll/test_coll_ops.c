@@ -1115,5 +1115,5 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("total %.1f s\n", now_s() - t_all);
-    return mp_summary();
+    return check_summary();
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mp.h"
+#include "check.h"
 #include "util/config.h"
 #include "util/net.h"
 #include "util/status.h"
@@ -168,5 +168,5 @@ int main(void)
     test_addresses();
     test_status_strings();
     test_backoff();
-    return mp_summary();
+    return check_summary();
 }
