@@ -1083,6 +1083,10 @@ int main(int argc, char **argv)
             if (strcspn(t, ",") == strlen(part_name[p]) && !strncmp(t, part_name[p], strcspn(t, ",")))
                 part_on[p] = 1;
     }
+    int nparts = 0;
+    for (int p = 0; p < NPART; p++) nparts += part_on[p];
+    CHECK(nparts > 0, "RCOLL_TEST_PARTS=%s names no part", sel ? sel : "");
+    if (!nparts) return check_summary();
     board = mmap(NULL, sizeof(board_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (board == MAP_FAILED) return 99;
     double t_all = now_s();
@@ -1102,10 +1106,12 @@ int main(int argc, char **argv)
                 skipped |= board->state[p][r] == 3;
                 if (first < 0 && board->fails[p][r]) first = r;
             }
+            /* a part that checked nothing tested nothing: a failure, not a pass */
             const char *verdict = fails ? "FAIL" : !reached ? "NOT RUN" : hung ? "HUNG"
-                                : skipped ? "SKIPPED" : "ok";
+                                : skipped ? "SKIPPED" : !checks ? "NO CHECKS" : "ok";
             printf(" %s %s(%d)", part_name[p], verdict, checks);
-            CHECK(!fails && !hung && !skipped, "%d ranks, %s: %s, %d failures (first, rank %d: %s)",
+            CHECK(!fails && !hung && !skipped && checks > 0,
+                  "%d ranks, %s: %s, %d failures (first, rank %d: %s)",
                   n, part_name[p], verdict, fails, first, first >= 0 ? board->first[p][first] : "");
         }
         printf("\n");
