@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/dev.sh - the two commands of the README, usable on a fresh Debian 12 machine:
 #   tools/dev.sh bench   build rcoll and run all_reduce_perf across 4 local ranks
-#   tools/dev.sh test    build rcoll (release + ASan/UBSan) and run the whole test suite
+#   tools/dev.sh test    build rcoll (release + ASan/UBSan) and run the whole test suite, then
+#                        the unit and coll suites in a build with every optional dependency off
 #   tools/dev.sh summary DIR...  the closing summary of `test` for these build dirs' test logs
 # Installs the Debian packages it needs with apt-get when they are missing.
 set -euo pipefail
@@ -41,6 +42,16 @@ werror=()
 # Tiers this project's CI machines can run: under CI=true a skip of one of these suites is a
 # failure (the machine lost what the tier needs).  Later tiers (torch, gpu-compile) go here.
 ci_tiers=(rdma multinode)
+
+# The third build: every feature option in meson_options.txt (read now, so an option that is
+# added or removed needs no change here) disabled.
+min_opts() {
+    local f
+    for f in meson.options meson_options.txt; do
+        [ -f "$f" ] || continue
+        sed -n "s/^option('\([a-z_0-9]*\)', *type: *'feature'.*/-D\1=disabled/p" "$f"
+    done
+}
 
 # summary DIR...: one line per skipped test ("skipped: DIR SUITE/NAME") and per failed one
 # (a CI tier's skip among them, saying why), then exactly one
@@ -98,13 +109,22 @@ test)
     configure build "${werror[@]}"
     configure build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
         -Db_lundef=false "${werror[@]}"
-    for dir in build build-asan; do
+    mapfile -t min < <(min_opts)
+    configure build-min "${min[@]}" "${werror[@]}"
+    for dir in build build-asan build-min; do
         echo "== meson test -C $dir"
         set +e
-        meson test -C "$dir" --no-rebuild --print-errorlogs
+        if [ "$dir" = build-min ]; then
+            # pure logic and the collectives up to 4 ranks (the full matrix ran in the other
+            # two builds), not the slow launcher tiers: CI's time budget
+            TEST_MAX_RANKS=4 meson test -C "$dir" --no-rebuild --print-errorlogs \
+                --suite unit --suite coll
+        else
+            meson test -C "$dir" --no-rebuild --print-errorlogs
+        fi
         set -e
     done
-    summary build build-asan
+    summary build build-asan build-min
     ;;
 summary)
     shift

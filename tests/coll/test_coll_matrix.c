@@ -7,7 +7,8 @@
  * the one that ran (the library's INFO line at the choice).  From 12 ranks a lighter matrix
  * (LIGHT_RANKS) keeps the run within time on 2 cores.  Expected values come from a reference
  * computed here in double/wide-integer arithmetic, independent of the library's reduction code.
- * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given)
+ * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given;
+ * TEST_MAX_RANKS=n is max_ranks when no argument gives it)
  */
 #include <math.h>
 #include <stdint.h>
@@ -331,7 +332,9 @@ static void run_hosts(const char *only)
 
 int main(int argc, char **argv)
 {
-    int maxn = argc > 1 ? atoi(argv[1]) : 16;
+    /* TEST_MAX_RANKS: the minimal build's smaller run (tools/dev.sh) */
+    const char *env_max = getenv("TEST_MAX_RANKS");
+    int maxn = argc > 1 ? atoi(argv[1]) : env_max ? atoi(env_max) : 16;
     setenv("RCOLL_CHUNK_SIZE", "64", 0);
     setenv("RCOLL_TIMEOUT", "60", 0);
     snprintf(algo_log, sizeof(algo_log), "%s/rcoll_matrix_algo.%d.log",

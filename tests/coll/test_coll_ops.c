@@ -6,7 +6,8 @@
  * computed here (integers wrap modulo 2^bits, float16/bfloat16 encoded here), never from the
  * library's reduction code.  Every output has guard bytes behind it; send buffers are checked
  * unmodified.  Results per operation land in a shared board so the parent reports each part.
- * Usage: test_coll_ops [max_ranks [min_ranks]]; RCOLL_TEST_PARTS=reduce,groups,... selects.
+ * Usage: test_coll_ops [max_ranks [min_ranks]]; RCOLL_TEST_PARTS=reduce,groups,... selects;
+ * TEST_MAX_RANKS=n is max_ranks when no argument gives it.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -1072,7 +1073,10 @@ static int run_rank(rcoll_comm_t comm, int rank, int n, void *arg)
 
 int main(int argc, char **argv)
 {
-    int maxn = argc > 1 ? atoi(argv[1]) : 9, minn = argc > 2 ? atoi(argv[2]) : 1;
+    /* TEST_MAX_RANKS: the minimal build's smaller run (tools/dev.sh) */
+    const char *env_max = getenv("TEST_MAX_RANKS");
+    int maxn = argc > 1 ? atoi(argv[1]) : env_max ? atoi(env_max) : 9;
+    int minn = argc > 2 ? atoi(argv[2]) : 1;
     setenv("RCOLL_CHUNK_SIZE", "64", 0);
     setenv("RCOLL_TIMEOUT", "20", 0);
     setenv("RCOLL_DEBUG", "NONE", 0); /* the bad-input part would log warnings */
