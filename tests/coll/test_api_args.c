@@ -201,5 +201,5 @@ int main(void)
           "bad knob value named: %s", rcoll_last_init_error());
     CHECK(rcoll_comm_destroy(NULL) == RCOLL_OK && rcoll_comm_abort(NULL) == RCOLL_OK,
           "NULL destroy/abort are no-ops");
-    return mp_summary();
+    return check_summary();
 }

@@ -1,17 +1,21 @@
 /*
  * test_coll_matrix.c - the collective matrix over real processes and real TCP connections:
- * ranks 1..9; counts {0, 1, ranks-1, odd, multi-chunk} with a small-chunk knob so big counts
- * take many pipeline loops; every datatype x op; in-place and out-of-place; broadcast from
- * every root; barriers; several nonblocking operations outstanding, waited in reverse order
- * and polled with rcoll_test; both all-reduce algorithms (ring, recursive doubling).  Expected values come from a reference computed here in
- * double/wide-integer arithmetic, independent of the library's reduction code.
- * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given)
+ * ranks 1..9, 12 and 16; counts {0, 1, ranks-1, odd, multi-chunk} with a small-chunk knob so
+ * big counts take many pipeline loops; every datatype x op; in-place and out-of-place;
+ * broadcast from every root; barriers; several nonblocking operations outstanding, waited in
+ * reverse order and polled with rcoll_test; every all-reduce algorithm, each checked to be
+ * the one that ran (the library's INFO line at the choice).  From 12 ranks a lighter matrix
+ * (LIGHT_RANKS) keeps the run within time on 2 cores.  Expected values come from a reference
+ * computed here in double/wide-integer arithmetic, independent of the library's reduction code.
+ * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given;
+ * TEST_MAX_RANKS=n is max_ranks when no argument gives it)
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dtref.h"
 #include "mp.h"
@@ -90,18 +94,33 @@ static int fail_st(rcoll_comm_t comm, int rank, const char *what, rcoll_status_t
     return 1;
 }
 
+/* The rank counts, and from which one the matrix is lighter: three datatypes (1-byte
+ * integer, 16-bit float, 8-byte float: 64, 32 and 8 elements per 64-byte chunk), no count 37
+ * (n - 1 is odd or multi-element already), broadcast from the first, middle and last rank
+ * only.  Every op, both in-place modes, counts 0, 1, n - 1 and multi-chunk stay, as does
+ * every algorithm.  The rank-count-dependent paths (schedules, trees, doubling with a
+ * remainder) do not depend on the datatype; the datatypes are covered at 1..9. */
+static const int rank_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16};
+#define LIGHT_RANKS 10
+
+static int light_dt(int dt)
+{
+    return dt == RCOLL_INT8 || dt == RCOLL_BFLOAT16 || dt == RCOLL_FLOAT64;
+}
+
 static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
 {
     (void)arg;
+    int light = n >= LIGHT_RANKS;
     size_t counts[] = {0, 1, (size_t)(n - 1), 37, 1001};
     size_t maxc = 1001;
     char *send = malloc(maxc * 8), *recv = malloc(maxc * 8);
     char *guard = malloc(maxc * 8 + 64);
     int bad = 0;
     for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
-        for (int op = 0; op < RCOLL_NUM_OPS; op++)
+        for (int op = 0; op < RCOLL_NUM_OPS && (!light || light_dt(dt)); op++)
             for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
-                for (int inplace = 0; inplace < 2; inplace++) {
+                for (int inplace = 0; inplace < 2 && !(light && counts[ci] == 37); inplace++) {
                     size_t count = counts[ci];
                     for (size_t i = 0; i < count; i++) ref_store(send, dt, i, gen(op, rank, i));
                     memset(recv, 0x5a, maxc * 8);
@@ -129,9 +148,10 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
                             break;
                         }
                 }
-    /* Broadcast from every root. */
+    /* Broadcast from every root (light: the first, middle and last). */
     for (int root = 0; root < n; root++)
         for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+            if (light && root != 0 && root != n / 2 && root != n - 1) break;
             size_t count = counts[ci];
             for (size_t i = 0; i < count; i++)
                 ref_store(recv, RCOLL_INT32, i, rank == root ? (int64_t)(i * 3 + root) : -1);
@@ -187,6 +207,63 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad ? 2 : 0;
 }
 
+/* --- which all-reduce algorithm ran ------------------------------------------------------
+ * The library logs its choice at INFO (subsystem ALGO) once per size class and communicator:
+ * "all-reduce of <bytes> B on <n> ranks: <algo> (...)".  A forced RCOLL_ALGO that does not
+ * apply falls back to the cost model, so without this a fallback would pass as the forced
+ * algorithm.  Every rank logs into one file (RCOLL_DEBUG_FILE without %p: the parent opens it
+ * at its first rcoll call and the ranks it forks later inherit that stream), emptied before
+ * each run; the other subsystems' lines go there too, and its warnings are copied to stderr.
+ * Lines before a rank's "INIT rank R/N on" line (its communicator is ready) are its setup's
+ * own all-reduces, chosen before the host segment exists: they do not count. */
+static char algo_log[256];
+
+static void algo_log_reset(void)
+{
+    FILE *f = fopen(algo_log, "w"); /* truncates; writers append (O_APPEND) */
+    if (f) fclose(f);
+}
+
+/* After a run of n ranks: every choice line names want (want_not: none names it), every
+ * rank logged one, and each says n ranks.  Returns the number of lines (0 for one rank:
+ * a one-rank all-reduce is a copy, nothing is chosen). */
+static int algo_log_check(const char *want, int want_not, int n, const char *run)
+{
+    FILE *f = fopen(algo_log, "r");
+    char line[1200];
+    unsigned char seen[64] = {0}, ready[64] = {0};
+    int lines = 0, wrong = 0, ranks = 0;
+    CHECK(f != NULL, "%s: cannot read the log %s", run, algo_log);
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strstr(line, " WARN ")) fputs(line, stderr);
+        const char *m = strstr(line, " ALGO all-reduce of ");
+        int rank = -1, on = 0;
+        char algo[32] = "";
+        const char *br = strchr(line, '[');
+        if (!br || sscanf(br, "[%d]", &rank) != 1 || rank < 0 || rank >= 64) continue;
+        const char *init = strstr(line, " INIT rank ");
+        int r_of, n_of;
+        if (init && sscanf(init, " INIT rank %d/%d on", &r_of, &n_of) == 2) ready[rank] = 1;
+        if (!m || !ready[rank]) continue;
+        if (sscanf(m, " ALGO all-reduce of %*[0-9] B on %d ranks: %31[a-z_]", &on, algo) != 2) {
+            CHECK(0, "%s: unparsable choice line: %s", run, line);
+            continue;
+        }
+        lines++;
+        if ((strcmp(algo, want) != 0) != want_not || on != n) {
+            if (!wrong++)
+                fprintf(stderr, "%s: rank %d ran %s on %d ranks: %s", run, rank, algo, on, line);
+        }
+        if (!seen[rank]) seen[rank] = 1, ranks++;
+    }
+    if (f) fclose(f);
+    CHECK(wrong == 0, "%s: %d all-reduces chose another algorithm than %s%s", run, wrong,
+          want_not ? "anything but " : "", want);
+    CHECK(n == 1 ? lines == 0 : ranks == n, "%s: %d of %d ranks logged their choice", run, ranks,
+          n == 1 ? 0 : n);
+    return lines;
+}
+
 /* One rank of a raw run: its own communicator (from its environment), the matrix. */
 static int init_and_run(const rcoll_unique_id_t *id, int rank, int n)
 {
@@ -233,12 +310,20 @@ static void run_hosts(const char *only)
         setenv("RCOLL_ALGO", algos[a], 1);
         for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
             int n = layouts[l][0], hosts = layouts[l][1];
+            /* hier needs equal ranks per host: elsewhere the model must choose another */
+            int unequal = n % hosts != 0, want_not = !strcmp(algos[a], "hier") && unequal;
+            char what[96];
+            snprintf(what, sizeof(what), "%s, %d ranks on %d hosts", algos[a], n, hosts);
             mp_result_t res;
+            long failed0 = check_failed;
+            algo_log_reset();
             int bad = mp_run_raw(n, hosts_fn, &hosts, 300, &res);
             CHECK(bad == 0, "matrix (%s) with %d ranks on %d hosts: %d ranks failed", algos[a],
                   n, hosts, bad);
-            printf("%s, %d ranks on %d interleaved hosts: %s in %.1f s\n", algos[a], n, hosts,
-                   bad ? "FAILED" : "ok", res.seconds);
+            algo_log_check(algos[a], want_not, n, what);
+            printf("%s, %d ranks on %d interleaved hosts: %s in %.1f s (%s%s ran)\n", algos[a], n,
+                   hosts, check_failed > failed0 ? "FAILED" : "ok", res.seconds,
+                   want_not ? "not " : "", algos[a]);
             fflush(stdout);
         }
     }
@@ -247,9 +332,17 @@ static void run_hosts(const char *only)
 
 int main(int argc, char **argv)
 {
-    int maxn = argc > 1 ? atoi(argv[1]) : 9;
+    /* TEST_MAX_RANKS: the minimal build's smaller run (tools/dev.sh) */
+    const char *env_max = getenv("TEST_MAX_RANKS");
+    int maxn = argc > 1 ? atoi(argv[1]) : env_max ? atoi(env_max) : 16;
     setenv("RCOLL_CHUNK_SIZE", "64", 0);
     setenv("RCOLL_TIMEOUT", "60", 0);
+    snprintf(algo_log, sizeof(algo_log), "%s/rcoll_matrix_algo.%d.log",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    algo_log_reset();
+    setenv("RCOLL_DEBUG", "INFO", 1);
+    setenv("RCOLL_DEBUG_SUBSYS", "ALL", 1);
+    setenv("RCOLL_DEBUG_FILE", algo_log, 1);
     /* Every all-reduce algorithm on every rank count (auto would pick doubling for all of
      * these small counts). */
     static const char *const algos[] = {"ring", "rd", "oneshot", "tree", "twoshot"};
@@ -262,14 +355,28 @@ int main(int argc, char **argv)
     for (int a = 0; only && a < 5; a++) transports[a] = only;
     setenv("RCOLL_TWOSHOT_SLOT", "4096", 0);
     for (int a = 0; a < 5; a++) {
+        /* one- and two-shot need every peer on shared memory: over one other transport they
+         * cannot run, and the library would run another algorithm */
+        if (only && (!strcmp(algos[a], "oneshot") || !strcmp(algos[a], "twoshot"))) {
+            check_skip("%s over %s: needs every peer on shared memory", algos[a], only);
+            continue;
+        }
         setenv("RCOLL_ALGO", algos[a], 1);
         setenv("RCOLL_TRANSPORT", transports[a], 1);
-        for (int n = 1; n <= maxn; n++) {
+        for (size_t k = 0; k < sizeof(rank_counts) / sizeof(rank_counts[0]); k++) {
+            int n = rank_counts[k];
+            if (n > maxn) break;
+            char what[64];
+            snprintf(what, sizeof(what), "%s over %s, %d ranks", algos[a], transports[a], n);
             mp_result_t res;
+            long failed0 = check_failed;
+            algo_log_reset();
             int bad = mp_run(n, run_matrix, NULL, 300, &res);
             CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", algos[a], n, bad);
-            printf("%s over %s, %d ranks: %s in %.1f s\n", algos[a], transports[a], n,
-                   bad ? "FAILED" : "ok", res.seconds);
+            int chosen = algo_log_check(algos[a], 0, n, what);
+            printf("%s: %s in %.1f s%s%s\n", what, check_failed > failed0 ? "FAILED" : "ok",
+                   res.seconds, n >= LIGHT_RANKS ? " (light)" : "",
+                   n == 1 ? " (one rank: a copy)" : chosen ? "" : " (no algorithm logged)");
             fflush(stdout);
         }
     }
@@ -277,12 +384,16 @@ int main(int argc, char **argv)
     setenv("RCOLL_TRANSPORT", "auto", 1);
     for (int n = 3; n <= 4 && n <= maxn && !only; n++) {
         mp_result_t res;
+        long failed0 = check_failed;
+        algo_log_reset();
         int bad = mp_run_raw(n, mixed_fn, NULL, 300, &res);
         CHECK(bad == 0, "matrix, mixed shm/tcp peers, %d ranks: %d ranks failed", n, bad);
-        printf("auto over mixed shm/tcp, %d ranks: %s in %.1f s\n", n, bad ? "FAILED" : "ok",
-               res.seconds);
+        algo_log_check("", 1, n, "auto over mixed shm/tcp"); /* any algorithm, every rank */
+        printf("auto over mixed shm/tcp, %d ranks: %s in %.1f s\n", n,
+               check_failed > failed0 ? "FAILED" : "ok", res.seconds);
         fflush(stdout);
     }
     if (maxn >= 6) run_hosts(only);
-    return mp_summary();
+    unlink(algo_log);
+    return check_summary();
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "mp.h"
 
 #define NCOMMS 3
@@ -140,5 +141,5 @@ int main(void)
     int failed = mp_run_raw(3, rank_in_group, NULL, 60, &res);
     CHECK(failed == 0, "init in a per-process group then a job: %d ranks failed", failed);
     failing_init_in_group();
-    return mp_summary();
+    return check_summary();
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "mp.h"
 
 #define NSINGLE 300
@@ -99,5 +100,5 @@ int main(void)
     mp_result_t res;
     int failed = mp_run(3, body, NULL, 120, &res);
     CHECK(failed == 0, "invalid handles refused on every rank: %d ranks failed", failed);
-    return mp_summary();
+    return check_summary();
 }

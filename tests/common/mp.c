@@ -11,14 +11,6 @@
 
 #include "mp.h"
 
-int mp_passed, mp_failed;
-
-int mp_summary(void)
-{
-    printf("%d passed, %d failed\n", mp_passed, mp_failed);
-    return mp_failed ? 1 : 0;
-}
-
 static double now_s(void)
 {
     struct timespec ts;

@@ -7,6 +7,7 @@
 #ifndef RCOLL_TEST_MP_H
 #define RCOLL_TEST_MP_H
 
+#include "check.h"
 #include "rcoll.h"
 
 /* Runs in each child after rcoll_comm_init_rank; return 0 for success. */
@@ -27,20 +28,6 @@ typedef struct {
 int mp_run(int nranks, mp_rank_fn_t fn, void *arg, double timeout_s, mp_result_t *res);
 int mp_run_raw(int nranks, mp_raw_fn_t fn, void *arg, double timeout_s, mp_result_t *res);
 
-/* Simple check counters for test binaries. */
-extern int mp_passed, mp_failed;
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (cond) {                                                            \
-            mp_passed++;                                                       \
-        } else {                                                               \
-            mp_failed++;                                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-        }                                                                      \
-    } while (0)
-/* Print "N passed, M failed" and return the exit code. */
-int mp_summary(void);
+/* Checks and the summary line: tests/common/check.h. */
 
 #endif

@@ -11,9 +11,7 @@
 #include "tp_harness.h"
 #include "util/time.h"
 
-int cur_failed, cur_skipped;
 int pair_listen_dev, pair_connect_dev;
-static int passed, failed, skipped;
 
 rcoll_status_t pair_open(pair_t *p)
 {
@@ -142,26 +140,6 @@ int guard_ok(const unsigned char *p, size_t n, unsigned char v)
     return 1;
 }
 
-void run(const char *name, void (*fn)(void))
-{
-    cur_failed = cur_skipped = 0;
-    fn();
-    printf("%s %s\n", cur_failed ? "FAIL" : cur_skipped ? "skip" : "ok  ", name);
-    fflush(stdout);
-    if (cur_failed)
-        failed++;
-    else if (cur_skipped)
-        skipped++;
-    else
-        passed++;
-}
-
-int run_summary(void)
-{
-    printf("%d passed, %d failed%s\n", passed, failed, skipped ? " (some skipped)" : "");
-    return failed ? 1 : 0;
-}
-
 rcoll_status_t isend_retry(void *sc, void *buf, size_t n, int tag, void **req)
 {
     uint64_t end = rcoll_now_ns() + DEADLINE_NS;
@@ -211,13 +189,13 @@ static void pipeline_post(pair_t *p, int n, size_t *len, unsigned char **src,
                           unsigned char **dst, void **sreq, void **rreq, int window,
                           int *ns, int *nr)
 {
-    while (*ns < n && !cur_failed) {
+    while (*ns < n && !check_case_failed()) {
         CHECK(T->isend(p->sc, src[*ns], len[*ns], *ns, NULL, &sreq[*ns]) == RCOLL_OK,
               "isend %d", *ns);
         if (!sreq[*ns]) break; /* no room or no advertised buffer yet */
         (*ns)++;
     }
-    while (*nr < n && *nr < window && !cur_failed) {
+    while (*nr < n && *nr < window && !check_case_failed()) {
         void *dp = dst[*nr];
         CHECK(T->irecv(p->rc, 1, &dp, &len[*nr], NULL, NULL, &rreq[*nr]) == RCOLL_OK,
               "irecv %d", *nr);
@@ -253,7 +231,7 @@ void tp_case_pipeline(int n, size_t (*len_of)(int), int window, int bound)
                   "irecv beyond %d outstanding must give a NULL request", n);
     }
     uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while (p.rc && left > 0 && rcoll_now_ns() < end && !cur_failed) {
+    while (p.rc && left > 0 && rcoll_now_ns() < end && !check_case_failed()) {
         for (int i = n - 1; i >= 0; i--) { /* reverse order: completion must not need order */
             int done;
             if (sreq[i]) {
@@ -430,7 +408,7 @@ void tp_case_burst(int nc, size_t len)
             left += 2;
         }
     }
-    while (left > 0 && rcoll_now_ns() < end && !cur_failed)
+    while (left > 0 && rcoll_now_ns() < end && !check_case_failed())
         for (int k = 0; k < nc; k++) {
             int done = 0;
             if (sreq[k] && T->test(sreq[k], &done, NULL) == RCOLL_OK && done)

@@ -1,7 +1,8 @@
 /*
  * tp_harness.h - what the transport conformance suites share: the transport under test (T,
- * defined by each suite), a CHECK that marks the current case failed, connected pairs in
- * one thread, waits with deadlines, patterned buffers, raw-socket checks and the case runner.
+ * defined by each suite), connected pairs in one thread, waits with deadlines, patterned
+ * buffers, raw-socket checks and the shared cases.  Checks and cases: tests/common/check.h
+ * (each suite's main sets rcoll_err_get as the note of failure lines).
  * Every wait has a deadline, so a broken transport fails a case instead of hanging it.
  */
 #ifndef RCOLL_TESTS_TP_HARNESS_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "check.h"
 #include "transport/transport.h"
 #include "util/status.h"
 
@@ -18,18 +20,7 @@
 #define GUARD 64
 
 extern const rcoll_transport_ops_t *T; /* defined by the suite */
-extern int cur_failed, cur_skipped;    /* the case being run */
 extern int pair_listen_dev, pair_connect_dev; /* devices pair_open uses (default 0) */
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());            \
-            cur_failed = 1;                                                     \
-        }                                                                       \
-    } while (0)
 
 typedef struct {
     char handle[RCOLL_TRANSPORT_HANDLE_BYTES];
@@ -77,8 +68,5 @@ void tp_case_tag_mismatch(void);
 /* On a listening pair (p->lc) that has just dropped bad connectors (after: what they were):
  * a valid connect and accept still succeed (10 s deadline) and carry a 4-byte message. */
 void tp_connect_after_bad(pair_t *p, const char *after);
-/* Run one case and print its verdict; the summary line and exit code at the end. */
-void run(const char *name, void (*fn)(void));
-int run_summary(void);
 
 #endif

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "mp.h"
 
 #define NRANKS 3
@@ -214,5 +215,5 @@ int main(void)
     if (!getenv("RCOLL_TEST_KEEP")) for (int r = 0; r < NRANKS; r++) unlink(logs[r]);
     if (!getenv("RCOLL_TEST_KEEP")) rmdir(dir);
     announced_million();
-    return mp_summary();
+    return check_summary();
 }

@@ -292,5 +292,5 @@ int main(void)
     test_env_root_killed();
     test_auth_and_garbage();
     test_never_joins();
-    return mp_summary();
+    return check_summary();
 }

@@ -221,5 +221,5 @@ int main(void)
         fflush(stdout);
     }
     printf("total %.1f s\n", now_s() - t_all);
-    return mp_summary();
+    return check_summary();
 }

@@ -45,7 +45,7 @@ static void sizes_with_qps(int qps)
     cfg->ib_qps_per_conn = qps;
     pair_t p;
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    for (size_t n = 1; n <= ((size_t)16 << 20) && p.rc && !cur_failed; n *= 4) {
+    for (size_t n = 1; n <= ((size_t)16 << 20) && p.rc && !check_case_failed(); n *= 4) {
         tp_transfer(&p, n - 1, n + 7, 0, 0, (unsigned)n);
         tp_transfer(&p, n, n, 0, 0, (unsigned)n + 1);
         tp_transfer(&p, n + 1, n + 1, 0, 0, (unsigned)n + 2);
@@ -76,7 +76,7 @@ static void test_many(void)
         ok = pair_open(&p[i]) == RCOLL_OK;
         CHECK(ok, "pair_open %d", i);
     }
-    for (int i = 0; i < N && ok && !cur_failed; i++) tp_transfer(&p[i], 1000 + (size_t)i, 2000, 0, 0,
+    for (int i = 0; i < N && ok && !check_case_failed(); i++) tp_transfer(&p[i], 1000 + (size_t)i, 2000, 0, 0,
                                                                  (unsigned)i);
     for (int i = 0; i < N; i++) pair_close(&p[i]);
     free(p);
@@ -193,11 +193,11 @@ static void test_killed_peer(void)
           "child's handle");
     void *sc = NULL;
     uint64_t end = rcoll_now_ns() + DEADLINE_NS;
-    while (!sc && !cur_failed && rcoll_now_ns() < end)
+    while (!sc && !check_case_failed() && rcoll_now_ns() < end)
         CHECK(T->connect(0, handle, &sc) == RCOLL_OK, "connect to the child");
     unsigned char *src = calloc(1, n);
     void *sreq = NULL;
-    while (sc && !sreq && !cur_failed && rcoll_now_ns() < end)
+    while (sc && !sreq && !check_case_failed() && rcoll_now_ns() < end)
         CHECK(T->isend(sc, src, n, -1, NULL, &sreq) == RCOLL_OK, "isend");
     int done = 0;
     if (sreq) T->test(sreq, &done, NULL);
@@ -256,10 +256,11 @@ static void test_reg_cache(void)
 
 int main(int argc, char **argv)
 {
+    check_set_note(rcoll_err_get);
     rcoll_status_t st = rcoll_transport_ensure_init(T);
     if (st != RCOLL_OK) {
-        printf("SKIP: verbs transport unavailable here: %s\n", rcoll_err_get());
-        return 77;
+        check_skip("verbs transport unavailable here: %s", rcoll_err_get());
+        return check_summary(); /* nothing ran: 77 */
     }
     cfg = (rcoll_ib_config_t *)rcoll_ib_cfg;
     T->devices(&ndev);
@@ -267,17 +268,17 @@ int main(int argc, char **argv)
     /* two ports (rxe0, rxe1): listen on one, connect from the other, so traffic crosses */
     pair_connect_dev = ndev > 1 ? 1 : 0;
     cfg->ib_timeout = 12; /* ~17 ms per retry: a dead peer is noticed in well under a second */
-    run("props", test_props);
-    run("sizes 0 B..64 MiB, 1 QP", sizes1);
-    run("sizes 0 B..64 MiB, 4 QPs", sizes4);
-    run("48 requests in flight", pipeline);
-    run("grouped irecv", tp_case_grouped);
-    run("64 connections", test_many);
-    run("registration cache", test_reg_cache);
-    run("tag and size mismatch -> PROTOCOL on both ends", test_tag_and_size);
-    run("bad rkey -> remote access error", test_bad_rkey);
-    run("no receive posted -> RNR retry exceeded", test_rnr);
-    run("peer killed mid-transfer", test_killed_peer);
+    check_case("props", test_props);
+    check_case("sizes 0 B..64 MiB, 1 QP", sizes1);
+    check_case("sizes 0 B..64 MiB, 4 QPs", sizes4);
+    check_case("48 requests in flight", pipeline);
+    check_case("grouped irecv", tp_case_grouped);
+    check_case("64 connections", test_many);
+    check_case("registration cache", test_reg_cache);
+    check_case("tag and size mismatch -> PROTOCOL on both ends", test_tag_and_size);
+    check_case("bad rkey -> remote access error", test_bad_rkey);
+    check_case("no receive posted -> RNR retry exceeded", test_rnr);
+    check_case("peer killed mid-transfer", test_killed_peer);
     T->fini();
-    return run_summary();
+    return check_summary();
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mp.h"
+#include "check.h"
 #include "core/config.h"
 #include "transport/shm.h"
 #include "transport/socket.h"
@@ -319,5 +319,5 @@ int main(void)
     test_addresses();
     test_status_strings();
     test_backoff();
-    return mp_summary();
+    return check_summary();
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/pair.h"
-#include "mp.h"
+#include "check.h"
 
 static unsigned bit(const char *name)
 {
@@ -80,5 +80,5 @@ int main(void)
     cfg.transport = RCOLL_CFG_TRANSPORT_SHM;
     CHECK(rcoll_pair_allowed(&cfg, S, why, sizeof(why)) && !rcoll_pair_allowed(&cfg, T, why, sizeof(why)),
           "RCOLL_TRANSPORT=shm: shm only");
-    return mp_summary();
+    return check_summary();
 }

@@ -3,43 +3,20 @@
  * reference computed here independently (float64 arithmetic and __int128 integers, its own
  * float16/bfloat16 rounding built on frexp/ldexp/nearbyint), plus the conversions, aliasing,
  * vector tails, AVG divisors, integer wrap-around and bad arguments.  No sockets, no threads.
- * Exit 0 when everything passed; prints "N passed, M failed".
+ * Prints "N passed, M failed, K skipped" (a kernel variant this CPU lacks is a skip).
  */
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/reduce.h"
+#include "check.h"
 #include "rcoll.h"
 
 __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;
-
-static long g_passed;
-static long g_failed;
-
-/* Count one case; print the first failures with their context. */
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void check(int ok, const char *fmt, ...)
-{
-    if (ok) {
-        g_passed++;
-        return;
-    }
-    g_failed++;
-    if (g_failed <= 30) {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs("FAIL: ", stdout);
-        vprintf(fmt, ap);
-        fputc('\n', stdout);
-        va_end(ap);
-    }
-}
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
@@ -429,12 +406,12 @@ static void run_one(rcoll_reduce_isa_t isa, rcoll_datatype_t dt, rcoll_op_t op, 
         memcpy(&exp, want + bad * es, es);
         memcpy(&xa, in_a + bad * es, es);
         memcpy(&xb, in_b + bad * es, es);
-        check(0, "%s %s %s n=%zu %s d=%d: element %zu a=0x%llx b=0x%llx got 0x%llx want 0x%llx",
+        CHECK(0, "%s %s %s n=%zu %s d=%d: element %zu a=0x%llx b=0x%llx got 0x%llx want 0x%llx",
               rcoll_reduce_isa_name(isa), dt_name[dt], op_name[op], n, alias_name[alias], d, bad,
               (unsigned long long)xa, (unsigned long long)xb, (unsigned long long)got,
               (unsigned long long)exp);
     } else {
-        check(guards && inputs, "%s %s %s n=%zu %s d=%d: guards %d inputs %d",
+        CHECK(guards && inputs, "%s %s %s n=%zu %s d=%d: guards %d inputs %d",
               rcoll_reduce_isa_name(isa), dt_name[dt], op_name[op], n, alias_name[alias], d,
               guards, inputs);
     }
@@ -503,7 +480,7 @@ static void test_finish(rcoll_reduce_isa_t isa)
                     if (!elem_equal(dt, t.p, want, i))
                         bad = i;
                 }
-                check(bad == n && tbuf_guards_ok(&t, dt, n),
+                CHECK(bad == n && tbuf_guards_ok(&t, dt, n),
                       "%s finish %s n=%zu d=%d: first bad element %zu",
                       rcoll_reduce_isa_name(isa), dt_name[dt], n, d, bad);
 
@@ -521,7 +498,7 @@ static void test_finish(rcoll_reduce_isa_t isa)
                         if (!elem_equal(dt, r1, r2, i))
                             diff = i;
                     }
-                    check(diff == n, "%s %s avg(d=%d) != sum+finish at element %zu",
+                    CHECK(diff == n, "%s %s avg(d=%d) != sum+finish at element %zu",
                           rcoll_reduce_isa_name(isa), dt_name[dt], d, diff);
                     free(a);
                     free(b);
@@ -556,7 +533,7 @@ static void test_kernel_conversions(rcoll_reduce_isa_t isa)
             if (nan ? !rnan : r[i] != x[i])
                 bad++;
         }
-        check(bad == 0, "%s %s: x + -0 != x for %ld patterns", rcoll_reduce_isa_name(isa),
+        CHECK(bad == 0, "%s %s: x + -0 != x for %ld patterns", rcoll_reduce_isa_name(isa),
               dt_name[dt], bad);
     }
     free(x);
@@ -601,10 +578,10 @@ static void test_half_conversions(void)
                 bad_round++;
         }
     }
-    check(bad_widen == 0, "half->float: %ld patterns differ from the reference", bad_widen);
-    check(bad_trip == 0, "half->float->half: %ld patterns do not round-trip", bad_trip);
-    check(bad_nan == 0, "half NaN: %ld patterns lose NaN-ness or quietness", bad_nan);
-    check(bad_round == 0, "float->half midpoints: %ld wrong", bad_round);
+    CHECK(bad_widen == 0, "half->float: %ld patterns differ from the reference", bad_widen);
+    CHECK(bad_trip == 0, "half->float->half: %ld patterns do not round-trip", bad_trip);
+    CHECK(bad_nan == 0, "half NaN: %ld patterns lose NaN-ness or quietness", bad_nan);
+    CHECK(bad_round == 0, "float->half midpoints: %ld wrong", bad_round);
 
     /* Strided sweep over all floats plus random patterns. */
     long bad = 0;
@@ -620,7 +597,7 @@ static void test_half_conversions(void)
         if (isnan(f) ? !h_is_nan(got) : got != want)
             bad++;
     }
-    check(bad == 0, "float->half sweep: %ld wrong", bad);
+    CHECK(bad == 0, "float->half sweep: %ld wrong", bad);
 
     /* Named cases. */
     struct {
@@ -657,12 +634,12 @@ static void test_half_conversions(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         uint16_t got = rcoll_float_to_half(cases[i].f);
-        check(got == cases[i].h, "float_to_half(%a) = 0x%04x, want 0x%04x", (double)cases[i].f,
+        CHECK(got == cases[i].h, "float_to_half(%a) = 0x%04x, want 0x%04x", (double)cases[i].f,
               got, cases[i].h);
     }
-    check(fbits(rcoll_half_to_float(0x0001)) == fbits(0x1p-24f), "half 0x0001 != 2^-24");
-    check(fbits(rcoll_half_to_float(0x83ff)) == fbits(-0x1.ff8p-15f), "half 0x83ff");
-    check(isnan(rcoll_half_to_float(0x7c01)) && isnan(rcoll_half_to_float(0xfe00)), "half NaN");
+    CHECK(fbits(rcoll_half_to_float(0x0001)) == fbits(0x1p-24f), "half 0x0001 != 2^-24");
+    CHECK(fbits(rcoll_half_to_float(0x83ff)) == fbits(-0x1.ff8p-15f), "half 0x83ff");
+    CHECK(isnan(rcoll_half_to_float(0x7c01)) && isnan(rcoll_half_to_float(0xfe00)), "half NaN");
 }
 
 static void test_bf16_conversions(void)
@@ -694,10 +671,10 @@ static void test_bf16_conversions(void)
                 bad_round++;
         }
     }
-    check(bad_widen == 0, "bf16->float: %ld patterns differ from the reference", bad_widen);
-    check(bad_trip == 0, "bf16->float->bf16: %ld patterns do not round-trip", bad_trip);
-    check(bad_nan == 0, "bf16 NaN: %ld patterns lose NaN-ness or quietness", bad_nan);
-    check(bad_round == 0, "float->bf16 midpoints: %ld wrong", bad_round);
+    CHECK(bad_widen == 0, "bf16->float: %ld patterns differ from the reference", bad_widen);
+    CHECK(bad_trip == 0, "bf16->float->bf16: %ld patterns do not round-trip", bad_trip);
+    CHECK(bad_nan == 0, "bf16 NaN: %ld patterns lose NaN-ness or quietness", bad_nan);
+    CHECK(bad_round == 0, "float->bf16 midpoints: %ld wrong", bad_round);
 
     long bad = 0;
     for (uint64_t u = 0; u < (1ull << 32); u += 4093) {
@@ -706,17 +683,17 @@ static void test_bf16_conversions(void)
         if (isnan(f) ? !b_is_nan(got) : got != want)
             bad++;
     }
-    check(bad == 0, "float->bf16 sweep: %ld wrong", bad);
+    CHECK(bad == 0, "float->bf16 sweep: %ld wrong", bad);
 
-    check(rcoll_float_to_bf16(FLT_MAX) == 0x7f80, "bf16(FLT_MAX) rounds to Inf");
-    check(rcoll_float_to_bf16(-FLT_MAX) == 0xff80, "bf16(-FLT_MAX) rounds to -Inf");
-    check(rcoll_float_to_bf16(bits_f(0x7f7f7fff)) == 0x7f7f, "bf16 just below overflow");
-    check(rcoll_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80, "bf16 tie to even down");
-    check(rcoll_float_to_bf16(1.0f + 0x3p-8f) == 0x3f82, "bf16 tie to even up");
-    check(rcoll_float_to_bf16(FLT_TRUE_MIN) == 0x0000, "bf16 smallest subnormal float");
-    check(rcoll_float_to_bf16(bits_f(0x00008000u)) == 0x0000, "bf16 subnormal tie to even");
-    check(rcoll_float_to_bf16(bits_f(0x00018000u)) == 0x0002, "bf16 subnormal tie up");
-    check(rcoll_float_to_bf16(bits_f(0x7f800001u)) == 0x7fc0, "bf16 sNaN low payload quieted");
+    CHECK(rcoll_float_to_bf16(FLT_MAX) == 0x7f80, "bf16(FLT_MAX) rounds to Inf");
+    CHECK(rcoll_float_to_bf16(-FLT_MAX) == 0xff80, "bf16(-FLT_MAX) rounds to -Inf");
+    CHECK(rcoll_float_to_bf16(bits_f(0x7f7f7fff)) == 0x7f7f, "bf16 just below overflow");
+    CHECK(rcoll_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80, "bf16 tie to even down");
+    CHECK(rcoll_float_to_bf16(1.0f + 0x3p-8f) == 0x3f82, "bf16 tie to even up");
+    CHECK(rcoll_float_to_bf16(FLT_TRUE_MIN) == 0x0000, "bf16 smallest subnormal float");
+    CHECK(rcoll_float_to_bf16(bits_f(0x00008000u)) == 0x0000, "bf16 subnormal tie to even");
+    CHECK(rcoll_float_to_bf16(bits_f(0x00018000u)) == 0x0002, "bf16 subnormal tie up");
+    CHECK(rcoll_float_to_bf16(bits_f(0x7f800001u)) == 0x7fc0, "bf16 sNaN low payload quieted");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -728,45 +705,45 @@ static void test_wrap_cases(rcoll_reduce_isa_t isa)
     {
         int8_t a[3] = {127, -128, -128}, b[3] = {1, -1, -1}, r[3];
         rcoll_reduce_local(r, a, b, 3, RCOLL_INT8, RCOLL_SUM, 0);
-        check(r[0] == -128 && r[1] == 127, "%s int8 sum wrap: %d %d", nm, r[0], r[1]);
+        CHECK(r[0] == -128 && r[1] == 127, "%s int8 sum wrap: %d %d", nm, r[0], r[1]);
         rcoll_reduce_local(r, a, b, 3, RCOLL_INT8, RCOLL_PROD, 0);
-        check(r[1] == -128 && r[0] == 127, "%s int8 prod: %d %d", nm, r[0], r[1]);
+        CHECK(r[1] == -128 && r[0] == 127, "%s int8 prod: %d %d", nm, r[0], r[1]);
         rcoll_reduce_local(r, a, b, 3, RCOLL_INT8, RCOLL_AVG, 2);
-        check(r[0] == -64 && r[1] == 63, "%s int8 avg of wrapped sum: %d %d", nm, r[0], r[1]);
+        CHECK(r[0] == -64 && r[1] == 63, "%s int8 avg of wrapped sum: %d %d", nm, r[0], r[1]);
     }
     {
         uint8_t a[1] = {255}, b[1] = {1}, r[1];
         rcoll_reduce_local(r, a, b, 1, RCOLL_UINT8, RCOLL_SUM, 0);
-        check(r[0] == 0, "%s uint8 255+1", nm);
+        CHECK(r[0] == 0, "%s uint8 255+1", nm);
         rcoll_reduce_local(r, a, a, 1, RCOLL_UINT8, RCOLL_PROD, 0);
-        check(r[0] == 1, "%s uint8 255*255", nm);
+        CHECK(r[0] == 1, "%s uint8 255*255", nm);
     }
     {
         int32_t a[2] = {INT32_MAX, -7}, b[2] = {1, 0}, r[2];
         rcoll_reduce_local(r, a, b, 2, RCOLL_INT32, RCOLL_SUM, 0);
-        check(r[0] == INT32_MIN, "%s int32 max+1", nm);
+        CHECK(r[0] == INT32_MIN, "%s int32 max+1", nm);
         rcoll_reduce_local(r, a, b, 2, RCOLL_INT32, RCOLL_AVG, 2);
-        check(r[1] == -3 && r[0] == INT32_MIN / 2, "%s int32 avg truncates: %d %d", nm, r[0],
+        CHECK(r[1] == -3 && r[0] == INT32_MIN / 2, "%s int32 avg truncates: %d %d", nm, r[0],
               r[1]);
         int32_t c[1] = {INT32_MIN}, e[1] = {-1};
         rcoll_reduce_local(r, c, e, 1, RCOLL_INT32, RCOLL_PROD, 0);
-        check(r[0] == INT32_MIN, "%s int32 min*-1", nm);
+        CHECK(r[0] == INT32_MIN, "%s int32 min*-1", nm);
     }
     {
         int64_t a[3] = {INT64_MAX, INT64_MIN, 0x100000000ll}, b[3] = {2, -1, 0x100000000ll};
         int64_t r[3];
         rcoll_reduce_local(r, a, b, 3, RCOLL_INT64, RCOLL_PROD, 0);
-        check(r[0] == -2 && r[1] == INT64_MIN && r[2] == 0, "%s int64 prod wrap", nm);
+        CHECK(r[0] == -2 && r[1] == INT64_MIN && r[2] == 0, "%s int64 prod wrap", nm);
         rcoll_reduce_local(r, a, b, 3, RCOLL_INT64, RCOLL_SUM, 0);
-        check(r[0] == INT64_MIN + 1 && r[1] == INT64_MAX, "%s int64 sum wrap", nm);
+        CHECK(r[0] == INT64_MIN + 1 && r[1] == INT64_MAX, "%s int64 sum wrap", nm);
     }
     {
         uint64_t a[2] = {UINT64_MAX, (1ull << 63) + 1}, b[2] = {2, 0}, r[2];
         rcoll_reduce_local(r, a, b, 2, RCOLL_UINT64, RCOLL_AVG, 3);
-        check(r[0] == 0 && r[1] == ((1ull << 63) + 1) / 3, "%s uint64 avg", nm);
+        CHECK(r[0] == 0 && r[1] == ((1ull << 63) + 1) / 3, "%s uint64 avg", nm);
         uint32_t c[1] = {UINT32_MAX}, e[1] = {UINT32_MAX}, s[1];
         rcoll_reduce_local(s, c, e, 1, RCOLL_UINT32, RCOLL_AVG, 7);
-        check(s[0] == (UINT32_MAX - 1) / 7, "%s uint32 avg of wrapped sum", nm);
+        CHECK(s[0] == (UINT32_MAX - 1) / 7, "%s uint32 avg of wrapped sum", nm);
     }
 }
 
@@ -780,21 +757,21 @@ static void test_bad_args(void)
     rcoll_reduce_local(NULL, NULL, NULL, 0, RCOLL_FLOAT32, RCOLL_SUM, 0);
     rcoll_reduce_avg_finish(r, 4, (rcoll_datatype_t)42, 3);
     rcoll_reduce_avg_finish(NULL, 0, RCOLL_FLOAT32, 3);
-    check(r[0] == 9 && r[1] == 9 && r[2] == 9 && r[3] == 9, "bad dt/op must not write");
+    CHECK(r[0] == 9 && r[1] == 9 && r[2] == 9 && r[3] == 9, "bad dt/op must not write");
 }
 
 static void test_isa_api(void)
 {
     rcoll_reduce_isa_t best = rcoll_reduce_isa_best();
-    check(rcoll_reduce_isa_get() == best, "the default variant is the best one");
-    check(rcoll_reduce_isa_set((rcoll_reduce_isa_t)7) == RCOLL_ERR_INVALID_ARG,
+    CHECK(rcoll_reduce_isa_get() == best, "the default variant is the best one");
+    CHECK(rcoll_reduce_isa_set((rcoll_reduce_isa_t)7) == RCOLL_ERR_INVALID_ARG,
           "isa_set(7) must be INVALID_ARG");
-    check(rcoll_reduce_isa_set(RCOLL_REDUCE_ISA_GENERIC) == RCOLL_OK, "generic always works");
-    check(rcoll_reduce_isa_get() == RCOLL_REDUCE_ISA_GENERIC, "isa_get after set");
-    check(strcmp(rcoll_reduce_isa_name(RCOLL_REDUCE_ISA_AVX512), "avx512") == 0 &&
+    CHECK(rcoll_reduce_isa_set(RCOLL_REDUCE_ISA_GENERIC) == RCOLL_OK, "generic always works");
+    CHECK(rcoll_reduce_isa_get() == RCOLL_REDUCE_ISA_GENERIC, "isa_get after set");
+    CHECK(strcmp(rcoll_reduce_isa_name(RCOLL_REDUCE_ISA_AVX512), "avx512") == 0 &&
               strcmp(rcoll_reduce_isa_name((rcoll_reduce_isa_t)9), "unknown") == 0,
           "isa names");
-    check(rcoll_reduce_isa_set(best) == RCOLL_OK, "restore best");
+    CHECK(rcoll_reduce_isa_set(best) == RCOLL_OK, "restore best");
 }
 
 int main(void)
@@ -808,20 +785,19 @@ int main(void)
     printf("best kernel variant: %s\n", rcoll_reduce_isa_name(best));
     for (int isa = 0; isa < RCOLL_REDUCE_ISA_COUNT; isa++) {
         if (rcoll_reduce_isa_set((rcoll_reduce_isa_t)isa) != RCOLL_OK) {
-            printf("variant %s: not supported here, skipped\n",
-                   rcoll_reduce_isa_name((rcoll_reduce_isa_t)isa));
+            check_skip("variant %s: not supported by this CPU",
+                       rcoll_reduce_isa_name((rcoll_reduce_isa_t)isa));
             continue;
         }
-        long failed_before = g_failed;
+        long failed_before = check_failed;
         test_wrap_cases((rcoll_reduce_isa_t)isa);
         test_kernel_conversions((rcoll_reduce_isa_t)isa);
         test_matrix((rcoll_reduce_isa_t)isa);
         test_finish((rcoll_reduce_isa_t)isa);
         printf("variant %s: %s\n", rcoll_reduce_isa_name((rcoll_reduce_isa_t)isa),
-               g_failed == failed_before ? "ok" : "FAILED");
+               check_failed == failed_before ? "ok" : "FAILED");
     }
     rcoll_reduce_isa_set(best);
 
-    printf("%ld passed, %ld failed\n", g_passed, g_failed);
-    return g_failed == 0 ? 0 : 1;
+    return check_summary();
 }

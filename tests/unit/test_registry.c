@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mp.h"
+#include "check.h"
 #include "transport/transport.h"
 #include "util/status.h"
 
@@ -78,5 +78,5 @@ int main(void)
           "a zero-led handle is refused: %s '%s', closed %d", rcoll_status_string(st),
           rcoll_err_get(), fake_closed);
     CHECK(!rcoll_transport_handle_present(handle), "an all-zero mark means 'not listening'");
-    return mp_summary();
+    return check_summary();
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "algo/sched.h"
-#include "mp.h"
+#include "check.h"
 
 #define MAXN 16
 #define QCAP 512   /* messages in flight per directed link */
@@ -332,5 +332,5 @@ int main(void)
             }
         }
     printf("simulated %d configurations\n", configs);
-    return mp_summary();
+    return check_summary();
 }

@@ -14,6 +14,7 @@
 #include "algo/oneshot.h"
 #include "algo/select.h"
 #include "util/status.h"
+#include "check.h"
 #include "mp.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(b) + 1); }
@@ -228,5 +229,5 @@ int main(void)
         CHECK(rcoll_algo_choose(&hc, bytes) == rcoll_select_allreduce_hosts(&t, 2, 4, bytes, NULL),
               "hosts: the flat algorithms over the network against hier (%zu B)", bytes);
     printf("checked %d grid points, %d chunk choices\n", grid, chunks);
-    return mp_summary();
+    return check_summary();
 }

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mp.h"
+#include "check.h"
 #include "rcoll_build.h"
 #include "topo/topo.h"
 #include "topo/topo_int.h"
@@ -883,5 +883,5 @@ int main(int argc, char **argv)
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);
-    return mp_summary();
+    return check_summary();
 }

@@ -406,31 +406,32 @@ static void close_out4(void) { test_close_outstanding(4); }
 
 int main(void)
 {
+    check_set_note(rcoll_err_get);
     setup(1, 64 << 10);
-    run("props", props);
-    run("sizes nsocks=1", sizes1);
-    run("sizes nsocks=4 (striped)", sizes4);
-    run("pipeline nsocks=1", pipe1);
-    run("pipeline nsocks=4", pipe4);
-    run("grouped irecv nsocks=1", grouped1);
-    run("grouped irecv nsocks=4", grouped4);
-    run("tag mismatch -> PROTOCOL", test_tag_mismatch);
-    run("recv buffer too small -> PROTOCOL", test_too_small);
-    run("garbage client dropped nsocks=1", garbage1);
-    run("garbage client dropped nsocks=4", garbage4);
-    run("wrong nonce dropped", test_wrong_nonce);
-    run("half-open cap", test_half_open_cap);
-    run("burst of 16-socket connections", test_burst);
-    run("peer closes mid-message -> REMOTE", peer_close);
-    run("bad frame magic -> PROTOCOL", bad_magic);
-    run("sender sees receiver close nsocks=1", sender_close1);
-    run("sender sees receiver close nsocks=4", sender_close4);
-    run("close with outstanding requests nsocks=1", close_out1);
-    run("close with outstanding requests nsocks=4", close_out4);
-    run("reg_mr / iflush", test_reg_mr);
-    run("bad arguments", test_bad_args);
-    run("connect to a closed listener", test_connect_refused);
-    run("two threads, 300 messages, nsocks=3", test_threads);
+    check_case("props", props);
+    check_case("sizes nsocks=1", sizes1);
+    check_case("sizes nsocks=4 (striped)", sizes4);
+    check_case("pipeline nsocks=1", pipe1);
+    check_case("pipeline nsocks=4", pipe4);
+    check_case("grouped irecv nsocks=1", grouped1);
+    check_case("grouped irecv nsocks=4", grouped4);
+    check_case("tag mismatch -> PROTOCOL", test_tag_mismatch);
+    check_case("recv buffer too small -> PROTOCOL", test_too_small);
+    check_case("garbage client dropped nsocks=1", garbage1);
+    check_case("garbage client dropped nsocks=4", garbage4);
+    check_case("wrong nonce dropped", test_wrong_nonce);
+    check_case("half-open cap", test_half_open_cap);
+    check_case("burst of 16-socket connections", test_burst);
+    check_case("peer closes mid-message -> REMOTE", peer_close);
+    check_case("bad frame magic -> PROTOCOL", bad_magic);
+    check_case("sender sees receiver close nsocks=1", sender_close1);
+    check_case("sender sees receiver close nsocks=4", sender_close4);
+    check_case("close with outstanding requests nsocks=1", close_out1);
+    check_case("close with outstanding requests nsocks=4", close_out4);
+    check_case("reg_mr / iflush", test_reg_mr);
+    check_case("bad arguments", test_bad_args);
+    check_case("connect to a closed listener", test_connect_refused);
+    check_case("two threads, 300 messages, nsocks=3", test_threads);
     T->fini();
-    return run_summary();
+    return check_summary();
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "algo/tree.h"
-#include "mp.h"
+#include "check.h"
 
 typedef struct {
     rcoll_tree_node_t *node; /* per rank */
@@ -195,5 +195,5 @@ int main(void)
         free(tr[t].queue);
         free(tr[t].seen);
     }
-    return mp_summary();
+    return check_summary();
 }

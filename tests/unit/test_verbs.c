@@ -10,19 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "transport/verbs.h"
 #include "util/config.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, " [last error: %s]\n", rcoll_err_get());       \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
 
 static void test_hca_filter(void)
 {
@@ -252,11 +242,11 @@ static void test_missing_library(rcoll_ib_config_t *cfg)
 int main(void)
 {
     static rcoll_ib_config_t cfg;
+    check_set_note(rcoll_err_get);
     if (rcoll_config_parse(&rcoll_ib_config_table, &cfg) != RCOLL_OK) return 1;
     test_hca_filter();
     test_gid_pick();
     test_scripted(&cfg);
     test_missing_library(&cfg); /* last: the load result is kept for the process */
-    printf("%s: %d failure%s\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
-    return failures ? 1 : 0;
+    return check_summary();
 }
