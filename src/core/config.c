@@ -9,7 +9,7 @@
 
 #include "core/config.h"
 #include "transport/shm.h"
-#include "transport/socket.h"
+#include "transport/tcp.h"
 #include "transport/verbs_config.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -75,8 +75,8 @@ const rcoll_config_table_t rcoll_core_config_table =
 /* Lower layers first: the order rcoll-info -c prints them in. */
 static const rcoll_config_table_t *const all_tables[] = {
     &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_topo_config_table,
-    &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_sock_config_table,
-    &rcoll_ib_config_table,    &rcoll_algo_config_table, &rcoll_core_config_table,
+    &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_tcp_config_table,
+    &rcoll_vrb_config_table,    &rcoll_algo_config_table, &rcoll_core_config_table,
 };
 #define NTABLES (sizeof(all_tables) / sizeof(all_tables[0]))
 

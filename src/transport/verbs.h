@@ -17,23 +17,23 @@
 #include "util/net.h"
 #include "util/status.h"
 
-#define RCOLL_IB_VERSION 1u
-#define RCOLL_IB_HANDLE_MAGIC 0x72634948u /* "rcIH" */
-#define RCOLL_IB_META_MAGIC 0x7263494du   /* "rcIM" */
-#define RCOLL_IB_READY_MAGIC 0x72634952u  /* "rcIR" */
+#define RCOLL_VRB_VERSION 1u
+#define RCOLL_VRB_HANDLE_MAGIC 0x72634948u /* "rcIH" */
+#define RCOLL_VRB_META_MAGIC 0x7263494du   /* "rcIM" */
+#define RCOLL_VRB_READY_MAGIC 0x72634952u  /* "rcIR" */
 
-#define RCOLL_IB_MAX_PORTS 32
-#define RCOLL_IB_MAX_QPS 16
-#define RCOLL_IB_NSLOTS 32                 /* FIFO slots = outstanding irecv requests */
-#define RCOLL_IB_MAX_REQS 64               /* outstanding requests per comm */
-#define RCOLL_IB_MSG_RING (RCOLL_IB_NSLOTS * RCOLL_TRANSPORT_MAX_RECVS)
-#define RCOLL_IB_MAX_MSG ((size_t)0x7fffffff) /* a part length travels in the immediate */
-#define RCOLL_IB_WR_BYTES ((size_t)1 << 30)   /* most bytes one RDMA WRITE carries */
-#define RCOLL_IB_IMM_ERROR 0xffffffffu        /* immediate: the sender gave up on this message */
-#define RCOLL_IB_INLINE 64                    /* inline bytes asked for at QP creation */
+#define RCOLL_VRB_MAX_PORTS 32
+#define RCOLL_VRB_MAX_QPS 16
+#define RCOLL_VRB_NSLOTS 32                 /* FIFO slots = outstanding irecv requests */
+#define RCOLL_VRB_MAX_REQS 64               /* outstanding requests per comm */
+#define RCOLL_VRB_MSG_RING (RCOLL_VRB_NSLOTS * RCOLL_TRANSPORT_MAX_RECVS)
+#define RCOLL_VRB_MAX_MSG ((size_t)0x7fffffff) /* a part length travels in the immediate */
+#define RCOLL_VRB_WR_BYTES ((size_t)1 << 30)   /* most bytes one RDMA WRITE carries */
+#define RCOLL_VRB_IMM_ERROR 0xffffffffu        /* immediate: the sender gave up on this message */
+#define RCOLL_VRB_INLINE 64                    /* inline bytes asked for at QP creation */
 
 /* One active port that passed RCOLL_IB_HCA, with the GID chosen on it. */
-typedef struct rcoll_ib_dev {
+typedef struct rcoll_vrb_dev {
     char name[64]; /* device name (mlx5_0, rxe0) */
     int port;
     struct ibv_context *ctx; /* shared by the ports of one device (owner closes it) */
@@ -47,27 +47,27 @@ typedef struct rcoll_ib_dev {
     char pci_path[256];
     int speed_mbps;
     int max_qp_wr;
-    struct rcoll_ib_mr_cache *mrs; /* this device's registrations (shared by its ports) */
+    struct rcoll_vrb_mr_cache *mrs; /* this device's registrations (shared by its ports) */
     volatile int dead;             /* a fatal port/device event arrived: its text below */
     char dead_text[192];
-} rcoll_ib_dev_t;
+} rcoll_vrb_dev_t;
 
 /* What listen() writes into the opaque handle; the rest of the 128 bytes is zero. */
 typedef struct {
-    uint32_t magic;   /* RCOLL_IB_HANDLE_MAGIC */
-    uint32_t version; /* RCOLL_IB_VERSION */
+    uint32_t magic;   /* RCOLL_VRB_HANDLE_MAGIC */
+    uint32_t version; /* RCOLL_VRB_VERSION */
     uint64_t nonce;   /* random; the connector's record must carry it */
     rcoll_sockaddr_t addr; /* TCP address where the listener takes connection records */
-} rcoll_ib_handle_t;
+} rcoll_vrb_handle_t;
 
 /* The fixed-size connection record each side sends the other over TCP. */
 typedef struct {
-    uint32_t magic;   /* RCOLL_IB_META_MAGIC */
-    uint32_t version; /* RCOLL_IB_VERSION */
+    uint32_t magic;   /* RCOLL_VRB_META_MAGIC */
+    uint32_t version; /* RCOLL_VRB_VERSION */
     uint64_t nonce;   /* the listener's, from the handle */
     uint32_t nqps;    /* queue pairs of this connection (the connector decides) */
     uint32_t psn;     /* first packet sequence number of every QP */
-    uint32_t qpn[RCOLL_IB_MAX_QPS];
+    uint32_t qpn[RCOLL_VRB_MAX_QPS];
     uint8_t gid[16];
     uint32_t gid_index;
     uint32_t mtu;        /* enum ibv_mtu of the port */
@@ -79,7 +79,7 @@ typedef struct {
     uint32_t fifo_rkey;
     uint32_t reserved;
     char dev[64];        /* device name, for messages */
-} rcoll_ib_meta_t;
+} rcoll_vrb_meta_t;
 
 /* One advertised receive buffer. */
 typedef struct {
@@ -87,7 +87,7 @@ typedef struct {
     uint64_t size;
     uint32_t rkey;
     int32_t tag;
-} rcoll_ib_fifo_entry_t;
+} rcoll_vrb_fifo_entry_t;
 
 /* One grouped irecv, RDMA-written by the receiver into the sender's FIFO.  seq_head and
  * seq_tail carry the same number and the sender trusts the slot only when both match, so a
@@ -96,76 +96,76 @@ typedef struct {
     uint64_t seq_head;
     uint32_t n;
     uint32_t reserved;
-    rcoll_ib_fifo_entry_t e[RCOLL_TRANSPORT_MAX_RECVS];
+    rcoll_vrb_fifo_entry_t e[RCOLL_TRANSPORT_MAX_RECVS];
     uint64_t seq_tail;
-} rcoll_ib_fifo_slot_t;
+} rcoll_vrb_fifo_slot_t;
 
-_Static_assert(sizeof(rcoll_ib_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
+_Static_assert(sizeof(rcoll_vrb_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
                "verbs handle must fit RCOLL_TRANSPORT_HANDLE_BYTES");
-_Static_assert(sizeof(rcoll_ib_meta_t) == 200, "connection record layout has no padding");
-_Static_assert(sizeof(rcoll_ib_fifo_entry_t) == 24, "fifo entry layout has no padding");
+_Static_assert(sizeof(rcoll_vrb_meta_t) == 200, "connection record layout has no padding");
+_Static_assert(sizeof(rcoll_vrb_fifo_entry_t) == 24, "fifo entry layout has no padding");
 
 /* ---- devices (verbs_dev.c) ---- */
 /* Does device dev, port port pass the RCOLL_IB_HCA filter?  "" passes everything; a list of
  * name[:port] entries matches by name prefix ("=" first: exact names); "^" first excludes
  * what the list matches. */
-int rcoll_ib_hca_match(const char *filter, const char *dev, int port);
+int rcoll_vrb_hca_match(const char *filter, const char *dev, int port);
 /* Check RCOLL_IB_ADDR_RANGE ("" or addr/prefix); fills family/bytes/prefix for matching. */
 typedef struct {
     int family; /* 0 = no range */
     uint8_t addr[16];
     int prefix;
-} rcoll_ib_range_t;
-rcoll_status_t rcoll_ib_parse_range(const char *text, rcoll_ib_range_t *r);
+} rcoll_vrb_range_t;
+rcoll_status_t rcoll_vrb_parse_range(const char *text, rcoll_vrb_range_t *r);
 /* Index into entries[0..n) of the best GID for RoCE: non-zero, inside range (required), RoCE
  * v2 over v1, family (AF_INET/AF_INET6) preferred, not link-local preferred.  -1 if none; why
  * gets a short reason either way. */
-int rcoll_ib_gid_pick(const struct ibv_gid_entry *entries, int n, int family,
-                      const rcoll_ib_range_t *range, char *why, size_t why_len);
+int rcoll_vrb_gid_pick(const struct ibv_gid_entry *entries, int n, int family,
+                      const rcoll_vrb_range_t *range, char *why, size_t why_len);
 /* "10.0.0.1" for IPv4-mapped GIDs, else the IPv6 text. */
-const char *rcoll_ib_gid_str(const uint8_t gid[16], char *buf, size_t len);
-const char *rcoll_ib_gid_type_str(int type);
-int rcoll_ib_speed_mbps(const struct ibv_port_attr *attr);
+const char *rcoll_vrb_gid_str(const uint8_t gid[16], char *buf, size_t len);
+const char *rcoll_vrb_gid_type_str(int type);
+int rcoll_vrb_speed_mbps(const struct ibv_port_attr *attr);
 
 /* Port i's valid GID table entries (rcoll-info). */
-int rcoll_ib_dev_gids(int i, struct ibv_gid_entry *out, int max);
+int rcoll_vrb_dev_gids(int i, struct ibv_gid_entry *out, int max);
 /* The ports in use (after init). */
-int rcoll_ib_ndevs(void);
-rcoll_ib_dev_t *rcoll_ib_dev(int i);
+int rcoll_vrb_ndevs(void);
+rcoll_vrb_dev_t *rcoll_vrb_dev(int i);
 /* Read pending async events of every device, failing what they concern; cheap when none. */
-void rcoll_ib_poll_async(void);
-extern const rcoll_ib_config_t *rcoll_ib_cfg; /* the knobs init() was given */
+void rcoll_vrb_poll_async(void);
+extern const rcoll_vrb_config_t *rcoll_vrb_cfg; /* the knobs init() was given */
 #ifdef RCOLL_TEST_HOOKS
 /* Test hook (test build of the transport layer only): receive WRs pre-posted per QP of new
  * receive comms (0 = enough for every advertised message).  The conformance test lowers it
  * to provoke receiver-not-ready. */
-extern int rcoll_ib_test_rq_depth;
+extern int rcoll_vrb_test_rq_depth;
 #endif
 
 /* ---- memory registration cache (verbs_mr.c) ---- */
-typedef struct rcoll_ib_mr rcoll_ib_mr_t; /* one registration, page-rounded, ref-counted */
-struct rcoll_ib_mr {
-    rcoll_ib_mr_t *next;
+typedef struct rcoll_vrb_mr rcoll_vrb_mr_t; /* one registration, page-rounded, ref-counted */
+struct rcoll_vrb_mr {
+    rcoll_vrb_mr_t *next;
     uintptr_t start, end; /* registered pages [start, end) */
     struct ibv_mr *mr;
     int refs;
     int mem_type; /* RCOLL_PTR_* */
 };
-typedef struct rcoll_ib_mr_cache rcoll_ib_mr_cache_t;
-rcoll_ib_mr_cache_t *rcoll_ib_mr_cache_new(struct ibv_pd *pd);
-void rcoll_ib_mr_cache_free(rcoll_ib_mr_cache_t *c); /* deregisters what is left */
+typedef struct rcoll_vrb_mr_cache rcoll_vrb_mr_cache_t;
+rcoll_vrb_mr_cache_t *rcoll_vrb_mr_cache_new(struct ibv_pd *pd);
+void rcoll_vrb_mr_cache_free(rcoll_vrb_mr_cache_t *c); /* deregisters what is left */
 /* A registration covering [addr, addr+len) (a new or a cached one, reference taken). */
-rcoll_status_t rcoll_ib_mr_get(rcoll_ib_mr_cache_t *c, const void *addr, size_t len,
-                               int mem_type, rcoll_ib_mr_t **out);
-void rcoll_ib_mr_put(rcoll_ib_mr_cache_t *c, rcoll_ib_mr_t *m);
-int rcoll_ib_mr_count(const rcoll_ib_mr_cache_t *c); /* live registrations (tests) */
+rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_t len,
+                               int mem_type, rcoll_vrb_mr_t **out);
+void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m);
+int rcoll_vrb_mr_count(const rcoll_vrb_mr_cache_t *c); /* live registrations (tests) */
 
 /* ---- connections (verbs_conn.c) and data path (verbs_data.c) ---- */
-typedef struct rcoll_ib_comm rcoll_ib_comm_t;
-typedef struct rcoll_ib_req rcoll_ib_req_t;
+typedef struct rcoll_vrb_comm rcoll_vrb_comm_t;
+typedef struct rcoll_vrb_req rcoll_vrb_req_t;
 
-struct rcoll_ib_req {
-    rcoll_ib_comm_t *comm;
+struct rcoll_vrb_req {
+    rcoll_vrb_comm_t *comm;
     int used;
     int is_recv;
     int n;                   /* messages (recv) / 1 (send) */
@@ -173,75 +173,75 @@ struct rcoll_ib_req {
     size_t size[RCOLL_TRANSPORT_MAX_RECVS];  /* posted or sent sizes */
     size_t got[RCOLL_TRANSPORT_MAX_RECVS];   /* received bytes so far */
     int parts[RCOLL_TRANSPORT_MAX_RECVS];    /* immediates seen per message */
-    rcoll_ib_mr_t *mr[RCOLL_TRANSPORT_MAX_RECVS]; /* cache references held (NULL: none) */
+    rcoll_vrb_mr_t *mr[RCOLL_TRANSPORT_MAX_RECVS]; /* cache references held (NULL: none) */
 };
 
 /* Receiver's bookkeeping of one advertised message (ring indexed by message number). */
 typedef struct {
-    rcoll_ib_req_t *req;
+    rcoll_vrb_req_t *req;
     int entry;
-} rcoll_ib_pending_t;
+} rcoll_vrb_pending_t;
 
-struct rcoll_ib_comm {
+struct rcoll_vrb_comm {
     int is_recv;
-    rcoll_ib_dev_t *dev;
+    rcoll_vrb_dev_t *dev;
     int fd;                 /* TCP socket of the setup, kept to notice a vanished peer */
     int nqps;
-    struct ibv_qp *qp[RCOLL_IB_MAX_QPS];
+    struct ibv_qp *qp[RCOLL_VRB_MAX_QPS];
     struct ibv_cq *cq;
     int sq_depth;
     uint32_t max_inline;    /* inline bytes every QP of the comm accepts */
-    int sq_used[RCOLL_IB_MAX_QPS]; /* send WRs posted and not yet retired by a completion */
-    rcoll_ib_meta_t local, remote;
+    int sq_used[RCOLL_VRB_MAX_QPS]; /* send WRs posted and not yet retired by a completion */
+    rcoll_vrb_meta_t local, remote;
     /* FIFO: the sender owns fifo[] (remote-writable); the receiver writes from shadow[] */
-    rcoll_ib_fifo_slot_t *fifo;
+    rcoll_vrb_fifo_slot_t *fifo;
     struct ibv_mr *fifo_mr;
     uint64_t slot_seq;       /* sender: seq of the slot now consumed (1-based); receiver: last posted */
     int slot_entry;          /* sender: next entry within it */
     int unsignaled;          /* receiver: FIFO writes since the last signaled one */
     /* receiver: messages advertised (total) and immediates seen per QP */
     uint64_t msgs_posted;
-    uint64_t imm_seen[RCOLL_IB_MAX_QPS];
-    rcoll_ib_pending_t ring[RCOLL_IB_MSG_RING];
+    uint64_t imm_seen[RCOLL_VRB_MAX_QPS];
+    rcoll_vrb_pending_t ring[RCOLL_VRB_MSG_RING];
     int outstanding;         /* requests in use */
-    rcoll_ib_req_t reqs[RCOLL_IB_MAX_REQS];
+    rcoll_vrb_req_t reqs[RCOLL_VRB_MAX_REQS];
     rcoll_status_t failed;   /* first error (0 = healthy) and its text */
     char fail_text[RCOLL_ERR_TEXT_MAX];
     unsigned idle_polls;
-    rcoll_ib_comm_t *next_live; /* list of live comms (async events find theirs here) */
+    rcoll_vrb_comm_t *next_live; /* list of live comms (async events find theirs here) */
 };
 
 /* Build the QPs, CQ and FIFO of a comm on dev (state INIT), fill c->local. */
-rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int is_recv,
+rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, int is_recv,
                                    int nqps, uint64_t nonce);
 /* Move every QP to RTR and RTS towards c->remote. */
-rcoll_status_t rcoll_ib_comm_connect_qps(rcoll_ib_comm_t *c);
+rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c);
 /* Post the receive WRs that immediates consume (receiver, before RTR). */
-rcoll_status_t rcoll_ib_post_recvs(rcoll_ib_comm_t *c, int qi, int count);
-void rcoll_ib_comm_destroy(rcoll_ib_comm_t *c);
+rcoll_status_t rcoll_vrb_post_recvs(rcoll_vrb_comm_t *c, int qi, int count);
+void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c);
 /* Record the comm's first error (later ones keep it); returns its status. */
-rcoll_status_t rcoll_ib_comm_fail(rcoll_ib_comm_t *c, rcoll_status_t st, const char *fmt, ...)
+rcoll_status_t rcoll_vrb_comm_fail(rcoll_vrb_comm_t *c, rcoll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void rcoll_ib_live_add(rcoll_ib_comm_t *c);
-void rcoll_ib_live_remove(rcoll_ib_comm_t *c);
+void rcoll_vrb_live_add(rcoll_vrb_comm_t *c);
+void rcoll_vrb_live_remove(rcoll_vrb_comm_t *c);
 /* Fail every live comm on dev (port/device events) or owning qp (QP events). */
-void rcoll_ib_fail_matching(const rcoll_ib_dev_t *dev, const struct ibv_qp *qp,
+void rcoll_vrb_fail_matching(const rcoll_vrb_dev_t *dev, const struct ibv_qp *qp,
                             const char *what);
 
-rcoll_status_t rcoll_ib_listen(int dev, void *handle, void **listen_comm);
-rcoll_status_t rcoll_ib_connect(int dev, const void *handle, void **send_comm);
-rcoll_status_t rcoll_ib_accept(void *listen_comm, void **recv_comm);
-rcoll_status_t rcoll_ib_close_listen(void *listen_comm);
-void rcoll_ib_conn_fini(void);
+rcoll_status_t rcoll_vrb_listen(int dev, void *handle, void **listen_comm);
+rcoll_status_t rcoll_vrb_connect(int dev, const void *handle, void **send_comm);
+rcoll_status_t rcoll_vrb_accept(void *listen_comm, void **recv_comm);
+rcoll_status_t rcoll_vrb_close_listen(void *listen_comm);
+void rcoll_vrb_conn_fini(void);
 
-rcoll_status_t rcoll_ib_reg_mr(void *comm, void *data, size_t size, int mem_type,
+rcoll_status_t rcoll_vrb_reg_mr(void *comm, void *data, size_t size, int mem_type,
                                void **mhandle);
-rcoll_status_t rcoll_ib_dereg_mr(void *comm, void *mhandle);
-rcoll_status_t rcoll_ib_isend(void *send_comm, void *data, size_t size, int tag,
+rcoll_status_t rcoll_vrb_dereg_mr(void *comm, void *mhandle);
+rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag,
                               void *mhandle, void **request);
-rcoll_status_t rcoll_ib_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                               void **mhandles, void **request);
-rcoll_status_t rcoll_ib_test(void *request, int *done, size_t *sizes);
-rcoll_status_t rcoll_ib_close_comm(void *comm);
+rcoll_status_t rcoll_vrb_test(void *request, int *done, size_t *sizes);
+rcoll_status_t rcoll_vrb_close_comm(void *comm);
 
 #endif

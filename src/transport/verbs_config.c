@@ -4,14 +4,14 @@
  */
 #include "transport/verbs_config.h"
 
-#define KNOB_STR(name, def, field, help) RCOLL_KNOB_STR(rcoll_ib_config_t, name, def, field, help)
+#define KNOB_STR(name, def, field, help) RCOLL_KNOB_STR(rcoll_vrb_config_t, name, def, field, help)
 #define KNOB_INT(name, def, field, lo, hi, help) \
-    RCOLL_KNOB_NUM(rcoll_ib_config_t, name, def, INT, field, lo, hi, help)
+    RCOLL_KNOB_NUM(rcoll_vrb_config_t, name, def, INT, field, lo, hi, help)
 
-static const char *const family_names[] = {"ipv4", "ipv6", NULL}; /* rcoll_ib_family_t */
+static const char *const family_names[] = {"ipv4", "ipv6", NULL}; /* rcoll_vrb_family_t */
 
-static const rcoll_knob_t ib_knobs[] = {
-    RCOLL_KNOB_SUBTABLE(rcoll_ib_config_t, netif, rcoll_net_config_table),
+static const rcoll_knob_t vrb_knobs[] = {
+    RCOLL_KNOB_SUBTABLE(rcoll_vrb_config_t, netif, rcoll_net_config_table),
     KNOB_STR("RCOLL_IBVERBS_LIB", "libibverbs.so.1", ibverbs_lib,
              "library loaded with dlopen for the verbs transport (missing = no verbs devices)"),
     KNOB_STR("RCOLL_IB_HCA", "", ib_hca,
@@ -20,7 +20,7 @@ static const rcoll_knob_t ib_knobs[] = {
     KNOB_INT("RCOLL_IB_GID_INDEX", "-1", ib_gid_index, -1, 1 << 16,
              "GID table index to use on every port (-1 = the best scored: RoCE v2, "
              "RCOLL_IB_ADDR_FAMILY, not link-local, inside RCOLL_IB_ADDR_RANGE)"),
-    RCOLL_KNOB_ENUM_OF(rcoll_ib_config_t, "RCOLL_IB_ADDR_FAMILY", "ipv4", ib_addr_family,
+    RCOLL_KNOB_ENUM_OF(rcoll_vrb_config_t, "RCOLL_IB_ADDR_FAMILY", "ipv4", ib_addr_family,
                        family_names,
                        "preferred address family of RoCE GIDs: ipv4 or ipv6 (the other is used "
                        "when it is all there is)"),
@@ -37,5 +37,5 @@ static const rcoll_knob_t ib_knobs[] = {
     KNOB_INT("RCOLL_IB_QPS_PER_CONN", "1", ib_qps_per_conn, 1, 16,
              "queue pairs per verbs connection; each message is split over all of them"),
 };
-const rcoll_config_table_t rcoll_ib_config_table =
-    RCOLL_CONFIG_TABLE("verbs", ib_knobs, rcoll_ib_config_t);
+const rcoll_config_table_t rcoll_vrb_config_table =
+    RCOLL_CONFIG_TABLE("verbs", vrb_knobs, rcoll_vrb_config_t);

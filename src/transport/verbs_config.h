@@ -10,19 +10,19 @@
 #include "util/config.h"
 #include "util/net.h"
 
-typedef enum { RCOLL_IB_FAMILY_IPV4, RCOLL_IB_FAMILY_IPV6 } rcoll_ib_family_t;
+typedef enum { RCOLL_IB_FAMILY_IPV4, RCOLL_IB_FAMILY_IPV6 } rcoll_vrb_family_t;
 
 typedef struct {
     rcoll_net_config_t netif;               /* RCOLL_SOCKET_IFNAME: connection setup */
     char ibverbs_lib[RCOLL_CFG_STR_MAX];    /* library dlopen()ed for verbs */
     char ib_hca[RCOLL_CFG_STR_MAX];         /* device[:port] filter, ^exclude, =exact */
     int ib_gid_index;                       /* -1 = scored choice */
-    int ib_addr_family;                     /* preferred GID family: rcoll_ib_family_t */
+    int ib_addr_family;                     /* preferred GID family: rcoll_vrb_family_t */
     char ib_addr_range[RCOLL_CFG_STR_MAX];  /* "" or CIDR the GID must lie in */
     int ib_tc, ib_sl, ib_timeout, ib_retry_cnt, ib_rnr_retry;
     int ib_qps_per_conn;
-} rcoll_ib_config_t;
+} rcoll_vrb_config_t;
 
-extern const rcoll_config_table_t rcoll_ib_config_table;
+extern const rcoll_config_table_t rcoll_vrb_config_table;
 
 #endif

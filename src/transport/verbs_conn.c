@@ -24,15 +24,15 @@
  * ------------------------------------------------------------------------------------------ */
 
 #ifdef RCOLL_TEST_HOOKS
-int rcoll_ib_test_rq_depth;
+int rcoll_vrb_test_rq_depth;
 #else
-static const int rcoll_ib_test_rq_depth = 0;
+static const int rcoll_vrb_test_rq_depth = 0;
 #endif
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static rcoll_ib_comm_t *live;
+static rcoll_vrb_comm_t *live;
 
-void rcoll_ib_live_add(rcoll_ib_comm_t *c)
+void rcoll_vrb_live_add(rcoll_vrb_comm_t *c)
 {
     pthread_mutex_lock(&live_lock);
     c->next_live = live;
@@ -40,10 +40,10 @@ void rcoll_ib_live_add(rcoll_ib_comm_t *c)
     pthread_mutex_unlock(&live_lock);
 }
 
-void rcoll_ib_live_remove(rcoll_ib_comm_t *c)
+void rcoll_vrb_live_remove(rcoll_vrb_comm_t *c)
 {
     pthread_mutex_lock(&live_lock);
-    for (rcoll_ib_comm_t **pp = &live; *pp; pp = &(*pp)->next_live) {
+    for (rcoll_vrb_comm_t **pp = &live; *pp; pp = &(*pp)->next_live) {
         if (*pp == c) {
             *pp = c->next_live;
             break;
@@ -52,7 +52,7 @@ void rcoll_ib_live_remove(rcoll_ib_comm_t *c)
     pthread_mutex_unlock(&live_lock);
 }
 
-rcoll_status_t rcoll_ib_comm_fail(rcoll_ib_comm_t *c, rcoll_status_t st, const char *fmt, ...)
+rcoll_status_t rcoll_vrb_comm_fail(rcoll_vrb_comm_t *c, rcoll_status_t st, const char *fmt, ...)
 {
     if (!c->failed) {
         va_list ap;
@@ -65,14 +65,14 @@ rcoll_status_t rcoll_ib_comm_fail(rcoll_ib_comm_t *c, rcoll_status_t st, const c
     return rcoll_err_set(c->failed, "%s", c->fail_text);
 }
 
-void rcoll_ib_fail_matching(const rcoll_ib_dev_t *dev, const struct ibv_qp *qp,
+void rcoll_vrb_fail_matching(const rcoll_vrb_dev_t *dev, const struct ibv_qp *qp,
                             const char *what)
 {
     pthread_mutex_lock(&live_lock);
-    for (rcoll_ib_comm_t *c = live; c; c = c->next_live) {
+    for (rcoll_vrb_comm_t *c = live; c; c = c->next_live) {
         int hit = dev && c->dev == dev;
         for (int q = 0; q < c->nqps && qp && !hit; q++) hit = c->qp[q] == qp;
-        if (hit) rcoll_ib_comm_fail(c, RCOLL_ERR_REMOTE, "%s", what);
+        if (hit) rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "%s", what);
     }
     pthread_mutex_unlock(&live_lock);
 }
@@ -81,7 +81,7 @@ void rcoll_ib_fail_matching(const rcoll_ib_dev_t *dev, const struct ibv_qp *qp,
  * Queue pairs
  * ------------------------------------------------------------------------------------------ */
 
-static rcoll_status_t qp_to_init(rcoll_ib_comm_t *c, struct ibv_qp *qp)
+static rcoll_status_t qp_to_init(rcoll_vrb_comm_t *c, struct ibv_qp *qp)
 {
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_INIT,
@@ -96,9 +96,9 @@ static rcoll_status_t qp_to_init(rcoll_ib_comm_t *c, struct ibv_qp *qp)
     return RCOLL_OK;
 }
 
-static rcoll_status_t make_fifo(rcoll_ib_comm_t *c)
+static rcoll_status_t make_fifo(rcoll_vrb_comm_t *c)
 {
-    size_t bytes = sizeof(rcoll_ib_fifo_slot_t) * RCOLL_IB_NSLOTS;
+    size_t bytes = sizeof(rcoll_vrb_fifo_slot_t) * RCOLL_VRB_NSLOTS;
     if (posix_memalign((void **)&c->fifo, 4096, bytes))
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "verbs: cannot allocate the FIFO");
     memset(c->fifo, 0, bytes);
@@ -110,17 +110,17 @@ static rcoll_status_t make_fifo(rcoll_ib_comm_t *c)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int is_recv,
+rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, int is_recv,
                                    int nqps, uint64_t nonce)
 {
     c->dev = dev;
     c->is_recv = is_recv;
     c->nqps = nqps;
     c->fd = -1;
-    c->sq_depth = 2 * RCOLL_IB_MAX_REQS + 16;
+    c->sq_depth = 2 * RCOLL_VRB_MAX_REQS + 16;
     if (dev->max_qp_wr > 0 && c->sq_depth > dev->max_qp_wr) c->sq_depth = dev->max_qp_wr;
-    int rq_depth = is_recv ? (rcoll_ib_test_rq_depth > 0 ? rcoll_ib_test_rq_depth
-                                                         : RCOLL_IB_MSG_RING) : 1;
+    int rq_depth = is_recv ? (rcoll_vrb_test_rq_depth > 0 ? rcoll_vrb_test_rq_depth
+                                                         : RCOLL_VRB_MSG_RING) : 1;
     if (dev->max_qp_wr > 0 && rq_depth > dev->max_qp_wr) rq_depth = dev->max_qp_wr;
     c->cq = rcoll_ibv->create_cq(dev->ctx, nqps * (c->sq_depth + rq_depth), c, NULL, 0);
     if (!c->cq) return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "verbs: cannot create a CQ "
@@ -131,7 +131,7 @@ rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int 
             .send_cq = c->cq,
             .recv_cq = c->cq,
             .cap = {.max_send_wr = (uint32_t)c->sq_depth, .max_recv_wr = (uint32_t)rq_depth,
-                    .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = RCOLL_IB_INLINE},
+                    .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = RCOLL_VRB_INLINE},
             .qp_type = IBV_QPT_RC,
             .sq_sig_all = 0,
         };
@@ -143,17 +143,17 @@ rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int 
             c->max_inline = ia.cap.max_inline_data;
         rcoll_status_t st = qp_to_init(c, c->qp[q]);
         if (st != RCOLL_OK) return st;
-        if (is_recv && (st = rcoll_ib_post_recvs(c, q, rq_depth)) != RCOLL_OK) return st;
+        if (is_recv && (st = rcoll_vrb_post_recvs(c, q, rq_depth)) != RCOLL_OK) return st;
     }
     rcoll_status_t st = make_fifo(c);
     if (st != RCOLL_OK) return st;
     uint32_t psn;
     st = rcoll_random_bytes(&psn, sizeof(psn));
     if (st != RCOLL_OK) return st;
-    rcoll_ib_meta_t *m = &c->local;
+    rcoll_vrb_meta_t *m = &c->local;
     memset(m, 0, sizeof(*m));
-    m->magic = RCOLL_IB_META_MAGIC;
-    m->version = RCOLL_IB_VERSION;
+    m->magic = RCOLL_VRB_META_MAGIC;
+    m->version = RCOLL_VRB_VERSION;
     m->nonce = nonce;
     m->nqps = (uint32_t)nqps;
     m->psn = psn & 0xffffff;
@@ -172,10 +172,10 @@ rcoll_status_t rcoll_ib_comm_setup(rcoll_ib_comm_t *c, rcoll_ib_dev_t *dev, int 
     return RCOLL_OK;
 }
 
-static rcoll_status_t qp_to_rtr_rts(rcoll_ib_comm_t *c, int q, enum ibv_mtu mtu)
+static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, int q, enum ibv_mtu mtu)
 {
-    const rcoll_ib_config_t *cfg = rcoll_ib_cfg;
-    const rcoll_ib_meta_t *r = &c->remote;
+    const rcoll_vrb_config_t *cfg = rcoll_vrb_cfg;
+    const rcoll_vrb_meta_t *r = &c->remote;
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_RTR,
         .path_mtu = mtu,
@@ -213,7 +213,7 @@ static rcoll_status_t qp_to_rtr_rts(rcoll_ib_comm_t *c, int q, enum ibv_mtu mtu)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ib_comm_connect_qps(rcoll_ib_comm_t *c)
+rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c)
 {
     char lg[64], rg[64];
     enum ibv_mtu mtu = (enum ibv_mtu)(c->local.mtu < c->remote.mtu ? c->local.mtu
@@ -224,14 +224,14 @@ rcoll_status_t rcoll_ib_comm_connect_qps(rcoll_ib_comm_t *c)
     }
     RCOLL_INFO(VERBS, "%s connection %s port %d GID[%d] %s QPN 0x%x <-> %s GID[%u] %s QPN "
                "0x%x, %d QP%s, MTU %d", c->is_recv ? "receive" : "send", c->dev->name,
-               c->dev->port, c->dev->gid_index, rcoll_ib_gid_str(c->local.gid, lg, sizeof(lg)),
+               c->dev->port, c->dev->gid_index, rcoll_vrb_gid_str(c->local.gid, lg, sizeof(lg)),
                c->local.qpn[0], c->remote.dev, c->remote.gid_index,
-               rcoll_ib_gid_str(c->remote.gid, rg, sizeof(rg)), c->remote.qpn[0], c->nqps,
+               rcoll_vrb_gid_str(c->remote.gid, rg, sizeof(rg)), c->remote.qpn[0], c->nqps,
                c->nqps > 1 ? "s" : "", 128 << mtu);
     return RCOLL_OK;
 }
 
-void rcoll_ib_comm_destroy(rcoll_ib_comm_t *c)
+void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c)
 {
     if (!c) return;
     for (int q = 0; q < c->nqps; q++)
@@ -239,9 +239,9 @@ void rcoll_ib_comm_destroy(rcoll_ib_comm_t *c)
     if (c->cq) rcoll_ibv->destroy_cq(c->cq);
     if (c->fifo_mr) rcoll_ibv->dereg_mr(c->fifo_mr);
     free(c->fifo);
-    for (int i = 0; i < RCOLL_IB_MAX_REQS; i++) {
-        rcoll_ib_req_t *r = &c->reqs[i];
-        for (int k = 0; r->used && k < r->n; k++) rcoll_ib_mr_put(c->dev->mrs, r->mr[k]);
+    for (int i = 0; i < RCOLL_VRB_MAX_REQS; i++) {
+        rcoll_vrb_req_t *r = &c->reqs[i];
+        for (int k = 0; r->used && k < r->n; k++) rcoll_vrb_mr_put(c->dev->mrs, r->mr[k]);
     }
     if (c->fd >= 0) close(c->fd);
     free(c);
@@ -252,12 +252,12 @@ void rcoll_ib_comm_destroy(rcoll_ib_comm_t *c)
  * ------------------------------------------------------------------------------------------ */
 
 /* A record from the peer: right magic, version, nonce and QP count. */
-static const char *meta_check(const rcoll_ib_meta_t *m, uint64_t nonce, int want_nqps)
+static const char *meta_check(const rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps)
 {
-    if (m->magic != RCOLL_IB_META_MAGIC) return "not an rcoll verbs connection record";
-    if (m->version != RCOLL_IB_VERSION) return "connection record of another rcoll version";
+    if (m->magic != RCOLL_VRB_META_MAGIC) return "not an rcoll verbs connection record";
+    if (m->version != RCOLL_VRB_VERSION) return "connection record of another rcoll version";
     if (m->nonce != nonce) return "connection record for another listener (nonce)";
-    if (m->nqps < 1 || m->nqps > RCOLL_IB_MAX_QPS) return "bad QP count in connection record";
+    if (m->nqps < 1 || m->nqps > RCOLL_VRB_MAX_QPS) return "bad QP count in connection record";
     if (want_nqps && (int)m->nqps != want_nqps) return "QP count differs between the two ends";
     if (m->link_layer != IBV_LINK_LAYER_ETHERNET && m->link_layer != IBV_LINK_LAYER_INFINIBAND)
         return "unknown link layer in connection record";
@@ -279,7 +279,7 @@ static rcoll_status_t pick_tcp_addr(void)
 {
     if (tcp_addr_ok) return RCOLL_OK;
     char ifname[64];
-    rcoll_status_t st = rcoll_net_pick_addr(rcoll_ib_cfg->netif.socket_ifname, &tcp_addr, ifname,
+    rcoll_status_t st = rcoll_net_pick_addr(rcoll_vrb_cfg->netif.socket_ifname, &tcp_addr, ifname,
                                             sizeof(ifname));
     if (st == RCOLL_OK) tcp_addr_ok = 1;
     return st;
@@ -289,9 +289,9 @@ typedef struct {
     int fd;
     int stage; /* 0 read record, 1 write record, 2 read ready */
     size_t done;
-    rcoll_ib_meta_t in;
+    rcoll_vrb_meta_t in;
     uint32_t ready;
-    rcoll_ib_comm_t *comm;
+    rcoll_vrb_comm_t *comm;
 } half_t;
 
 typedef struct {
@@ -300,18 +300,18 @@ typedef struct {
     uint64_t nonce;
     int nhalf;
     half_t half[MAX_HALF];
-} ib_listen_t;
+} vrb_listen_t;
 
-rcoll_status_t rcoll_ib_listen(int dev, void *handle, void **listen_comm)
+rcoll_status_t rcoll_vrb_listen(int dev, void *handle, void **listen_comm)
 {
-    if (!rcoll_ib_dev(dev) || !handle || !listen_comm)
+    if (!rcoll_vrb_dev(dev) || !handle || !listen_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs listen: bad device %d or NULL "
                              "handle/listen_comm", dev);
     rcoll_status_t st = pick_tcp_addr();
     if (st != RCOLL_OK) return st;
-    ib_listen_t *l = calloc(1, sizeof(*l));
+    vrb_listen_t *l = calloc(1, sizeof(*l));
     if (!l) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "verbs listen: out of memory");
-    rcoll_ib_handle_t h = {.magic = RCOLL_IB_HANDLE_MAGIC, .version = RCOLL_IB_VERSION};
+    rcoll_vrb_handle_t h = {.magic = RCOLL_VRB_HANDLE_MAGIC, .version = RCOLL_VRB_VERSION};
     h.addr = tcp_addr;
     rcoll_net_addr_set_port(&h.addr, 0);
     st = rcoll_net_listen(&h.addr, LISTEN_BACKLOG, 0, &l->fd);
@@ -329,20 +329,20 @@ rcoll_status_t rcoll_ib_listen(int dev, void *handle, void **listen_comm)
     return RCOLL_OK;
 }
 
-static void half_drop(ib_listen_t *l, int i, const char *why)
+static void half_drop(vrb_listen_t *l, int i, const char *why)
 {
     half_t *h = &l->half[i];
     RCOLL_WARN(VERBS, "verbs: dropping a connection in setup: %s", why);
     if (h->comm) {
         h->comm->fd = -1;
-        rcoll_ib_comm_destroy(h->comm);
+        rcoll_vrb_comm_destroy(h->comm);
     }
     close(h->fd);
     l->half[i] = l->half[--l->nhalf];
 }
 
 /* One setup step of accepted connection h; *ready when it is complete. */
-static rcoll_status_t half_step(ib_listen_t *l, half_t *h, int *ready)
+static rcoll_status_t half_step(vrb_listen_t *l, half_t *h, int *ready)
 {
     rcoll_status_t st;
     if (h->stage == 0) {
@@ -352,10 +352,10 @@ static rcoll_status_t half_step(ib_listen_t *l, half_t *h, int *ready)
         if (bad) return rcoll_err_set(RCOLL_ERR_PROTOCOL, "%s", bad);
         h->comm = calloc(1, sizeof(*h->comm));
         if (!h->comm) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "verbs accept: out of memory");
-        st = rcoll_ib_comm_setup(h->comm, rcoll_ib_dev(l->dev), 1, (int)h->in.nqps, l->nonce);
+        st = rcoll_vrb_comm_setup(h->comm, rcoll_vrb_dev(l->dev), 1, (int)h->in.nqps, l->nonce);
         if (st != RCOLL_OK) return st;
         h->comm->remote = h->in;
-        if ((st = rcoll_ib_comm_connect_qps(h->comm)) != RCOLL_OK) return st;
+        if ((st = rcoll_vrb_comm_connect_qps(h->comm)) != RCOLL_OK) return st;
         h->stage = 1;
         h->done = 0;
     }
@@ -368,15 +368,15 @@ static rcoll_status_t half_step(ib_listen_t *l, half_t *h, int *ready)
     }
     if ((st = step_io(h->fd, 0, &h->ready, sizeof(h->ready), &h->done)) != RCOLL_OK) return st;
     if (h->done < sizeof(h->ready)) return RCOLL_OK;
-    if (h->ready != RCOLL_IB_READY_MAGIC)
+    if (h->ready != RCOLL_VRB_READY_MAGIC)
         return rcoll_err_set(RCOLL_ERR_PROTOCOL, "bad ready word from the connector");
     *ready = 1;
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ib_accept(void *listen_comm, void **recv_comm)
+rcoll_status_t rcoll_vrb_accept(void *listen_comm, void **recv_comm)
 {
-    ib_listen_t *l = listen_comm;
+    vrb_listen_t *l = listen_comm;
     if (!l || !recv_comm) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs accept: NULL");
     *recv_comm = NULL;
     while (l->nhalf < MAX_HALF) {
@@ -396,25 +396,25 @@ rcoll_status_t rcoll_ib_accept(void *listen_comm, void **recv_comm)
             continue;
         }
         if (!ready) continue;
-        rcoll_ib_comm_t *c = h->comm;
+        rcoll_vrb_comm_t *c = h->comm;
         c->fd = h->fd;
         l->half[i] = l->half[--l->nhalf];
-        rcoll_ib_live_add(c);
+        rcoll_vrb_live_add(c);
         *recv_comm = c;
         return RCOLL_OK;
     }
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ib_close_listen(void *listen_comm)
+rcoll_status_t rcoll_vrb_close_listen(void *listen_comm)
 {
-    ib_listen_t *l = listen_comm;
+    vrb_listen_t *l = listen_comm;
     if (!l) return RCOLL_OK;
     while (l->nhalf) {
         half_t *h = &l->half[--l->nhalf];
         if (h->comm) {
             h->comm->fd = -1;
-            rcoll_ib_comm_destroy(h->comm);
+            rcoll_vrb_comm_destroy(h->comm);
         }
         close(h->fd);
     }
@@ -432,7 +432,7 @@ typedef struct {
     int stage; /* 0 TCP connect, 1 write record, 2 read record, 3 write ready */
     size_t done;
     uint32_t ready;
-    rcoll_ib_comm_t *comm;
+    rcoll_vrb_comm_t *comm;
 } connecting_t;
 
 static connecting_t connecting[MAX_CONNECTING];
@@ -459,14 +459,14 @@ static connecting_t *connecting_find(int dev, const void *handle)
 
 static void connecting_release(connecting_t *e, int destroy)
 {
-    if (destroy && e->comm) rcoll_ib_comm_destroy(e->comm);
+    if (destroy && e->comm) rcoll_vrb_comm_destroy(e->comm);
     e->used = 0;
     e->comm = NULL;
 }
 
-static rcoll_status_t connect_step(connecting_t *e, const rcoll_ib_handle_t *h, int *ready)
+static rcoll_status_t connect_step(connecting_t *e, const rcoll_vrb_handle_t *h, int *ready)
 {
-    rcoll_ib_comm_t *c = e->comm;
+    rcoll_vrb_comm_t *c = e->comm;
     rcoll_status_t st;
     if (e->stage == 0) {
         st = rcoll_net_connect_check(c->fd);
@@ -487,35 +487,35 @@ static rcoll_status_t connect_step(connecting_t *e, const rcoll_ib_handle_t *h, 
         if (e->done < sizeof(c->remote)) return RCOLL_OK;
         const char *bad = meta_check(&c->remote, h->nonce, c->nqps);
         if (bad) return rcoll_err_set(RCOLL_ERR_PROTOCOL, "verbs connect: %s", bad);
-        if ((st = rcoll_ib_comm_connect_qps(c)) != RCOLL_OK) return st;
+        if ((st = rcoll_vrb_comm_connect_qps(c)) != RCOLL_OK) return st;
         e->stage = 3;
         e->done = 0;
-        e->ready = RCOLL_IB_READY_MAGIC;
+        e->ready = RCOLL_VRB_READY_MAGIC;
     }
     if ((st = step_io(c->fd, 1, &e->ready, sizeof(e->ready), &e->done)) != RCOLL_OK) return st;
     *ready = e->done == sizeof(e->ready);
     return RCOLL_OK;
 }
 
-static rcoll_status_t connect_start(connecting_t *e, const rcoll_ib_handle_t *h)
+static rcoll_status_t connect_start(connecting_t *e, const rcoll_vrb_handle_t *h)
 {
-    rcoll_ib_comm_t *c = calloc(1, sizeof(*c));
+    rcoll_vrb_comm_t *c = calloc(1, sizeof(*c));
     if (!c) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "verbs connect: out of memory");
     e->comm = c;
-    rcoll_status_t st = rcoll_ib_comm_setup(c, rcoll_ib_dev(e->dev), 0,
-                                            rcoll_ib_cfg->ib_qps_per_conn, h->nonce);
+    rcoll_status_t st = rcoll_vrb_comm_setup(c, rcoll_vrb_dev(e->dev), 0,
+                                            rcoll_vrb_cfg->ib_qps_per_conn, h->nonce);
     if (st != RCOLL_OK) return st;
     return rcoll_net_connect_start(&h->addr, &c->fd);
 }
 
-rcoll_status_t rcoll_ib_connect(int dev, const void *handle, void **send_comm)
+rcoll_status_t rcoll_vrb_connect(int dev, const void *handle, void **send_comm)
 {
-    if (!rcoll_ib_dev(dev) || !handle || !send_comm)
+    if (!rcoll_vrb_dev(dev) || !handle || !send_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs connect: bad device %d or NULL "
                              "handle/send_comm", dev);
-    rcoll_ib_handle_t h;
+    rcoll_vrb_handle_t h;
     memcpy(&h, handle, sizeof(h));
-    if (h.magic != RCOLL_IB_HANDLE_MAGIC || h.version != RCOLL_IB_VERSION)
+    if (h.magic != RCOLL_VRB_HANDLE_MAGIC || h.version != RCOLL_VRB_VERSION)
         return rcoll_err_set(RCOLL_ERR_PROTOCOL, "verbs connect: not a verbs handle of this "
                              "rcoll version");
     *send_comm = NULL;
@@ -537,7 +537,7 @@ rcoll_status_t rcoll_ib_connect(int dev, const void *handle, void **send_comm)
                          rcoll_net_addr_str(&h.addr, addr, sizeof(addr)));
         if (e) connecting_release(e, 1);
     } else if (ready) {
-        rcoll_ib_live_add(e->comm);
+        rcoll_vrb_live_add(e->comm);
         *send_comm = e->comm;
         connecting_release(e, 0);
     }
@@ -545,7 +545,7 @@ rcoll_status_t rcoll_ib_connect(int dev, const void *handle, void **send_comm)
     return st;
 }
 
-void rcoll_ib_conn_fini(void)
+void rcoll_vrb_conn_fini(void)
 {
     pthread_mutex_lock(&connecting_lock);
     for (int i = 0; i < MAX_CONNECTING; i++)

@@ -29,11 +29,11 @@ enum { WR_SEND = 1, WR_FIFO = 2, WR_RECV = 3 };
  * Requests
  * ------------------------------------------------------------------------------------------ */
 
-static rcoll_ib_req_t *req_get(rcoll_ib_comm_t *c)
+static rcoll_vrb_req_t *req_get(rcoll_vrb_comm_t *c)
 {
-    if (c->outstanding >= RCOLL_IB_MAX_REQS) return NULL;
-    for (int i = 0; i < RCOLL_IB_MAX_REQS; i++) {
-        rcoll_ib_req_t *r = &c->reqs[i];
+    if (c->outstanding >= RCOLL_VRB_MAX_REQS) return NULL;
+    for (int i = 0; i < RCOLL_VRB_MAX_REQS; i++) {
+        rcoll_vrb_req_t *r = &c->reqs[i];
         if (r->used) continue;
         memset(r, 0, sizeof(*r));
         r->used = 1;
@@ -44,38 +44,38 @@ static rcoll_ib_req_t *req_get(rcoll_ib_comm_t *c)
     return NULL;
 }
 
-static void req_put(rcoll_ib_req_t *r)
+static void req_put(rcoll_vrb_req_t *r)
 {
-    rcoll_ib_comm_t *c = r->comm;
-    for (int k = 0; k < r->n; k++) rcoll_ib_mr_put(c->dev->mrs, r->mr[k]);
+    rcoll_vrb_comm_t *c = r->comm;
+    for (int k = 0; k < r->n; k++) rcoll_vrb_mr_put(c->dev->mrs, r->mr[k]);
     r->used = 0;
     c->outstanding--;
 }
 
 /* A registration covering the buffer, through the cache (mhandle keeps one alive). */
-static rcoll_status_t buf_mr(rcoll_ib_comm_t *c, const void *data, size_t size,
-                             rcoll_ib_mr_t **out)
+static rcoll_status_t buf_mr(rcoll_vrb_comm_t *c, const void *data, size_t size,
+                             rcoll_vrb_mr_t **out)
 {
     *out = NULL;
     if (size == 0) return RCOLL_OK;
-    return rcoll_ib_mr_get(c->dev->mrs, data, size, RCOLL_PTR_HOST, out);
+    return rcoll_vrb_mr_get(c->dev->mrs, data, size, RCOLL_PTR_HOST, out);
 }
 
-rcoll_status_t rcoll_ib_reg_mr(void *comm, void *data, size_t size, int mem_type,
+rcoll_status_t rcoll_vrb_reg_mr(void *comm, void *data, size_t size, int mem_type,
                                void **mhandle)
 {
-    rcoll_ib_comm_t *c = comm;
+    rcoll_vrb_comm_t *c = comm;
     if (!c || !mhandle) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs reg_mr: NULL");
-    rcoll_ib_mr_t *m;
-    rcoll_status_t st = rcoll_ib_mr_get(c->dev->mrs, data, size, mem_type, &m);
+    rcoll_vrb_mr_t *m;
+    rcoll_status_t st = rcoll_vrb_mr_get(c->dev->mrs, data, size, mem_type, &m);
     if (st == RCOLL_OK) *mhandle = m;
     return st;
 }
 
-rcoll_status_t rcoll_ib_dereg_mr(void *comm, void *mhandle)
+rcoll_status_t rcoll_vrb_dereg_mr(void *comm, void *mhandle)
 {
-    rcoll_ib_comm_t *c = comm;
-    if (c && mhandle) rcoll_ib_mr_put(c->dev->mrs, mhandle);
+    rcoll_vrb_comm_t *c = comm;
+    if (c && mhandle) rcoll_vrb_mr_put(c->dev->mrs, mhandle);
     return RCOLL_OK;
 }
 
@@ -83,7 +83,7 @@ rcoll_status_t rcoll_ib_dereg_mr(void *comm, void *mhandle)
  * Completions
  * ------------------------------------------------------------------------------------------ */
 
-rcoll_status_t rcoll_ib_post_recvs(rcoll_ib_comm_t *c, int qi, int count)
+rcoll_status_t rcoll_vrb_post_recvs(rcoll_vrb_comm_t *c, int qi, int count)
 {
     struct ibv_recv_wr wr[32];
     while (count > 0) {
@@ -100,7 +100,7 @@ rcoll_status_t rcoll_ib_post_recvs(rcoll_ib_comm_t *c, int qi, int count)
     return RCOLL_OK;
 }
 
-static int qp_index(const rcoll_ib_comm_t *c, uint32_t qpn)
+static int qp_index(const rcoll_vrb_comm_t *c, uint32_t qpn)
 {
     for (int q = 0; q < c->nqps; q++)
         if (c->qp[q]->qp_num == qpn) return q;
@@ -114,43 +114,43 @@ static const char *wr_what(int kind)
                              : "receive of an immediate";
 }
 
-static rcoll_status_t wc_error(rcoll_ib_comm_t *c, const struct ibv_wc *wc)
+static rcoll_status_t wc_error(rcoll_vrb_comm_t *c, const struct ibv_wc *wc)
 {
     char lg[64], rg[64];
-    return rcoll_ib_comm_fail(
+    return rcoll_vrb_comm_fail(
         c, RCOLL_ERR_REMOTE, "verbs: %s failed on %s port %d QPN 0x%x (GID %s) with peer "
         "%s QPN 0x%x (GID %s): %s (status %d, vendor error 0x%x)", wr_what(WR_KIND(wc->wr_id)),
-        c->dev->name, c->dev->port, wc->qp_num, rcoll_ib_gid_str(c->local.gid, lg, sizeof(lg)),
-        c->remote.dev, c->remote.qpn[0], rcoll_ib_gid_str(c->remote.gid, rg, sizeof(rg)),
+        c->dev->name, c->dev->port, wc->qp_num, rcoll_vrb_gid_str(c->local.gid, lg, sizeof(lg)),
+        c->remote.dev, c->remote.qpn[0], rcoll_vrb_gid_str(c->remote.gid, rg, sizeof(rg)),
         rcoll_ibv->wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
 }
 
 /* An immediate arrived on QP q: credit it to the message it belongs to. */
-static rcoll_status_t on_immediate(rcoll_ib_comm_t *c, int q, uint32_t imm)
+static rcoll_status_t on_immediate(rcoll_vrb_comm_t *c, int q, uint32_t imm)
 {
-    if (imm == RCOLL_IB_IMM_ERROR)
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: the sender (%s) gave up on a "
+    if (imm == RCOLL_VRB_IMM_ERROR)
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: the sender (%s) gave up on a "
                                   "message: it was larger than the buffer posted here",
                                   c->remote.dev);
     uint64_t k = c->imm_seen[q]++;
     if (k >= c->msgs_posted)
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: an immediate arrived for no "
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: an immediate arrived for no "
                                   "advertised buffer (message %llu)", (unsigned long long)k);
-    rcoll_ib_pending_t *p = &c->ring[k % RCOLL_IB_MSG_RING];
-    rcoll_ib_req_t *r = p->req;
+    rcoll_vrb_pending_t *p = &c->ring[k % RCOLL_VRB_MSG_RING];
+    rcoll_vrb_req_t *r = p->req;
     r->got[p->entry] += imm;
     if (r->got[p->entry] > r->size[p->entry])
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: received %zu bytes into a "
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: received %zu bytes into a "
                                   "%zu-byte buffer", r->got[p->entry], r->size[p->entry]);
     if (++r->parts[p->entry] == c->nqps) r->left--;
-    return rcoll_ib_post_recvs(c, q, 1);
+    return rcoll_vrb_post_recvs(c, q, 1);
 }
 
-static rcoll_status_t on_completion(rcoll_ib_comm_t *c, const struct ibv_wc *wc)
+static rcoll_status_t on_completion(rcoll_vrb_comm_t *c, const struct ibv_wc *wc)
 {
     if (wc->status != IBV_WC_SUCCESS) return wc_error(c, wc);
     int q = qp_index(c, wc->qp_num);
-    if (q < 0) return rcoll_ib_comm_fail(c, RCOLL_ERR_INTERNAL, "verbs: completion of QP 0x%x "
+    if (q < 0) return rcoll_vrb_comm_fail(c, RCOLL_ERR_INTERNAL, "verbs: completion of QP 0x%x "
                                          "that this comm does not own", wc->qp_num);
     switch (WR_KIND(wc->wr_id)) {
     case WR_RECV:
@@ -166,7 +166,7 @@ static rcoll_status_t on_completion(rcoll_ib_comm_t *c, const struct ibv_wc *wc)
 }
 
 /* Has the peer's setup socket closed (its process gone)? */
-static int peer_vanished(const rcoll_ib_comm_t *c)
+static int peer_vanished(const rcoll_vrb_comm_t *c)
 {
     char b;
     if (c->fd < 0) return 0;
@@ -174,7 +174,7 @@ static int peer_vanished(const rcoll_ib_comm_t *c)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static rcoll_status_t progress(rcoll_ib_comm_t *c)
+static rcoll_status_t progress(rcoll_vrb_comm_t *c)
 {
     struct ibv_wc wc[POLL_BATCH];
     int n = 0;
@@ -186,7 +186,7 @@ static rcoll_status_t progress(rcoll_ib_comm_t *c)
         c->idle_polls = 0;
     }
     if (!c->failed && n < 0)
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: polling the CQ of %s failed",
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: polling the CQ of %s failed",
                                   c->dev->name);
     if (c->failed) return rcoll_err_set(c->failed, "%s", c->fail_text);
     return RCOLL_OK;
@@ -194,17 +194,17 @@ static rcoll_status_t progress(rcoll_ib_comm_t *c)
 
 /* Called while waiting (for request r, or for room when r is NULL): now and then look at
  * async events and the peer's socket. */
-static rcoll_status_t idle_check(rcoll_ib_comm_t *c, const rcoll_ib_req_t *r)
+static rcoll_status_t idle_check(rcoll_vrb_comm_t *c, const rcoll_vrb_req_t *r)
 {
     if (++c->idle_polls % IDLE_CHECK_POLLS) return RCOLL_OK;
-    rcoll_ib_poll_async();
+    rcoll_vrb_poll_async();
     if (c->dev->dead && !c->failed)
-        rcoll_ib_comm_fail(c, RCOLL_ERR_REMOTE, "verbs: %s", c->dev->dead_text);
+        rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "verbs: %s", c->dev->dead_text);
     if (!c->failed && peer_vanished(c) && progress(c) == RCOLL_OK && (!r || r->left > 0)) {
         char rg[64];
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_REMOTE, "verbs: the peer (%s, GID %s) closed "
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "verbs: the peer (%s, GID %s) closed "
                                   "its connection while a transfer was outstanding",
-                                  c->remote.dev, rcoll_ib_gid_str(c->remote.gid, rg,
+                                  c->remote.dev, rcoll_vrb_gid_str(c->remote.gid, rg,
                                                                   sizeof(rg)));
     }
     if (c->failed) return rcoll_err_set(c->failed, "%s", c->fail_text);
@@ -216,27 +216,27 @@ static rcoll_status_t idle_check(rcoll_ib_comm_t *c, const rcoll_ib_req_t *r)
  * ------------------------------------------------------------------------------------------ */
 
 /* The FIFO slot the next message goes to, or NULL while the receiver has not posted it. */
-static const rcoll_ib_fifo_slot_t *ready_slot(rcoll_ib_comm_t *c)
+static const rcoll_vrb_fifo_slot_t *ready_slot(rcoll_vrb_comm_t *c)
 {
-    const volatile rcoll_ib_fifo_slot_t *s = &c->fifo[c->slot_seq % RCOLL_IB_NSLOTS];
+    const volatile rcoll_vrb_fifo_slot_t *s = &c->fifo[c->slot_seq % RCOLL_VRB_NSLOTS];
     uint64_t want = c->slot_seq + 1;
     if (s->seq_head != want || s->seq_tail != want) return NULL;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return (const rcoll_ib_fifo_slot_t *)s;
+    return (const rcoll_vrb_fifo_slot_t *)s;
 }
 
 /* Post part [off, off+len) of a message on QP q: unsignaled WRITEs, then a signaled WRITE
  * WITH IMM carrying len. */
-static rcoll_status_t post_part(rcoll_ib_comm_t *c, int q, rcoll_ib_req_t *r, const char *data,
-                                size_t off, size_t len, const rcoll_ib_fifo_entry_t *e,
+static rcoll_status_t post_part(rcoll_vrb_comm_t *c, int q, rcoll_vrb_req_t *r, const char *data,
+                                size_t off, size_t len, const rcoll_vrb_fifo_entry_t *e,
                                 uint32_t lkey)
 {
     struct ibv_sge sge[2];
     struct ibv_send_wr wr[2];
-    int nwr = len > RCOLL_IB_WR_BYTES ? 2 : 1;
+    int nwr = len > RCOLL_VRB_WR_BYTES ? 2 : 1;
     for (int w = 0; w < nwr; w++) {
-        size_t woff = off + (size_t)w * RCOLL_IB_WR_BYTES;
-        size_t wlen = w == nwr - 1 ? len - (size_t)w * RCOLL_IB_WR_BYTES : RCOLL_IB_WR_BYTES;
+        size_t woff = off + (size_t)w * RCOLL_VRB_WR_BYTES;
+        size_t wlen = w == nwr - 1 ? len - (size_t)w * RCOLL_VRB_WR_BYTES : RCOLL_VRB_WR_BYTES;
         sge[w] = (struct ibv_sge){.addr = (uintptr_t)(data + woff), .length = (uint32_t)wlen,
                                   .lkey = lkey};
         wr[w] = (struct ibv_send_wr){.sg_list = &sge[w], .num_sge = wlen ? 1 : 0,
@@ -253,52 +253,52 @@ static rcoll_status_t post_part(rcoll_ib_comm_t *c, int q, rcoll_ib_req_t *r, co
     struct ibv_send_wr *bad;
     int rc = rcoll_ibv->post_send(c->qp[q], wr, &bad);
     if (rc)
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: posting an RDMA write on QP "
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: posting an RDMA write on QP "
                                   "0x%x failed: %s", c->qp[q]->qp_num, strerror(rc));
     c->sq_used[q] += nwr;
     return RCOLL_OK;
 }
 
 /* Tell the receiver its message will not come (best effort), then fail the comm. */
-static rcoll_status_t give_up(rcoll_ib_comm_t *c, const rcoll_ib_fifo_entry_t *e,
+static rcoll_status_t give_up(rcoll_vrb_comm_t *c, const rcoll_vrb_fifo_entry_t *e,
                               rcoll_status_t st, const char *why)
 {
     struct ibv_send_wr wr = {.wr_id = WR_ID(WR_FIFO, 0, 1), .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-                             .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(RCOLL_IB_IMM_ERROR),
+                             .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(RCOLL_VRB_IMM_ERROR),
                              .wr = {.rdma = {.remote_addr = e->addr, .rkey = e->rkey}}};
     struct ibv_send_wr *bad;
     if (c->sq_used[0] < c->sq_depth && rcoll_ibv->post_send(c->qp[0], &wr, &bad) == 0)
         c->sq_used[0]++;
-    return rcoll_ib_comm_fail(c, st, "verbs: %s", why);
+    return rcoll_vrb_comm_fail(c, st, "verbs: %s", why);
 }
 
 /* Room for two WRs per QP (a part needs at most two). */
-static int sq_room(rcoll_ib_comm_t *c)
+static int sq_room(rcoll_vrb_comm_t *c)
 {
     for (int q = 0; q < c->nqps; q++)
         if (c->sq_used[q] + 2 > c->sq_depth) return 0;
     return 1;
 }
 
-rcoll_status_t rcoll_ib_isend(void *send_comm, void *data, size_t size, int tag,
+rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag,
                               void *mhandle, void **request)
 {
-    rcoll_ib_comm_t *c = send_comm;
+    rcoll_vrb_comm_t *c = send_comm;
     (void)mhandle; /* the cache finds the registration it keeps alive */
     if (!c || !request || c->is_recv || (size && !data))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs isend: bad arguments");
     *request = NULL;
     rcoll_status_t st = progress(c);
     if (st != RCOLL_OK) return st;
-    if (size > RCOLL_IB_MAX_MSG)
+    if (size > RCOLL_VRB_MAX_MSG)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs isend: %zu bytes exceed the "
-                             "transport's %zu-byte message limit", size, RCOLL_IB_MAX_MSG);
-    const rcoll_ib_fifo_slot_t *s = ready_slot(c);
+                             "transport's %zu-byte message limit", size, RCOLL_VRB_MAX_MSG);
+    const rcoll_vrb_fifo_slot_t *s = ready_slot(c);
     if (!s || !sq_room(c)) return idle_check(c, NULL);
     if (s->n < 1 || s->n > RCOLL_TRANSPORT_MAX_RECVS)
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: receive advertisement with "
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: receive advertisement with "
                                   "%u buffers", s->n);
-    const rcoll_ib_fifo_entry_t e = s->e[c->slot_entry];
+    const rcoll_vrb_fifo_entry_t e = s->e[c->slot_entry];
     char why[160];
     if (e.tag != -1 && tag != -1 && e.tag != tag) {
         snprintf(why, sizeof(why), "message tag %d does not match the receive's tag %d", tag,
@@ -310,7 +310,7 @@ rcoll_status_t rcoll_ib_isend(void *send_comm, void *data, size_t size, int tag,
                  "receiver posted", size, (unsigned long long)e.size);
         return give_up(c, &e, RCOLL_ERR_PROTOCOL, why);
     }
-    rcoll_ib_req_t *r = req_get(c);
+    rcoll_vrb_req_t *r = req_get(c);
     if (!r) return RCOLL_OK;
     r->n = 1;
     r->size[0] = size;
@@ -341,31 +341,31 @@ rcoll_status_t rcoll_ib_isend(void *send_comm, void *data, size_t size, int tag,
  * ------------------------------------------------------------------------------------------ */
 
 /* RDMA-write the advertisement of request r (slot seq) into the sender's FIFO. */
-static rcoll_status_t advertise(rcoll_ib_comm_t *c, uint64_t seq)
+static rcoll_status_t advertise(rcoll_vrb_comm_t *c, uint64_t seq)
 {
-    rcoll_ib_fifo_slot_t *s = &c->fifo[(seq - 1) % RCOLL_IB_NSLOTS];
+    rcoll_vrb_fifo_slot_t *s = &c->fifo[(seq - 1) % RCOLL_VRB_NSLOTS];
     int signal = ++c->unsignaled >= FIFO_SIGNAL_EVERY;
     struct ibv_sge sge = {.addr = (uintptr_t)s, .length = sizeof(*s), .lkey = c->fifo_mr->lkey};
     struct ibv_send_wr wr = {
         .wr_id = WR_ID(WR_FIFO, 0, c->unsignaled), .sg_list = &sge, .num_sge = 1,
         .opcode = IBV_WR_RDMA_WRITE, .send_flags = signal ? IBV_SEND_SIGNALED : 0,
         .wr = {.rdma = {.remote_addr = c->remote.fifo_addr +
-                                       ((seq - 1) % RCOLL_IB_NSLOTS) * sizeof(*s),
+                                       ((seq - 1) % RCOLL_VRB_NSLOTS) * sizeof(*s),
                         .rkey = c->remote.fifo_rkey}}};
     struct ibv_send_wr *bad;
     int rc = rcoll_ibv->post_send(c->qp[0], &wr, &bad);
     if (rc)
-        return rcoll_ib_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: posting a receive advertisement "
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: posting a receive advertisement "
                                   "on QP 0x%x failed: %s", c->qp[0]->qp_num, strerror(rc));
     c->sq_used[0]++;
     if (signal) c->unsignaled = 0;
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ib_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                               void **mhandles, void **request)
 {
-    rcoll_ib_comm_t *c = recv_comm;
+    rcoll_vrb_comm_t *c = recv_comm;
     (void)mhandles;
     if (!c || !request || !c->is_recv || n < 1 || n > RCOLL_TRANSPORT_MAX_RECVS || !data ||
         !sizes)
@@ -373,16 +373,16 @@ rcoll_status_t rcoll_ib_irecv(void *recv_comm, int n, void **data, size_t *sizes
     *request = NULL;
     rcoll_status_t st = progress(c);
     if (st != RCOLL_OK) return st;
-    if (c->outstanding >= RCOLL_IB_NSLOTS || c->sq_used[0] + 1 > c->sq_depth)
+    if (c->outstanding >= RCOLL_VRB_NSLOTS || c->sq_used[0] + 1 > c->sq_depth)
         return idle_check(c, NULL);
-    rcoll_ib_req_t *r = req_get(c);
+    rcoll_vrb_req_t *r = req_get(c);
     if (!r) return RCOLL_OK;
     r->is_recv = 1;
     uint64_t seq = c->slot_seq + 1;
-    rcoll_ib_fifo_slot_t *s = &c->fifo[(seq - 1) % RCOLL_IB_NSLOTS];
+    rcoll_vrb_fifo_slot_t *s = &c->fifo[(seq - 1) % RCOLL_VRB_NSLOTS];
     memset(s, 0, sizeof(*s));
     for (int i = 0; i < n; i++) {
-        if (sizes[i] > RCOLL_IB_MAX_MSG) sizes[i] = RCOLL_IB_MAX_MSG; /* nothing bigger comes */
+        if (sizes[i] > RCOLL_VRB_MAX_MSG) sizes[i] = RCOLL_VRB_MAX_MSG; /* nothing bigger comes */
         st = buf_mr(c, data[i], sizes[i], &r->mr[i]);
         r->n = i + 1;
         if (st != RCOLL_OK) {
@@ -391,7 +391,7 @@ rcoll_status_t rcoll_ib_irecv(void *recv_comm, int n, void **data, size_t *sizes
         }
         r->size[i] = sizes[i];
         /* an empty buffer gets the FIFO's address: a zero-byte write touches nothing */
-        s->e[i] = (rcoll_ib_fifo_entry_t){
+        s->e[i] = (rcoll_vrb_fifo_entry_t){
             .addr = r->mr[i] ? (uintptr_t)data[i] : (uintptr_t)c->fifo,
             .size = sizes[i], .rkey = r->mr[i] ? r->mr[i]->mr->rkey : c->fifo_mr->rkey,
             .tag = tags ? tags[i] : -1};
@@ -402,7 +402,7 @@ rcoll_status_t rcoll_ib_irecv(void *recv_comm, int n, void **data, size_t *sizes
     st = advertise(c, seq);
     if (st != RCOLL_OK) return st; /* the request stays with the failed comm */
     for (int i = 0; i < n; i++) {
-        c->ring[c->msgs_posted % RCOLL_IB_MSG_RING] = (rcoll_ib_pending_t){.req = r, .entry = i};
+        c->ring[c->msgs_posted % RCOLL_VRB_MSG_RING] = (rcoll_vrb_pending_t){.req = r, .entry = i};
         c->msgs_posted++;
     }
     c->slot_seq = seq;
@@ -414,12 +414,12 @@ rcoll_status_t rcoll_ib_irecv(void *recv_comm, int n, void **data, size_t *sizes
  * Test and close
  * ------------------------------------------------------------------------------------------ */
 
-rcoll_status_t rcoll_ib_test(void *request, int *done, size_t *sizes)
+rcoll_status_t rcoll_vrb_test(void *request, int *done, size_t *sizes)
 {
-    rcoll_ib_req_t *r = request;
+    rcoll_vrb_req_t *r = request;
     if (!r || !done || !r->used) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs test: bad "
                                                       "request");
-    rcoll_ib_comm_t *c = r->comm;
+    rcoll_vrb_comm_t *c = r->comm;
     *done = 0;
     rcoll_status_t st = progress(c);
     if (st == RCOLL_OK && r->left > 0) st = idle_check(c, r);
@@ -434,11 +434,11 @@ rcoll_status_t rcoll_ib_test(void *request, int *done, size_t *sizes)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_ib_close_comm(void *comm)
+rcoll_status_t rcoll_vrb_close_comm(void *comm)
 {
-    rcoll_ib_comm_t *c = comm;
+    rcoll_vrb_comm_t *c = comm;
     if (!c) return RCOLL_OK;
-    rcoll_ib_live_remove(c);
-    rcoll_ib_comm_destroy(c);
+    rcoll_vrb_live_remove(c);
+    rcoll_vrb_comm_destroy(c);
     return RCOLL_OK;
 }

@@ -19,14 +19,14 @@
 
 #define MAX_GIDS 256
 
-static rcoll_ib_dev_t devs[RCOLL_IB_MAX_PORTS];
+static rcoll_vrb_dev_t devs[RCOLL_VRB_MAX_PORTS];
 static int ndevs;
 static int inited;
-static rcoll_ib_config_t cfg_copy;
-const rcoll_ib_config_t *rcoll_ib_cfg;
+static rcoll_vrb_config_t cfg_copy;
+const rcoll_vrb_config_t *rcoll_vrb_cfg;
 
-int rcoll_ib_ndevs(void) { return ndevs; }
-rcoll_ib_dev_t *rcoll_ib_dev(int i) { return i >= 0 && i < ndevs ? &devs[i] : NULL; }
+int rcoll_vrb_ndevs(void) { return ndevs; }
+rcoll_vrb_dev_t *rcoll_vrb_dev(int i) { return i >= 0 && i < ndevs ? &devs[i] : NULL; }
 
 /* ---------------------------------------------------------------------------------------------
  * Pure helpers: device filter, address range, GID scoring, formatting
@@ -49,7 +49,7 @@ static int hca_entry_match(const char *e, size_t len, int exact, const char *dev
     return atoi(num) == port;
 }
 
-int rcoll_ib_hca_match(const char *filter, const char *dev, int port)
+int rcoll_vrb_hca_match(const char *filter, const char *dev, int port)
 {
     if (!filter || !*filter) return 1;
     int exclude = 0, exact = 0;
@@ -65,7 +65,7 @@ int rcoll_ib_hca_match(const char *filter, const char *dev, int port)
     return exclude ? !hit : hit;
 }
 
-rcoll_status_t rcoll_ib_parse_range(const char *text, rcoll_ib_range_t *r)
+rcoll_status_t rcoll_vrb_parse_range(const char *text, rcoll_vrb_range_t *r)
 {
     memset(r, 0, sizeof(*r));
     if (!text || !*text) return RCOLL_OK;
@@ -109,15 +109,15 @@ static int prefix_match(const uint8_t *a, const uint8_t *b, int bits)
     return (a[whole] & mask) == (b[whole] & mask);
 }
 
-static int in_range(const uint8_t *g, const rcoll_ib_range_t *r)
+static int in_range(const uint8_t *g, const rcoll_vrb_range_t *r)
 {
     if (!r || !r->family) return 1;
     if (r->family == AF_INET) return gid_is_v4(g) && prefix_match(g + 12, r->addr, r->prefix);
     return !gid_is_v4(g) && prefix_match(g, r->addr, r->prefix);
 }
 
-int rcoll_ib_gid_pick(const struct ibv_gid_entry *e, int n, int family,
-                      const rcoll_ib_range_t *range, char *why, size_t why_len)
+int rcoll_vrb_gid_pick(const struct ibv_gid_entry *e, int n, int family,
+                      const rcoll_vrb_range_t *range, char *why, size_t why_len)
 {
     static const uint8_t zero[16];
     int best = -1, best_score = -1, seen = 0;
@@ -145,7 +145,7 @@ int rcoll_ib_gid_pick(const struct ibv_gid_entry *e, int n, int family,
     return best;
 }
 
-const char *rcoll_ib_gid_str(const uint8_t gid[16], char *buf, size_t len)
+const char *rcoll_vrb_gid_str(const uint8_t gid[16], char *buf, size_t len)
 {
     if (gid_is_v4(gid)) {
         if (!inet_ntop(AF_INET, gid + 12, buf, (socklen_t)len)) snprintf(buf, len, "?");
@@ -155,7 +155,7 @@ const char *rcoll_ib_gid_str(const uint8_t gid[16], char *buf, size_t len)
     return buf;
 }
 
-const char *rcoll_ib_gid_type_str(int type)
+const char *rcoll_vrb_gid_type_str(int type)
 {
     switch (type) {
     case IBV_GID_TYPE_IB: return "IB";
@@ -165,7 +165,7 @@ const char *rcoll_ib_gid_type_str(int type)
     }
 }
 
-int rcoll_ib_speed_mbps(const struct ibv_port_attr *a)
+int rcoll_vrb_speed_mbps(const struct ibv_port_attr *a)
 {
     int lanes;
     switch (a->active_width) {
@@ -210,7 +210,7 @@ static int sysfs_gid_type(const char *dev, int port, int index)
 }
 
 /* The port's GID table, from the library's table query or entry by entry. */
-static int read_gids(rcoll_ib_dev_t *d, struct ibv_gid_entry *out, int max)
+static int read_gids(rcoll_vrb_dev_t *d, struct ibv_gid_entry *out, int max)
 {
     if (rcoll_ibv->query_gid_table) {
         struct ibv_gid_entry all[MAX_GIDS];
@@ -232,14 +232,14 @@ static int read_gids(rcoll_ib_dev_t *d, struct ibv_gid_entry *out, int max)
     return k;
 }
 
-int rcoll_ib_dev_gids(int i, struct ibv_gid_entry *out, int max)
+int rcoll_vrb_dev_gids(int i, struct ibv_gid_entry *out, int max)
 {
     return i >= 0 && i < ndevs ? read_gids(&devs[i], out, max) : 0;
 }
 
 /* Choose d's GID: RCOLL_IB_GID_INDEX, index 0 on InfiniBand, else the scored best. */
-static rcoll_status_t choose_gid(rcoll_ib_dev_t *d, const rcoll_ib_config_t *cfg,
-                                 const rcoll_ib_range_t *range)
+static rcoll_status_t choose_gid(rcoll_vrb_dev_t *d, const rcoll_vrb_config_t *cfg,
+                                 const rcoll_vrb_range_t *range)
 {
     struct ibv_gid_entry e[MAX_GIDS];
     int n = read_gids(d, e, MAX_GIDS);
@@ -259,7 +259,7 @@ static rcoll_status_t choose_gid(rcoll_ib_dev_t *d, const rcoll_ib_config_t *cfg
         snprintf(why, sizeof(why), "InfiniBand: LID routing, GID 0");
     } else {
         int fam = cfg->ib_addr_family == RCOLL_IB_FAMILY_IPV6 ? AF_INET6 : AF_INET;
-        pick = rcoll_ib_gid_pick(e, n, fam, range, why, sizeof(why));
+        pick = rcoll_vrb_gid_pick(e, n, fam, range, why, sizeof(why));
     }
     if (pick < 0)
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "%s port %d: %s", d->name, d->port, why);
@@ -267,30 +267,30 @@ static rcoll_status_t choose_gid(rcoll_ib_dev_t *d, const rcoll_ib_config_t *cfg
     d->gid = e[pick].gid;
     d->gid_type = (int)e[pick].gid_type;
     RCOLL_INFO(VERBS, "%s port %d: GID[%d] %s (%s; %s)", d->name, d->port, d->gid_index,
-               rcoll_ib_gid_str(d->gid.raw, text, sizeof(text)),
-               rcoll_ib_gid_type_str(d->gid_type), why);
+               rcoll_vrb_gid_str(d->gid.raw, text, sizeof(text)),
+               rcoll_vrb_gid_type_str(d->gid_type), why);
     return RCOLL_OK;
 }
 
-static void fill_identity(rcoll_ib_dev_t *d, struct ibv_device *dev)
+static void fill_identity(rcoll_vrb_dev_t *d, struct ibv_device *dev)
 {
     char link[PATH_MAX], real[PATH_MAX];
     snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", d->name);
     if (realpath(link, real) && strlen(real) < sizeof(d->pci_path))
         memcpy(d->pci_path, real, strlen(real) + 1);
     d->guid = rcoll_ibv->get_device_guid(dev);
-    d->speed_mbps = rcoll_ib_speed_mbps(&d->attr);
+    d->speed_mbps = rcoll_vrb_speed_mbps(&d->attr);
 }
 
 /* Keep the active, selected ports of one opened device; returns how many were kept. */
 static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
-                     const struct ibv_device_attr *da, const rcoll_ib_config_t *cfg,
-                     const rcoll_ib_range_t *range, const char *name)
+                     const struct ibv_device_attr *da, const rcoll_vrb_config_t *cfg,
+                     const rcoll_vrb_range_t *range, const char *name)
 {
     int kept = 0;
     struct ibv_pd *pd = NULL;
-    for (int p = 1; p <= da->phys_port_cnt && ndevs < RCOLL_IB_MAX_PORTS; p++) {
-        rcoll_ib_dev_t *d = &devs[ndevs];
+    for (int p = 1; p <= da->phys_port_cnt && ndevs < RCOLL_VRB_MAX_PORTS; p++) {
+        rcoll_vrb_dev_t *d = &devs[ndevs];
         memset(d, 0, sizeof(*d));
         snprintf(d->name, sizeof(d->name), "%s", name);
         d->port = p;
@@ -300,7 +300,7 @@ static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
             RCOLL_INFO(VERBS, "%s port %d skipped: not active", name, p);
             continue;
         }
-        if (!rcoll_ib_hca_match(cfg->ib_hca, name, p)) {
+        if (!rcoll_vrb_hca_match(cfg->ib_hca, name, p)) {
             RCOLL_INFO(VERBS, "%s port %d skipped: RCOLL_IB_HCA='%s'", name, p, cfg->ib_hca);
             continue;
         }
@@ -317,7 +317,7 @@ static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
         d->owns_ctx = kept == 0;
         d->max_qp_wr = da->max_qp_wr;
         fill_identity(d, dev);
-        d->mrs = kept == 0 ? rcoll_ib_mr_cache_new(pd) : devs[ndevs - 1].mrs;
+        d->mrs = kept == 0 ? rcoll_vrb_mr_cache_new(pd) : devs[ndevs - 1].mrs;
         if (!d->mrs) {
             RCOLL_WARN(VERBS, "%s skipped: out of memory", name);
             if (!kept) rcoll_ibv->dealloc_pd(pd);
@@ -330,7 +330,7 @@ static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
     return kept;
 }
 
-static rcoll_status_t open_devices(const rcoll_ib_config_t *cfg, const rcoll_ib_range_t *range)
+static rcoll_status_t open_devices(const rcoll_vrb_config_t *cfg, const rcoll_vrb_range_t *range)
 {
     int n = 0;
     struct ibv_device **list = rcoll_ibv->get_device_list(&n);
@@ -363,37 +363,37 @@ static rcoll_status_t open_devices(const rcoll_ib_config_t *cfg, const rcoll_ib_
     return RCOLL_OK;
 }
 
-static rcoll_status_t ib_init(const void *knobs)
+static rcoll_status_t vrb_init(const void *knobs)
 {
-    const rcoll_ib_config_t *cfg = knobs;
+    const rcoll_vrb_config_t *cfg = knobs;
     if (!cfg) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs init: NULL configuration");
-    rcoll_ib_range_t range;
-    rcoll_status_t st = rcoll_ib_parse_range(cfg->ib_addr_range, &range);
+    rcoll_vrb_range_t range;
+    rcoll_status_t st = rcoll_vrb_parse_range(cfg->ib_addr_range, &range);
     if (st != RCOLL_OK) return st;
     st = rcoll_ibv_load(cfg->ibverbs_lib);
     if (st != RCOLL_OK) return st;
     cfg_copy = *cfg;
-    rcoll_ib_cfg = &cfg_copy;
+    rcoll_vrb_cfg = &cfg_copy;
     st = open_devices(cfg, &range);
     if (st != RCOLL_OK) return st;
     inited = 1;
     return RCOLL_OK;
 }
 
-static rcoll_status_t ib_devices(int *ndev)
+static rcoll_status_t vrb_devices(int *ndev)
 {
     if (!ndev) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs devices: NULL ndev");
     *ndev = ndevs;
     return RCOLL_OK;
 }
 
-static rcoll_status_t ib_get_props(int dev, rcoll_transport_props_t *props)
+static rcoll_status_t vrb_get_props(int dev, rcoll_transport_props_t *props)
 {
     if (!inited) return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "verbs get_props before init");
     if (dev < 0 || dev >= ndevs || !props)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs get_props: bad device %d or NULL "
                              "props", dev);
-    const rcoll_ib_dev_t *d = &devs[dev];
+    const rcoll_vrb_dev_t *d = &devs[dev];
     memset(props, 0, sizeof(*props));
     snprintf(props->name, sizeof(props->name), "%s", d->name);
     snprintf(props->pci_path, sizeof(props->pci_path), "%s", d->pci_path);
@@ -404,7 +404,7 @@ static rcoll_status_t ib_get_props(int dev, rcoll_transport_props_t *props)
     props->latency_us = 2.0f;
     props->max_comms = 65536;
     props->max_recvs = RCOLL_TRANSPORT_MAX_RECVS;
-    props->max_msg_size = RCOLL_IB_MAX_MSG;
+    props->max_msg_size = RCOLL_VRB_MAX_MSG;
     return RCOLL_OK;
 }
 
@@ -412,7 +412,7 @@ static rcoll_status_t ib_get_props(int dev, rcoll_transport_props_t *props)
  * Async events
  * ------------------------------------------------------------------------------------------ */
 
-static void handle_event(rcoll_ib_dev_t *d, struct ibv_async_event *ev)
+static void handle_event(rcoll_vrb_dev_t *d, struct ibv_async_event *ev)
 {
     char what[160];
     const char *name = rcoll_ibv->event_type_str(ev->event_type);
@@ -429,12 +429,12 @@ static void handle_event(rcoll_ib_dev_t *d, struct ibv_async_event *ev)
     case IBV_EVENT_QP_ACCESS_ERR:
         snprintf(what, sizeof(what), "async event on QP 0x%x: %s", ev->element.qp->qp_num,
                  name);
-        rcoll_ib_fail_matching(NULL, ev->element.qp, what);
+        rcoll_vrb_fail_matching(NULL, ev->element.qp, what);
         break;
     case IBV_EVENT_PORT_ERR:
     case IBV_EVENT_DEVICE_FATAL:
         for (int i = 0; i < ndevs; i++) {
-            rcoll_ib_dev_t *o = &devs[i];
+            rcoll_vrb_dev_t *o = &devs[i];
             if (o->ctx != d->ctx) continue;
             if (ev->event_type == IBV_EVENT_PORT_ERR && o->port != ev->element.port_num)
                 continue;
@@ -442,7 +442,7 @@ static void handle_event(rcoll_ib_dev_t *d, struct ibv_async_event *ev)
                      "event: %.48s)", o->name, o->port, name);
             if (!o->dead) RCOLL_WARN(VERBS, "%s", o->dead_text);
             o->dead = 1;
-            rcoll_ib_fail_matching(o, NULL, o->dead_text);
+            rcoll_vrb_fail_matching(o, NULL, o->dead_text);
         }
         break;
     default:
@@ -452,23 +452,23 @@ static void handle_event(rcoll_ib_dev_t *d, struct ibv_async_event *ev)
     rcoll_ibv->ack_async_event(ev);
 }
 
-void rcoll_ib_poll_async(void)
+void rcoll_vrb_poll_async(void)
 {
     for (int i = 0; i < ndevs; i++) {
-        rcoll_ib_dev_t *d = &devs[i];
+        rcoll_vrb_dev_t *d = &devs[i];
         if (!d->owns_ctx) continue;
         struct ibv_async_event ev;
         while (rcoll_ibv->get_async_event(d->ctx, &ev) == 0) handle_event(d, &ev);
     }
 }
 
-static void ib_fini(void)
+static void vrb_fini(void)
 {
-    rcoll_ib_conn_fini();
+    rcoll_vrb_conn_fini();
     for (int i = ndevs - 1; i >= 0; i--) {
-        rcoll_ib_dev_t *d = &devs[i];
+        rcoll_vrb_dev_t *d = &devs[i];
         if (!d->owns_ctx) continue;
-        rcoll_ib_mr_cache_free(d->mrs);
+        rcoll_vrb_mr_cache_free(d->mrs);
         rcoll_ibv->dealloc_pd(d->pd);
         rcoll_ibv->close_device(d->ctx);
     }
@@ -477,45 +477,45 @@ static void ib_fini(void)
 }
 
 /* The port's link, MTU and GID table, the entry in use marked with '*'. */
-static void ib_describe(int dev, char *buf, size_t len)
+static void vrb_describe(int dev, char *buf, size_t len)
 {
     static const char *const ll[] = {"unspecified", "InfiniBand", "Ethernet (RoCE)"};
     size_t n = 0;
     if (len) buf[0] = '\0';
     if (!inited || dev < 0 || dev >= ndevs || !len) return;
-    const rcoll_ib_dev_t *d = &devs[dev];
+    const rcoll_vrb_dev_t *d = &devs[dev];
     n += (size_t)snprintf(buf + n, len - n, "%s port %d: %s, MTU %d, LID %u, GIDs:\n", d->name,
                           d->port, d->attr.link_layer < 3 ? ll[d->attr.link_layer] : "?",
                           128 << d->attr.active_mtu, d->attr.lid);
     struct ibv_gid_entry e[64];
-    int ng = rcoll_ib_dev_gids(dev, e, 64);
+    int ng = rcoll_vrb_dev_gids(dev, e, 64);
     for (int k = 0; k < ng && n < len; k++) {
         char text[64];
         n += (size_t)snprintf(buf + n, len - n, "  %s [%u] %-40s %s\n",
                               (int)e[k].gid_index == d->gid_index ? "*" : " ", e[k].gid_index,
-                              rcoll_ib_gid_str(e[k].gid.raw, text, sizeof(text)),
-                              rcoll_ib_gid_type_str((int)e[k].gid_type));
+                              rcoll_vrb_gid_str(e[k].gid.raw, text, sizeof(text)),
+                              rcoll_vrb_gid_type_str((int)e[k].gid_type));
     }
 }
 
 const rcoll_transport_ops_t rcoll_transport_verbs = {
     .name = "verbs",
-    .config = &rcoll_ib_config_table,
-    .init = ib_init,
-    .devices = ib_devices,
-    .get_props = ib_get_props,
-    .describe = ib_describe,
-    .listen = rcoll_ib_listen,
-    .connect = rcoll_ib_connect,
-    .accept = rcoll_ib_accept,
-    .reg_mr = rcoll_ib_reg_mr,
-    .dereg_mr = rcoll_ib_dereg_mr,
-    .isend = rcoll_ib_isend,
-    .irecv = rcoll_ib_irecv,
+    .config = &rcoll_vrb_config_table,
+    .init = vrb_init,
+    .devices = vrb_devices,
+    .get_props = vrb_get_props,
+    .describe = vrb_describe,
+    .listen = rcoll_vrb_listen,
+    .connect = rcoll_vrb_connect,
+    .accept = rcoll_vrb_accept,
+    .reg_mr = rcoll_vrb_reg_mr,
+    .dereg_mr = rcoll_vrb_dereg_mr,
+    .isend = rcoll_vrb_isend,
+    .irecv = rcoll_vrb_irecv,
     .iflush = rcoll_transport_stub_iflush,
-    .test = rcoll_ib_test,
-    .close_send = rcoll_ib_close_comm,
-    .close_recv = rcoll_ib_close_comm,
-    .close_listen = rcoll_ib_close_listen,
-    .fini = ib_fini,
+    .test = rcoll_vrb_test,
+    .close_send = rcoll_vrb_close_comm,
+    .close_recv = rcoll_vrb_close_comm,
+    .close_listen = rcoll_vrb_close_listen,
+    .fini = vrb_fini,
 };

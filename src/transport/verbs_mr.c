@@ -13,26 +13,26 @@
 #include "transport/verbs.h"
 #include "util/status.h"
 
-struct rcoll_ib_mr_cache {
+struct rcoll_vrb_mr_cache {
     struct ibv_pd *pd;
     pthread_mutex_t lock;
-    rcoll_ib_mr_t *head;
+    rcoll_vrb_mr_t *head;
     int count;
 };
 
-rcoll_ib_mr_cache_t *rcoll_ib_mr_cache_new(struct ibv_pd *pd)
+rcoll_vrb_mr_cache_t *rcoll_vrb_mr_cache_new(struct ibv_pd *pd)
 {
-    rcoll_ib_mr_cache_t *c = calloc(1, sizeof(*c));
+    rcoll_vrb_mr_cache_t *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
     c->pd = pd;
     pthread_mutex_init(&c->lock, NULL);
     return c;
 }
 
-void rcoll_ib_mr_cache_free(rcoll_ib_mr_cache_t *c)
+void rcoll_vrb_mr_cache_free(rcoll_vrb_mr_cache_t *c)
 {
     if (!c) return;
-    for (rcoll_ib_mr_t *m = c->head, *next; m; m = next) {
+    for (rcoll_vrb_mr_t *m = c->head, *next; m; m = next) {
         next = m->next;
         rcoll_ibv->dereg_mr(m->mr);
         free(m);
@@ -41,10 +41,10 @@ void rcoll_ib_mr_cache_free(rcoll_ib_mr_cache_t *c)
     free(c);
 }
 
-int rcoll_ib_mr_count(const rcoll_ib_mr_cache_t *c) { return c ? c->count : 0; }
+int rcoll_vrb_mr_count(const rcoll_vrb_mr_cache_t *c) { return c ? c->count : 0; }
 
-rcoll_status_t rcoll_ib_mr_get(rcoll_ib_mr_cache_t *c, const void *addr, size_t len,
-                               int mem_type, rcoll_ib_mr_t **out)
+rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_t len,
+                               int mem_type, rcoll_vrb_mr_t **out)
 {
     if (mem_type != RCOLL_PTR_HOST)
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "verbs: memory type %d cannot be "
@@ -54,7 +54,7 @@ rcoll_status_t rcoll_ib_mr_get(rcoll_ib_mr_cache_t *c, const void *addr, size_t 
     uintptr_t start = (uintptr_t)addr & ~(page - 1);
     uintptr_t end = ((uintptr_t)addr + (len ? len : 1) + page - 1) & ~(page - 1);
     pthread_mutex_lock(&c->lock);
-    for (rcoll_ib_mr_t *m = c->head; m; m = m->next) {
+    for (rcoll_vrb_mr_t *m = c->head; m; m = m->next) {
         if (m->start <= start && end <= m->end && m->mem_type == mem_type) {
             m->refs++;
             pthread_mutex_unlock(&c->lock);
@@ -62,7 +62,7 @@ rcoll_status_t rcoll_ib_mr_get(rcoll_ib_mr_cache_t *c, const void *addr, size_t 
             return RCOLL_OK;
         }
     }
-    rcoll_ib_mr_t *m = calloc(1, sizeof(*m));
+    rcoll_vrb_mr_t *m = calloc(1, sizeof(*m));
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (m) m->mr = rcoll_ibv->reg_mr(c->pd, (void *)start, end - start, access);
     if (!m || !m->mr) {
@@ -85,7 +85,7 @@ rcoll_status_t rcoll_ib_mr_get(rcoll_ib_mr_cache_t *c, const void *addr, size_t 
     return RCOLL_OK;
 }
 
-void rcoll_ib_mr_put(rcoll_ib_mr_cache_t *c, rcoll_ib_mr_t *m)
+void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m)
 {
     if (!m) return;
     pthread_mutex_lock(&c->lock);
@@ -93,7 +93,7 @@ void rcoll_ib_mr_put(rcoll_ib_mr_cache_t *c, rcoll_ib_mr_t *m)
         pthread_mutex_unlock(&c->lock);
         return;
     }
-    for (rcoll_ib_mr_t **pp = &c->head; *pp; pp = &(*pp)->next) {
+    for (rcoll_vrb_mr_t **pp = &c->head; *pp; pp = &(*pp)->next) {
         if (*pp == m) {
             *pp = m->next;
             break;

@@ -23,7 +23,7 @@ static const rcoll_knob_t log_knobs[] = {
     RCOLL_KNOB_ENUM_OF(rcoll_log_config_t, "RCOLL_DEBUG", "WARN", level, lvl_names,
                        "log level: NONE, WARN, INFO or TRACE"),
     RCOLL_KNOB_STR(rcoll_log_config_t, "RCOLL_DEBUG_SUBSYS", "ALL", subsys,
-                   "subsystems to log, comma list (INIT,BOOTSTRAP,SOCKET,ALGO,COLL,...); ^ "
+                   "subsystems to log, comma list (INIT,BOOTSTRAP,TCP,ALGO,COLL,...); ^ "
                    "excludes"),
     RCOLL_KNOB_STR(rcoll_log_config_t, "RCOLL_DEBUG_FILE", "", file,
                    "write logs to this file instead of stderr; %h = host, %p = pid"),
@@ -45,10 +45,11 @@ static const struct {
 } subsys_names[] = {
     {"INIT", RCOLL_SUBSYS_INIT},     {"BOOTSTRAP", RCOLL_SUBSYS_BOOTSTRAP},
     {"TOPO", RCOLL_SUBSYS_TOPO},     {"SHM", RCOLL_SUBSYS_SHM},
-    {"SOCKET", RCOLL_SUBSYS_SOCKET}, {"VERBS", RCOLL_SUBSYS_VERBS},
+    {"TCP", RCOLL_SUBSYS_TCP},       {"VERBS", RCOLL_SUBSYS_VERBS},
     {"ALGO", RCOLL_SUBSYS_ALGO},     {"CUDA", RCOLL_SUBSYS_CUDA},
     {"PLUGIN", RCOLL_SUBSYS_PLUGIN}, {"COLL", RCOLL_SUBSYS_COLL},
     {"ALL", RCOLL_SUBSYS_ALL},
+    {"SOCKET", RCOLL_SUBSYS_TCP}, /* the TCP transport's earlier name, still accepted */
 };
 
 static uint32_t parse_subsys(const char *s)

@@ -1,6 +1,6 @@
 /*
  * log.h - leveled, per-subsystem logging (RCOLL_DEBUG, RCOLL_DEBUG_SUBSYS, RCOLL_DEBUG_FILE).
- * Lines look like "host:pid:tid [rank] rcoll WARN SOCKET message".  The level check is an
+ * Lines look like "host:pid:tid [rank] rcoll WARN TCP message".  The level check is an
  * inline compare of one global, so disabled logging costs a load and a branch.
  */
 #ifndef RCOLL_UTIL_LOG_H
@@ -21,7 +21,7 @@ typedef enum {
     RCOLL_SUBSYS_BOOTSTRAP = 1u << 1,
     RCOLL_SUBSYS_TOPO = 1u << 2,
     RCOLL_SUBSYS_SHM = 1u << 3,
-    RCOLL_SUBSYS_SOCKET = 1u << 4,
+    RCOLL_SUBSYS_TCP = 1u << 4,
     RCOLL_SUBSYS_VERBS = 1u << 5,
     RCOLL_SUBSYS_ALGO = 1u << 6,
     RCOLL_SUBSYS_CUDA = 1u << 7,

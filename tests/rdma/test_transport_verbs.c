@@ -19,7 +19,7 @@
 #include "util/time.h"
 
 const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
-static rcoll_ib_config_t *cfg; /* the transport's copy: cases change QPs and timeouts */
+static rcoll_vrb_config_t *cfg; /* the transport's copy: cases change QPs and timeouts */
 
 static int ndev;
 
@@ -33,10 +33,10 @@ static void test_props(void)
           "props %s port %d recvs %d", p.name, p.port, p.max_recvs);
     CHECK(T->get_props(ndev, &p) == RCOLL_ERR_INVALID_ARG, "device out of range");
     for (int i = 0; i < ndev; i++) {
-        const rcoll_ib_dev_t *d = rcoll_ib_dev(i);
+        const rcoll_vrb_dev_t *d = rcoll_vrb_dev(i);
         char g[64];
         printf("  %s port %d GID[%d] %s %s\n", d->name, d->port, d->gid_index,
-               rcoll_ib_gid_str(d->gid.raw, g, sizeof(g)), rcoll_ib_gid_type_str(d->gid_type));
+               rcoll_vrb_gid_str(d->gid.raw, g, sizeof(g)), rcoll_vrb_gid_type_str(d->gid_type));
     }
 }
 
@@ -63,8 +63,8 @@ static size_t pipe_len(int i)
     return (i % 5 == 0) ? (size_t)(200 << 10) + (size_t)i : (size_t)(i * 37);
 }
 
-/* 48 messages in flight; the receiver advertises at most RCOLL_IB_NSLOTS ahead. */
-static void pipeline(void) { tp_case_pipeline(48, pipe_len, RCOLL_IB_NSLOTS, 0); }
+/* 48 messages in flight; the receiver advertises at most RCOLL_VRB_NSLOTS ahead. */
+static void pipeline(void) { tp_case_pipeline(48, pipe_len, RCOLL_VRB_NSLOTS, 0); }
 
 /* 64 connections open at once, each carrying one message. */
 static void test_many(void)
@@ -131,8 +131,8 @@ static void test_bad_rkey(void)
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
     if (!p.rc) return;
     CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
-    rcoll_ib_comm_t *sc = p.sc;
-    volatile rcoll_ib_fifo_slot_t *slot = &sc->fifo[0];
+    rcoll_vrb_comm_t *sc = p.sc;
+    volatile rcoll_vrb_fifo_slot_t *slot = &sc->fifo[0];
     uint64_t end = rcoll_now_ns() + DEADLINE_NS;
     while (slot->seq_tail != 1 && rcoll_now_ns() < end) sched_yield();
     slot->e[0].rkey ^= 0x5a5a00;
@@ -155,10 +155,10 @@ static void test_rnr(void)
     unsigned char sbuf[64], rbuf[2][64];
     size_t cap[2] = {64, 64};
     void *rreq = NULL, *dp[2] = {rbuf[0], rbuf[1]};
-    rcoll_ib_test_rq_depth = 1;
+    rcoll_vrb_test_rq_depth = 1;
     cfg->ib_rnr_retry = 1;
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
-    rcoll_ib_test_rq_depth = 0;
+    rcoll_vrb_test_rq_depth = 0;
     cfg->ib_rnr_retry = 7;
     if (!p.rc) return;
     CHECK(T->irecv(p.rc, 2, dp, cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
@@ -237,19 +237,19 @@ static void test_reg_cache(void)
     pair_t p;
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
     if (!p.rc) return;
-    rcoll_ib_mr_cache_t *mrs = rcoll_ib_dev(pair_listen_dev)->mrs;
-    int base = rcoll_ib_mr_count(mrs);
+    rcoll_vrb_mr_cache_t *mrs = rcoll_vrb_dev(pair_listen_dev)->mrs;
+    int base = rcoll_vrb_mr_count(mrs);
     char *buf = aligned_alloc(4096, 3 * 4096);
     void *a = NULL, *b = NULL;
     CHECK(T->reg_mr(p.rc, buf, 3 * 4096, RCOLL_PTR_HOST, &a) == RCOLL_OK, "reg whole");
     CHECK(T->reg_mr(p.rc, buf + 100, 200, RCOLL_PTR_HOST, &b) == RCOLL_OK, "reg inside");
-    CHECK(a == b && rcoll_ib_mr_count(mrs) == base + 1, "one registration serves both");
+    CHECK(a == b && rcoll_vrb_mr_count(mrs) == base + 1, "one registration serves both");
     CHECK(T->reg_mr(p.rc, buf, 10, RCOLL_PTR_CUDA, &b) == RCOLL_ERR_UNSUPPORTED,
           "CUDA memory refused with a reason");
     T->dereg_mr(p.rc, a);
-    CHECK(rcoll_ib_mr_count(mrs) == base + 1, "still referenced");
+    CHECK(rcoll_vrb_mr_count(mrs) == base + 1, "still referenced");
     T->dereg_mr(p.rc, a);
-    CHECK(rcoll_ib_mr_count(mrs) == base, "deregistered with the last reference");
+    CHECK(rcoll_vrb_mr_count(mrs) == base, "deregistered with the last reference");
     free(buf);
     pair_close(&p);
 }
@@ -262,7 +262,7 @@ int main(int argc, char **argv)
         check_skip("verbs transport unavailable here: %s", rcoll_err_get());
         return check_summary(); /* nothing ran: 77 */
     }
-    cfg = (rcoll_ib_config_t *)rcoll_ib_cfg;
+    cfg = (rcoll_vrb_config_t *)rcoll_vrb_cfg;
     T->devices(&ndev);
     if (argc == 4 && !strcmp(argv[1], "--child")) return run_child(atoi(argv[2]), atoi(argv[3]));
     /* two ports (rxe0, rxe1): listen on one, connect from the other, so traffic crosses */

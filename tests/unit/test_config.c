@@ -9,7 +9,7 @@
 #include "check.h"
 #include "core/config.h"
 #include "transport/shm.h"
-#include "transport/socket.h"
+#include "transport/tcp.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/net.h"
@@ -65,12 +65,12 @@ static void test_defaults_and_env(void)
               c.transport == RCOLL_CFG_TRANSPORT_TCP,
           "env values applied");
     /* a transport's own table: its knobs and the shared ones it embeds */
-    rcoll_sock_config_t tcp;
+    rcoll_tcp_config_t tcp;
     rcoll_shm_config_t shm;
-    CHECK(rcoll_config_parse(&rcoll_sock_config_table, &tcp) == RCOLL_OK && tcp.nsocks == 4 &&
+    CHECK(rcoll_config_parse(&rcoll_tcp_config_table, &tcp) == RCOLL_OK && tcp.nsocks == 4 &&
               tcp.stripe_min == (256u << 10) && !strcmp(tcp.netif.socket_ifname, "^docker,lo"),
           "tcp table: nsocks 4, default stripe 256K, shared interface");
-    CHECK(rcoll_config_parse(&rcoll_sock_config_table, &tcp) == RCOLL_OK &&
+    CHECK(rcoll_config_parse(&rcoll_tcp_config_table, &tcp) == RCOLL_OK &&
               rcoll_config_parse(&rcoll_shm_config_table, &shm) == RCOLL_OK &&
               shm.conn.buffsize == (1u << 20) && shm.proto == RCOLL_SHM_PROTO_AUTO,
           "shm table: shared RCOLL_BUFFSIZE, proto auto");

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-#include "transport/socket.h"
+#include "transport/tcp.h"
 #include "tp_harness.h"
 #include "transport/transport.h"
 #include "util/config.h"
@@ -25,7 +25,7 @@ const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
 /* (Re)initialise the transport with nsocks sockets per connection. */
 static void setup(int nsocks, size_t stripe_min)
 {
-    rcoll_sock_config_t cfg;
+    rcoll_tcp_config_t cfg;
     T->fini();
     if (rcoll_config_parse(T->config, &cfg) != RCOLL_OK) {
         fprintf(stderr, "config load failed: %s\n", rcoll_err_get());
@@ -42,7 +42,7 @@ static void setup(int nsocks, size_t stripe_min)
 /* A raw TCP client connected (blocking) to the handle's listener. */
 static int raw_connect(const char *handle)
 {
-    rcoll_sock_handle_t h;
+    rcoll_tcp_handle_t h;
     memcpy(&h, handle, sizeof(h));
     int fd = socket(h.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -56,12 +56,12 @@ static int raw_connect(const char *handle)
 
 static int raw_hello(int fd, const char *handle, uint64_t nonce_delta)
 {
-    rcoll_sock_handle_t h;
-    rcoll_sock_hello_t m;
+    rcoll_tcp_handle_t h;
+    rcoll_tcp_hello_t m;
     memcpy(&h, handle, sizeof(h));
     memset(&m, 0, sizeof(m));
-    m.magic = RCOLL_SOCK_HELLO_MAGIC;
-    m.version = RCOLL_SOCK_VERSION;
+    m.magic = RCOLL_TCP_HELLO_MAGIC;
+    m.version = RCOLL_TCP_VERSION;
     m.nonce = h.nonce + nonce_delta;
     rcoll_random_bytes(&m.conn_id, sizeof(m.conn_id));
     m.index = 0;
@@ -170,7 +170,7 @@ static void test_wrong_nonce(void)
 /* Too many silent clients: the oldest are dropped, a valid connect still succeeds. */
 static void test_half_open_cap(void)
 {
-    enum { N = RCOLL_SOCK_MAX_HALF_OPEN + 20 };
+    enum { N = RCOLL_TCP_MAX_HALF_OPEN + 20 };
     static int fds[N];
     pair_t p;
     int saved = rcoll_log_level;
@@ -215,7 +215,7 @@ static void test_raw_peer(const char *what)
     CHECK(accept_wait(p.lc, &p.rc, 10) == RCOLL_OK && p.rc, "valid raw hello not accepted");
     if (!p.rc || fd < 0)
         goto out;
-    rcoll_sock_frame_t h = {.magic = RCOLL_SOCK_FRAME_MAGIC, .tag = 0, .length = 1000};
+    rcoll_tcp_frame_t h = {.magic = RCOLL_TCP_FRAME_MAGIC, .tag = 0, .length = 1000};
     if (!strcmp(what, "badmagic"))
         h.magic ^= 0x01010101u;
     CHECK(send(fd, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h), "send header");
@@ -318,7 +318,7 @@ static void test_bad_args(void)
     char bad[RCOLL_TRANSPORT_HANDLE_BYTES], buf[8];
     void *sc = NULL, *req = (void *)1, *dp[RCOLL_TRANSPORT_MAX_RECVS + 1];
     size_t caps[RCOLL_TRANSPORT_MAX_RECVS + 1] = {0};
-    rcoll_sock_config_t cfg;
+    rcoll_tcp_config_t cfg;
     setup(1, 64 << 10);
     memset(bad, 0x33, sizeof(bad));
     CHECK(T->connect(0, bad, &sc) == RCOLL_ERR_INVALID_ARG && !sc, "connect to a bad handle");
@@ -355,7 +355,7 @@ static void test_threads(void)
 static void test_burst(void)
 {
     setup(16, 64 << 10);
-    tp_case_burst(RCOLL_SOCK_MAX_HALF_OPEN / 16 + 2, 256 << 10);
+    tp_case_burst(RCOLL_TCP_MAX_HALF_OPEN / 16 + 2, 256 << 10);
 }
 
 /* Connecting to a listener that has gone fails (not hangs), naming the address. */
@@ -388,7 +388,7 @@ static size_t tcp_pipe_len(int i)
 static void pipeline(int nsocks)
 {
     setup(nsocks, 32 << 10);
-    tp_case_pipeline(RCOLL_SOCK_MAX_REQS, tcp_pipe_len, RCOLL_SOCK_MAX_REQS, 1);
+    tp_case_pipeline(RCOLL_TCP_MAX_REQS, tcp_pipe_len, RCOLL_TCP_MAX_REQS, 1);
 }
 
 static void pipe1(void) { pipeline(1); }

@@ -16,19 +16,19 @@
 
 static void test_hca_filter(void)
 {
-    CHECK(rcoll_ib_hca_match("", "mlx5_0", 1), "empty passes all");
-    CHECK(rcoll_ib_hca_match("mlx5", "mlx5_3", 2), "prefix");
-    CHECK(!rcoll_ib_hca_match("mlx5", "rxe0", 1), "prefix miss");
-    CHECK(rcoll_ib_hca_match("mlx5_0:1,mlx5_1", "mlx5_0", 1), "name:port");
-    CHECK(!rcoll_ib_hca_match("mlx5_0:1,mlx5_1", "mlx5_0", 2), "other port");
-    CHECK(rcoll_ib_hca_match("mlx5_0:1,mlx5_1", "mlx5_1", 2), "second entry, any port");
-    CHECK(rcoll_ib_hca_match("mlx5_1", "mlx5_10", 1), "prefix matches mlx5_10");
-    CHECK(!rcoll_ib_hca_match("=mlx5_1", "mlx5_10", 1), "= is exact");
-    CHECK(rcoll_ib_hca_match("=mlx5_1:1", "mlx5_1", 1), "= with port");
-    CHECK(!rcoll_ib_hca_match("^rxe", "rxe1", 1), "^ excludes");
-    CHECK(rcoll_ib_hca_match("^rxe", "mlx5_0", 1), "^ keeps others");
-    CHECK(!rcoll_ib_hca_match("^=mlx5_0:1", "mlx5_0", 1), "^= exact exclusion");
-    CHECK(rcoll_ib_hca_match("^=mlx5_0:1", "mlx5_0", 2), "^= other port kept");
+    CHECK(rcoll_vrb_hca_match("", "mlx5_0", 1), "empty passes all");
+    CHECK(rcoll_vrb_hca_match("mlx5", "mlx5_3", 2), "prefix");
+    CHECK(!rcoll_vrb_hca_match("mlx5", "rxe0", 1), "prefix miss");
+    CHECK(rcoll_vrb_hca_match("mlx5_0:1,mlx5_1", "mlx5_0", 1), "name:port");
+    CHECK(!rcoll_vrb_hca_match("mlx5_0:1,mlx5_1", "mlx5_0", 2), "other port");
+    CHECK(rcoll_vrb_hca_match("mlx5_0:1,mlx5_1", "mlx5_1", 2), "second entry, any port");
+    CHECK(rcoll_vrb_hca_match("mlx5_1", "mlx5_10", 1), "prefix matches mlx5_10");
+    CHECK(!rcoll_vrb_hca_match("=mlx5_1", "mlx5_10", 1), "= is exact");
+    CHECK(rcoll_vrb_hca_match("=mlx5_1:1", "mlx5_1", 1), "= with port");
+    CHECK(!rcoll_vrb_hca_match("^rxe", "rxe1", 1), "^ excludes");
+    CHECK(rcoll_vrb_hca_match("^rxe", "mlx5_0", 1), "^ keeps others");
+    CHECK(!rcoll_vrb_hca_match("^=mlx5_0:1", "mlx5_0", 1), "^= exact exclusion");
+    CHECK(rcoll_vrb_hca_match("^=mlx5_0:1", "mlx5_0", 2), "^= other port kept");
 }
 
 static struct ibv_gid_entry gid(const char *text, int index, int type)
@@ -47,35 +47,35 @@ static struct ibv_gid_entry gid(const char *text, int index, int type)
 
 static void test_gid_pick(void)
 {
-    rcoll_ib_range_t none = {0}, r;
+    rcoll_vrb_range_t none = {0}, r;
     char why[96], text[64];
     struct ibv_gid_entry t[] = {
         gid("fe80::1", 0, IBV_GID_TYPE_ROCE_V1), gid("fe80::1", 1, IBV_GID_TYPE_ROCE_V2),
         gid("10.1.2.3", 2, IBV_GID_TYPE_ROCE_V1), gid("10.1.2.3", 3, IBV_GID_TYPE_ROCE_V2),
         gid("fd00::5", 4, IBV_GID_TYPE_ROCE_V2), gid("192.168.7.9", 5, IBV_GID_TYPE_ROCE_V2)};
     int n = (int)(sizeof(t) / sizeof(t[0]));
-    CHECK(rcoll_ib_gid_pick(t, n, AF_INET, &none, why, sizeof(why)) == 3,
+    CHECK(rcoll_vrb_gid_pick(t, n, AF_INET, &none, why, sizeof(why)) == 3,
           "v2 + IPv4 first: %s", why);
-    CHECK(rcoll_ib_gid_pick(t, n, AF_INET6, &none, why, sizeof(why)) == 4,
+    CHECK(rcoll_vrb_gid_pick(t, n, AF_INET6, &none, why, sizeof(why)) == 4,
           "v2 + IPv6 not link-local: %s", why);
-    CHECK(rcoll_ib_parse_range("192.168.0.0/16", &r) == RCOLL_OK, "range");
-    CHECK(rcoll_ib_gid_pick(t, n, AF_INET, &r, why, sizeof(why)) == 5, "inside range: %s", why);
-    CHECK(rcoll_ib_parse_range("172.16.0.0/12", &r) == RCOLL_OK, "range");
-    CHECK(rcoll_ib_gid_pick(t, n, AF_INET, &r, why, sizeof(why)) == -1 &&
+    CHECK(rcoll_vrb_parse_range("192.168.0.0/16", &r) == RCOLL_OK, "range");
+    CHECK(rcoll_vrb_gid_pick(t, n, AF_INET, &r, why, sizeof(why)) == 5, "inside range: %s", why);
+    CHECK(rcoll_vrb_parse_range("172.16.0.0/12", &r) == RCOLL_OK, "range");
+    CHECK(rcoll_vrb_gid_pick(t, n, AF_INET, &r, why, sizeof(why)) == -1 &&
               strstr(why, "RCOLL_IB_ADDR_RANGE"), "nothing in range: %s", why);
     /* only link-local (the test VM): taken, and said so */
-    CHECK(rcoll_ib_gid_pick(t, 2, AF_INET, &none, why, sizeof(why)) == 1 &&
+    CHECK(rcoll_vrb_gid_pick(t, 2, AF_INET, &none, why, sizeof(why)) == 1 &&
               strstr(why, "link-local"), "link-local fallback: %s", why);
     struct ibv_gid_entry ib = gid("fe80::2", 0, IBV_GID_TYPE_IB);
-    CHECK(rcoll_ib_gid_pick(&ib, 1, AF_INET, &none, why, sizeof(why)) == -1, "IB GIDs are "
+    CHECK(rcoll_vrb_gid_pick(&ib, 1, AF_INET, &none, why, sizeof(why)) == -1, "IB GIDs are "
           "not RoCE");
-    CHECK(!strcmp(rcoll_ib_gid_str(t[3].gid.raw, text, sizeof(text)), "10.1.2.3"), "%s", text);
-    CHECK(!strcmp(rcoll_ib_gid_str(t[1].gid.raw, text, sizeof(text)), "fe80::1"), "%s", text);
-    CHECK(rcoll_ib_parse_range("10.0.0.0", &r) == RCOLL_ERR_INVALID_ARG, "no prefix");
-    CHECK(rcoll_ib_parse_range("10.0.0.0/33", &r) == RCOLL_ERR_INVALID_ARG, "prefix too long");
-    CHECK(rcoll_ib_parse_range("nonsense/8", &r) == RCOLL_ERR_INVALID_ARG &&
+    CHECK(!strcmp(rcoll_vrb_gid_str(t[3].gid.raw, text, sizeof(text)), "10.1.2.3"), "%s", text);
+    CHECK(!strcmp(rcoll_vrb_gid_str(t[1].gid.raw, text, sizeof(text)), "fe80::1"), "%s", text);
+    CHECK(rcoll_vrb_parse_range("10.0.0.0", &r) == RCOLL_ERR_INVALID_ARG, "no prefix");
+    CHECK(rcoll_vrb_parse_range("10.0.0.0/33", &r) == RCOLL_ERR_INVALID_ARG, "prefix too long");
+    CHECK(rcoll_vrb_parse_range("nonsense/8", &r) == RCOLL_ERR_INVALID_ARG &&
               strstr(rcoll_err_get(), "nonsense"), "bad address named");
-    CHECK(rcoll_ib_parse_range("fd00::/8", &r) == RCOLL_OK && r.family == AF_INET6, "v6");
+    CHECK(rcoll_vrb_parse_range("fd00::/8", &r) == RCOLL_OK && r.family == AF_INET6, "v6");
 }
 
 /* ---- scripted backend: one RoCE device "fake0" with one active port ---- */
@@ -176,7 +176,7 @@ static const rcoll_ibv_api_t scripted = {
     .get_async_event = s_get_async_event, .event_type_str = s_event_str,
 };
 
-static void test_scripted(rcoll_ib_config_t *cfg)
+static void test_scripted(rcoll_vrb_config_t *cfg)
 {
     const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
     rcoll_ibv_set_api(&scripted);
@@ -199,25 +199,25 @@ static void test_scripted(rcoll_ib_config_t *cfg)
     rcoll_transport_props_t p;
     CHECK(n == 1 && T->get_props(0, &p) == RCOLL_OK && !strcmp(p.name, "fake0") &&
               p.speed_mbps == 100000, "one port, 4x25G: %d %s %d", n, p.name, p.speed_mbps);
-    const rcoll_ib_dev_t *d = rcoll_ib_dev(0);
+    const rcoll_vrb_dev_t *d = rcoll_vrb_dev(0);
     CHECK(d && d->gid_index == 1, "RoCE v2 IPv4 GID chosen");
 
     /* registration cache: sharing, references, failure text */
-    rcoll_ib_mr_cache_t *mrs = d->mrs;
+    rcoll_vrb_mr_cache_t *mrs = d->mrs;
     char *buf = aligned_alloc(4096, 4 * 4096);
-    rcoll_ib_mr_t *a, *b, *c;
-    CHECK(rcoll_ib_mr_get(mrs, buf + 10, 3 * 4096, RCOLL_PTR_HOST, &a) == RCOLL_OK, "get a");
+    rcoll_vrb_mr_t *a, *b, *c;
+    CHECK(rcoll_vrb_mr_get(mrs, buf + 10, 3 * 4096, RCOLL_PTR_HOST, &a) == RCOLL_OK, "get a");
     CHECK(a->start == (uintptr_t)buf && a->end == (uintptr_t)buf + 4 * 4096, "page-rounded");
-    CHECK(rcoll_ib_mr_get(mrs, buf + 4096, 100, RCOLL_PTR_HOST, &b) == RCOLL_OK && a == b &&
+    CHECK(rcoll_vrb_mr_get(mrs, buf + 4096, 100, RCOLL_PTR_HOST, &b) == RCOLL_OK && a == b &&
               regs == 1, "inside: shared");
     reg_fail = 1;
-    CHECK(rcoll_ib_mr_get(mrs, buf + 8 * 4096, 10, RCOLL_PTR_HOST, &c) == RCOLL_ERR_SYSTEM &&
+    CHECK(rcoll_vrb_mr_get(mrs, buf + 8 * 4096, 10, RCOLL_PTR_HOST, &c) == RCOLL_ERR_SYSTEM &&
               strstr(rcoll_err_get(), "cannot register"), "failure named");
     reg_fail = 0;
-    rcoll_ib_mr_put(mrs, a);
+    rcoll_vrb_mr_put(mrs, a);
     CHECK(deregs == 0, "still referenced");
-    rcoll_ib_mr_put(mrs, b);
-    CHECK(deregs == 1 && rcoll_ib_mr_count(mrs) == 0, "last reference deregisters");
+    rcoll_vrb_mr_put(mrs, b);
+    CHECK(deregs == 1 && rcoll_vrb_mr_count(mrs) == 0, "last reference deregisters");
     free(buf);
 
     /* a verb failing during connection setup: a clear error, nothing leaked */
@@ -232,7 +232,7 @@ static void test_scripted(rcoll_ib_config_t *cfg)
     rcoll_ibv_set_api(NULL);
 }
 
-static void test_missing_library(rcoll_ib_config_t *cfg)
+static void test_missing_library(rcoll_vrb_config_t *cfg)
 {
     snprintf(cfg->ibverbs_lib, sizeof(cfg->ibverbs_lib), "/nonexistent/libibverbs.so.1");
     CHECK(rcoll_ibv_load(cfg->ibverbs_lib) == RCOLL_ERR_UNSUPPORTED &&
@@ -241,9 +241,9 @@ static void test_missing_library(rcoll_ib_config_t *cfg)
 
 int main(void)
 {
-    static rcoll_ib_config_t cfg;
+    static rcoll_vrb_config_t cfg;
     check_set_note(rcoll_err_get);
-    if (rcoll_config_parse(&rcoll_ib_config_table, &cfg) != RCOLL_OK) return 1;
+    if (rcoll_config_parse(&rcoll_vrb_config_table, &cfg) != RCOLL_OK) return 1;
     test_hca_filter();
     test_gid_pick();
     test_scripted(&cfg);

@@ -10,14 +10,14 @@
 #include "transport/transport.h"
 #include "util/net.h"
 
-#define RCOLL_SOCK_VERSION 1u
-#define RCOLL_SOCK_HANDLE_MAGIC 0x72635448u /* "rcTH" */
-#define RCOLL_SOCK_HELLO_MAGIC 0x7263484cu  /* "rcHL" */
-#define RCOLL_SOCK_FRAME_MAGIC 0x7263464du  /* "rcFM" */
+#define RCOLL_TCP_VERSION 1u
+#define RCOLL_TCP_HANDLE_MAGIC 0x72635448u /* "rcTH" */
+#define RCOLL_TCP_HELLO_MAGIC 0x7263484cu  /* "rcHL" */
+#define RCOLL_TCP_FRAME_MAGIC 0x7263464du  /* "rcFM" */
 
-#define RCOLL_SOCK_MAX_NSOCKS 16     /* sockets per connection */
-#define RCOLL_SOCK_MAX_REQS 64       /* outstanding requests per comm (isend/irecv -> NULL) */
-#define RCOLL_SOCK_MAX_HALF_OPEN 256 /* accepted sockets still in handshake, per listener */
+#define RCOLL_TCP_MAX_NSOCKS 16     /* sockets per connection */
+#define RCOLL_TCP_MAX_REQS 64       /* outstanding requests per comm (isend/irecv -> NULL) */
+#define RCOLL_TCP_MAX_HALF_OPEN 256 /* accepted sockets still in handshake, per listener */
 
 /* The transport's knobs (socket.c): RCOLL_SOCKET_IFNAME (shared, util/net.h),
  * RCOLL_SOCKET_NSOCKS and RCOLL_SOCKET_STRIPE_MIN. */
@@ -25,41 +25,41 @@ typedef struct {
     rcoll_net_config_t netif;
     int nsocks;        /* sockets per TCP connection */
     size_t stripe_min; /* messages at least this big are striped over all sockets */
-} rcoll_sock_config_t;
-extern const rcoll_config_table_t rcoll_sock_config_table;
+} rcoll_tcp_config_t;
+extern const rcoll_config_table_t rcoll_tcp_config_table;
 
 /* What listen() writes into the opaque handle (the rest of the 128 bytes is zero).  The
  * connector takes nsocks and stripe_min from here, so both ends split messages alike. */
 typedef struct {
-    uint32_t magic;      /* RCOLL_SOCK_HANDLE_MAGIC */
-    uint32_t version;    /* RCOLL_SOCK_VERSION */
+    uint32_t magic;      /* RCOLL_TCP_HANDLE_MAGIC */
+    uint32_t version;    /* RCOLL_TCP_VERSION */
     uint64_t nonce;      /* random; every hello must carry it */
     uint64_t stripe_min; /* messages at least this long are striped (when nsocks > 1) */
-    uint32_t nsocks;     /* sockets per connection, 1..RCOLL_SOCK_MAX_NSOCKS */
+    uint32_t nsocks;     /* sockets per connection, 1..RCOLL_TCP_MAX_NSOCKS */
     uint32_t reserved;
     rcoll_sockaddr_t addr; /* where the listener listens */
-} rcoll_sock_handle_t;
+} rcoll_tcp_handle_t;
 
 /* First bytes the connector sends on each socket of a connection. */
 typedef struct {
-    uint32_t magic;   /* RCOLL_SOCK_HELLO_MAGIC */
-    uint32_t version; /* RCOLL_SOCK_VERSION */
+    uint32_t magic;   /* RCOLL_TCP_HELLO_MAGIC */
+    uint32_t version; /* RCOLL_TCP_VERSION */
     uint64_t nonce;   /* from the handle */
     uint64_t conn_id; /* random, the same on every socket of one connection */
     uint32_t index;   /* this socket's place, 0..nsocks-1 */
     uint32_t nsocks;  /* must equal the handle's */
-} rcoll_sock_hello_t;
+} rcoll_tcp_hello_t;
 
 /* Header of every message, always on socket 0, directly followed by its socket-0 payload. */
 typedef struct {
-    uint32_t magic;  /* RCOLL_SOCK_FRAME_MAGIC */
+    uint32_t magic;  /* RCOLL_TCP_FRAME_MAGIC */
     int32_t tag;     /* the sender's tag (-1: none) */
     uint64_t length; /* payload bytes (all sockets together) */
-} rcoll_sock_frame_t;
+} rcoll_tcp_frame_t;
 
-_Static_assert(sizeof(rcoll_sock_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
+_Static_assert(sizeof(rcoll_tcp_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
                "tcp handle must fit RCOLL_TRANSPORT_HANDLE_BYTES");
-_Static_assert(sizeof(rcoll_sock_hello_t) == 32, "hello layout has no padding");
-_Static_assert(sizeof(rcoll_sock_frame_t) == 16, "frame header layout has no padding");
+_Static_assert(sizeof(rcoll_tcp_hello_t) == 32, "hello layout has no padding");
+_Static_assert(sizeof(rcoll_tcp_frame_t) == 16, "frame header layout has no padding");
 
 #endif

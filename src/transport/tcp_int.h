@@ -10,12 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/socket.h"
+#include "transport/tcp.h"
 #include "transport/transport.h"
 #include "util/net.h"
 #include "util/status.h"
 
-#define SOCK_HDR ((uint64_t)sizeof(rcoll_sock_frame_t))
+#define SOCK_HDR ((uint64_t)sizeof(rcoll_tcp_frame_t))
 #define SOCK_IOV_MAX 64                 /* iovecs per sendmsg/recvmsg */
 #define SOCK_STAGE_BYTES (64u << 10)    /* socket-0 receive staging: headers, small payloads */
 #define SOCK_STAGE_DIRECT (256u << 10)  /* payload rests this long are read without staging */
@@ -37,10 +37,10 @@ typedef struct {
     uint64_t stripe_min;
     rcoll_sockaddr_t addr; /* the device: address to listen on (port 0) */
     char ifname[64];
-} sock_global_t;
-extern sock_global_t sock_g;
+} tcp_global_t;
+extern tcp_global_t tcp_g;
 
-typedef struct sock_comm sock_comm_t;
+typedef struct tcp_comm tcp_comm_t;
 
 /* One message: a whole isend, or one buffer of a grouped irecv. */
 typedef struct {
@@ -50,17 +50,17 @@ typedef struct {
     int tag;
     int known;       /* length known: always for sends, after the header for receives */
     int pending;     /* sockets whose cursor has not yet passed this message */
-    rcoll_sock_frame_t hdr; /* send: built by isend; recv: read from socket 0 */
-} sock_msg_t;
+    rcoll_tcp_frame_t hdr; /* send: built by isend; recv: read from socket 0 */
+} tcp_msg_t;
 
 typedef struct {
-    sock_comm_t *comm;
+    tcp_comm_t *comm;
     int in_use;  /* handed out and not yet freed by test() */
     int done;    /* complete and retired from the ring (requests retire in posting order) */
     int nmsgs;
     int pending; /* messages not complete yet */
-    sock_msg_t msgs[RCOLL_TRANSPORT_MAX_RECVS];
-} sock_req_t;
+    tcp_msg_t msgs[RCOLL_TRANSPORT_MAX_RECVS];
+} tcp_req_t;
 
 /* Where one socket is in the queue: message msgs[mi] of the request posted as number seq,
  * off bytes into that message's stream on this socket (header + part on socket 0). */
@@ -68,22 +68,22 @@ typedef struct {
     uint64_t seq;
     int mi;
     uint64_t off;
-} sock_cursor_t;
+} tcp_cursor_t;
 
 /* A send or recv comm.  Requests live in reqs[]; ring[] holds the posted, unretired ones in
  * posting order (sequence numbers head..tail-1). */
-struct sock_comm {
+struct tcp_comm {
     int is_recv;
     int nsocks;
     uint64_t stripe_min;
     rcoll_status_t failed;               /* first error; sticky */
-    int fd[RCOLL_SOCK_MAX_NSOCKS];
-    sock_cursor_t cur[RCOLL_SOCK_MAX_NSOCKS];
+    int fd[RCOLL_TCP_MAX_NSOCKS];
+    tcp_cursor_t cur[RCOLL_TCP_MAX_NSOCKS];
     uint64_t head, tail;
-    sock_req_t *ring[RCOLL_SOCK_MAX_REQS];
+    tcp_req_t *ring[RCOLL_TCP_MAX_REQS];
     int nfree;
-    sock_req_t *free_reqs[RCOLL_SOCK_MAX_REQS];
-    sock_req_t reqs[RCOLL_SOCK_MAX_REQS];
+    tcp_req_t *free_reqs[RCOLL_TCP_MAX_REQS];
+    tcp_req_t reqs[RCOLL_TCP_MAX_REQS];
     char *stage; /* recv only: bytes read from socket 0 past the current payload */
     size_t stage_off, stage_len;
     char peer[SOCK_ADDR_STR];
@@ -100,8 +100,8 @@ typedef struct {
     int ready;     /* hello complete and valid */
     uint64_t seq;  /* arrival order, to drop the oldest when full */
     rcoll_sockaddr_t peer;
-    rcoll_sock_hello_t hello;
-} sock_half_t;
+    rcoll_tcp_hello_t hello;
+} tcp_half_t;
 
 typedef struct {
     int fd;
@@ -109,9 +109,9 @@ typedef struct {
     uint64_t nonce, stripe_min;
     uint64_t seq;
     int nhalf;      /* sockets in half[] */
-    int nhandshake; /* of which still in their handshake (at most RCOLL_SOCK_MAX_HALF_OPEN) */
-    sock_half_t half[SOCK_MAX_PENDING];
-} sock_listen_t;
+    int nhandshake; /* of which still in their handshake (at most RCOLL_TCP_MAX_HALF_OPEN) */
+    tcp_half_t half[SOCK_MAX_PENDING];
+} tcp_listen_t;
 
 /* A connect in progress.  connect() returns NULL until every socket is connected and has
  * sent its hello, and the caller calls again "with the same arguments"; the state is kept in
@@ -124,23 +124,23 @@ typedef struct {
     int used;
     int dev;
     uint64_t seq;
-    rcoll_sock_handle_t h;
-    sock_comm_t *comm;
-    uint8_t state[RCOLL_SOCK_MAX_NSOCKS]; /* 0 connecting, 1 sending hello, 2 done */
-    uint32_t sent[RCOLL_SOCK_MAX_NSOCKS];
-    rcoll_sock_hello_t hello[RCOLL_SOCK_MAX_NSOCKS];
-} sock_connecting_t;
+    rcoll_tcp_handle_t h;
+    tcp_comm_t *comm;
+    uint8_t state[RCOLL_TCP_MAX_NSOCKS]; /* 0 connecting, 1 sending hello, 2 done */
+    uint32_t sent[RCOLL_TCP_MAX_NSOCKS];
+    rcoll_tcp_hello_t hello[RCOLL_TCP_MAX_NSOCKS];
+} tcp_connecting_t;
 
 /* socket.c */
-sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min);
-void sock_comm_free(sock_comm_t *c);
+tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min);
+void tcp_comm_free(tcp_comm_t *c);
 
 /* socket_conn.c */
-rcoll_status_t sock_listen(int dev, void *handle, void **listen_comm);
-rcoll_status_t sock_accept(void *listen_comm, void **recv_comm);
-rcoll_status_t sock_connect(int dev, const void *handle, void **send_comm);
-rcoll_status_t sock_close_listen(void *listen_comm);
+rcoll_status_t tcp_listen(int dev, void *handle, void **listen_comm);
+rcoll_status_t tcp_accept(void *listen_comm, void **recv_comm);
+rcoll_status_t tcp_connect(int dev, const void *handle, void **send_comm);
+rcoll_status_t tcp_close_listen(void *listen_comm);
 /* Free every connect still in progress (transport fini). */
-void sock_conn_fini(void);
+void tcp_conn_fini(void);
 
 #endif

@@ -11,32 +11,32 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-#include "transport/socket_int.h"
+#include "transport/tcp_int.h"
 #include "util/log.h"
 
-static pthread_mutex_t sock_conn_lock = PTHREAD_MUTEX_INITIALIZER;
-static sock_connecting_t sock_conn_tab[SOCK_MAX_CONNECTING];
-static uint64_t sock_conn_seq;
+static pthread_mutex_t tcp_conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static tcp_connecting_t tcp_conn_tab[SOCK_MAX_CONNECTING];
+static uint64_t tcp_conn_seq;
 
 /* ---------------------------------------------------------------------------------------------
  * Listen / accept
  * ------------------------------------------------------------------------------------------ */
 
-rcoll_status_t sock_listen(int dev, void *handle, void **listen_comm)
+rcoll_status_t tcp_listen(int dev, void *handle, void **listen_comm)
 {
-    rcoll_sock_handle_t h;
+    rcoll_tcp_handle_t h;
     rcoll_sockaddr_t addr;
     rcoll_status_t st;
 
-    if (!sock_g.inited)
+    if (!tcp_g.inited)
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp listen before init");
     if (dev != 0 || !handle || !listen_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp listen: bad device %d or NULL "
                              "handle/listen_comm", dev);
-    sock_listen_t *l = calloc(1, sizeof(*l));
+    tcp_listen_t *l = calloc(1, sizeof(*l));
     if (!l)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp listen: out of memory");
-    addr = sock_g.addr;
+    addr = tcp_g.addr;
     rcoll_net_addr_set_port(&addr, 0);
     st = rcoll_net_listen(&addr, SOCK_LISTEN_BACKLOG, 0, &l->fd);
     if (st != RCOLL_OK)
@@ -44,12 +44,12 @@ rcoll_status_t sock_listen(int dev, void *handle, void **listen_comm)
     st = rcoll_random_bytes(&l->nonce, sizeof(l->nonce));
     if (st != RCOLL_OK)
         goto err_close;
-    l->nsocks = (uint32_t)sock_g.nsocks;
-    l->stripe_min = sock_g.stripe_min;
+    l->nsocks = (uint32_t)tcp_g.nsocks;
+    l->stripe_min = tcp_g.stripe_min;
 
     memset(&h, 0, sizeof(h));
-    h.magic = RCOLL_SOCK_HANDLE_MAGIC;
-    h.version = RCOLL_SOCK_VERSION;
+    h.magic = RCOLL_TCP_HANDLE_MAGIC;
+    h.version = RCOLL_TCP_VERSION;
     h.nonce = l->nonce;
     h.stripe_min = l->stripe_min;
     h.nsocks = l->nsocks;
@@ -67,12 +67,12 @@ err_free:
 }
 
 /* Close pending socket i with one WARN naming the peer, and forget it. */
-static void sock_half_drop(sock_listen_t *l, int i, const char *why)
+static void tcp_half_drop(tcp_listen_t *l, int i, const char *why)
 {
     char addr[SOCK_ADDR_STR];
-    sock_half_t *h = &l->half[i];
+    tcp_half_t *h = &l->half[i];
 
-    RCOLL_WARN(SOCKET, "tcp: dropping connection from %s: %s",
+    RCOLL_WARN(TCP, "tcp: dropping connection from %s: %s",
                rcoll_net_addr_str(&h->peer, addr, sizeof(addr)), why);
     close(h->fd);
     l->nhandshake -= !h->ready;
@@ -80,9 +80,9 @@ static void sock_half_drop(sock_listen_t *l, int i, const char *why)
 }
 
 /* Make room for one more accepted socket by dropping the oldest one that is over a cap. */
-static void sock_half_make_room(sock_listen_t *l)
+static void tcp_half_make_room(tcp_listen_t *l)
 {
-    int shaking = l->nhandshake >= RCOLL_SOCK_MAX_HALF_OPEN, oldest = -1;
+    int shaking = l->nhandshake >= RCOLL_TCP_MAX_HALF_OPEN, oldest = -1;
 
     if (!shaking && l->nhalf < SOCK_MAX_PENDING)
         return;
@@ -90,18 +90,18 @@ static void sock_half_make_room(sock_listen_t *l)
         if ((!shaking || !l->half[j].ready) &&
             (oldest < 0 || l->half[j].seq < l->half[oldest].seq))
             oldest = j;
-    sock_half_drop(l, oldest, shaking ? "too many half-open connections (oldest dropped)"
+    tcp_half_drop(l, oldest, shaking ? "too many half-open connections (oldest dropped)"
                                       : "too many connections waiting for their other "
                                         "sockets (oldest dropped)");
 }
 
 /* Why the hello received so far is unacceptable (checked as its bytes arrive), or NULL. */
-static const char *sock_hello_check(const sock_listen_t *l, const sock_half_t *h)
+static const char *tcp_hello_check(const tcp_listen_t *l, const tcp_half_t *h)
 {
-    const rcoll_sock_hello_t *m = &h->hello;
-    if (h->got >= sizeof(m->magic) && m->magic != RCOLL_SOCK_HELLO_MAGIC)
+    const rcoll_tcp_hello_t *m = &h->hello;
+    if (h->got >= sizeof(m->magic) && m->magic != RCOLL_TCP_HELLO_MAGIC)
         return "not an rcoll tcp handshake (bad magic)";
-    if (h->got >= offsetof(rcoll_sock_hello_t, nonce) && m->version != RCOLL_SOCK_VERSION)
+    if (h->got >= offsetof(rcoll_tcp_hello_t, nonce) && m->version != RCOLL_TCP_VERSION)
         return "unsupported handshake version";
     if (h->got < sizeof(*m))
         return NULL;
@@ -110,7 +110,7 @@ static const char *sock_hello_check(const sock_listen_t *l, const sock_half_t *h
     if (m->nsocks != l->nsocks || m->index >= m->nsocks)
         return "bad socket count or index";
     for (int j = 0; j < l->nhalf; j++) {
-        const sock_half_t *o = &l->half[j];
+        const tcp_half_t *o = &l->half[j];
         if (o->ready && o->hello.conn_id == m->conn_id && o->hello.index == m->index)
             return "duplicate socket index";
     }
@@ -119,16 +119,16 @@ static const char *sock_hello_check(const sock_listen_t *l, const sock_half_t *h
 
 /* Read what has arrived of socket i's hello: -1 dropped (half[i] now holds another socket),
  * 0 still incomplete, 1 complete and valid. */
-static int sock_half_read(sock_listen_t *l, int i)
+static int tcp_half_read(tcp_listen_t *l, int i)
 {
-    sock_half_t *h = &l->half[i];
+    tcp_half_t *h = &l->half[i];
     char why[128];
 
     for (;;) {
         ssize_t rc = recv(h->fd, (char *)&h->hello + h->got, sizeof(h->hello) - h->got,
                           MSG_DONTWAIT);
         if (rc == 0) {
-            sock_half_drop(l, i, "closed during the handshake");
+            tcp_half_drop(l, i, "closed during the handshake");
             return -1;
         }
         if (rc < 0) {
@@ -137,13 +137,13 @@ static int sock_half_read(sock_listen_t *l, int i)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
             snprintf(why, sizeof(why), "handshake failed: %s", strerror(errno));
-            sock_half_drop(l, i, why);
+            tcp_half_drop(l, i, why);
             return -1;
         }
         h->got += (uint32_t)rc;
-        const char *bad = sock_hello_check(l, h);
+        const char *bad = tcp_hello_check(l, h);
         if (bad) {
-            sock_half_drop(l, i, bad);
+            tcp_half_drop(l, i, bad);
             return -1;
         }
         if (h->got == sizeof(h->hello)) {
@@ -156,7 +156,7 @@ static int sock_half_read(sock_listen_t *l, int i)
 
 /* half[i] just completed its hello: if that completes its connection, build the recv comm
  * (a connection can only complete when one of its sockets does, so this is checked once). */
-static rcoll_status_t sock_group(sock_listen_t *l, int i, sock_comm_t **comm_p)
+static rcoll_status_t tcp_group(tcp_listen_t *l, int i, tcp_comm_t **comm_p)
 {
     uint64_t id = l->half[i].hello.conn_id;
     uint32_t count = 0;
@@ -166,11 +166,11 @@ static rcoll_status_t sock_group(sock_listen_t *l, int i, sock_comm_t **comm_p)
             count++;
     if (count < l->nsocks)
         return RCOLL_OK;
-    sock_comm_t *c = sock_comm_alloc(1, (int)l->nsocks, l->stripe_min);
+    tcp_comm_t *c = tcp_comm_alloc(1, (int)l->nsocks, l->stripe_min);
     if (!c)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp accept: out of memory");
     for (int j = l->nhalf - 1; j >= 0; j--) { /* backwards: removal swaps in the last */
-        sock_half_t *h = &l->half[j];
+        tcp_half_t *h = &l->half[j];
         if (!h->ready || h->hello.conn_id != id)
             continue;
         c->fd[h->hello.index] = h->fd;
@@ -184,39 +184,39 @@ static rcoll_status_t sock_group(sock_listen_t *l, int i, sock_comm_t **comm_p)
 
 /* Read the hello of pending socket i; if that completes a connection, *c is its comm.
  * Returns 1 when half[i] was dropped (and now holds another socket). */
-static int sock_half_step(sock_listen_t *l, int i, sock_comm_t **c, rcoll_status_t *st)
+static int tcp_half_step(tcp_listen_t *l, int i, tcp_comm_t **c, rcoll_status_t *st)
 {
-    int r = l->half[i].ready ? 0 : sock_half_read(l, i);
+    int r = l->half[i].ready ? 0 : tcp_half_read(l, i);
     if (r > 0)
-        *st = sock_group(l, i, c);
+        *st = tcp_group(l, i, c);
     return r < 0;
 }
 
 /* Accepted sockets are read at once (a connector sends its hello right after connecting),
  * so a burst of valid connections never counts against the half-open cap.  Returns at the
  * first connection that completes; the rest wait, their bytes safe in the kernel. */
-rcoll_status_t sock_accept(void *listen_comm, void **recv_comm)
+rcoll_status_t tcp_accept(void *listen_comm, void **recv_comm)
 {
-    sock_listen_t *l = listen_comm;
-    sock_comm_t *c = NULL;
+    tcp_listen_t *l = listen_comm;
+    tcp_comm_t *c = NULL;
     rcoll_status_t st = RCOLL_OK;
 
     if (!l || !recv_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp accept: NULL listen_comm/recv_comm");
     for (int i = 0; i < l->nhalf && !c && st == RCOLL_OK;)
-        if (!sock_half_step(l, i, &c, &st))
+        if (!tcp_half_step(l, i, &c, &st))
             i++;
     while (!c && st == RCOLL_OK) { /* then whatever waits on the backlog */
-        sock_half_t h;
+        tcp_half_t h;
         memset(&h, 0, sizeof(h));
         st = rcoll_net_accept(l->fd, &h.fd, &h.peer);
         if (st != RCOLL_OK)
             break;
-        sock_half_make_room(l);
+        tcp_half_make_room(l);
         h.seq = l->seq++;
         l->half[l->nhalf++] = h;
         l->nhandshake++;
-        sock_half_step(l, l->nhalf - 1, &c, &st);
+        tcp_half_step(l, l->nhalf - 1, &c, &st);
     }
     if (st != RCOLL_OK && st != RCOLL_INPROGRESS)
         return st;
@@ -228,51 +228,51 @@ rcoll_status_t sock_accept(void *listen_comm, void **recv_comm)
  * Connect
  * ------------------------------------------------------------------------------------------ */
 
-static void sock_conn_release(sock_connecting_t *e)
+static void tcp_conn_release(tcp_connecting_t *e)
 {
     if (e->comm)
-        sock_comm_free(e->comm);
+        tcp_comm_free(e->comm);
     memset(e, 0, sizeof(*e));
 }
 
-static rcoll_status_t sock_conn_start(int dev, const rcoll_sock_handle_t *h,
-                                      sock_connecting_t **e_p)
+static rcoll_status_t tcp_conn_start(int dev, const rcoll_tcp_handle_t *h,
+                                      tcp_connecting_t **e_p)
 {
-    sock_connecting_t *e = NULL;
+    tcp_connecting_t *e = NULL;
     uint64_t conn_id;
     rcoll_status_t st;
 
     for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
-        if (!sock_conn_tab[i].used)
-            e = &sock_conn_tab[i];
+        if (!tcp_conn_tab[i].used)
+            e = &tcp_conn_tab[i];
     if (!e) {
-        e = &sock_conn_tab[0];
+        e = &tcp_conn_tab[0];
         for (int i = 1; i < SOCK_MAX_CONNECTING; i++)
-            if (sock_conn_tab[i].seq < e->seq)
-                e = &sock_conn_tab[i];
-        RCOLL_WARN(SOCKET, "tcp: more than %d connects in progress; abandoning the oldest "
+            if (tcp_conn_tab[i].seq < e->seq)
+                e = &tcp_conn_tab[i];
+        RCOLL_WARN(TCP, "tcp: more than %d connects in progress; abandoning the oldest "
                    "(to %s)", SOCK_MAX_CONNECTING, e->comm->peer);
-        sock_conn_release(e);
+        tcp_conn_release(e);
     }
     st = rcoll_random_bytes(&conn_id, sizeof(conn_id));
     if (st != RCOLL_OK)
         return st;
-    e->comm = sock_comm_alloc(0, (int)h->nsocks, h->stripe_min);
+    e->comm = tcp_comm_alloc(0, (int)h->nsocks, h->stripe_min);
     if (!e->comm)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp connect: out of memory");
     e->used = 1;
     e->dev = dev;
-    e->seq = sock_conn_seq++;
+    e->seq = tcp_conn_seq++;
     e->h = *h;
     rcoll_net_addr_str(&h->addr, e->comm->peer, sizeof(e->comm->peer));
     for (uint32_t i = 0; i < h->nsocks; i++) {
         st = rcoll_net_connect_start(&h->addr, &e->comm->fd[i]);
         if (st != RCOLL_OK) {
             e->comm->fd[i] = -1;
-            sock_conn_release(e);
+            tcp_conn_release(e);
             return st;
         }
-        e->hello[i] = (rcoll_sock_hello_t){RCOLL_SOCK_HELLO_MAGIC, RCOLL_SOCK_VERSION,
+        e->hello[i] = (rcoll_tcp_hello_t){RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION,
                                            h->nonce, conn_id, i, h->nsocks};
     }
     *e_p = e;
@@ -280,9 +280,9 @@ static rcoll_status_t sock_conn_start(int dev, const rcoll_sock_handle_t *h,
 }
 
 /* Advance every socket of a connect: finish connecting, then send its hello. */
-static rcoll_status_t sock_conn_step(sock_connecting_t *e, int *done_p)
+static rcoll_status_t tcp_conn_step(tcp_connecting_t *e, int *done_p)
 {
-    sock_comm_t *c = e->comm;
+    tcp_comm_t *c = e->comm;
     int done = 1;
 
     for (int i = 0; i < c->nsocks; i++) {
@@ -323,51 +323,51 @@ static rcoll_status_t sock_conn_step(sock_connecting_t *e, int *done_p)
     return RCOLL_OK;
 }
 
-rcoll_status_t sock_connect(int dev, const void *handle, void **send_comm)
+rcoll_status_t tcp_connect(int dev, const void *handle, void **send_comm)
 {
-    rcoll_sock_handle_t h;
-    sock_connecting_t *e = NULL;
+    rcoll_tcp_handle_t h;
+    tcp_connecting_t *e = NULL;
     rcoll_status_t st = RCOLL_OK;
     int done = 0;
 
-    if (!sock_g.inited)
+    if (!tcp_g.inited)
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp connect before init");
     if (dev != 0 || !handle || !send_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: bad device %d or NULL "
                              "handle/send_comm", dev);
     memcpy(&h, handle, sizeof(h));
-    if (h.magic != RCOLL_SOCK_HANDLE_MAGIC || h.version != RCOLL_SOCK_VERSION || h.nsocks < 1 ||
-        h.nsocks > RCOLL_SOCK_MAX_NSOCKS)
+    if (h.magic != RCOLL_TCP_HANDLE_MAGIC || h.version != RCOLL_TCP_VERSION || h.nsocks < 1 ||
+        h.nsocks > RCOLL_TCP_MAX_NSOCKS)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: not a tcp handle of version "
-                             "%u (magic 0x%08x, version %u, %u sockets)", RCOLL_SOCK_VERSION,
+                             "%u (magic 0x%08x, version %u, %u sockets)", RCOLL_TCP_VERSION,
                              (unsigned)h.magic, (unsigned)h.version, (unsigned)h.nsocks);
 
-    pthread_mutex_lock(&sock_conn_lock);
+    pthread_mutex_lock(&tcp_conn_lock);
     for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
-        if (sock_conn_tab[i].used && sock_conn_tab[i].dev == dev &&
-            memcmp(&sock_conn_tab[i].h, &h, sizeof(h)) == 0)
-            e = &sock_conn_tab[i];
+        if (tcp_conn_tab[i].used && tcp_conn_tab[i].dev == dev &&
+            memcmp(&tcp_conn_tab[i].h, &h, sizeof(h)) == 0)
+            e = &tcp_conn_tab[i];
     if (!e)
-        st = sock_conn_start(dev, &h, &e);
+        st = tcp_conn_start(dev, &h, &e);
     if (st == RCOLL_OK)
-        st = sock_conn_step(e, &done);
+        st = tcp_conn_step(e, &done);
     if (st != RCOLL_OK) {
         if (e)
-            sock_conn_release(e);
+            tcp_conn_release(e);
     } else if (done) {
         *send_comm = e->comm;
         e->comm = NULL;
-        sock_conn_release(e);
+        tcp_conn_release(e);
     } else {
         *send_comm = NULL;
     }
-    pthread_mutex_unlock(&sock_conn_lock);
+    pthread_mutex_unlock(&tcp_conn_lock);
     return st;
 }
 
-rcoll_status_t sock_close_listen(void *listen_comm)
+rcoll_status_t tcp_close_listen(void *listen_comm)
 {
-    sock_listen_t *l = listen_comm;
+    tcp_listen_t *l = listen_comm;
     if (!l)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close_listen: NULL listen_comm");
     for (int i = 0; i < l->nhalf; i++)
@@ -377,11 +377,11 @@ rcoll_status_t sock_close_listen(void *listen_comm)
     return RCOLL_OK;
 }
 
-void sock_conn_fini(void)
+void tcp_conn_fini(void)
 {
-    pthread_mutex_lock(&sock_conn_lock);
+    pthread_mutex_lock(&tcp_conn_lock);
     for (int i = 0; i < SOCK_MAX_CONNECTING; i++)
-        if (sock_conn_tab[i].used)
-            sock_conn_release(&sock_conn_tab[i]);
-    pthread_mutex_unlock(&sock_conn_lock);
+        if (tcp_conn_tab[i].used)
+            tcp_conn_release(&tcp_conn_tab[i]);
+    pthread_mutex_unlock(&tcp_conn_lock);
 }

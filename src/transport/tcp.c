@@ -24,7 +24,7 @@
  * pipeline: socket 0 may carry message k+1 while socket 3 still carries part 3 of message k.
  * Requests still complete in posting order.
  */
-#include "transport/socket_int.h"
+#include "transport/tcp_int.h"
 
 #include <errno.h>
 #include <netinet/tcp.h>
@@ -38,20 +38,20 @@
 
 #include "util/log.h"
 
-sock_global_t sock_g;
+tcp_global_t tcp_g;
 
 typedef struct {
     void *ptr;
     size_t size;
-} sock_mr_t;
+} tcp_mr_t;
 
 /* ---------------------------------------------------------------------------------------------
  * Comms, requests and errors
  * ------------------------------------------------------------------------------------------ */
 
-sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
+tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
 {
-    sock_comm_t *c = calloc(1, sizeof(*c));
+    tcp_comm_t *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     if (is_recv) {
@@ -64,19 +64,19 @@ sock_comm_t *sock_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
     c->is_recv = is_recv;
     c->nsocks = nsocks;
     c->stripe_min = stripe_min;
-    for (int i = 0; i < RCOLL_SOCK_MAX_NSOCKS; i++)
+    for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++)
         c->fd[i] = -1;
-    for (int i = 0; i < RCOLL_SOCK_MAX_REQS; i++) {
+    for (int i = 0; i < RCOLL_TCP_MAX_REQS; i++) {
         c->reqs[i].comm = c;
-        c->free_reqs[i] = &c->reqs[RCOLL_SOCK_MAX_REQS - 1 - i];
+        c->free_reqs[i] = &c->reqs[RCOLL_TCP_MAX_REQS - 1 - i];
     }
-    c->nfree = RCOLL_SOCK_MAX_REQS;
+    c->nfree = RCOLL_TCP_MAX_REQS;
     return c;
 }
 
-void sock_comm_free(sock_comm_t *c)
+void tcp_comm_free(tcp_comm_t *c)
 {
-    for (int i = 0; i < RCOLL_SOCK_MAX_NSOCKS; i++)
+    for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++)
         if (c->fd[i] >= 0)
             close(c->fd[i]);
     free(c->stage);
@@ -84,7 +84,7 @@ void sock_comm_free(sock_comm_t *c)
 }
 
 /* Mark the comm failed with st, whose detail rcoll_err_set() has just recorded. */
-static rcoll_status_t sock_fail(sock_comm_t *c, rcoll_status_t st)
+static rcoll_status_t tcp_fail(tcp_comm_t *c, rcoll_status_t st)
 {
     c->failed = st;
     snprintf(c->errtext, sizeof(c->errtext), "%s", rcoll_err_get());
@@ -92,13 +92,13 @@ static rcoll_status_t sock_fail(sock_comm_t *c, rcoll_status_t st)
 }
 
 /* Report the comm's earlier failure again (later calls fail with the same status). */
-static rcoll_status_t sock_failed(const sock_comm_t *c)
+static rcoll_status_t tcp_failed(const tcp_comm_t *c)
 {
     return rcoll_err_set(c->failed, "%s", c->errtext);
 }
 
 /* An I/O error (err 0 = EOF) on one of the comm's sockets. */
-static rcoll_status_t sock_io_error(sock_comm_t *c, int err)
+static rcoll_status_t tcp_io_error(tcp_comm_t *c, int err)
 {
     const char *dir = c->is_recv ? "from" : "to";
     rcoll_status_t st;
@@ -108,27 +108,27 @@ static rcoll_status_t sock_io_error(sock_comm_t *c, int err)
     else
         st = rcoll_err_set_errno(rcoll_status_from_errno(err), err, "%s on connection %s %s",
                                  c->is_recv ? "recv" : "send", dir, c->peer);
-    return sock_fail(c, st);
+    return tcp_fail(c, st);
 }
 
-static sock_req_t *sock_req_get(sock_comm_t *c)
+static tcp_req_t *tcp_req_get(tcp_comm_t *c)
 {
     if (c->nfree == 0)
         return NULL;
-    sock_req_t *r = c->free_reqs[--c->nfree];
+    tcp_req_t *r = c->free_reqs[--c->nfree];
     r->in_use = 1;
     r->done = 0;
     return r;
 }
 
-static void sock_req_put(sock_comm_t *c, sock_req_t *r)
+static void tcp_req_put(tcp_comm_t *c, tcp_req_t *r)
 {
     r->in_use = 0;
     c->free_reqs[c->nfree++] = r;
 }
 
 /* Where socket s's part of a len-byte message lies (the split both ends compute). */
-static void sock_part(const sock_comm_t *c, uint64_t len, int s, uint64_t *off, uint64_t *plen)
+static void tcp_part(const tcp_comm_t *c, uint64_t len, int s, uint64_t *off, uint64_t *plen)
 {
     if (c->nsocks == 1 || len < c->stripe_min) {
         *off = 0;
@@ -144,15 +144,15 @@ static void sock_part(const sock_comm_t *c, uint64_t len, int s, uint64_t *off, 
     *plen = hi - lo;
 }
 
-static sock_msg_t *sock_cursor_msg(sock_comm_t *c, const sock_cursor_t *cur)
+static tcp_msg_t *tcp_cursor_msg(tcp_comm_t *c, const tcp_cursor_t *cur)
 {
-    return &c->ring[cur->seq % RCOLL_SOCK_MAX_REQS]->msgs[cur->mi];
+    return &c->ring[cur->seq % RCOLL_TCP_MAX_REQS]->msgs[cur->mi];
 }
 
 /* The cursor's socket is finished with its message: step to the next one. */
-static void sock_cursor_next(sock_comm_t *c, sock_cursor_t *cur)
+static void tcp_cursor_next(tcp_comm_t *c, tcp_cursor_t *cur)
 {
-    sock_req_t *r = c->ring[cur->seq % RCOLL_SOCK_MAX_REQS];
+    tcp_req_t *r = c->ring[cur->seq % RCOLL_TCP_MAX_REQS];
     if (--r->msgs[cur->mi].pending == 0)
         r->pending--;
     cur->off = 0;
@@ -168,7 +168,7 @@ static void sock_cursor_next(sock_comm_t *c, sock_cursor_t *cur)
 
 /* One sendmsg (send comm) or recvmsg (recv comm) on socket s.  *n_p = bytes moved, 0 when the
  * socket would block. */
-static rcoll_status_t sock_xfer(sock_comm_t *c, int s, struct iovec *iov, int niov,
+static rcoll_status_t tcp_xfer(tcp_comm_t *c, int s, struct iovec *iov, int niov,
                                 size_t *n_p)
 {
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
@@ -187,46 +187,46 @@ static rcoll_status_t sock_xfer(sock_comm_t *c, int s, struct iovec *iov, int ni
             return RCOLL_OK;
         }
         if (rc == 0)
-            return sock_io_error(c, 0); /* EOF (only recv returns 0 for a non-empty iov) */
+            return tcp_io_error(c, 0); /* EOF (only recv returns 0 for a non-empty iov) */
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             *n_p = 0;
             return RCOLL_OK;
         }
-        return sock_io_error(c, errno);
+        return tcp_io_error(c, errno);
     }
 }
 
 /* Advance socket s's cursor by n bytes of its stream, retiring the messages it finishes
  * (including those with nothing for this socket).  Stops at a message of unknown length. */
-static void sock_advance(sock_comm_t *c, int s, uint64_t n)
+static void tcp_advance(tcp_comm_t *c, int s, uint64_t n)
 {
-    sock_cursor_t *cur = &c->cur[s];
+    tcp_cursor_t *cur = &c->cur[s];
     uint64_t hb = s == 0 ? SOCK_HDR : 0;
 
     while (cur->seq < c->tail) {
-        sock_msg_t *m = sock_cursor_msg(c, cur);
+        tcp_msg_t *m = tcp_cursor_msg(c, cur);
         uint64_t poff, plen;
         if (!m->known)
             return;
-        sock_part(c, m->length, s, &poff, &plen);
+        tcp_part(c, m->length, s, &poff, &plen);
         uint64_t left = hb + plen - cur->off;
         if (left > n) {
             cur->off += n;
             return;
         }
         n -= left;
-        sock_cursor_next(c, cur);
+        tcp_cursor_next(c, cur);
     }
 }
 
 /* Move socket s's stream as far as the kernel allows: every socket of a send comm, and
  * sockets 1.. of a recv comm (whose parts have lengths known from socket 0's headers).
  * Gathers consecutive messages into one sendmsg/recvmsg. */
-static rcoll_status_t sock_stream_progress(sock_comm_t *c, int s)
+static rcoll_status_t tcp_stream_progress(tcp_comm_t *c, int s)
 {
-    sock_cursor_t *cur = &c->cur[s];
+    tcp_cursor_t *cur = &c->cur[s];
     uint64_t hb = s == 0 ? SOCK_HDR : 0; /* only send comms come here with s == 0 */
 
     for (;;) {
@@ -234,16 +234,16 @@ static rcoll_status_t sock_stream_progress(sock_comm_t *c, int s)
         int niov = 0;
         size_t total = 0, n = 0;
 
-        sock_advance(c, s, 0); /* step over messages with nothing for this socket */
+        tcp_advance(c, s, 0); /* step over messages with nothing for this socket */
         uint64_t seq = cur->seq, off = cur->off;
         int mi = cur->mi;
         while (seq < c->tail && niov <= SOCK_IOV_MAX - 2) {
-            sock_req_t *r = c->ring[seq % RCOLL_SOCK_MAX_REQS];
-            sock_msg_t *m = &r->msgs[mi];
+            tcp_req_t *r = c->ring[seq % RCOLL_TCP_MAX_REQS];
+            tcp_msg_t *m = &r->msgs[mi];
             uint64_t poff, plen;
             if (!m->known)
                 break;
-            sock_part(c, m->length, s, &poff, &plen);
+            tcp_part(c, m->length, s, &poff, &plen);
             if (off < hb) {
                 iov[niov].iov_base = (char *)&m->hdr + off;
                 iov[niov++].iov_len = hb - off;
@@ -263,17 +263,17 @@ static rcoll_status_t sock_stream_progress(sock_comm_t *c, int s)
         }
         if (total == 0)
             return RCOLL_OK;
-        rcoll_status_t st = sock_xfer(c, s, iov, niov, &n);
+        rcoll_status_t st = tcp_xfer(c, s, iov, niov, &n);
         if (st != RCOLL_OK)
             return st;
-        sock_advance(c, s, n);
+        tcp_advance(c, s, n);
         if (n < total) /* the kernel took (or had) less: try again on the next test() */
             return RCOLL_OK;
     }
 }
 
 /* Copy up to len staged bytes to dst; returns how many. */
-static size_t sock_unstage(sock_comm_t *c, void *dst, uint64_t len)
+static size_t tcp_unstage(tcp_comm_t *c, void *dst, uint64_t len)
 {
     size_t take = len < c->stage_len ? (size_t)len : c->stage_len;
     memcpy(dst, c->stage + c->stage_off, take);
@@ -283,21 +283,21 @@ static size_t sock_unstage(sock_comm_t *c, void *dst, uint64_t len)
 }
 
 /* A complete header was read into m->hdr: validate it against the posted buffer. */
-static rcoll_status_t sock_check_header(sock_comm_t *c, sock_msg_t *m)
+static rcoll_status_t tcp_check_header(tcp_comm_t *c, tcp_msg_t *m)
 {
-    const rcoll_sock_frame_t *h = &m->hdr;
-    if (h->magic != RCOLL_SOCK_FRAME_MAGIC)
-        return sock_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+    const rcoll_tcp_frame_t *h = &m->hdr;
+    if (h->magic != RCOLL_TCP_FRAME_MAGIC)
+        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                           "malformed frame from %s (magic 0x%08x)", c->peer,
                                           (unsigned)h->magic));
     if (h->length > m->cap)
-        return sock_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                           "message of %llu bytes from %s is larger than the "
                                           "posted receive buffer of %llu bytes",
                                           (unsigned long long)h->length, c->peer,
                                           (unsigned long long)m->cap));
     if (m->tag != -1 && h->tag != -1 && h->tag != m->tag)
-        return sock_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                           "tag mismatch from %s: receive posted with tag %d, "
                                           "message has tag %d",
                                           c->peer, m->tag, (int)h->tag));
@@ -310,14 +310,14 @@ static rcoll_status_t sock_check_header(sock_comm_t *c, sock_msg_t *m)
  * that one recvmsg takes the rest of a payload (straight into the user's buffer) plus the
  * headers and small payloads behind it; staged bytes are copied out before reading again.
  * A read that returns less than asked means the socket is drained for this call. */
-static rcoll_status_t sock_recv_head(sock_comm_t *c)
+static rcoll_status_t tcp_recv_head(tcp_comm_t *c)
 {
-    sock_cursor_t *cur = &c->cur[0];
+    tcp_cursor_t *cur = &c->cur[0];
     int drained = 0;
     rcoll_status_t st;
 
     while (cur->seq < c->tail) {
-        sock_msg_t *m = sock_cursor_msg(c, cur);
+        tcp_msg_t *m = tcp_cursor_msg(c, cur);
         uint64_t poff, plen;
         size_t n;
 
@@ -326,33 +326,33 @@ static rcoll_status_t sock_recv_head(sock_comm_t *c)
                 struct iovec iov = {.iov_base = c->stage, .iov_len = SOCK_STAGE_BYTES};
                 if (drained)
                     return RCOLL_OK;
-                st = sock_xfer(c, 0, &iov, 1, &n);
+                st = tcp_xfer(c, 0, &iov, 1, &n);
                 if (st != RCOLL_OK || n == 0)
                     return st;
                 c->stage_off = 0;
                 c->stage_len = n;
                 drained = n < SOCK_STAGE_BYTES;
             }
-            cur->off += sock_unstage(c, (char *)&m->hdr + cur->off, SOCK_HDR - cur->off);
+            cur->off += tcp_unstage(c, (char *)&m->hdr + cur->off, SOCK_HDR - cur->off);
             if (cur->off < SOCK_HDR)
                 continue;
-            st = sock_check_header(c, m);
+            st = tcp_check_header(c, m);
             if (st != RCOLL_OK)
                 return st;
         }
-        sock_part(c, m->length, 0, &poff, &plen);
+        tcp_part(c, m->length, 0, &poff, &plen);
         if (cur->off - SOCK_HDR < plen) {
             uint64_t want = plen - (cur->off - SOCK_HDR);
             char *dst = m->data + poff + (cur->off - SOCK_HDR);
             if (c->stage_len > 0) {
-                cur->off += sock_unstage(c, dst, want);
+                cur->off += tcp_unstage(c, dst, want);
             } else {
                 struct iovec iov[2] = {{.iov_base = dst, .iov_len = want},
                                        {.iov_base = c->stage, .iov_len = SOCK_STAGE_BYTES}};
                 int niov = want >= SOCK_STAGE_DIRECT ? 1 : 2;
                 if (drained)
                     return RCOLL_OK;
-                st = sock_xfer(c, 0, iov, niov, &n);
+                st = tcp_xfer(c, 0, iov, niov, &n);
                 if (st != RCOLL_OK || n == 0)
                     return st;
                 size_t user = n < want ? n : (size_t)want;
@@ -364,35 +364,35 @@ static rcoll_status_t sock_recv_head(sock_comm_t *c)
             if (cur->off - SOCK_HDR < plen)
                 continue;
         }
-        sock_cursor_next(c, cur);
+        tcp_cursor_next(c, cur);
     }
     return RCOLL_OK;
 }
 
 /* Move all traffic of the comm that the sockets accept now, then retire finished requests
  * in posting order. */
-static rcoll_status_t sock_progress(sock_comm_t *c)
+static rcoll_status_t tcp_progress(tcp_comm_t *c)
 {
     rcoll_status_t st = RCOLL_OK;
     int s = 0;
 
     if (c->is_recv) {
-        st = sock_recv_head(c);
+        st = tcp_recv_head(c);
         s = 1;
     }
     for (; st == RCOLL_OK && s < c->nsocks; s++)
-        st = sock_stream_progress(c, s);
-    while (c->head < c->tail && c->ring[c->head % RCOLL_SOCK_MAX_REQS]->pending == 0) {
-        c->ring[c->head % RCOLL_SOCK_MAX_REQS]->done = 1;
+        st = tcp_stream_progress(c, s);
+    while (c->head < c->tail && c->ring[c->head % RCOLL_TCP_MAX_REQS]->pending == 0) {
+        c->ring[c->head % RCOLL_TCP_MAX_REQS]->done = 1;
         c->head++;
     }
     return st;
 }
 
-static rcoll_status_t sock_isend(void *send_comm, void *data, size_t size, int tag,
+static rcoll_status_t tcp_isend(void *send_comm, void *data, size_t size, int tag,
                                  void *mhandle, void **request)
 {
-    sock_comm_t *c = send_comm;
+    tcp_comm_t *c = send_comm;
     (void)mhandle; /* sockets need no registration */
 
     if (!c || c->is_recv || !request || (size > 0 && !data))
@@ -401,30 +401,30 @@ static rcoll_status_t sock_isend(void *send_comm, void *data, size_t size, int t
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp isend: %zu bytes exceed the %zu-byte "
                              "message limit", size, SOCK_MAX_MSG);
     if (c->failed)
-        return sock_failed(c);
-    sock_req_t *r = sock_req_get(c);
+        return tcp_failed(c);
+    tcp_req_t *r = tcp_req_get(c);
     if (!r) {
         *request = NULL;
         return RCOLL_OK;
     }
-    sock_msg_t *m = &r->msgs[0];
+    tcp_msg_t *m = &r->msgs[0];
     m->data = data;
     m->cap = m->length = size;
     m->tag = tag;
     m->known = 1;
     m->pending = c->nsocks;
-    m->hdr = (rcoll_sock_frame_t){RCOLL_SOCK_FRAME_MAGIC, tag, size};
+    m->hdr = (rcoll_tcp_frame_t){RCOLL_TCP_FRAME_MAGIC, tag, size};
     r->nmsgs = 1;
     r->pending = 1;
-    c->ring[c->tail++ % RCOLL_SOCK_MAX_REQS] = r;
+    c->ring[c->tail++ % RCOLL_TCP_MAX_REQS] = r;
     *request = r;
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+static rcoll_status_t tcp_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                                  void **mhandles, void **request)
 {
-    sock_comm_t *c = recv_comm;
+    tcp_comm_t *c = recv_comm;
     (void)mhandles;
 
     if (!c || !c->is_recv || !request || n < 1 || n > RCOLL_TRANSPORT_MAX_RECVS || !data ||
@@ -435,14 +435,14 @@ static rcoll_status_t sock_irecv(void *recv_comm, int n, void **data, size_t *si
         if (sizes[i] > 0 && !data[i])
             return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp irecv: buffer %d is NULL", i);
     if (c->failed)
-        return sock_failed(c);
-    sock_req_t *r = sock_req_get(c);
+        return tcp_failed(c);
+    tcp_req_t *r = tcp_req_get(c);
     if (!r) {
         *request = NULL;
         return RCOLL_OK;
     }
     for (int i = 0; i < n; i++) {
-        sock_msg_t *m = &r->msgs[i];
+        tcp_msg_t *m = &r->msgs[i];
         m->data = data[i];
         m->cap = sizes[i];
         m->length = 0;
@@ -452,35 +452,35 @@ static rcoll_status_t sock_irecv(void *recv_comm, int n, void **data, size_t *si
     }
     r->nmsgs = n;
     r->pending = n;
-    c->ring[c->tail++ % RCOLL_SOCK_MAX_REQS] = r;
+    c->ring[c->tail++ % RCOLL_TCP_MAX_REQS] = r;
     *request = r;
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_test(void *request, int *done, size_t *sizes)
+static rcoll_status_t tcp_test(void *request, int *done, size_t *sizes)
 {
-    sock_req_t *r = request;
+    tcp_req_t *r = request;
     rcoll_status_t st = RCOLL_OK;
 
     if (!r || !done)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp test: NULL request or done");
     if (!r->in_use)
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp test: request already completed");
-    sock_comm_t *c = r->comm;
+    tcp_comm_t *c = r->comm;
     if (!c->failed)
-        st = sock_progress(c);
+        st = tcp_progress(c);
     if (r->done) {
         if (sizes)
             for (int i = 0; i < r->nmsgs; i++)
                 sizes[i] = r->msgs[i].length;
-        sock_req_put(c, r);
+        tcp_req_put(c, r);
         *done = 1;
         return RCOLL_OK;
     }
     if (c->failed) {
-        sock_req_put(c, r);
+        tcp_req_put(c, r);
         /* a failure detected just now already carries its text; an older one is repeated */
-        return st != RCOLL_OK ? st : sock_failed(c);
+        return st != RCOLL_OK ? st : tcp_failed(c);
     }
     *done = 0;
     return RCOLL_OK;
@@ -490,54 +490,54 @@ static rcoll_status_t sock_test(void *request, int *done, size_t *sizes)
  * Device, memory registration
  * ------------------------------------------------------------------------------------------ */
 
-static int sock_is_loopback(void)
+static int tcp_is_loopback(void)
 {
-    const rcoll_sockaddr_t *a = &sock_g.addr;
-    if (strcmp(sock_g.ifname, "lo") == 0)
+    const rcoll_sockaddr_t *a = &tcp_g.addr;
+    if (strcmp(tcp_g.ifname, "lo") == 0)
         return 1;
     if (a->sa.sa_family == AF_INET)
         return (ntohl(a->sin.sin_addr.s_addr) >> 24) == 127;
     return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr);
 }
 
-static const rcoll_knob_t sock_knobs[] = {
-    RCOLL_KNOB_SUBTABLE(rcoll_sock_config_t, netif, rcoll_net_config_table),
-    RCOLL_KNOB_NUM(rcoll_sock_config_t, "RCOLL_SOCKET_NSOCKS", "2", INT, nsocks, 1,
-                   RCOLL_SOCK_MAX_NSOCKS,
+static const rcoll_knob_t tcp_knobs[] = {
+    RCOLL_KNOB_SUBTABLE(rcoll_tcp_config_t, netif, rcoll_net_config_table),
+    RCOLL_KNOB_NUM(rcoll_tcp_config_t, "RCOLL_SOCKET_NSOCKS", "2", INT, nsocks, 1,
+                   RCOLL_TCP_MAX_NSOCKS,
                    "TCP sockets per connection (large messages are striped over them)"),
-    RCOLL_KNOB_NUM(rcoll_sock_config_t, "RCOLL_SOCKET_STRIPE_MIN", "256K", SIZE, stripe_min, 0,
+    RCOLL_KNOB_NUM(rcoll_tcp_config_t, "RCOLL_SOCKET_STRIPE_MIN", "256K", SIZE, stripe_min, 0,
                    1LL << 40, "messages of at least this many bytes are striped over all sockets"),
 };
-const rcoll_config_table_t rcoll_sock_config_table =
-    RCOLL_CONFIG_TABLE("tcp", sock_knobs, rcoll_sock_config_t);
+const rcoll_config_table_t rcoll_tcp_config_table =
+    RCOLL_CONFIG_TABLE("tcp", tcp_knobs, rcoll_tcp_config_t);
 
-static rcoll_status_t sock_init(const void *knobs)
+static rcoll_status_t tcp_init(const void *knobs)
 {
-    const rcoll_sock_config_t *cfg = knobs;
+    const rcoll_tcp_config_t *cfg = knobs;
     char addr[SOCK_ADDR_STR];
     rcoll_status_t st;
 
     if (!cfg)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp init: NULL configuration");
-    st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &sock_g.addr, sock_g.ifname,
-                             sizeof(sock_g.ifname));
+    st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &tcp_g.addr, tcp_g.ifname,
+                             sizeof(tcp_g.ifname));
     if (st != RCOLL_OK) {
         char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
         snprintf(why, sizeof(why), "%s", rcoll_err_get());
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "tcp transport unavailable: %s", why);
     }
-    sock_g.nsocks = cfg->nsocks < 1 ? 1 : cfg->nsocks;
-    sock_g.nsocks = sock_g.nsocks > RCOLL_SOCK_MAX_NSOCKS ? RCOLL_SOCK_MAX_NSOCKS : sock_g.nsocks;
-    sock_g.stripe_min = cfg->stripe_min;
-    sock_g.inited = 1;
-    RCOLL_INFO(SOCKET, "tcp: device %s (%s), %d socket(s) per connection, striping messages "
-               "of %llu bytes and more", sock_g.ifname,
-               rcoll_net_addr_str(&sock_g.addr, addr, sizeof(addr)), sock_g.nsocks,
-               (unsigned long long)sock_g.stripe_min);
+    tcp_g.nsocks = cfg->nsocks < 1 ? 1 : cfg->nsocks;
+    tcp_g.nsocks = tcp_g.nsocks > RCOLL_TCP_MAX_NSOCKS ? RCOLL_TCP_MAX_NSOCKS : tcp_g.nsocks;
+    tcp_g.stripe_min = cfg->stripe_min;
+    tcp_g.inited = 1;
+    RCOLL_INFO(TCP, "tcp: device %s (%s), %d socket(s) per connection, striping messages "
+               "of %llu bytes and more", tcp_g.ifname,
+               rcoll_net_addr_str(&tcp_g.addr, addr, sizeof(addr)), tcp_g.nsocks,
+               (unsigned long long)tcp_g.stripe_min);
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_devices(int *ndev)
+static rcoll_status_t tcp_devices(int *ndev)
 {
     if (!ndev)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp devices: NULL ndev");
@@ -545,22 +545,22 @@ static rcoll_status_t sock_devices(int *ndev)
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_get_props(int dev, rcoll_transport_props_t *props)
+static rcoll_status_t tcp_get_props(int dev, rcoll_transport_props_t *props)
 {
     char path[128];
     int speed = 0;
 
-    if (!sock_g.inited)
+    if (!tcp_g.inited)
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp get_props before init");
     if (dev != 0 || !props)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp get_props: bad device %d or NULL "
                              "props", dev);
     memset(props, 0, sizeof(*props));
-    snprintf(props->name, sizeof(props->name), "%s", sock_g.ifname);
-    if (sock_is_loopback()) {
+    snprintf(props->name, sizeof(props->name), "%s", tcp_g.ifname);
+    if (tcp_is_loopback()) {
         speed = 100000;
     } else {
-        snprintf(path, sizeof(path), "/sys/class/net/%s/speed", sock_g.ifname);
+        snprintf(path, sizeof(path), "/sys/class/net/%s/speed", tcp_g.ifname);
         FILE *f = fopen(path, "r");
         if (f) {
             if (fscanf(f, "%d", &speed) != 1)
@@ -572,14 +572,14 @@ static rcoll_status_t sock_get_props(int dev, rcoll_transport_props_t *props)
     }
     props->ptr_support = RCOLL_PTR_HOST;
     props->speed_mbps = speed;
-    props->latency_us = sock_is_loopback() ? 10.0f : 50.0f;
+    props->latency_us = tcp_is_loopback() ? 10.0f : 50.0f;
     props->max_comms = 65536;
     props->max_recvs = RCOLL_TRANSPORT_MAX_RECVS;
     props->max_msg_size = SOCK_MAX_MSG;
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_reg_mr(void *comm, void *data, size_t size, int mem_type,
+static rcoll_status_t tcp_reg_mr(void *comm, void *data, size_t size, int mem_type,
                                   void **mhandle)
 {
     if (!comm || !mhandle)
@@ -587,7 +587,7 @@ static rcoll_status_t sock_reg_mr(void *comm, void *data, size_t size, int mem_t
     if (mem_type != RCOLL_PTR_HOST)
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "tcp transport moves host memory only "
                              "(asked to register memory type %d)", mem_type);
-    sock_mr_t *mr = malloc(sizeof(*mr));
+    tcp_mr_t *mr = malloc(sizeof(*mr));
     if (!mr)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp reg_mr: out of memory");
     mr->ptr = data;
@@ -596,7 +596,7 @@ static rcoll_status_t sock_reg_mr(void *comm, void *data, size_t size, int mem_t
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_dereg_mr(void *comm, void *mhandle)
+static rcoll_status_t tcp_dereg_mr(void *comm, void *mhandle)
 {
     (void)comm;
     free(mhandle);
@@ -607,43 +607,43 @@ static rcoll_status_t sock_dereg_mr(void *comm, void *mhandle)
  * Close, fini, ops table
  * ------------------------------------------------------------------------------------------ */
 
-static rcoll_status_t sock_close_comm(void *comm, int is_recv)
+static rcoll_status_t tcp_close_comm(void *comm, int is_recv)
 {
-    sock_comm_t *c = comm;
+    tcp_comm_t *c = comm;
     if (!c || c->is_recv != is_recv)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close: NULL or wrong kind of comm");
-    sock_comm_free(c); /* outstanding requests live inside the comm */
+    tcp_comm_free(c); /* outstanding requests live inside the comm */
     return RCOLL_OK;
 }
 
-static rcoll_status_t sock_close_send(void *send_comm) { return sock_close_comm(send_comm, 0); }
+static rcoll_status_t tcp_close_send(void *send_comm) { return tcp_close_comm(send_comm, 0); }
 
-static rcoll_status_t sock_close_recv(void *recv_comm) { return sock_close_comm(recv_comm, 1); }
+static rcoll_status_t tcp_close_recv(void *recv_comm) { return tcp_close_comm(recv_comm, 1); }
 
-static void sock_fini(void)
+static void tcp_fini(void)
 {
-    sock_conn_fini();
-    memset(&sock_g, 0, sizeof(sock_g));
+    tcp_conn_fini();
+    memset(&tcp_g, 0, sizeof(tcp_g));
 }
 
 const rcoll_transport_ops_t rcoll_transport_tcp = {
     .name = "tcp",
-    .config = &rcoll_sock_config_table,
-    .init = sock_init,
-    .devices = sock_devices,
-    .get_props = sock_get_props,
+    .config = &rcoll_tcp_config_table,
+    .init = tcp_init,
+    .devices = tcp_devices,
+    .get_props = tcp_get_props,
     .describe = rcoll_transport_stub_describe,
-    .listen = sock_listen,
-    .connect = sock_connect,
-    .accept = sock_accept,
-    .reg_mr = sock_reg_mr,
-    .dereg_mr = sock_dereg_mr,
-    .isend = sock_isend,
-    .irecv = sock_irecv,
+    .listen = tcp_listen,
+    .connect = tcp_connect,
+    .accept = tcp_accept,
+    .reg_mr = tcp_reg_mr,
+    .dereg_mr = tcp_dereg_mr,
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
     .iflush = rcoll_transport_stub_iflush,
-    .test = sock_test,
-    .close_send = sock_close_send,
-    .close_recv = sock_close_recv,
-    .close_listen = sock_close_listen,
-    .fini = sock_fini,
+    .test = tcp_test,
+    .close_send = tcp_close_send,
+    .close_recv = tcp_close_recv,
+    .close_listen = tcp_close_listen,
+    .fini = tcp_fini,
 };
