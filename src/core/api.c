@@ -464,29 +464,12 @@ static rcoll_status_t new_request(rcoll_comm_t comm, rcoll_op_kind_t kind, const
     return RCOLL_OK;
 }
 
-/* What a collective call queues, once its arguments are checked. */
-typedef struct {
-    rcoll_op_kind_t kind;
-    const void *src;
-    void *dst;
-    size_t count;
-    rcoll_datatype_t dt;
-    rcoll_op_t op;
-    int root;
-} coll_args_t;
-
-static rcoll_status_t queue_coll(rcoll_comm_t comm, const coll_args_t *a, rcoll_request_t *req,
+static rcoll_status_t queue_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a, rcoll_request_t *req,
                                  const char *fn)
 {
     struct rcoll_request *r;
-    rcoll_status_t st = new_request(comm, a->kind, fn, &r);
-    if (st != RCOLL_OK) return st;
-    r->src = a->src;
-    r->dst = a->dst;
-    r->count = a->count;
-    r->dt = a->dt;
-    r->op = a->op;
-    r->root = a->root;
+    rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
     return submit_coll(comm, r, req);
 }
 
@@ -496,7 +479,7 @@ static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t co
 {
     rcoll_status_t st = allreduce_args(sendbuf, recvbuf, count, dt, op, comm, fn);
     if (st != RCOLL_OK) return st;
-    coll_args_t a = {RCOLL_OP_ALLREDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf, recvbuf,
+    rcoll_coll_args_t a = {RCOLL_OP_ALLREDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf, recvbuf,
                      count, dt, op, 0};
     return queue_coll(comm, &a, req, fn);
 }
@@ -526,7 +509,7 @@ static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int
     if (count && !buf)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn,
                          count);
-    coll_args_t a = {RCOLL_OP_BCAST, buf, buf, count, dt, RCOLL_SUM, root};
+    rcoll_coll_args_t a = {RCOLL_OP_BCAST, buf, buf, count, dt, RCOLL_SUM, root};
     return queue_coll(comm, &a, req, fn);
 }
 
@@ -870,7 +853,7 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf and recvbuf overlap partially (they must be identical or "
                          "disjoint)", fn);
-    coll_args_t a = {RCOLL_OP_REDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf,
+    rcoll_coll_args_t a = {RCOLL_OP_REDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf,
                      is_root ? recvbuf : NULL, count, dt, op, root};
     return queue_coll(comm, &a, req, fn);
 }
@@ -912,7 +895,7 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf overlaps recvbuf but is not this rank's block of it "
                          "(in place: pass RCOLL_IN_PLACE or recvbuf + rank x sendcount)", fn);
-    coll_args_t a = {RCOLL_OP_ALLGATHER, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
+    rcoll_coll_args_t a = {RCOLL_OP_ALLGATHER, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
     return queue_coll(comm, &a, req, fn);
 }
 
@@ -952,7 +935,7 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: recvbuf overlaps sendbuf but is neither sendbuf (in place) nor "
                          "this rank's block of it", fn);
-    coll_args_t a = {RCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf, count, dt, op, 0};
+    rcoll_coll_args_t a = {RCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf, count, dt, op, 0};
     return queue_coll(comm, &a, req, fn);
 }
 
@@ -991,7 +974,7 @@ static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t cou
     if (count && ranges_overlap(sendbuf, recvbuf, total))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf and recvbuf overlap (they must be disjoint)", fn);
-    coll_args_t a = {RCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
+    rcoll_coll_args_t a = {RCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
     return queue_coll(comm, &a, req, fn);
 }
 

@@ -172,6 +172,19 @@ rcoll_status_t rcoll_conn_wait(rcoll_comm_t comm, uint64_t deadline_ns);
 /* progress.c */
 rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
                                struct rcoll_request **req_p);
+/* What a collective queues: its kind, buffers, count, datatype, op and root. */
+typedef struct {
+    rcoll_op_kind_t kind;
+    const void *src;
+    void *dst;
+    size_t count;
+    rcoll_datatype_t dt;
+    rcoll_op_t op;
+    int root;
+} rcoll_coll_args_t;
+/* A request for the collective a (allocated as rcoll_req_alloc, then filled from a). */
+rcoll_status_t rcoll_req_alloc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                    struct rcoll_request **req_p);
 void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req);
 void rcoll_req_release(struct rcoll_request *req);
 /* Progress comm's queue once (non-blocking). */

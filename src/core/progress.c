@@ -53,6 +53,22 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_req_alloc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                    struct rcoll_request **req_p)
+{
+    struct rcoll_request *r;
+    rcoll_status_t st = rcoll_req_alloc(comm, a->kind, &r);
+    if (st != RCOLL_OK) return st;
+    r->src = a->src;
+    r->dst = a->dst;
+    r->count = a->count;
+    r->dt = a->dt;
+    r->op = a->op;
+    r->root = a->root;
+    *req_p = r;
+    return RCOLL_OK;
+}
+
 void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req)
 {
     /* Collectives are numbered (their tags) on every rank alike; point-to-point messages

@@ -12,15 +12,10 @@ rcoll_status_t rcoll_coll_run(rcoll_comm_t comm, rcoll_op_kind_t kind, const voi
                               int root)
 {
     if (comm->failed != RCOLL_OK) return rcoll_err_set(comm->failed, "%s", comm->last_error);
+    const rcoll_coll_args_t a = {kind, src, dst, count, dt, op, root};
     struct rcoll_request *r;
-    rcoll_status_t st = rcoll_req_alloc(comm, kind, &r);
+    rcoll_status_t st = rcoll_req_alloc_coll(comm, &a, &r);
     if (st != RCOLL_OK) return st;
-    r->src = src;
-    r->dst = dst;
-    r->count = count;
-    r->dt = dt;
-    r->op = op;
-    r->root = root;
     rcoll_req_enqueue(comm, r);
     st = rcoll_req_wait(r);
     rcoll_req_release(r);
