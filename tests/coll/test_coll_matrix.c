@@ -95,13 +95,15 @@ static int fail_st(rcoll_comm_t comm, int rank, const char *what, rcoll_status_t
 }
 
 /* The rank counts, and from which one the matrix is lighter: three datatypes (1-byte
- * integer, 16-bit float, 8-byte float: 64, 32 and 8 elements per 64-byte chunk), no count 37
- * (n - 1 is odd or multi-element already), broadcast from the first, middle and last rank
- * only.  Every op, both in-place modes, counts 0, 1, n - 1 and multi-chunk stay, as does
- * every algorithm.  The rank-count-dependent paths (schedules, trees, doubling with a
- * remainder) do not depend on the datatype; the datatypes are covered at 1..9. */
+ * integer, 16-bit float, 8-byte float), no count 37 (n - 1 is odd or multi-element already),
+ * 256-byte chunks instead of 64 (1001 elements still take 4 to 32 chunks; at 16 ranks on 2
+ * cores the pipeline loops of 64-byte chunks were most of the time), broadcast from the first,
+ * middle and last rank only.  Every algorithm, every op, both in-place modes and the counts
+ * 0, 1, n - 1 and multi-chunk stay.  The rank-count-dependent paths (schedules, trees,
+ * doubling with a remainder) do not depend on the datatype; the datatypes are covered at 1..9. */
 static const int rank_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16};
 #define LIGHT_RANKS 10
+#define LIGHT_CHUNK "256"
 
 static int light_dt(int dt)
 {
@@ -335,6 +337,7 @@ int main(int argc, char **argv)
     /* TEST_MAX_RANKS: the minimal build's smaller run (tools/dev.sh) */
     const char *env_max = getenv("TEST_MAX_RANKS");
     int maxn = argc > 1 ? atoi(argv[1]) : env_max ? atoi(env_max) : 16;
+    int chunk_given = getenv("RCOLL_CHUNK_SIZE") != NULL;
     setenv("RCOLL_CHUNK_SIZE", "64", 0);
     setenv("RCOLL_TIMEOUT", "60", 0);
     snprintf(algo_log, sizeof(algo_log), "%s/rcoll_matrix_algo.%d.log",
@@ -370,6 +373,7 @@ int main(int argc, char **argv)
             snprintf(what, sizeof(what), "%s over %s, %d ranks", algos[a], transports[a], n);
             mp_result_t res;
             long failed0 = check_failed;
+            if (!chunk_given) setenv("RCOLL_CHUNK_SIZE", n >= LIGHT_RANKS ? LIGHT_CHUNK : "64", 1);
             algo_log_reset();
             int bad = mp_run(n, run_matrix, NULL, 300, &res);
             CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", algos[a], n, bad);
@@ -382,6 +386,7 @@ int main(int argc, char **argv)
     }
     setenv("RCOLL_ALGO", "auto", 1);
     setenv("RCOLL_TRANSPORT", "auto", 1);
+    if (!chunk_given) setenv("RCOLL_CHUNK_SIZE", "64", 1);
     for (int n = 3; n <= 4 && n <= maxn && !only; n++) {
         mp_result_t res;
         long failed0 = check_failed;
