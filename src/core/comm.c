@@ -365,6 +365,9 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         for (int p = 0; p < c->nranks; p++)
             if (p != c->rank && !c->link.tps[p]->host_local) c->all_shm = 0;
         c->algo.all_shm = c->all_shm;
+        /* The set-up collectives above chose (and cached) algorithms before the host segment
+         * and the paths were known: choose afresh from now on. */
+        rcoll_algo_choose_reset(&c->algo);
     }
     RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
                "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, "
