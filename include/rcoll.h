@@ -11,7 +11,9 @@
  *  - Buffers belong to the caller.  A buffer passed to a nonblocking call must stay valid and
  *    unmodified (send side) / untouched (receive side) until the request completes.
  *  - A communicator is not thread-safe: calls on one communicator must not overlap in time.
- *    Different communicators may be used from different threads.
+ *    Different communicators may be used from different threads.  A call that finds another
+ *    thread inside a call on the same communicator is refused (RCOLL_ERR_INVALID_USAGE, the
+ *    sentence in rcoll_comm_last_error names the other call); it changes nothing.
  *
  * This header is C99-clean and has no dependencies beyond <stddef.h> and <stdint.h>.
  */

@@ -4,6 +4,7 @@
  * Nothing here moves data; invalid input returns before anything is touched.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@ static __thread int group_depth; /* rcoll_group_start minus rcoll_group_end, thi
 static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
                                   rcoll_request_t *req);
 static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn);
+static rcoll_status_t comm_enter(rcoll_comm_t comm, const char *fn);
 
 size_t rcoll_datatype_size(rcoll_datatype_t dt) { return rcoll_dt_size(dt); }
 
@@ -334,7 +336,8 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
-    if (check_live(comm, "rcoll_comm_destroy") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t ent = comm_enter(comm, "rcoll_comm_destroy"); /* freed: never left */
+    if (ent != RCOLL_OK) return ent;
     rcoll_bs_root_t *root = comm->root;
     /* The root serves the whole family: hand it to a member that lives on. */
     rcoll_comm_t heir = NULL;
@@ -355,7 +358,8 @@ rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
-    if (check_live(comm, "rcoll_comm_abort") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
+    rcoll_status_t ent = comm_enter(comm, "rcoll_comm_abort"); /* freed: never left */
+    if (ent != RCOLL_OK) return ent;
     char text[160];
     snprintf(text, sizeof(text), "rank %d called rcoll_comm_abort", comm->rank);
     rcoll_bs_report(comm->bs, comm->rank, RCOLL_ERR_REMOTE, text);
@@ -368,6 +372,31 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
 /* ------------------------------------------------------------------------------------------
  * Collectives
  * ---------------------------------------------------------------------------------------- */
+
+/* One thread at a time per communicator (the contract, as NCCL's and MPI's default): every
+ * call that queues or progresses work takes the communicator's entry flag with one atomic
+ * exchange, and a second thread that finds it taken is refused with a sentence instead of
+ * corrupting the queue (and later timing out, blaming a rank). */
+static rcoll_status_t comm_enter(rcoll_comm_t comm, const char *fn)
+{
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (!atomic_exchange_explicit(&comm->in_use, 1, memory_order_acquire)) {
+        atomic_store_explicit(&comm->in_use_fn, fn, memory_order_relaxed);
+        return RCOLL_OK;
+    }
+    const char *other = atomic_load_explicit(&comm->in_use_fn, memory_order_relaxed);
+    return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                     "%s: another thread is using this communicator (in %s): a communicator "
+                     "is used by one thread at a time (give each thread its own, e.g. with "
+                     "rcoll_comm_dup)", fn, other ? other : "a call");
+}
+
+static rcoll_status_t comm_leave(rcoll_comm_t comm, rcoll_status_t st)
+{
+    atomic_store_explicit(&comm->in_use, 0, memory_order_release);
+    return st;
+}
 
 static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
 {
@@ -487,7 +516,8 @@ static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t co
 rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
 {
-    return do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL, "rcoll_allreduce");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_allreduce");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL, "rcoll_allreduce"));
 }
 
 rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -496,7 +526,8 @@ rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count
 {
     rcoll_status_t gst = check_ireq(comm, req, "rcoll_iallreduce");
     if (gst != RCOLL_OK) return gst;
-    return do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req, "rcoll_iallreduce");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_iallreduce");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req, "rcoll_iallreduce"));
 }
 
 static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
@@ -516,7 +547,8 @@ static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int
 rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
                            rcoll_comm_t comm)
 {
-    return do_bcast(buf, count, dt, root, comm, NULL, "rcoll_bcast");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_bcast");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, NULL, "rcoll_bcast"));
 }
 
 rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
@@ -524,7 +556,8 @@ rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int ro
 {
     rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibcast");
     if (gst != RCOLL_OK) return gst;
-    return do_bcast(buf, count, dt, root, comm, req, "rcoll_ibcast");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_ibcast");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, req, "rcoll_ibcast"));
 }
 
 static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
@@ -554,20 +587,29 @@ static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const 
     return submit_coll(comm, r, req);
 }
 
-rcoll_status_t rcoll_barrier(rcoll_comm_t comm) { return do_barrier(comm, NULL, "rcoll_barrier"); }
+rcoll_status_t rcoll_barrier(rcoll_comm_t comm)
+{
+    rcoll_status_t ent = comm_enter(comm, "rcoll_barrier");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_barrier(comm, NULL, "rcoll_barrier")); }
 
 rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req)
 {
     rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibarrier");
     if (gst != RCOLL_OK) return gst;
-    return do_barrier(comm, req, "rcoll_ibarrier");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_ibarrier");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_barrier(comm, req, "rcoll_ibarrier"));
 }
 
 rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
 {
     if (!req || !*req || !done) return RCOLL_ERR_INVALID_ARG;
     struct rcoll_request *r = *req;
-    if (!r->complete) rcoll_comm_progress(r->comm);
+    if (!r->complete) {
+        rcoll_status_t ent = comm_enter(r->comm, "rcoll_test");
+        if (ent != RCOLL_OK) return ent;
+        rcoll_comm_progress(r->comm);
+        comm_leave(r->comm, RCOLL_OK);
+    }
     if (!r->complete) {
         *done = 0;
         return RCOLL_OK;
@@ -583,7 +625,9 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
 {
     if (!req || !*req) return RCOLL_ERR_INVALID_ARG;
     struct rcoll_request *r = *req;
-    rcoll_status_t st = rcoll_req_wait(r);
+    rcoll_status_t ent = comm_enter(r->comm, "rcoll_wait");
+    if (ent != RCOLL_OK) return ent;
+    rcoll_status_t st = comm_leave(r->comm, rcoll_req_wait(r));
     rcoll_req_release(r);
     *req = NULL;
     return st;
@@ -861,7 +905,8 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
 rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm)
 {
-    return do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL, "rcoll_reduce");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_reduce");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL, "rcoll_reduce"));
 }
 
 rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -870,7 +915,8 @@ rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
 {
     rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce");
     if (st != RCOLL_OK) return st;
-    return do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req, "rcoll_ireduce");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_ireduce");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req, "rcoll_ireduce"));
 }
 
 static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
@@ -902,7 +948,8 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
 rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                rcoll_datatype_t dt, rcoll_comm_t comm)
 {
-    return do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL, "rcoll_allgather");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_allgather");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL, "rcoll_allgather"));
 }
 
 rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -910,7 +957,8 @@ rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendc
 {
     rcoll_status_t st = check_ireq(comm, req, "rcoll_iallgather");
     if (st != RCOLL_OK) return st;
-    return do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req, "rcoll_iallgather");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_iallgather");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req, "rcoll_iallgather"));
 }
 
 static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
@@ -942,8 +990,9 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
 rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                     rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
 {
-    return do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL,
-                             "rcoll_reduce_scatter");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_reduce_scatter");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL,
+                             "rcoll_reduce_scatter"));
 }
 
 rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -952,8 +1001,9 @@ rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t 
 {
     rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce_scatter");
     if (st != RCOLL_OK) return st;
-    return do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req,
-                             "rcoll_ireduce_scatter");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_ireduce_scatter");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req,
+                             "rcoll_ireduce_scatter"));
 }
 
 static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
@@ -981,7 +1031,8 @@ static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t cou
 rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                               rcoll_datatype_t dt, rcoll_comm_t comm)
 {
-    return do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL, "rcoll_alltoall");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_alltoall");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL, "rcoll_alltoall"));
 }
 
 rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
@@ -989,7 +1040,8 @@ rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
 {
     rcoll_status_t st = check_ireq(comm, req, "rcoll_ialltoall");
     if (st != RCOLL_OK) return st;
-    return do_alltoall(sendbuf, recvbuf, count, dt, comm, req, "rcoll_ialltoall");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_ialltoall");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, req, "rcoll_ialltoall"));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1053,13 +1105,15 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
 rcoll_status_t rcoll_send(const void *buf, size_t count, rcoll_datatype_t dt, int peer,
                           rcoll_comm_t comm)
 {
-    return do_p2p(1, (void *)buf, count, dt, peer, comm, NULL, "rcoll_send");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_send");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_p2p(1, (void *)buf, count, dt, peer, comm, NULL, "rcoll_send"));
 }
 
 rcoll_status_t rcoll_recv(void *buf, size_t count, rcoll_datatype_t dt, int peer,
                           rcoll_comm_t comm)
 {
-    return do_p2p(0, buf, count, dt, peer, comm, NULL, "rcoll_recv");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_recv");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_p2p(0, buf, count, dt, peer, comm, NULL, "rcoll_recv"));
 }
 
 rcoll_status_t rcoll_isend(const void *buf, size_t count, rcoll_datatype_t dt, int peer,
@@ -1067,7 +1121,8 @@ rcoll_status_t rcoll_isend(const void *buf, size_t count, rcoll_datatype_t dt, i
 {
     rcoll_status_t st = check_ireq(comm, req, "rcoll_isend");
     if (st != RCOLL_OK) return st;
-    return do_p2p(1, (void *)buf, count, dt, peer, comm, req, "rcoll_isend");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_isend");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_p2p(1, (void *)buf, count, dt, peer, comm, req, "rcoll_isend"));
 }
 
 rcoll_status_t rcoll_irecv(void *buf, size_t count, rcoll_datatype_t dt, int peer,
@@ -1075,7 +1130,8 @@ rcoll_status_t rcoll_irecv(void *buf, size_t count, rcoll_datatype_t dt, int pee
 {
     rcoll_status_t st = check_ireq(comm, req, "rcoll_irecv");
     if (st != RCOLL_OK) return st;
-    return do_p2p(0, buf, count, dt, peer, comm, req, "rcoll_irecv");
+    rcoll_status_t ent = comm_enter(comm, "rcoll_irecv");
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_p2p(0, buf, count, dt, peer, comm, req, "rcoll_irecv"));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1097,13 +1153,15 @@ static rcoll_status_t split_args(rcoll_comm_t comm, rcoll_comm_t *newcomm, const
 rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_comm_t *newcomm)
 {
     rcoll_status_t st = split_args(comm, newcomm, "rcoll_comm_split");
+    if (st == RCOLL_OK) st = comm_enter(comm, "rcoll_comm_split");
     if (st != RCOLL_OK) return st;
-    return rcoll_comm_split_run(comm, color, key, newcomm);
+    return comm_leave(comm, rcoll_comm_split_run(comm, color, key, newcomm));
 }
 
 rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm)
 {
     rcoll_status_t st = split_args(comm, newcomm, "rcoll_comm_dup");
+    if (st == RCOLL_OK) st = comm_enter(comm, "rcoll_comm_dup");
     if (st != RCOLL_OK) return st;
-    return rcoll_comm_split_run(comm, 0, comm->rank, newcomm);
+    return comm_leave(comm, rcoll_comm_split_run(comm, 0, comm->rank, newcomm));
 }

@@ -5,6 +5,7 @@
 #ifndef RCOLL_CORE_COMM_H
 #define RCOLL_CORE_COMM_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include "algo/algo.h"
 #include "algo/select.h"
@@ -78,6 +79,8 @@ struct rcoll_request {
 
 struct rcoll_comm {
     int rank, nranks;
+    _Atomic int in_use;              /* a thread is inside a call on it (api.c comm_enter) */
+    const char *_Atomic in_use_fn;   /* ... that call's name, for the refusal's sentence */
     rcoll_config_t cfg;
     /* Transports this rank listens on (index = registry position; NULL where unusable). */
     const rcoll_transport_ops_t *tps[RCOLL_MAX_TRANSPORTS];

@@ -538,7 +538,11 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
         /* The rest of the family too: a peer may be waiting for this rank's part of an
          * operation on a sibling communicator before it can serve this one. */
         for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next)
-            if (o != comm && o->head) moved |= progress_once(o);
+            if (o != comm && o->head &&
+                !atomic_exchange_explicit(&o->in_use, 1, memory_order_acquire)) {
+                moved |= progress_once(o); /* not while another thread is inside it */
+                atomic_store_explicit(&o->in_use, 0, memory_order_release);
+            }
         if (moved)
             rcoll_backoff_reset(&bo);
         else
