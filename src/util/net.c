@@ -214,6 +214,16 @@ rcoll_status_t rcoll_net_connect_start(const rcoll_sockaddr_t *addr, int *fd_p)
     return RCOLL_OK;
 }
 
+int rcoll_net_self_connected(int fd)
+{
+    rcoll_sockaddr_t me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+    memset(&me, 0, sizeof(me));
+    memset(&peer, 0, sizeof(peer));
+    if (getsockname(fd, &me.sa, &ml) != 0 || getpeername(fd, &peer.sa, &pl) != 0) return 0;
+    return ml == pl && !memcmp(&me, &peer, ml);
+}
+
 rcoll_status_t rcoll_net_connect_check(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -224,6 +234,12 @@ rcoll_status_t rcoll_net_connect_check(int fd)
     socklen_t len = sizeof(err);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
     if (err) return rcoll_err_set_errno(rcoll_status_from_errno(err), err, "connect");
+    /* Connecting to a local port nobody listens on yet can meet itself (TCP simultaneous
+     * open, when the kernel picks that very port as the source): the socket then holds the
+     * port the listener is about to bind.  Not a connection: refused, and retried. */
+    if (rcoll_net_self_connected(fd))
+        return rcoll_err_set(RCOLL_ERR_REMOTE, "connect: connected to itself (nothing listens "
+                             "on that port yet)");
     return RCOLL_OK;
 }
 

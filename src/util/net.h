@@ -56,6 +56,8 @@ rcoll_status_t rcoll_net_connect_check(int fd);
 rcoll_status_t rcoll_net_connect_retry(const rcoll_sockaddr_t *addr, uint64_t deadline_ns,
                                        int *fd_p);
 /* accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC; RCOLL_INPROGRESS when nothing is pending. */
+/* 1 when fd's connection is to itself (local address and port equal to the peer's). */
+int rcoll_net_self_connected(int fd);
 rcoll_status_t rcoll_net_accept(int listen_fd, int *fd_p, rcoll_sockaddr_t *peer);
 rcoll_status_t rcoll_net_set_nodelay(int fd);
 
