@@ -241,17 +241,18 @@ static rcoll_status_t shm_recv_first(shm_comm_t *c, shm_msg_t *m, rcoll_shm_slot
     int32_t tag = s->tag;
     uint32_t flags = s->flags;
 
+    /* The two sides disagree about this message: a usage error (transport.h). */
+    if (m->tag != -1 && tag != -1 && tag != m->tag)
+        return shm_fail(c, rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
+                                         "tag mismatch from pid %d: receive posted with tag "
+                                         "%d, message has tag %d", c->peer_pid, m->tag,
+                                         (int)tag));
     if (len > m->cap)
-        return shm_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+        return shm_fail(c, rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
                                          "message of %llu bytes from pid %d is larger than "
                                          "the posted receive buffer of %llu bytes",
                                          (unsigned long long)len, c->peer_pid,
                                          (unsigned long long)m->cap));
-    if (m->tag != -1 && tag != -1 && tag != m->tag)
-        return shm_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
-                                         "tag mismatch from pid %d: receive posted with tag "
-                                         "%d, message has tag %d", c->peer_pid, m->tag,
-                                         (int)tag));
     if ((flags & RCOLL_SHM_SLOT_RNDV) &&
         (len <= RCOLL_SHM_INLINE_BYTES ||
          !(atomic_load_explicit(&c->hdr->recv_flags, memory_order_relaxed) &

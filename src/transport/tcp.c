@@ -290,17 +290,18 @@ static rcoll_status_t tcp_check_header(tcp_comm_t *c, tcp_msg_t *m)
         return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                           "malformed frame from %s (magic 0x%08x)", c->peer,
                                           (unsigned)h->magic));
+    /* The two sides disagree about this message: a usage error (transport.h). */
+    if (m->tag != -1 && h->tag != -1 && h->tag != m->tag)
+        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
+                                          "tag mismatch from %s: receive posted with tag %d, "
+                                          "message has tag %d",
+                                          c->peer, m->tag, (int)h->tag));
     if (h->length > m->cap)
-        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
+        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
                                           "message of %llu bytes from %s is larger than the "
                                           "posted receive buffer of %llu bytes",
                                           (unsigned long long)h->length, c->peer,
                                           (unsigned long long)m->cap));
-    if (m->tag != -1 && h->tag != -1 && h->tag != m->tag)
-        return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
-                                          "tag mismatch from %s: receive posted with tag %d, "
-                                          "message has tag %d",
-                                          c->peer, m->tag, (int)h->tag));
     m->length = h->length;
     m->known = 1;
     return RCOLL_OK;

@@ -10,7 +10,10 @@
  * buffer posted with irecv (grouped receives take one message per buffer).
  *
  * Errors return a negative status with the detail recorded by rcoll_err_set(); the core adds
- * the peer's rank.  After an error on a comm, every later call on it fails with the same
+ * the peer's rank.  A message whose tag differs from the receive's (neither -1), or that is
+ * longer than the buffer posted for it, is RCOLL_ERR_INVALID_USAGE: the two sides disagree
+ * about what they are doing (the core tags collectives with their signature, core/sig.h).  The
+ * tag is checked first, and no byte of such a message reaches the buffer.  After an error on a comm, every later call on it fails with the same
  * status, and every outstanding request on it completes (in test) with that error.
  */
 #ifndef RCOLL_TRANSPORT_H

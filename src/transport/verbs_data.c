@@ -303,12 +303,12 @@ rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag
     if (e.tag != -1 && tag != -1 && e.tag != tag) {
         snprintf(why, sizeof(why), "message tag %d does not match the receive's tag %d", tag,
                  e.tag);
-        return give_up(c, &e, RCOLL_ERR_PROTOCOL, why);
+        return give_up(c, &e, RCOLL_ERR_INVALID_USAGE, why);
     }
     if (size > e.size) {
         snprintf(why, sizeof(why), "a %zu-byte message is larger than the %llu-byte buffer the "
                  "receiver posted", size, (unsigned long long)e.size);
-        return give_up(c, &e, RCOLL_ERR_PROTOCOL, why);
+        return give_up(c, &e, RCOLL_ERR_INVALID_USAGE, why);
     }
     rcoll_vrb_req_t *r = req_get(c);
     if (!r) return RCOLL_OK;

@@ -62,7 +62,7 @@ void tp_case_threads(int nmsgs);
 /* Shared case: nc connections all connected before any accept, then one len-byte message on
  * each, all in flight together; every message arrives whole on its own connection. */
 void tp_case_burst(int nc, size_t len);
-/* Shared case: a tag mismatch fails the receive (PROTOCOL, message names the tag), the
+/* Shared case: a tag mismatch fails the receive (INVALID_USAGE, message names the tag), the
  * receive queued behind it, and later receives on that comm. */
 void tp_case_tag_mismatch(void);
 /* On a listening pair (p->lc) that has just dropped bad connectors (after: what they were):

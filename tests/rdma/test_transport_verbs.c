@@ -105,7 +105,7 @@ static void test_tag_and_size(void)
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
     if (!p.rc) return;
     CHECK(T->irecv(p.rc, 1, &dp, &cap, (int[]){5}, NULL, &rreq) == RCOLL_OK, "irecv");
-    expect_send_error(&p, sbuf, 10, 7, RCOLL_ERR_PROTOCOL, "tag");
+    expect_send_error(&p, sbuf, 10, 7, RCOLL_ERR_INVALID_USAGE, "tag");
     pair_close(&p);
 
     CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
@@ -113,7 +113,7 @@ static void test_tag_and_size(void)
     memset(rbuf, 0x5A, sizeof(rbuf));
     rreq = NULL;
     CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
-    expect_send_error(&p, sbuf, sizeof(sbuf), 1, RCOLL_ERR_PROTOCOL, "larger");
+    expect_send_error(&p, sbuf, sizeof(sbuf), 1, RCOLL_ERR_INVALID_USAGE, "larger");
     rcoll_status_t st = rreq ? wait1(rreq, NULL, DEADLINE_NS) : RCOLL_OK;
     CHECK(st == RCOLL_ERR_PROTOCOL, "receiver got %d", st);
     CHECK(strstr(rcoll_err_get(), "larger") != NULL, "receiver's message says why");
@@ -275,7 +275,8 @@ int main(int argc, char **argv)
     check_case("grouped irecv", tp_case_grouped);
     check_case("64 connections", test_many);
     check_case("registration cache", test_reg_cache);
-    check_case("tag and size mismatch -> PROTOCOL on both ends", test_tag_and_size);
+    check_case("tag and size mismatch -> INVALID_USAGE at the sender, PROTOCOL at the receiver",
+               test_tag_and_size);
     check_case("bad rkey -> remote access error", test_bad_rkey);
     check_case("no receive posted -> RNR retry exceeded", test_rnr);
     check_case("peer killed mid-transfer", test_killed_peer);

@@ -254,7 +254,7 @@ static void test_tag_mismatch(void)
     tp_case_tag_mismatch();
 }
 
-/* A message longer than the posted buffer: PROTOCOL naming both sizes, no byte written.
+/* A message longer than the posted buffer: INVALID_USAGE naming both sizes, no byte written.
  * Inline, chunked and single-copy messages alike. */
 static void test_too_small(void)
 {
@@ -272,7 +272,7 @@ static void test_too_small(void)
         CHECK(T->isend(p.sc, sbuf, n, 1, NULL, &sreq) == RCOLL_OK, "isend");
         CHECK(T->irecv(p.rc, 1, &dp, &cap, NULL, NULL, &rreq) == RCOLL_OK, "irecv");
         rcoll_status_t st = wait2(&sreq, &rreq, NULL);
-        CHECK(st == RCOLL_ERR_PROTOCOL, "oversized message of %zu gave %d", n, st);
+        CHECK(st == RCOLL_ERR_INVALID_USAGE, "oversized message of %zu gave %d", n, st);
         snprintf(want1, sizeof(want1), "%zu", n);
         snprintf(want2, sizeof(want2), "%zu", cap);
         CHECK(strstr(rcoll_err_get(), want1) && strstr(rcoll_err_get(), want2),
@@ -845,8 +845,8 @@ int main(void)
     check_case("sizes between two processes, single-copy", sizes_procs_single);
     check_case("64 messages in flight, reverse tests, pool bound", pipeline);
     check_case("grouped irecv n=3", grouped);
-    check_case("tag mismatch -> PROTOCOL", test_tag_mismatch);
-    check_case("message larger than the buffer -> PROTOCOL, guard intact", test_too_small);
+    check_case("tag mismatch -> INVALID_USAGE", test_tag_mismatch);
+    check_case("message larger than the buffer -> INVALID_USAGE, guard intact", test_too_small);
     check_case("bad connectors dropped (wrong nonce, garbage, bad segment)", test_bad_connectors);
     check_case("handle from another host -> UNSUPPORTED", test_other_host);
     check_case("connect to a closed listener -> REMOTE", test_connect_refused);

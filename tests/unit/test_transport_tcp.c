@@ -121,7 +121,7 @@ static void test_too_small(void)
     void *none = NULL;
     CHECK(wait2(&sreq, &none, NULL) == RCOLL_OK, "send completes into the socket");
     rcoll_status_t st = wait2(&none, &rreq, NULL);
-    CHECK(st == RCOLL_ERR_PROTOCOL, "oversized message gave %d", st);
+    CHECK(st == RCOLL_ERR_INVALID_USAGE, "oversized message gave %d", st);
     CHECK(strstr(rcoll_err_get(), "200") && strstr(rcoll_err_get(), "100"),
           "message names both sizes");
     CHECK(guard_ok(rbuf, sizeof(rbuf), 0x5A), "receive buffer or guard was written");
@@ -415,8 +415,8 @@ int main(void)
     check_case("pipeline nsocks=4", pipe4);
     check_case("grouped irecv nsocks=1", grouped1);
     check_case("grouped irecv nsocks=4", grouped4);
-    check_case("tag mismatch -> PROTOCOL", test_tag_mismatch);
-    check_case("recv buffer too small -> PROTOCOL", test_too_small);
+    check_case("tag mismatch -> INVALID_USAGE", test_tag_mismatch);
+    check_case("recv buffer too small -> INVALID_USAGE", test_too_small);
     check_case("garbage client dropped nsocks=1", garbage1);
     check_case("garbage client dropped nsocks=4", garbage4);
     check_case("wrong nonce dropped", test_wrong_nonce);
