@@ -195,6 +195,13 @@ const char *rcoll_comm_last_error(rcoll_comm_t comm);
 /* ---------------------------------------------------------------------------------------------
  * Collectives.  All ranks of a communicator must call the same collectives in the same order
  * with matching count, datatype, op and root.  Blocking calls progress on the caller's thread.
+ * Mismatched calls are detected, always, before any data is used: every rank's call fails
+ * (that call, not a later one) with RCOLL_ERR_INVALID_USAGE and a sentence naming both
+ * sides, e.g. "rank 2 called allreduce(count=1000, int32, sum) as operation #17 while this
+ * rank called allreduce(count=1024, float32, sum)" (operations are numbered from 1 on each
+ * communicator).  Exceptions: a count of 0 communicates nothing and so is not compared; in a
+ * broadcast or reduce, a rank whose part of the chain completed from ranks that matched it
+ * may return RCOLL_OK (its result is right) and fails at its next call.
  * Once a collective on a communicator fails (peer death, timeout), the communicator is failed:
  * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
  * rcoll_comm_last_error(); destroy or abort it.
@@ -220,7 +227,8 @@ rcoll_status_t rcoll_barrier(rcoll_comm_t comm);
  * RCOLL_IN_PLACE (or equal recvbuf): the input is taken from recvbuf; on other ranks
  * RCOLL_IN_PLACE is RCOLL_ERR_INVALID_ARG.  Errors also: root out of range.  As in MPI, an
  * argument error detected on some ranks only (a NULL recvbuf on the root) leaves the others
- * running the operation: they fail later with RCOLL_ERR_TIMEOUT or RCOLL_ERR_PROTOCOL. */
+ * running the operation: it is never issued on the refusing rank, so the others fail when
+ * that rank's next call does not match (RCOLL_ERR_INVALID_USAGE) or with RCOLL_ERR_TIMEOUT. */
 rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             rcoll_datatype_t datatype, rcoll_op_t op, int root,
                             rcoll_comm_t comm);
@@ -253,8 +261,9 @@ rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
  * Point to point.  rcoll_send(buf, n, dt, peer) is matched by rcoll_recv(buf, n, dt, src) on
  * `peer`, with the same count and datatype; several messages between the same pair match in
  * issue order.  As in NCCL, sends, receives and collectives on a communicator must be issued
- * in a matching order on both sides (a mismatch is reported as RCOLL_ERR_PROTOCOL, never
- * silently mixed).  Outside a group, rcoll_send returns once the data has left the buffer and
+ * in a matching order on both sides; a mismatch is never silently mixed: a message whose size
+ * differs from the receive's fails the receive with RCOLL_ERR_INVALID_USAGE naming the
+ * sender, its message number and both sizes (the sender's call may already have completed).  Outside a group, rcoll_send returns once the data has left the buffer and
  * rcoll_recv once it has arrived; a send and its receive issued one after the other on two
  * ranks that both send first still complete for small messages only (use a group).
  * ------------------------------------------------------------------------------------------ */

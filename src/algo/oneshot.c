@@ -2,8 +2,9 @@
  * oneshot.c - one-shot all-reduce over a host segment.
  *
  *   segment: [rank 0: slot A | slot B][rank 1: slot A | slot B] ...
- *   slot:    [seq | data ...] - the operation number sits on the same cache line as the
- *            first 56 bytes of data, so a small vector crosses cores as a single line
+ *   slot:    [seq | tag | data ...] - the operation number and the call's signature digest
+ *            sit on the same cache line as the first 48 bytes of data, so a small vector
+ *            crosses cores as a single line; a rank whose tag differs is a mismatched call
  *
  *   operation k (from 1) uses slot k % 2: copy the input into the own slot, publish seq = k
  *   (release), wait until every rank's slot shows k (acquire), then dst = slot(0) op slot(1)
@@ -21,9 +22,11 @@
 #include "algo/oneshot.h"
 #include "algo/reduce.h"
 #include "algo/select.h"
+#include "util/status.h"
 
 #define LINE 64
-#define SLOT_BYTES (((RCOLL_ONESHOT_MAX_BYTES + sizeof(uint64_t)) + LINE - 1) / LINE * LINE)
+#define HDR_BYTES (2 * sizeof(uint64_t))
+#define SLOT_BYTES (((RCOLL_ONESHOT_MAX_BYTES + HDR_BYTES) + LINE - 1) / LINE * LINE)
 
 size_t rcoll_oneshot_segment_size(int nranks) { return (size_t)nranks * 2 * SLOT_BYTES; }
 
@@ -33,15 +36,17 @@ static char *slot(const rcoll_oneshot_t *os, int r, uint64_t k)
 }
 
 static _Atomic uint64_t *slot_seq(char *s) { return (_Atomic uint64_t *)(void *)s; }
-static char *slot_data(char *s) { return s + sizeof(uint64_t); }
+static uint64_t *slot_tag(char *s) { return (uint64_t *)(void *)(s + sizeof(uint64_t)); }
+static char *slot_data(char *s) { return s + HDR_BYTES; }
 
 void rcoll_oneshot_op_init(rcoll_oneshot_op_t *o, const rcoll_oneshot_t *os, uint64_t k,
-                           const void *src, void *dst, size_t count, rcoll_datatype_t dt,
-                           rcoll_op_t op)
+                           uint64_t tag, const void *src, void *dst, size_t count,
+                           rcoll_datatype_t dt, rcoll_op_t op)
 {
     memset(o, 0, sizeof(*o));
     o->os = os;
     o->k = k;
+    o->tag = tag;
     o->src = src;
     o->dst = dst;
     o->count = count;
@@ -59,15 +64,24 @@ rcoll_status_t rcoll_oneshot_progress(rcoll_oneshot_op_t *o, int *progressed)
     if (!o->published) {
         char *mine = slot(os, os->rank, o->k);
         memcpy(slot_data(mine), o->src, bytes);
+        *slot_tag(mine) = o->tag;
         atomic_store_explicit(slot_seq(mine), o->k, memory_order_release);
         o->published = 1;
         *progressed = 1;
     }
-    for (int p = 0; p < n; p++)
-        if (atomic_load_explicit(slot_seq(slot(os, p, o->k)), memory_order_acquire) < o->k) {
+    for (int p = 0; p < n; p++) {
+        char *s = slot(os, p, o->k);
+        if (atomic_load_explicit(slot_seq(s), memory_order_acquire) < o->k) {
             o->waiting_peer = p;
             return RCOLL_INPROGRESS;
         }
+        /* Published: compare the calls (same cache line) before using any data. */
+        if (*slot_tag(s) != o->tag) {
+            o->waiting_peer = p;
+            return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "rank %d published a different call "
+                                 "in the one-shot slot", p);
+        }
+    }
     memcpy(o->dst, slot_data(slot(os, 0, o->k)), bytes);
     for (int p = 1; p < n; p++)
         rcoll_reduce_local(o->dst, o->dst, slot_data(slot(os, p, o->k)), o->count, o->dt, o->op,
@@ -97,8 +111,8 @@ static double oneshot_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
 
 static void oneshot_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
 {
-    rcoll_oneshot_op_init(oneshot_state(op), &ctx->oneshot, ++ctx->oneshot_seq, op->src,
-                          op->dst, op->count, op->dt, op->op);
+    rcoll_oneshot_op_init(oneshot_state(op), &ctx->oneshot, ++ctx->oneshot_seq,
+                          (uint64_t)op->tag, op->src, op->dst, op->count, op->dt, op->op);
 }
 
 static rcoll_status_t oneshot_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,
@@ -109,6 +123,7 @@ static rcoll_status_t oneshot_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_o
     rcoll_status_t st = rcoll_oneshot_progress(o, progressed);
     op->waiting_peer = o->waiting_peer;
     op->waiting_recv = 1;
+    if (st < 0) op->err_peer = o->waiting_peer;
     return st;
 }
 

@@ -27,6 +27,7 @@ typedef struct {
     rcoll_datatype_t dt;
     rcoll_op_t op;
     uint64_t k;      /* operation number, from 1, the same on every rank */
+    uint64_t tag;    /* the call's signature digest: every rank's must be the same */
     int published;
     int waiting_peer;
 } rcoll_oneshot_op_t;
@@ -34,9 +35,11 @@ typedef struct {
 /* Bytes of host segment for nranks ranks (zeroed at creation). */
 size_t rcoll_oneshot_segment_size(int nranks);
 void rcoll_oneshot_op_init(rcoll_oneshot_op_t *o, const rcoll_oneshot_t *os, uint64_t k,
-                           const void *src, void *dst, size_t count, rcoll_datatype_t dt,
-                           rcoll_op_t op);
-/* RCOLL_OK when done, RCOLL_INPROGRESS while a peer is not there yet (o->waiting_peer). */
+                           uint64_t tag, const void *src, void *dst, size_t count,
+                           rcoll_datatype_t dt, rcoll_op_t op);
+/* RCOLL_OK when done, RCOLL_INPROGRESS while a peer is not there yet (o->waiting_peer),
+ * RCOLL_ERR_INVALID_USAGE when a peer published a different tag (o->waiting_peer names it;
+ * nothing of its data is used). */
 rcoll_status_t rcoll_oneshot_progress(rcoll_oneshot_op_t *o, int *progressed);
 
 #endif

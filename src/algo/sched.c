@@ -79,6 +79,40 @@ void rcoll_sched_ring_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t c
     s->nsteps = s->nloops * s->steps_per_loop;
 }
 
+/* The closing message of a chain (broadcast, reduce).  A chain's first rank only sends, so on
+ * its own it could finish a call that its peers made differently without noticing (the core
+ * checks calls through the tags of the messages a rank receives, core/sig.h).  So the last
+ * rank of the chain sends an empty message to the first (its ring successor) as its first
+ * step, and the first receives it as its last: every rank receives at least one message of
+ * every call, and the first waits only for the last to have entered the call. */
+static uint64_t chain_close_steps(const rcoll_sched_t *s, int pos)
+{
+    return s->nloops && (pos == 0 || pos == s->nranks - 1) ? 1 : 0;
+}
+
+/* Step *k of a chain at position pos: 1 when it is the closing step (filled in st); otherwise
+ * *k becomes the data step's number. */
+static int chain_close(const rcoll_sched_t *s, int pos, uint64_t *k, rcoll_step_t *st)
+{
+    int n = s->nranks;
+    int last = pos == n - 1, first = pos == 0;
+    if (!(last && *k == 0) && !(first && *k == s->nloops)) {
+        if (last) (*k)--;
+        return 0;
+    }
+    st->has_recv = first;
+    st->has_send = last;
+    st->recv_peer = (s->rank - 1 + n) % n;
+    st->send_peer = (s->rank + 1) % n;
+    st->act = RCOLL_ACT_NONE;
+    st->red_buf = RCOLL_BUF_SRC;
+    st->send_buf = RCOLL_BUF_SRC;
+    st->wait_send_step = -1;
+    st->off = st->doff = 0;
+    st->count = 0;
+    return 1;
+}
+
 void rcoll_sched_chain_bcast(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
                              size_t chunk_elems)
 {
@@ -90,7 +124,7 @@ void rcoll_sched_chain_bcast(rcoll_sched_t *s, int nranks, int rank, int root, s
     s->chunk = chunk_elems ? chunk_elems : 1;
     s->nloops = (count && nranks > 1) ? div_up(count, s->chunk) : 0;
     s->steps_per_loop = 1;
-    s->nsteps = s->nloops;
+    s->nsteps = s->nloops + chain_close_steps(s, ((rank - root) % nranks + nranks) % nranks);
 }
 
 /* Block b of loop L: the loop's elements split as evenly as possible over n blocks. */
@@ -145,6 +179,7 @@ static void chain_bcast_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *s
 {
     int n = s->nranks;
     int pos = ((s->rank - s->root) % n + n) % n;
+    if (chain_close(s, pos, &k, st)) return;
     st->off = (size_t)(k * s->chunk);
     size_t left = s->count - st->off;
     st->count = left < s->chunk ? left : s->chunk;
@@ -335,7 +370,7 @@ void rcoll_sched_chain_reduce(rcoll_sched_t *s, int nranks, int rank, int root, 
     sched_base(s, RCOLL_SCHED_CHAIN_REDUCE, nranks, rank, root, count, chunk_elems);
     s->nloops = nranks > 1 ? s->nchunks : 0;
     s->steps_per_loop = 1;
-    s->nsteps = s->nloops;
+    s->nsteps = s->nloops + chain_close_steps(s, ((rank - root - 1) % nranks + nranks) % nranks);
 }
 
 void rcoll_sched_pairwise_alltoall(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
@@ -422,6 +457,7 @@ static void chain_reduce_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *
 {
     int n = s->nranks, pos = mod(s->rank - s->root - 1, n);
     step_clear(st);
+    if (chain_close(s, pos, &k, st)) return;
     st->off = st->doff = (size_t)(k * s->chunk);
     size_t left = s->count - st->off;
     st->count = left < s->chunk ? left : s->chunk;

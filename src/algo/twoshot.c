@@ -4,7 +4,7 @@
  *   area:  [rank 0: control | slot 0 | slot 1 | ... slot K-1][rank 1: ...] ...
  *   control: three counters on their own cache lines: posted, reduced, done - each the
  *            number of (global) rounds this rank has published, reduced, gathered
- *   slot:  [header: op bytes | shard 0 | shard 1 | ... | shard n-1]
+ *   slot:  [header: call tag | shard 0 | shard 1 | ... | shard n-1]
  *
  *   The vector is cut into rounds of n shards; global round g uses slot g % K.  Rank i, for
  *   each of its rounds:
@@ -36,7 +36,8 @@
 enum { C_POSTED = 0, C_REDUCED = 1, C_DONE = 2 };
 
 typedef struct {
-    uint64_t op_bytes; /* size of the whole operation, to catch mismatched counts */
+    uint64_t tag; /* the call's signature digest (count, datatype, op, number...): a rank that
+                   * reads a peer's round checks it first, to catch mismatched calls */
 } slot_header_t;
 
 static size_t shard_size(int nranks, size_t slot_bytes)
@@ -96,11 +97,13 @@ static void store(_Atomic uint64_t *c, uint64_t v)
     atomic_store_explicit(c, v, memory_order_release);
 }
 
-void rcoll_twoshot_op_init(rcoll_twoshot_op_t *o, rcoll_twoshot_t *ts, const void *src,
-                           void *dst, size_t count, rcoll_datatype_t dt, rcoll_op_t op)
+void rcoll_twoshot_op_init(rcoll_twoshot_op_t *o, rcoll_twoshot_t *ts, uint64_t tag,
+                           const void *src, void *dst, size_t count, rcoll_datatype_t dt,
+                           rcoll_op_t op)
 {
     memset(o, 0, sizeof(*o));
     o->ts = ts;
+    o->tag = tag;
     o->src = src;
     o->dst = dst;
     o->count = count;
@@ -143,7 +146,7 @@ static int try_publish(rcoll_twoshot_op_t *o)
         if (cnt) memcpy(shard(ts, s, j), o->src + first * o->esize, cnt * o->esize);
     }
     slot_header_t *h = (slot_header_t *)(void *)s;
-    h->op_bytes = o->count * o->esize;
+    h->tag = o->tag;
     store(ctr(ts, me, C_POSTED), g + 1);
     o->pub++;
     return 1;
@@ -161,12 +164,11 @@ static rcoll_status_t try_reduce(rcoll_twoshot_op_t *o, int *moved)
             return RCOLL_OK;
         }
         const slot_header_t *h = (const slot_header_t *)(const void *)slot(ts, p, g);
-        if (h->op_bytes != o->count * o->esize) {
+        if (h->tag != o->tag) {
             o->waiting_peer = p;
-            return rcoll_err_set(RCOLL_ERR_PROTOCOL,
-                                 "rank %d passed %llu bytes to this all-reduce where rank %d "
-                                 "passed %zu (do all ranks pass the same count and datatype?)",
-                                 p, (unsigned long long)h->op_bytes, me, o->count * o->esize);
+            return rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
+                                 "rank %d published a round of a different call in the "
+                                 "two-shot slot", p);
         }
     }
     size_t first, cnt = shard_range(o, o->red, me, &first);
@@ -255,8 +257,8 @@ static double twoshot_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
 
 static void twoshot_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
 {
-    rcoll_twoshot_op_init(twoshot_state(op), &ctx->twoshot, op->src, op->dst, op->count, op->dt,
-                          op->op);
+    rcoll_twoshot_op_init(twoshot_state(op), &ctx->twoshot, (uint64_t)op->tag, op->src, op->dst,
+                          op->count, op->dt, op->op);
 }
 
 static rcoll_status_t twoshot_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op,

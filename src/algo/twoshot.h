@@ -32,6 +32,7 @@ typedef struct {
     size_t count, esize, shard_elems;
     rcoll_datatype_t dt;
     rcoll_op_t op;
+    uint64_t tag;           /* the call's signature digest: every rank's must be the same */
     uint64_t g0, nrounds;   /* global number of this operation's first round; its rounds */
     uint64_t pub, red, gat; /* rounds published, reduced, gathered (0..nrounds) */
     int gat_peer;           /* peers copied so far in round `gat` */
@@ -44,9 +45,12 @@ size_t rcoll_twoshot_area_size(int nranks, size_t slot_bytes);
 void rcoll_twoshot_attach(rcoll_twoshot_t *ts, char *base, int nranks, int rank,
                           size_t slot_bytes);
 /* Start an operation: takes its rounds from ts->rounds. */
-void rcoll_twoshot_op_init(rcoll_twoshot_op_t *o, rcoll_twoshot_t *ts, const void *src,
-                           void *dst, size_t count, rcoll_datatype_t dt, rcoll_op_t op);
-/* RCOLL_OK when done, RCOLL_INPROGRESS while a peer is not there yet (o->waiting_peer). */
+void rcoll_twoshot_op_init(rcoll_twoshot_op_t *o, rcoll_twoshot_t *ts, uint64_t tag,
+                           const void *src, void *dst, size_t count, rcoll_datatype_t dt,
+                           rcoll_op_t op);
+/* RCOLL_OK when done, RCOLL_INPROGRESS while a peer is not there yet (o->waiting_peer),
+ * RCOLL_ERR_INVALID_USAGE when a peer published a round of a different call (its tag, in the
+ * slot header; o->waiting_peer names it, nothing of its data is used). */
 rcoll_status_t rcoll_twoshot_progress(rcoll_twoshot_op_t *o, int *progressed);
 
 #endif

@@ -31,7 +31,10 @@
 #define BS_HELLO_TIMEOUT_NS (3ull * 1000000000ull) /* a connector must say hello by then */
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
-enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL };
+enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL };
+
+#define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
+#define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
 
 typedef struct {
     uint32_t magic;
@@ -54,6 +57,8 @@ typedef struct {
     char text[RCOLL_BS_TEXT_MAX];
 } bs_note_t; /* NACK, ABORT, FAIL */
 
+_Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
+
 typedef struct {
     uint32_t magic;
     uint16_t version;
@@ -70,7 +75,10 @@ typedef struct {
     union {
         struct {
             bs_hdr_t hdr;
-            bs_note_t note;
+            union {
+                bs_note_t note;
+                rcoll_bs_sig_t sig; /* BS_SIG */
+            };
         } m;
         char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
     } buf;
@@ -176,6 +184,9 @@ typedef struct {
     int left;     /* said goodbye */
     int waits_on; /* rank this one reported a timeout on, or -1 */
     char report[RCOLL_BS_TEXT_MAX];
+    int sigs_relayed; /* its signatures passed on (at most BS_SIGS_PER_MEMBER) */
+    int has_stall;    /* it reported a stalled call: */
+    rcoll_bs_sig_t stall;
     rcoll_peer_info_t info;
     bs_rx_t rx;   /* partial control message */
 } bs_member_t;
@@ -430,6 +441,37 @@ static void root_join_failed(rcoll_bs_root_t *r)
     root_send_fail(r, -1, &n);
 }
 
+/* Member k reported a stalled call.  Two stalled calls on one communicator with the same
+ * number (the signature's first 8 bytes) but different signatures are a mismatch that no
+ * message between those ranks may ever reveal (each waits on a peer that runs something
+ * else): announce it, with both signatures, so every rank fails the call naming both. */
+static void root_check_stalls(rcoll_bs_root_t *r, int k)
+{
+    const rcoll_bs_sig_t *a = &r->members[k]->stall;
+    for (int j = 0; j < r->nranks && !r->failure_sent; j++) {
+        bs_member_t *o = r->members[j];
+        if (j == k || !o || !o->has_stall) continue;
+        const rcoll_bs_sig_t *b = &o->stall;
+        if (b->ctx != a->ctx || memcmp(b->sig, a->sig, 8) != 0 ||
+            memcmp(b->sig, a->sig, sizeof(a->sig)) == 0)
+            continue;
+        for (int i = 0; i < r->nranks; i++) {
+            bs_member_t *d = r->members[i];
+            if (!d || d->fd < 0 || d->left) continue;
+            bs_send_msg(d->fd, BS_SIG, a, sizeof(*a), rcoll_now_ns() + 100000000ull);
+            bs_send_msg(d->fd, BS_SIG, b, sizeof(*b), rcoll_now_ns() + 100000000ull);
+        }
+        char text[RCOLL_BS_TEXT_MAX];
+        snprintf(text, sizeof(text), "rank %d and rank %d made different calls as the same "
+                 "collective operation (found while both waited)", (int)b->rank, (int)a->rank);
+        RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+        bs_note_t n;
+        note_fill(&n, a->rank, RCOLL_ERR_INVALID_USAGE, text);
+        root_send_fail(r, -1, &n);
+        r->failure_sent = 1;
+    }
+}
+
 /* Handle one readable member connection in the watch phase. */
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
@@ -454,6 +496,23 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         return;
     }
     m->rx.got = 0;
+    if (m->rx.buf.m.hdr.type == BS_STALL && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
+        m->stall = m->rx.buf.m.sig;
+        m->has_stall = 1;
+        root_check_stalls(r, k);
+        return;
+    }
+    if (m->rx.buf.m.hdr.type == BS_SIG && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
+        /* A rank's call, after a mismatch: every other rank may need it to name both sides. */
+        if (m->sigs_relayed++ >= BS_SIGS_PER_MEMBER) return;
+        rcoll_bs_sig_t sig = m->rx.buf.m.sig;
+        for (int j = 0; j < r->nranks; j++) {
+            bs_member_t *o = r->members[j];
+            if (j == k || !o || o->fd < 0 || o->left) continue;
+            bs_send_msg(o->fd, BS_SIG, &sig, sizeof(sig), rcoll_now_ns() + 100000000ull);
+        }
+        return;
+    }
     if (m->rx.buf.m.hdr.type == BS_BYE) {
         m->left = 1;
         member_close(m);
@@ -673,9 +732,12 @@ struct rcoll_bootstrap {
     rcoll_peer_info_t root_host; /* rank 0's info, for the message when the root vanishes */
     bs_rx_t rx;
     int failed;
+    int closed; /* the connection ended (after a failure: nothing more to read) */
     rcoll_status_t fail_status;
     int fail_culprit;
     char fail_text[RCOLL_BS_TEXT_MAX + 64];
+    rcoll_bs_sig_t sigs[BS_SIGS_KEPT]; /* peers' signatures relayed by the root, distinct */
+    int nsigs;
 };
 
 rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
@@ -788,30 +850,74 @@ err_close:
     return st;
 }
 
-rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit)
+/* Read every complete control message that has arrived: signatures are kept, the first
+ * failure is latched (and later ones ignored). */
+static void bs_pump(rcoll_bootstrap_t *bs)
 {
-    if (bs->failed) goto report;
-    int complete;
-    rcoll_status_t st = bs_rx_read(bs->fd, &bs->rx, &complete);
-    if (st == RCOLL_OK && !complete) return RCOLL_OK;
-    bs->failed = 1;
-    if (st != RCOLL_OK) {
-        /* The root itself is gone: in environment launch it lives in rank 0. */
-        bs->fail_status = RCOLL_ERR_REMOTE;
-        bs->fail_culprit = 0;
-        snprintf(bs->fail_text, sizeof(bs->fail_text),
-                 "lost the bootstrap root (hosted with rank 0, %s pid %d): that process exited "
-                 "or was killed", bs->root_host.hostname, (int)bs->root_host.pid);
-    } else {
+    while (!bs->closed) {
+        int complete;
+        rcoll_status_t st = bs_rx_read(bs->fd, &bs->rx, &complete);
+        if (st == RCOLL_OK && !complete) return;
+        if (st != RCOLL_OK) {
+            bs->closed = 1;
+            if (bs->failed) return;
+            /* The root itself is gone: in environment launch it lives in rank 0. */
+            bs->failed = 1;
+            bs->fail_status = RCOLL_ERR_REMOTE;
+            bs->fail_culprit = 0;
+            snprintf(bs->fail_text, sizeof(bs->fail_text),
+                     "lost the bootstrap root (hosted with rank 0, %s pid %d): that process "
+                     "exited or was killed", bs->root_host.hostname, (int)bs->root_host.pid);
+            return;
+        }
+        bs->rx.got = 0;
+        const bs_hdr_t *h = &bs->rx.buf.m.hdr;
+        if (h->type == BS_SIG) {
+            if (h->len != sizeof(rcoll_bs_sig_t)) continue;
+            const rcoll_bs_sig_t *g = &bs->rx.buf.m.sig;
+            int dup = 0;
+            for (int i = 0; i < bs->nsigs && !dup; i++)
+                dup = bs->sigs[i].ctx == g->ctx && !memcmp(bs->sigs[i].sig, g->sig, sizeof(g->sig));
+            if (!dup && bs->nsigs < BS_SIGS_KEPT) bs->sigs[bs->nsigs++] = *g;
+            continue;
+        }
+        if (bs->failed) continue;
+        bs->failed = 1;
         bs_note_t *n = &bs->rx.buf.m.note;
         n->text[sizeof(n->text) - 1] = '\0';
         bs->fail_status = n->status < 0 ? (rcoll_status_t)n->status : RCOLL_ERR_REMOTE;
         bs->fail_culprit = n->culprit;
         snprintf(bs->fail_text, sizeof(bs->fail_text), "%s", n->text);
     }
-report:
+}
+
+rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit)
+{
+    bs_pump(bs);
+    if (!bs->failed) return RCOLL_OK;
     *culprit = bs->fail_culprit;
     return rcoll_err_set(bs->fail_status, "%s", bs->fail_text);
+}
+
+void rcoll_bs_send_sig(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
+{
+    if (!bs || bs->fd < 0 || bs->closed) return;
+    bs_send_msg(bs->fd, BS_SIG, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+}
+
+void rcoll_bs_send_stall(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
+{
+    if (!bs || bs->fd < 0 || bs->closed) return;
+    bs_send_msg(bs->fd, BS_STALL, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+}
+
+int rcoll_bs_sigs(rcoll_bootstrap_t *bs, uint64_t ctx, rcoll_bs_sig_t *out, int max)
+{
+    bs_pump(bs);
+    int n = 0;
+    for (int i = 0; i < bs->nsigs && n < max; i++)
+        if (bs->sigs[i].ctx == ctx) out[n++] = bs->sigs[i];
+    return n;
 }
 
 void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, const char *text)

@@ -6,7 +6,9 @@
  * the table of all ranks' info (host identity, pid, transport handle).  Afterwards the root
  * watches those connections: when a rank's connection drops without a goodbye, or a rank
  * reports a failure, it tells every other rank, so that all survivors fail promptly with an
- * error naming the rank at fault instead of waiting on a peer that will never answer.
+ * error naming the rank at fault instead of waiting on a peer that will never answer.  After
+ * a mismatched collective it also relays the ranks' call signatures (core/sig.h), and compares
+ * the calls of ranks that report a long wait, so every rank can name both sides.
  */
 #ifndef RCOLL_CORE_BOOTSTRAP_H
 #define RCOLL_CORE_BOOTSTRAP_H
@@ -36,6 +38,16 @@ typedef struct {
      * no such transport. */
     uint8_t handles[RCOLL_MAX_TRANSPORTS][RCOLL_TRANSPORT_HANDLE_BYTES];
 } rcoll_peer_info_t;
+
+/* One rank's call after a mismatch (core/sig.h's signature, opaque here), relayed by the root
+ * to every other rank so that each can name both sides. */
+#define RCOLL_BS_SIG_BYTES 48
+typedef struct {
+    uint64_t ctx;  /* the communicator */
+    int32_t rank;  /* the caller's rank in it */
+    int32_t pad;
+    uint8_t sig[RCOLL_BS_SIG_BYTES];
+} rcoll_bs_sig_t;
 
 typedef struct rcoll_bs_root rcoll_bs_root_t;
 typedef struct rcoll_bootstrap rcoll_bootstrap_t;
@@ -69,6 +81,17 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
  * failure the root announced (or the root's loss), with detail in rcoll_err_get() and the
  * culprit rank in *culprit (-1 if unknown). */
 rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit);
+/* Send this rank's signature of a mismatched call; the root passes it to every other rank
+ * (even after a failure was announced). */
+void rcoll_bs_send_sig(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig);
+/* This rank has waited a while in the call of signature sig: the root compares it with the
+ * other ranks' stalled calls and announces a mismatch (RCOLL_ERR_INVALID_USAGE, with both
+ * signatures) when two of the same number differ.  The signature's first 8 bytes are the
+ * call's number. */
+void rcoll_bs_send_stall(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig);
+/* The signatures received so far for communicator ctx (reads what has arrived; at most max,
+ * each distinct).  Returns how many. */
+int rcoll_bs_sigs(rcoll_bootstrap_t *bs, uint64_t ctx, rcoll_bs_sig_t *out, int max);
 /* Tell the root this rank saw culprit fail (status st, text), so the others learn it. */
 void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, const char *text);
 /* After a report: 1 when the root has not acknowledged this rank's data on the control

@@ -116,6 +116,7 @@ rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
 {
     rcoll_status_t st = rcoll_comm_register(c); /* from here on the handle is valid */
     if (st != RCOLL_OK) return st;
+    c->seq0 = c->coll_seq; /* the user's collectives are numbered from here */
     if (!f) {
         f = calloc(1, sizeof(*f));
         if (!f) {
@@ -167,6 +168,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     rcoll_comm_t c = calloc(1, sizeof(*c));
     if (!c) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     c->rank = rank;
+    c->seq0 = UINT64_MAX; /* until creation ends, its collectives are set-up operations */
     c->nranks = nranks;
     c->cfg = *cfg;
     c->mem_bytes = sizeof(*c);
@@ -523,6 +525,14 @@ static rcoll_status_t setup_failed(rcoll_comm_t c, rcoll_status_t st)
             nanosleep(&ts, NULL);
         }
     }
+    if (st == RCOLL_ERR_INVALID_USAGE && c->bs) {
+        /* A mismatched set-up collective (RCOLL_ALGO differs between ranks): the root has
+         * announced it; name both calls if this rank never got to run one. */
+        char sent[RCOLL_ERR_TEXT_MAX - 16];
+        if (!strstr(own, " called ") && rcoll_sig_explain(c, sent, sizeof(sent)))
+            return rcoll_err_set(st, "rank %d: %s", c->rank, sent);
+        return rcoll_err_set(st, "%s", own);
+    }
     snprintf(text, sizeof(text), "%s could not create its communicator: %.150s",
              rcoll_comm_peer_name(c, c->rank, pbuf, sizeof(pbuf)), own);
     rcoll_bs_report(c->bs, c->rank, st, text);
@@ -577,7 +587,8 @@ err_free:
 }
 
 /* When every rank is on this host (and shared memory is allowed), rank 0 creates the host
- * segment for the one-shot and two-shot all-reduces and the others map it.  Each rank says
+ * segment for the one-shot and two-shot all-reduces and the call signatures (core/sig.h), and
+ * the others map it.  Each rank says
  * whether that worked; only if all did is it used, so the choice is the same everywhere.
  * Failing to set it up is not an error: the other algorithms remain. */
 static rcoll_status_t setup_hostseg(rcoll_comm_t c)
@@ -586,19 +597,21 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     /* Each rank's own settings may differ (RCOLL_SHM_DISABLE on some ranks only): agree
      * first, so that every rank runs the same collectives below. */
     rcoll_allreduce_alg_t forced = c->algo.forced;
-    int32_t want = !c->cfg.shm_disable &&
-                   (c->cfg.transport == RCOLL_CFG_TRANSPORT_AUTO ||
-                    c->cfg.transport == RCOLL_CFG_TRANSPORT_SHM) &&
-                   (forced == RCOLL_ALG_AUTO || rcoll_algos[forced]->uses_hostseg);
+    int32_t want = !c->cfg.shm_disable && (c->cfg.transport == RCOLL_CFG_TRANSPORT_AUTO ||
+                                           c->cfg.transport == RCOLL_CFG_TRANSPORT_SHM);
+    /* Without one- and two-shot (RCOLL_ALGO forces another) the segment holds only the call
+     * signatures (core/sig.h). */
+    int algs = forced == RCOLL_ALG_AUTO || rcoll_algos[forced]->uses_hostseg;
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
                                        RCOLL_MIN, 0);
     if (st != RCOLL_OK) return st;
     if (!want) return RCOLL_OK;
-    size_t os_size = rcoll_oneshot_segment_size(c->nranks);
+    size_t os_size = algs ? rcoll_oneshot_segment_size(c->nranks) : 0;
     size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.conn.buffsize / 16;
     if (slot < 4096) slot = 4096;
-    size_t ts_size = rcoll_twoshot_area_size(c->nranks, slot);
-    size_t size = os_size + ts_size;
+    size_t ts_size = algs ? rcoll_twoshot_area_size(c->nranks, slot) : 0;
+    size_t sig_size = (size_t)c->nranks * RCOLL_SIG_ANNOUNCE_BYTES;
+    size_t size = os_size + ts_size + sig_size;
     rcoll_shmseg_ref_t ref;
     memset(&ref, 0, sizeof(ref));
     int32_t ok = 1;
@@ -622,13 +635,19 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
         rcoll_shmseg_detach(&c->hostseg);
         return RCOLL_OK;
     }
+    c->sig_area = c->hostseg.base + os_size + ts_size;
+    c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
+    if (!algs) {
+        RCOLL_INFO(INIT, "host segment: %zu B (call signatures only)", size);
+        return RCOLL_OK;
+    }
     c->algo.oneshot = (rcoll_oneshot_t){.base = c->hostseg.base, .nranks = c->nranks,
                                         .rank = c->rank};
     rcoll_twoshot_attach(&c->algo.twoshot, c->hostseg.base + os_size, c->nranks, c->rank, slot);
     c->algo.has_hostseg = 1;
-    c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
     RCOLL_INFO(INIT, "host segment: %zu B (one-shot %zu B, two-shot %zu B: %d slots of %zu B "
-               "per rank)", size, os_size, ts_size, RCOLL_TWOSHOT_SLOTS, slot);
+               "per rank, call signatures %zu B)", size, os_size, ts_size, RCOLL_TWOSHOT_SLOTS,
+               slot, sig_size);
     return RCOLL_OK;
 }
 

@@ -14,6 +14,7 @@
 #include "rcoll.h"
 #include "transport/transport.h"
 #include "core/config.h"
+#include "core/sig.h"
 
 #define RCOLL_LAST_ERROR_MAX 640
 
@@ -67,6 +68,9 @@ struct rcoll_request {
     uint64_t last_progress_ns; /* when progress was last seen; 0: since the last clock reading */
     const rcoll_algo_ops_t *alg; /* what runs it once started (not P2P): an all-reduce
                                   * algorithm, or rcoll_algo_sched for a schedule */
+    int alg_id;              /* the all-reduce algorithm (rcoll_allreduce_alg_t), -1: none */
+    rcoll_sig_t sig;         /* what this rank called (set at start; core/sig.h) */
+    int stall_sent;          /* its signature went to the root after a long wait */
     rcoll_algo_op_t aop;     /* its state; waiting_peer/err_peer also for P2P */
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
@@ -94,7 +98,9 @@ struct rcoll_comm {
     uint64_t ctx;          /* communicator id, equal on all its ranks */
     rcoll_conn_state_t *conn;
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks] point-to-point messages so far */
-    uint64_t coll_seq;     /* collectives issued so far (their tags) */
+    uint64_t coll_seq;     /* collectives issued so far (their signatures' numbers) */
+    uint64_t seq0;         /* coll_seq when creation ended: the user's operation #1 */
+    char *sig_area;        /* signature announcements in the host segment, or NULL */
     struct rcoll_request *open_group; /* P2P batch collecting the current group's calls */
     int local_ranks;       /* ranks on this host (same host identity) */
     uint32_t nsplits;      /* children made so far (part of their ids) */
@@ -194,6 +200,10 @@ void rcoll_req_release(struct rcoll_request *req);
 void rcoll_comm_progress(rcoll_comm_t comm);
 /* Progress until req completes; returns its status (does not release it). */
 rcoll_status_t rcoll_req_wait(struct rcoll_request *req);
+/* After a mismatch the root announced: "rank A called X as operation #n while rank B called
+ * Y" from the signatures the root relays (waits up to 500 ms for two that differ).  1 when
+ * found. */
+int rcoll_sig_explain(rcoll_comm_t comm, char *buf, size_t len);
 /* Fail every queued operation with st (the communicator's error). */
 void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const char *text);
 

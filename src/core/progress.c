@@ -47,6 +47,8 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->connecting = r->held = 0;
     r->nitems = r->unposted = 0;
     r->last_progress_ns = 0;
+    r->alg_id = -1;
+    r->stall_sent = 0;
     r->aop.nwant = 0;
     r->aop.waiting_peer = r->aop.err_peer = -1;
     *req_p = r;
@@ -161,15 +163,19 @@ static void want_peers(rcoll_comm_t comm, struct rcoll_request *r)
     r->connecting = rcoll_conn_missing(comm) > 0;
 }
 
-/* What every collective's algorithm reads of the operation. */
-static void aop_set(struct rcoll_request *r)
+/* What every collective's algorithm reads of the operation.  Its messages are tagged with
+ * the digest of its signature, so a peer's message from a different call is refused by the
+ * transport before it is used (core/sig.h); every rank on one host also announces it. */
+static void aop_set(rcoll_comm_t comm, struct rcoll_request *r)
 {
     r->aop.src = r->src;
     r->aop.dst = r->dst;
     r->aop.count = r->count;
     r->aop.dt = r->dt;
     r->aop.op = r->op;
-    r->aop.tag = (int)(r->seq & 0x3fffffff);
+    rcoll_sig_of(r, &r->sig);
+    r->aop.tag = rcoll_sig_tag(&r->sig);
+    if (comm->sig_area) rcoll_sig_announce(comm->sig_area, comm->rank, &r->sig);
 }
 
 /* Start the head operation: local copies, the algorithm or schedule, and the connections it
@@ -199,10 +205,10 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             break;
         }
         /* All-reduce: the algorithm table (algo/algo.h); the tuning probe forces its own. */
-        r->alg = rcoll_algos[comm->probe_alg >= 0
-                                 ? (rcoll_allreduce_alg_t)comm->probe_alg
-                                 : rcoll_algo_choose(&comm->algo, r->count * esize)];
-        aop_set(r);
+        r->alg_id = comm->probe_alg >= 0 ? comm->probe_alg
+                                         : (int)rcoll_algo_choose(&comm->algo, r->count * esize);
+        r->alg = rcoll_algos[r->alg_id];
+        aop_set(comm, r);
         r->alg->start(&comm->algo, &r->aop);
         if (r->aop.nwant) want_peers(comm, r);
         return 0;
@@ -263,10 +269,30 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
         return 1;
     }
     r->alg = &rcoll_algo_sched;
-    aop_set(r);
+    aop_set(comm, r);
     rcoll_algo_sched_start(&r->aop, &s, &comm->link, pmap);
     r->connecting = rcoll_conn_missing(comm) > 0;
     return 0;
+}
+
+/* A transport error on item it of a point-to-point batch.  A usage error (the message and the
+ * receive posted for it disagree: size or tag) is said in the form of a mismatched call,
+ * naming both sides. */
+static rcoll_status_t p2p_failed(rcoll_comm_t comm, struct rcoll_request *r,
+                                 const rcoll_p2p_item_t *it, rcoll_status_t st)
+{
+    (void)comm;
+    r->aop.err_peer = it->peer;
+    if (st != RCOLL_ERR_INVALID_USAGE) return st;
+    char detail[RCOLL_ERR_TEXT_MAX];
+    snprintf(detail, sizeof(detail), "%s", rcoll_err_get());
+    unsigned no = (unsigned)(it->tag & 0x3fffffff) + 1;
+    if (it->is_send)
+        return rcoll_err_set(st, "this rank's rcoll_send #%u of %zu bytes to rank %d does not "
+                             "match the receive rank %d posted for it: %s", no, it->bytes,
+                             it->peer, it->peer, detail);
+    return rcoll_err_set(st, "rank %d's message #%u to this rank does not match this rank's "
+                         "rcoll_recv of %zu bytes: %s", it->peer, no, it->bytes, detail);
 }
 
 /* A point-to-point batch: every send and receive is posted at once and all are tested, so
@@ -290,10 +316,7 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
                 st = tp->irecv(comm->link.recv_comms[it->peer], 1, &it->buf, &it->bytes,
                                &it->tag, &mh, &it->treq);
             }
-            if (st < 0) {
-                r->aop.err_peer = it->peer;
-                return st;
-            }
+            if (st < 0) return p2p_failed(comm, r, it, st);
             if (!it->treq) {
                 left++;
                 r->unposted++;
@@ -306,8 +329,7 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
         st = tp->test(it->treq, &done, &got);
         if (st < 0) {
             it->treq = NULL;
-            r->aop.err_peer = it->peer;
-            return st;
+            return p2p_failed(comm, r, it, st);
         }
         if (!done) {
             left++;
@@ -320,9 +342,10 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
         *moved = 1;
         if (!it->is_send && got != it->bytes) {
             r->aop.err_peer = it->peer;
-            return rcoll_err_set(RCOLL_ERR_PROTOCOL,
-                                 "received %zu bytes where rcoll_recv expected %zu (do both "
-                                 "ranks pass the same count and datatype?)", got, it->bytes);
+            return rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
+                                 "rank %d sent %zu bytes as its message #%u to this rank while "
+                                 "this rank called rcoll_recv for %zu bytes", it->peer, got,
+                                 (unsigned)(it->tag & 0x3fffffff) + 1, it->bytes);
         }
     }
     return left ? RCOLL_INPROGRESS : RCOLL_OK;
@@ -351,19 +374,197 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
     return st;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Mismatched calls (core/sig.h).  The rank that finds one sends its signature to the root and
+ * reports the mismatch, so every rank fails the same call at once; each then sends its own
+ * signature and names a rank whose call differs from its own, with both calls.
+ * ---------------------------------------------------------------------------------------- */
+
+_Static_assert(sizeof(rcoll_sig_t) <= RCOLL_BS_SIG_BYTES, "signature size");
+#define SIG_WAIT_NS 500000000ull /* how long to wait for a differing peer's signature */
+
+static void sig_send(rcoll_comm_t comm, const rcoll_sig_t *mine, int stalled)
+{
+    rcoll_bs_sig_t m;
+    memset(&m, 0, sizeof(m));
+    m.ctx = comm->ctx;
+    m.rank = comm->rank;
+    memcpy(m.sig, mine, sizeof(*mine)); /* seq first: the root's key */
+    if (stalled)
+        rcoll_bs_send_stall(comm->bs, &m);
+    else
+        rcoll_bs_send_sig(comm->bs, &m);
+}
+
+/* A peer's signature that differs from mine: from the host segment's announcements, or as
+ * relayed by the root within wait_ns.  A call with my call's number comes first (peer `prefer`
+ * first among those); another number only when none arrives in time.  1 when found. */
+static int sig_find_other(rcoll_comm_t comm, const rcoll_sig_t *mine, int prefer,
+                          uint64_t wait_ns, int *who, rcoll_sig_t *theirs)
+{
+    for (int i = -1; comm->sig_area && i < comm->nranks; i++) {
+        int p = i < 0 ? prefer : i;
+        if (p < 0 || p == comm->rank) continue;
+        if (rcoll_sig_announced(comm->sig_area, p, mine->seq, theirs) &&
+            !rcoll_sig_equal(theirs, mine)) {
+            *who = p;
+            return 1;
+        }
+    }
+    uint64_t until = rcoll_now_ns() + wait_ns;
+    int rank_other = -1;
+    rcoll_sig_t other;
+    for (;;) {
+        rcoll_bs_sig_t got[32];
+        int n = rcoll_bs_sigs(comm->bs, comm->ctx, got, 32), found = -1;
+        for (int i = 0; i < n; i++) {
+            rcoll_sig_t s;
+            memcpy(&s, got[i].sig, sizeof(s));
+            if (got[i].rank == comm->rank || got[i].rank < 0 || got[i].rank >= comm->nranks ||
+                rcoll_sig_equal(&s, mine))
+                continue;
+            if (s.seq != mine->seq) { /* another operation: only if nothing better comes */
+                if (rank_other < 0) rank_other = got[i].rank, other = s;
+                continue;
+            }
+            if (found < 0 || got[i].rank == prefer) {
+                found = i;
+                *who = got[i].rank;
+                *theirs = s;
+            }
+        }
+        if (found >= 0) return 1;
+        if (rcoll_now_ns() >= until) break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    if (rank_other < 0) return 0;
+    *who = rank_other;
+    *theirs = other;
+    return 1;
+}
+
+/* The root announced a mismatch: is it of a later operation only (every signature relayed for
+ * this communicator has a higher number than the running one)?  Then this rank, behind its
+ * peers, finishes the running operation first and fails the mismatched one itself. */
+static int mismatch_later(rcoll_comm_t comm, const struct rcoll_request *r, rcoll_status_t cst)
+{
+    if (cst != RCOLL_ERR_INVALID_USAGE || !r->started || r->kind == RCOLL_OP_P2P) return 0;
+    rcoll_bs_sig_t got[32];
+    int n = rcoll_bs_sigs(comm->bs, comm->ctx, got, 32);
+    for (int i = 0; i < n; i++) {
+        rcoll_sig_t s;
+        memcpy(&s, got[i].sig, sizeof(s));
+        if (s.seq <= r->sig.seq) return 0;
+    }
+    return n > 0;
+}
+
+/* Operation r does not match peer's call.  detected: this rank found it (detail says how);
+ * otherwise the root announced it (detail: the announcement).  Fails the queue. */
+static void mismatch_failed(rcoll_comm_t comm, struct rcoll_request *r, int peer,
+                            const char *detail, int detected)
+{
+    char text[RCOLL_LAST_ERROR_MAX], sent[RCOLL_LAST_ERROR_MAX - 32], ms[160];
+    rcoll_sig_t mine = r->sig, theirs;
+    int who = peer;
+    sig_send(comm, &mine, 0);
+    if (detected) {
+        rcoll_sig_format(&mine, 0, ms, sizeof(ms));
+        snprintf(text, sizeof(text), "rank %d: rank %d's call does not match this rank's %s "
+                 "(%s)", comm->rank, peer, ms, detail);
+        rcoll_bs_report(comm->bs, peer, RCOLL_ERR_INVALID_USAGE, text);
+    }
+    if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs)) {
+        rcoll_sig_sentence(&theirs, who, &mine, -1, comm->seq0, sent, sizeof(sent));
+        snprintf(text, sizeof(text), "rank %d: %s", comm->rank, sent);
+    } else if (!detected) {
+        snprintf(text, sizeof(text), "rank %d: %s", comm->rank, detail);
+    }
+    rcoll_comm_fail(comm, RCOLL_ERR_INVALID_USAGE, who, text);
+}
+
+int rcoll_sig_explain(rcoll_comm_t comm, char *buf, size_t len)
+{
+    uint64_t until = rcoll_now_ns() + SIG_WAIT_NS;
+    for (;;) {
+        rcoll_bs_sig_t got[32];
+        int n = rcoll_bs_sigs(comm->bs, comm->ctx, got, 32);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                rcoll_sig_t a, b;
+                memcpy(&a, got[i].sig, sizeof(a));
+                memcpy(&b, got[j].sig, sizeof(b));
+                if (a.seq != b.seq || rcoll_sig_equal(&a, &b) || got[i].rank == got[j].rank)
+                    continue;
+                rcoll_sig_sentence(&a, got[i].rank, &b, got[j].rank, comm->seq0, buf, len);
+                return 1;
+            }
+        if (rcoll_now_ns() >= until) return 0;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The root announced a failure (status cst, culprit): fail the queue with it. */
+static void root_failed(rcoll_comm_t comm, rcoll_status_t cst, int culprit)
+{
+    char text[RCOLL_LAST_ERROR_MAX], sent[RCOLL_LAST_ERROR_MAX - 32];
+    struct rcoll_request *r = comm->head;
+    if (cst == RCOLL_ERR_INVALID_USAGE && r && r->started && r->kind != RCOLL_OP_P2P) {
+        char note[RCOLL_ERR_TEXT_MAX];
+        snprintf(note, sizeof(note), "%s", rcoll_err_get());
+        mismatch_failed(comm, r, culprit, note, 0);
+        return;
+    }
+    snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
+    /* A mismatch between other ranks while this one was in none of those calls: name both. */
+    if (cst == RCOLL_ERR_INVALID_USAGE && rcoll_sig_explain(comm, sent, sizeof(sent)))
+        snprintf(text, sizeof(text), "rank %d: %s", comm->rank, sent);
+    rcoll_comm_fail(comm, cst, culprit, text);
+}
+
+/* A rank stalled in a collective: on one host, a peer that announced a different call under
+ * the same number is a mismatch this rank can name at once.  1 when found (queue failed).
+ * After STALL_REPORT_NS (or a quarter of RCOLL_TIMEOUT) without progress it also gives its
+ * signature to the root, which compares the stalled calls of all ranks (no shared memory
+ * needed: ranks that wait on peers running something else may never exchange a message). */
+#define STALL_REPORT_NS 1000000000ull
+static int stall_check(rcoll_comm_t comm, struct rcoll_request *r, uint64_t now)
+{
+    if (!r->started || r->kind == RCOLL_OP_P2P) return 0;
+    uint64_t after = (uint64_t)(comm->cfg.timeout_s * 1e9 / 4);
+    if (after > STALL_REPORT_NS) after = STALL_REPORT_NS;
+    if (!r->stall_sent && now - r->last_progress_ns >= after) {
+        sig_send(comm, &r->sig, 1);
+        r->stall_sent = 1;
+    }
+    if (!comm->sig_area) return 0;
+    for (int p = 0; p < comm->nranks; p++) {
+        rcoll_sig_t s;
+        if (p != comm->rank && rcoll_sig_announced(comm->sig_area, p, r->sig.seq, &s) &&
+            !rcoll_sig_equal(&s, &r->sig)) {
+            mismatch_failed(comm, r, p, "it announced a different call in shared memory", 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Wait up to wait_ns for the root's verdict on a failure; 1 (and the comm failed with it)
  * if one came. */
 static int await_verdict(rcoll_comm_t comm, uint64_t wait_ns)
 {
-    char text[RCOLL_LAST_ERROR_MAX];
     uint64_t until = rcoll_now_ns() + wait_ns;
     while (rcoll_now_ns() < until) {
         int culprit = -1;
         rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
         if (cst != RCOLL_OK) {
-            snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
-            rcoll_comm_fail(comm, cst == RCOLL_ERR_TIMEOUT ? cst : RCOLL_ERR_REMOTE, culprit,
-                            text);
+            root_failed(comm,
+                        cst == RCOLL_ERR_TIMEOUT || cst == RCOLL_ERR_INVALID_USAGE
+                            ? cst
+                            : RCOLL_ERR_REMOTE,
+                        culprit);
             return 1;
         }
         struct timespec ts = {0, 2000000};
@@ -378,6 +579,16 @@ static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_s
     char detail[RCOLL_ERR_TEXT_MAX], text[RCOLL_LAST_ERROR_MAX], pbuf[128];
     snprintf(detail, sizeof(detail), "%s", rcoll_err_get());
     int peer = r->aop.err_peer;
+    if (st == RCOLL_ERR_INVALID_USAGE && r->kind != RCOLL_OP_P2P) {
+        mismatch_failed(comm, r, peer, detail, 1);
+        return;
+    }
+    if (st == RCOLL_ERR_INVALID_USAGE) { /* point to point: p2p_failed said it all */
+        snprintf(text, sizeof(text), "rank %d: %s", comm->rank, detail);
+        rcoll_bs_report(comm->bs, peer, st, text);
+        rcoll_comm_fail(comm, st, peer, text);
+        return;
+    }
     /* A neighbour's broken connection is often a consequence of a failure elsewhere; the root
      * knows the first cause, so give it a moment to say so. */
     if (await_verdict(comm, CULPRIT_GRACE_NS)) return;
@@ -473,14 +684,18 @@ static int progress_once(rcoll_comm_t comm)
             comm->last_ctl_poll_ns = now;
             int culprit = -1;
             rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
-            if (cst == RCOLL_OK) cst = rcoll_conn_progress(comm); /* early connectors */
+            if (cst != RCOLL_OK && !mismatch_later(comm, r, cst)) {
+                root_failed(comm, cst, culprit);
+                return 1;
+            }
+            cst = rcoll_conn_progress(comm); /* early connectors */
             if (cst != RCOLL_OK) {
                 char text[RCOLL_LAST_ERROR_MAX];
                 snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
                 rcoll_comm_fail(comm, cst, culprit, text);
                 return 1;
             }
-            if (!progressed) check_timeout(comm, r, now);
+            if (!progressed && !stall_check(comm, r, now)) check_timeout(comm, r, now);
         }
         break;
     }

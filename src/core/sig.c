@@ -1,0 +1,175 @@
+/*
+ * sig.c - collective signatures (sig.h): digest, text, and the host-segment announcements.
+ *
+ *   announcement (one 64-byte line per rank):  [seq + 1 | signature: 6 words | unused]
+ *   a seqlock: the writer clears the number, writes the words, then publishes the number;
+ *   a reader trusts the words only if the number reads the same before and after them.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "core/comm.h"
+#include "core/sig.h"
+
+#define SIG_WORDS (sizeof(rcoll_sig_t) / sizeof(uint64_t))
+_Static_assert(sizeof(rcoll_sig_t) % sizeof(uint64_t) == 0, "signature not whole words");
+_Static_assert(sizeof(uint64_t) * (1 + SIG_WORDS) <= RCOLL_SIG_ANNOUNCE_BYTES,
+               "signature does not fit its announcement line");
+
+void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s)
+{
+    s->pad = 0;
+    s->seq = r->seq;
+    s->kind = (int32_t)r->kind;
+    s->count = r->count;
+    s->dt = (int32_t)r->dt;
+    s->op = (int32_t)r->op;
+    s->root = r->root;
+    s->alg = -1;
+    switch (r->kind) {
+    case RCOLL_OP_ALLREDUCE:
+        s->root = -1;
+        s->alg = r->alg_id;
+        break;
+    case RCOLL_OP_BCAST:
+        s->op = -1;
+        break;
+    case RCOLL_OP_BARRIER:
+        s->count = 0;
+        s->dt = s->op = s->root = -1;
+        break;
+    case RCOLL_OP_ALLGATHER:
+    case RCOLL_OP_ALLTOALL:
+        s->op = s->root = -1;
+        break;
+    case RCOLL_OP_REDUCE_SCATTER:
+        s->root = -1;
+        break;
+    case RCOLL_OP_REDUCE:
+        break;
+    case RCOLL_OP_P2P:
+        s->seq = 0;
+        s->count = r->nitems ? r->items[0].bytes : 0;
+        s->dt = s->op = -1;
+        s->root = r->nitems ? r->items[0].peer : -1;
+        break;
+    }
+}
+
+/* Three independent multiplies and a fold: a few cycles on the path of every call. */
+int rcoll_sig_tag(const rcoll_sig_t *s)
+{
+    uint64_t w2 = (uint64_t)(uint8_t)s->kind | (uint64_t)(uint8_t)s->dt << 8 |
+                  (uint64_t)(uint8_t)s->op << 16 | (uint64_t)(uint8_t)s->alg << 24 |
+                  (uint64_t)(uint32_t)s->root << 32;
+    uint64_t h = (s->seq + 1) * 0x9e3779b97f4a7c15ull ^ (s->count + 3) * 0xbf58476d1ce4e5b9ull ^
+                 (w2 + 5) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+    h ^= h >> 32;
+    return (int)(h & 0x3fffffffu);
+}
+
+int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b)
+{
+    return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dt == b->dt &&
+           a->op == b->op && a->root == b->root && a->alg == b->alg;
+}
+
+static const char *const kind_names[] = {"allreduce", "bcast",         "barrier",
+                                         "reduce",    "allgather",     "reduce_scatter",
+                                         "alltoall",  "point-to-point"};
+static const char *const dt_names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
+                                       "uint64",  "float16",  "bfloat16", "float32", "float64"};
+static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
+
+#define NAME_OF(tab, i, unknown)                                                           \
+    ((i) >= 0 && (size_t)(i) < sizeof(tab) / sizeof((tab)[0]) ? (tab)[i] : (unknown))
+
+void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
+{
+    const char *kind = NAME_OF(kind_names, s->kind, "an unknown collective");
+    if (s->kind == RCOLL_OP_BARRIER) {
+        snprintf(buf, len, "barrier()");
+        return;
+    }
+    if (s->kind == RCOLL_OP_P2P) {
+        snprintf(buf, len, "point-to-point calls (first: %llu bytes with rank %d)",
+                 (unsigned long long)s->count, (int)s->root);
+        return;
+    }
+    size_t o = (size_t)snprintf(buf, len, "%s(count=%llu, %s", kind,
+                                (unsigned long long)s->count, NAME_OF(dt_names, s->dt, "?"));
+    if (o < len && s->op >= 0)
+        o += (size_t)snprintf(buf + o, len - o, ", %s", NAME_OF(op_names, s->op, "?"));
+    if (o < len && s->root >= 0) o += (size_t)snprintf(buf + o, len - o, ", root=%d", s->root);
+    if (o < len && with_alg && s->alg >= 0)
+        o += (size_t)snprintf(buf + o, len - o, "; algorithm %s",
+                              s->alg < RCOLL_ALG_COUNT ? rcoll_alg_names[s->alg] : "?");
+    if (o < len) snprintf(buf + o, len - o, ")");
+}
+
+/* "#17", or "#0 of the set-up" for the communicator's own set-up collectives. */
+static void op_number(uint64_t seq, uint64_t seq0, char *buf, size_t len)
+{
+    if (seq >= seq0)
+        snprintf(buf, len, "operation #%llu", (unsigned long long)(seq - seq0 + 1));
+    else
+        snprintf(buf, len, "set-up operation #%llu", (unsigned long long)(seq + 1));
+}
+
+void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_sig_t *mine,
+                        int my_rank, uint64_t seq0, char *buf, size_t len)
+{
+    /* The algorithm is named only when nothing else tells the calls apart. */
+    rcoll_sig_t a = *theirs, b = *mine;
+    a.alg = b.alg = -1;
+    int with_alg = rcoll_sig_equal(&a, &b);
+    char ts[160], ms[160], tn[48], mn[48];
+    rcoll_sig_format(theirs, with_alg, ts, sizeof(ts));
+    rcoll_sig_format(mine, with_alg, ms, sizeof(ms));
+    op_number(theirs->seq, seq0, tn, sizeof(tn));
+    op_number(mine->seq, seq0, mn, sizeof(mn));
+    char me[32] = "this rank";
+    if (my_rank >= 0) snprintf(me, sizeof(me), "rank %d", my_rank);
+    size_t o;
+    if (theirs->seq == mine->seq)
+        o = (size_t)snprintf(buf, len, "rank %d called %s as %s while %s called %s", their_rank,
+                             ts, tn, me, ms);
+    else
+        o = (size_t)snprintf(buf, len, "rank %d called %s as %s while %s called %s as %s",
+                             their_rank, ts, tn, me, ms, mn);
+    if (with_alg && o < len)
+        snprintf(buf + o, len - o, " (is RCOLL_ALGO set differently on the ranks?)");
+}
+
+static _Atomic uint64_t *line(const char *area, int r)
+{
+    return (_Atomic uint64_t *)(void *)(area + (size_t)r * RCOLL_SIG_ANNOUNCE_BYTES);
+}
+
+void rcoll_sig_announce(char *area, int rank, const rcoll_sig_t *s)
+{
+    _Atomic uint64_t *l = line(area, rank);
+    uint64_t w[SIG_WORDS];
+    memcpy(w, s, sizeof(w));
+    atomic_store_explicit(&l[0], 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < SIG_WORDS; i++)
+        atomic_store_explicit(&l[1 + i], w[i], memory_order_relaxed);
+    atomic_store_explicit(&l[0], s->seq + 1, memory_order_release);
+}
+
+int rcoll_sig_announced(const char *area, int p, uint64_t seq, rcoll_sig_t *out)
+{
+    _Atomic uint64_t *l = line(area, p);
+    if (atomic_load_explicit(&l[0], memory_order_acquire) != seq + 1) return 0;
+    uint64_t w[SIG_WORDS];
+    for (size_t i = 0; i < SIG_WORDS; i++)
+        w[i] = atomic_load_explicit(&l[1 + i], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&l[0], memory_order_relaxed) != seq + 1) return 0;
+    memcpy(out, w, sizeof(w));
+    return 1;
+}

@@ -1,0 +1,56 @@
+/*
+ * sig.h - collective signatures: what a rank called, compared with what its peers called
+ * before any of their data is used (docs/design.md, "Mismatched calls").
+ *
+ * Every collective has a signature: its number on the communicator, kind, count, datatype,
+ * op, root and (all-reduce) algorithm.  Its 30-bit digest is the tag of every message the
+ * operation sends, so a transport that matches tags refuses a peer's message from a different
+ * call (RCOLL_ERR_INVALID_USAGE) before it lands in a buffer; the shared-memory algorithms
+ * keep the digest beside their data.  When every rank is on one host, each rank also
+ * announces its whole signature in the host segment, so a rank stalled in a call that its
+ * peers never joined (a different algorithm, a different collective) finds the difference.
+ * On a mismatch the ranks exchange their whole signatures through the bootstrap root, and
+ * each names both sides in one sentence.
+ */
+#ifndef RCOLL_CORE_SIG_H
+#define RCOLL_CORE_SIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rcoll_comm;
+struct rcoll_request;
+
+/* One call, as the ranks compare it (fixed layout: it travels between ranks). */
+typedef struct {
+    uint64_t seq;   /* collective number on the communicator (from 0, set-up included) */
+    uint64_t count; /* elements (per rank for the block collectives; bytes for P2P) */
+    int32_t kind;   /* rcoll_op_kind_t */
+    int32_t dt;     /* rcoll_datatype_t (-1: none) */
+    int32_t op;     /* rcoll_op_t (-1: none) */
+    int32_t root;   /* -1: none; for P2P the peer */
+    int32_t alg;    /* all-reduce algorithm (rcoll_allreduce_alg_t), -1 otherwise */
+    int32_t pad;
+} rcoll_sig_t;
+
+#define RCOLL_SIG_ANNOUNCE_BYTES 64 /* host-segment bytes per rank */
+
+/* The signature of request r (a started collective, or a P2P batch: its first item). */
+void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s);
+/* Its digest: a transport tag in [0, 2^30) (P2P tags have bit 30 set, so never equal). */
+int rcoll_sig_tag(const rcoll_sig_t *s);
+int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b);
+/* "allreduce(count=1000, int32, sum)"; with_alg adds "; algorithm ring" (all-reduce). */
+void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len);
+/* The sentence naming both sides: "rank 2 called X as operation #17 while this rank called
+ * Y" (operations numbered from 1 after the communicator's set-up, seq0; my_rank >= 0 names
+ * the second side "rank N" instead of "this rank"). */
+void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_sig_t *mine,
+                        int my_rank, uint64_t seq0, char *buf, size_t len);
+
+/* Host segment: publish this rank's signature of the operation being started, and read
+ * peer p's (1 when p has announced the operation numbered seq, its signature in *out). */
+void rcoll_sig_announce(char *area, int rank, const rcoll_sig_t *s);
+int rcoll_sig_announced(const char *area, int p, uint64_t seq, rcoll_sig_t *out);
+
+#endif
