@@ -1,7 +1,8 @@
 /*
  * log.c - the one place log lines are formatted and written.  Declares its knobs
  * (RCOLL_DEBUG, RCOLL_DEBUG_SUBSYS, RCOLL_DEBUG_FILE with %h = host, %p = pid); core reads
- * them at every communicator creation and calls rcoll_log_configure.
+ * them at every communicator creation and calls rcoll_log_configure.  A sink set with
+ * rcoll_log_set_sink (the NCCL plugin's) takes the messages instead of the file or stderr.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +36,7 @@ int rcoll_log_level = RCOLL_LOG_WARN;
 uint32_t rcoll_log_subsys = RCOLL_SUBSYS_ALL;
 
 static FILE *log_file;
+static rcoll_log_sink_fn_t log_sink; /* NULL: log_file or stderr */
 static int log_rank = -1;
 static char log_host[64];
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -113,6 +115,11 @@ void rcoll_log_configure(const rcoll_log_config_t *cfg)
 
 void rcoll_log_set_rank(int rank) { log_rank = rank; }
 
+void rcoll_log_set_sink(rcoll_log_sink_fn_t sink)
+{
+    __atomic_store_n(&log_sink, sink, __ATOMIC_RELEASE);
+}
+
 static const char *subsys_name(rcoll_subsys_t ss)
 {
     for (size_t i = 0; i < sizeof(subsys_names) / sizeof(subsys_names[0]); i++)
@@ -127,6 +134,11 @@ void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    rcoll_log_sink_fn_t sink = __atomic_load_n(&log_sink, __ATOMIC_ACQUIRE);
+    if (sink) {
+        sink(level, subsys, msg);
+        return;
+    }
     if (!log_host[0]) {
         gethostname(log_host, sizeof(log_host) - 1);
         char *dot = strchr(log_host, '.');

@@ -47,6 +47,13 @@ void rcoll_log_configure(const rcoll_log_config_t *cfg);
 void rcoll_log_set_rank(int rank);
 void rcoll_log_write(rcoll_log_level_t level, rcoll_subsys_t subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Where formatted messages go instead of the log file or stderr (NULL, the default: there).
+ * The NCCL net plugin (src/plugin) hands rcoll's lines to NCCL's logger this way.  The sink
+ * gets the level, subsystem and message (without the "host:pid:tid [rank] rcoll" prefix);
+ * it is called outside the log lock, from any thread that logs. */
+typedef void (*rcoll_log_sink_fn_t)(rcoll_log_level_t level, rcoll_subsys_t subsys,
+                                    const char *msg);
+void rcoll_log_set_sink(rcoll_log_sink_fn_t sink);
 /* Expand %h (host) and %p (pid) in a file name pattern (RCOLL_DEBUG_FILE, dump files). */
 void rcoll_expand_pattern(const char *pat, char *out, size_t len);
 
