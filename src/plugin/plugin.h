@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plugin/nccl_net.h"
+#include "transport/nccl_net.h"
 #include "rcoll.h"
 
 #define PL_NAME "rcoll"   /* the name field of every exported version */

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "plugin/nccl_net.h"
+#include "transport/nccl_net.h"
 
 #define WAIT_S 20.0        /* one wait inside a rank */
 #define RUN_S 120.0        /* both ranks of one version, end to end (x4 < meson's 600 s) */

@@ -1,5 +1,5 @@
 /*
- * test_plugin_abi.c - the NCCL net plugin's ABI (src/plugin/nccl_net.h).  The size and offset
+ * test_plugin_abi.c - the NCCL net plugin's ABI (src/transport/nccl_net.h).  The size and offset
  * of every member of every struct the plugin exchanges with NCCL (ncclNet_v8..v11_t, their
  * properties, the v10/v11 config and the v11 attribute structs) are compared with numbers
  * worked out by hand from the member order of NVIDIA/nccl's headers for LP64 (x86-64,
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "plugin/nccl_net.h"
+#include "transport/nccl_net.h"
 
 #define SIZE(T, want)                                                                     \
     CHECK(sizeof(T) == (size_t)(want), "sizeof(%s) = %zu, NCCL's layout has %d", #T,      \

@@ -9,9 +9,11 @@
  * the size and offset of every member against numbers worked out by hand for LP64.
  * Names are NCCL's, so that the declarations read like its documentation; the comments are
  * ours.  Include this instead of nccl.h (when nccl.h came first, its ncclResult_t is used).
+ * It lives in transport/ because both sides use it: plugin/ (rcoll as an NCCL net plugin)
+ * and transport/ncclnet.c (an NCCL net plugin as one of rcoll's transports).
  */
-#ifndef RCOLL_PLUGIN_NCCL_NET_H
-#define RCOLL_PLUGIN_NCCL_NET_H
+#ifndef RCOLL_TRANSPORT_NCCL_NET_H
+#define RCOLL_TRANSPORT_NCCL_NET_H
 
 #include <stddef.h>
 #include <stdint.h>
