@@ -14,6 +14,7 @@
 #include "topo/topo.h"
 #include "core/config.h"
 #include "core/pair.h"
+#include "transport/ncclnet.h"
 #include "util/status.h"
 
 #define MAX_RANKS 4096
@@ -194,9 +195,22 @@ static const rcoll_topo_nic_t *usable_rdma_port(const rcoll_topo_t *t)
     return NULL;
 }
 
+/* RCOLL_NET_PLUGIN, "" when unset: the NCCL net plugin ("plugin" transport) listens only then
+ * (whether the plugin would load and find a device is not checked: nothing is loaded here). */
+static const char *net_plugin(void)
+{
+    static rcoll_ncclnet_config_t nc;
+    static int done;
+    if (!done && rcoll_config_parse(&rcoll_ncclnet_config_table, &nc) != RCOLL_OK)
+        nc.plugin[0] = '\0';
+    done = 1;
+    return nc.plugin;
+}
+
 /* A layout rank as the rank table would describe it: its host, and the transports it would
  * listen on: those its configuration allows (core/pair.c) that this topology can carry
- * (verbs needs an RDMA port that is not down; shared memory and TCP work everywhere). */
+ * (verbs needs an RDMA port that is not down; the NCCL net plugin needs RCOLL_NET_PLUGIN;
+ * shared memory and TCP work everywhere). */
 static rcoll_pair_end_t layout_end(const rcoll_topo_t *t, const rcoll_config_t *cfg,
                                    const char *host)
 {
@@ -207,6 +221,7 @@ static rcoll_pair_end_t layout_end(const rcoll_topo_t *t, const rcoll_config_t *
     for (size_t i = 0; i < n; i++) {
         if (!rcoll_pair_allowed(cfg, list[i], NULL, 0)) continue;
         if (!strcmp(list[i]->name, "verbs") && !usable_rdma_port(t)) continue;
+        if (!strcmp(list[i]->name, "plugin") && !net_plugin()[0]) continue;
         e.listens |= 1u << i;
     }
     return e;
@@ -241,6 +256,9 @@ static const char *layout_pair(const rcoll_topo_t *t, const rcoll_config_t *cfg,
     const rcoll_topo_nic_t *nic = usable_rdma_port(t);
     if (list[tr]->host_local)
         snprintf(why, len, "same host: %s%s", list[tr]->name, gp);
+    else if (!strcmp(list[tr]->name, "plugin"))
+        snprintf(why, len, "%s; NCCL net plugin RCOLL_NET_PLUGIN=%s", same ?
+                 "same host, shared memory not allowed" : "different hosts", net_plugin());
     else if (!strcmp(list[tr]->name, "verbs"))
         snprintf(why, len, "%s; RDMA port %s", same ? "same host, shared memory not allowed"
                  : "different hosts", nic ? nic->name : "?");

@@ -2,20 +2,21 @@
  * config.c - the core's knob table (launch, waits, data path) and the list of every
  * module's table: the one place that sees them all.  Each table lives next to its module's
  * code (util/log.c, util/net.c, topo/topo_detect.c, transport/registry.c, shm.c, socket.c,
- * verbs_config.c, algo/select.c); the parser is util/config.c.
+ * verbs_config.c, ncclnet.c, algo/select.c); the parser is util/config.c.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/config.h"
+#include "transport/ncclnet.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 #include "transport/verbs_config.h"
 #include "util/log.h"
 #include "util/status.h"
 
-const char *const rcoll_cfg_transport_names[] = {"auto", "shm", "verbs", "tcp", NULL};
-const char *const rcoll_cfg_net_names[] = {"auto", "verbs", "tcp", NULL};
+const char *const rcoll_cfg_transport_names[] = {"auto", "shm", "verbs", "tcp", "plugin", NULL};
+const char *const rcoll_cfg_net_names[] = {"auto", "verbs", "tcp", "plugin", NULL};
 
 #define KNOB_STR(name, def, field, help) RCOLL_KNOB_STR(rcoll_config_t, name, def, field, help)
 #define KNOB(name, def, kind, field, lo, hi, help) \
@@ -56,15 +57,18 @@ static const rcoll_knob_t core_knobs[] = {
     RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_TRANSPORT", "auto", transport,
                        rcoll_cfg_transport_names,
                        "transport between all ranks: auto (shared memory on one host, else the "
-                       "network transport of RCOLL_NET), shm, verbs or tcp"),
+                       "network transport of RCOLL_NET), shm, verbs, tcp or plugin (the NCCL "
+                       "net plugin of RCOLL_NET_PLUGIN, for every peer)"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
          "1: ranks on one host talk over the network transport instead of shared memory"),
     KNOB_STR("RCOLL_HOST_ID", "", host_id,
              "this rank's host identity (ranks with equal ids are one host: shared memory, one "
              "ring segment); default: hostname, boot id and network namespace"),
     RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_NET", "auto", net, rcoll_cfg_net_names,
-                       "network transport between hosts: auto (verbs when an active RDMA port "
-                       "exists, else tcp), verbs (fail when none) or tcp"),
+                       "network transport between hosts: auto (the NCCL net plugin of "
+                       "RCOLL_NET_PLUGIN when set and usable, else verbs when an active RDMA "
+                       "port exists, else tcp), verbs (fail when none), tcp or plugin (fail "
+                       "when RCOLL_NET_PLUGIN cannot be used)"),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, netif, rcoll_net_config_table),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, conn, rcoll_transport_config_table),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, topo, rcoll_topo_config_table),
@@ -76,7 +80,8 @@ const rcoll_config_table_t rcoll_core_config_table =
 static const rcoll_config_table_t *const all_tables[] = {
     &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_topo_config_table,
     &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_tcp_config_table,
-    &rcoll_vrb_config_table,    &rcoll_algo_config_table, &rcoll_core_config_table,
+    &rcoll_vrb_config_table,    &rcoll_ncclnet_config_table, &rcoll_algo_config_table,
+    &rcoll_core_config_table,
 };
 #define NTABLES (sizeof(all_tables) / sizeof(all_tables[0]))
 

@@ -19,10 +19,16 @@ typedef enum {
     RCOLL_CFG_TRANSPORT_AUTO,
     RCOLL_CFG_TRANSPORT_SHM,
     RCOLL_CFG_TRANSPORT_VERBS,
-    RCOLL_CFG_TRANSPORT_TCP
+    RCOLL_CFG_TRANSPORT_TCP,
+    RCOLL_CFG_TRANSPORT_PLUGIN /* the NCCL net plugin of RCOLL_NET_PLUGIN (transport/ncclnet.c) */
 } rcoll_cfg_transport_t;
-/* RCOLL_NET values. */
-typedef enum { RCOLL_CFG_NET_AUTO, RCOLL_CFG_NET_VERBS, RCOLL_CFG_NET_TCP } rcoll_cfg_net_t;
+/* RCOLL_NET values; "plugin" is the transport of that name (an external NCCL net plugin). */
+typedef enum {
+    RCOLL_CFG_NET_AUTO,
+    RCOLL_CFG_NET_VERBS,
+    RCOLL_CFG_NET_TCP,
+    RCOLL_CFG_NET_PLUGIN
+} rcoll_cfg_net_t;
 extern const char *const rcoll_cfg_transport_names[]; /* by rcoll_cfg_transport_t */
 extern const char *const rcoll_cfg_net_names[];       /* by rcoll_cfg_net_t */
 

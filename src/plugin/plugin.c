@@ -34,15 +34,18 @@ typedef struct {
     int transport; /* index in pl_transport_names */
 } pl_config_t;
 
-enum { PL_NET_AUTO, PL_NET_VERBS, PL_NET_TCP };
-enum { PL_TP_AUTO, PL_TP_SHM, PL_TP_VERBS, PL_TP_TCP };
-static const char *const pl_net_names[] = {"auto", "verbs", "tcp", NULL};
-static const char *const pl_transport_names[] = {"auto", "shm", "verbs", "tcp", NULL};
+/* "plugin" (rcoll over an NCCL net plugin, RCOLL_NET_PLUGIN) is the library's value for the
+ * network transport rcoll loads; loaded that way, this plugin takes it as auto. */
+enum { PL_NET_AUTO, PL_NET_VERBS, PL_NET_TCP, PL_NET_PLUGIN };
+enum { PL_TP_AUTO, PL_TP_SHM, PL_TP_VERBS, PL_TP_TCP, PL_TP_PLUGIN };
+static const char *const pl_net_names[] = {"auto", "verbs", "tcp", "plugin", NULL};
+static const char *const pl_transport_names[] = {"auto", "shm", "verbs", "tcp", "plugin", NULL};
 
 static const rcoll_knob_t pl_knobs[] = {
     RCOLL_KNOB_ENUM_OF(pl_config_t, "RCOLL_NET", "auto", net, pl_net_names,
                        "NCCL plugin: network transport: auto (verbs when an active RDMA port "
-                       "exists, else tcp), verbs (fail when none) or tcp"),
+                       "exists, else tcp), verbs (fail when none) or tcp; plugin (rcoll over a "
+                       "net plugin: this one, loaded by rcoll) counts as auto"),
     RCOLL_KNOB_ENUM_OF(pl_config_t, "RCOLL_TRANSPORT", "auto", transport, pl_transport_names,
                        "NCCL plugin: verbs or tcp as RCOLL_NET when that is auto (shm does not "
                        "apply: the plugin connects hosts)"),
@@ -177,7 +180,10 @@ static rcoll_status_t pl_open(const rcoll_transport_ops_t *t)
 static rcoll_status_t pl_pick(const pl_config_t *cfg)
 {
     const char *want = NULL, *knob = NULL;
-    if (cfg->net != PL_NET_AUTO) {
+    if (cfg->net == PL_NET_PLUGIN || cfg->transport == PL_TP_PLUGIN)
+        pl_info("%s=plugin: rcoll loaded this plugin as its network transport; choosing as "
+                "with RCOLL_NET=auto", cfg->net == PL_NET_PLUGIN ? "RCOLL_NET" : "RCOLL_TRANSPORT");
+    if (cfg->net != PL_NET_AUTO && cfg->net != PL_NET_PLUGIN) {
         want = pl_net_names[cfg->net];
         knob = "RCOLL_NET";
     } else if (cfg->transport == PL_TP_VERBS || cfg->transport == PL_TP_TCP) {

@@ -12,8 +12,11 @@
 #include "transport/transport.h"
 #include "util/status.h"
 
-/* Priority order: for each peer the first one that reaches it is used. */
+/* Priority order: for each peer the first one that reaches it is used.  The NCCL net plugin
+ * ("plugin") precedes rcoll's own network transports: it works only when RCOLL_NET_PLUGIN
+ * names one, and naming one asks for it. */
 static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_shm,
+                                                       &rcoll_transport_ncclnet,
 #if RCOLL_HAVE_VERBS
                                                        &rcoll_transport_verbs,
 #endif

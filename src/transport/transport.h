@@ -59,7 +59,7 @@ typedef struct {
 extern const rcoll_config_table_t rcoll_transport_config_table;
 
 typedef struct rcoll_transport_ops {
-    const char *name; /* "tcp", "shm", "verbs", ... */
+    const char *name; /* "tcp", "shm", "verbs", "plugin" (an NCCL net plugin) */
     /* 1: connects only processes of one host (shared memory, IPC), as props.host_local says
      * per device; known before init, so the core can filter transports without starting them. */
     int host_local;
@@ -137,6 +137,7 @@ void rcoll_transport_stub_describe(int dev, char *buf, size_t len);
 extern const rcoll_transport_ops_t rcoll_transport_shm;
 extern const rcoll_transport_ops_t rcoll_transport_tcp;
 extern const rcoll_transport_ops_t rcoll_transport_verbs; /* when RCOLL_HAVE_VERBS */
+extern const rcoll_transport_ops_t rcoll_transport_ncclnet; /* "plugin": RCOLL_NET_PLUGIN */
 
 /* Position of a built-in transport in the priority list (its slot in handle tables). */
 int rcoll_transport_index(const rcoll_transport_ops_t *t);

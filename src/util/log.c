@@ -50,7 +50,7 @@ static const struct {
     {"TCP", RCOLL_SUBSYS_TCP},       {"VERBS", RCOLL_SUBSYS_VERBS},
     {"ALGO", RCOLL_SUBSYS_ALGO},     {"CUDA", RCOLL_SUBSYS_CUDA},
     {"PLUGIN", RCOLL_SUBSYS_PLUGIN}, {"COLL", RCOLL_SUBSYS_COLL},
-    {"ALL", RCOLL_SUBSYS_ALL},
+    {"NET", RCOLL_SUBSYS_NET},       {"ALL", RCOLL_SUBSYS_ALL},
     {"SOCKET", RCOLL_SUBSYS_TCP}, /* the TCP transport's earlier name, still accepted */
 };
 

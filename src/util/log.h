@@ -27,7 +27,8 @@ typedef enum {
     RCOLL_SUBSYS_CUDA = 1u << 7,
     RCOLL_SUBSYS_PLUGIN = 1u << 8,
     RCOLL_SUBSYS_COLL = 1u << 9,
-    RCOLL_SUBSYS_ALL = 0x3ffu
+    RCOLL_SUBSYS_NET = 1u << 10, /* an external NCCL net plugin under rcoll (transport "plugin") */
+    RCOLL_SUBSYS_ALL = 0x7ffu
 } rcoll_subsys_t;
 
 extern int rcoll_log_level;         /* current level; WARN until configured */

@@ -5,6 +5,8 @@
 #                   with small chunks, each all-reduce algorithm, shm disabled, a 1gbit cap;
 #                   every rank must pass and log the expected transports (shm within a host,
 #                   tcp between hosts, from RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT)
+#   *_plugin        mn_check and all_reduce_perf on 2x2 with RCOLL_NET=plugin: rcoll's own
+#                   libnccl-net-rcoll.so loaded as rcoll's network transport between hosts
 #   *_perf_*        the perf binaries with their data check ("Out of bounds values : 0 OK")
 #   kill_*          a host dies mid-run (SIGKILL; or link down first): the survivors must
 #                   fail in time and name the dead rank
@@ -81,13 +83,14 @@ rank_lines() {
     sed -n "s/^\\[h[0-9]*r$2\\] //p" "$1"
 }
 
-# check_mn_ranks NRANKS SHM TCP: every rank printed mn_check's OK line and logged that it
-# reaches SHM peers over shm and TCP peers over tcp (nothing else). Prints the problems.
+# check_mn_ranks NRANKS SHM TCP [NET]: every rank printed mn_check's OK line and logged that
+# it reaches SHM peers over shm and TCP peers over tcp, or over the network transport NET
+# (nothing else). Prints the problems.
 check_mn_ranks() {
-    local n=$1 shm=$2 tcp=$3 r lines reach want
+    local n=$1 shm=$2 tcp=$3 net=${4:-tcp} r lines reach want
     want=
     ((shm == 0)) || want+="$shm over shm;"
-    ((tcp == 0)) || want+="$tcp over tcp;"
+    ((tcp == 0)) || want+="$tcp over $net;"
     for ((r = 0; r < n; r++)); do
         lines=$(rank_lines "$log" "$r")
         grep -q "^mn_check: rank $r of $n .*: OK" <<<"$lines" || echo -n "rank $r: no OK line; "
@@ -126,6 +129,30 @@ done
 mn_case mn_check_2x2_noshm 2 2 0 3 --env RCOLL_SHM_DISABLE=1
 # Behind a 1 Gbit/s link: the sockets fill up and the transport must wait for the network.
 mn_case mn_check_2x2_1gbit 2 2 1 2 --rate 1gbit
+
+# rcoll over an NCCL net plugin (RCOLL_NET=plugin, transport "plugin"; the plugin is rcoll's
+# own libnccl-net-rcoll.so, loaded by rcoll with dlopen): it carries the traffic between hosts,
+# shm within one; then all_reduce_perf over it with its data check.
+netplug="$build/src/plugin/libnccl-net-rcoll.so"
+if [[ -f $netplug ]]; then
+    run_cluster mn_check_2x2_plugin --hosts 2 --ranks-per-host 2 --timeout 120 \
+        --env RCOLL_DEBUG=INFO --env RCOLL_DEBUG_SUBSYS=INIT --env RCOLL_NET=plugin \
+        --env "RCOLL_NET_PLUGIN=$netplug" -- "$mn_check"
+    problems=$(check_mn_ranks 4 1 2 plugin)
+    ((rc == 0)) || problems="exit status $rc; $problems"
+    verdict mn_check_2x2_plugin "$problems" \
+        "4 ranks OK; each reaches 1 peer over shm, 2 over plugin"
+    run_cluster all_reduce_perf_2x2_plugin --hosts 2 --ranks-per-host 2 --timeout 120 \
+        --env RCOLL_SPIN=0 --env RCOLL_NET=plugin --env "RCOLL_NET_PLUGIN=$netplug" -- \
+        "$allreduce" -b 8 -e 4M -f 4 -n 5 -c 1
+    problems=''
+    ((rc == 0)) || problems="exit status $rc; "
+    rank_lines "$log" 0 | grep -q "^# Out of bounds values : 0 OK" ||
+        problems+="rank 0 did not print '# Out of bounds values : 0 OK'"
+    verdict all_reduce_perf_2x2_plugin "$problems" "RCOLL_NET=plugin: 0 out of bounds values"
+else
+    echo "skip mn_check_2x2_plugin, all_reduce_perf_2x2_plugin: libnccl-net-rcoll.so not built"
+fi
 
 # --- the perf binaries, each with its own data check ---------------------------------------------
 # perf_case NAME HOSTS RANKS_PER_HOST BINARY ARGS...: exit 0 everywhere and rank 0's

@@ -105,8 +105,8 @@ static void test_defaults_and_env(void)
         const char *var, *val, *allowed;
     } enums[] = {{"RCOLL_PROTO", "bogus", "is not one of auto, copy or cma"},
                  {"RCOLL_DEBUG", "LOUD", "is not one of NONE, WARN, INFO or TRACE"},
-                 {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, verbs or tcp"},
-                 {"RCOLL_NET", "rdma", "is not one of auto, verbs or tcp"},
+                 {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, verbs, tcp or plugin"},
+                 {"RCOLL_NET", "rdma", "is not one of auto, verbs, tcp or plugin"},
                  {"RCOLL_IB_ADDR_FAMILY", "ipv5", "is not one of ipv4 or ipv6"},
                  {"RCOLL_SOCKET_NSOCKS", "99", "out of range [1, 16]"},
                  {"RCOLL_TIMEOUT", "0", "in (0, 604800] (more than 0, at most 604800)"}};

@@ -42,6 +42,14 @@ int main(void)
     expect("nothing in common", (rcoll_pair_end_t){A, shm}, (rcoll_pair_end_t){B, shm | tcp},
            "none");
     expect("shm only, two hosts", (rcoll_pair_end_t){A, shm}, (rcoll_pair_end_t){B, shm}, "none");
+    unsigned plugin = bit("plugin");
+    CHECK(plugin, "the NCCL net plugin transport is built in, named 'plugin'");
+    expect("two hosts, a net plugin listening", (rcoll_pair_end_t){A, shm | plugin | verbs | tcp},
+           (rcoll_pair_end_t){B, shm | plugin | verbs | tcp}, "plugin");
+    expect("one host, a net plugin listening", (rcoll_pair_end_t){A, shm | plugin | tcp},
+           (rcoll_pair_end_t){A, shm | plugin | tcp}, "shm");
+    expect("a net plugin on one side", (rcoll_pair_end_t){A, plugin | tcp},
+           (rcoll_pair_end_t){B, tcp}, "tcp");
     if (verbs) {
         expect("two hosts with verbs", (rcoll_pair_end_t){A, shm | verbs | tcp},
                (rcoll_pair_end_t){B, shm | verbs | tcp}, "verbs");
@@ -80,5 +88,18 @@ int main(void)
     cfg.transport = RCOLL_CFG_TRANSPORT_SHM;
     CHECK(rcoll_pair_allowed(&cfg, S, why, sizeof(why)) && !rcoll_pair_allowed(&cfg, T, why, sizeof(why)),
           "RCOLL_TRANSPORT=shm: shm only");
+    const rcoll_transport_ops_t *P = rcoll_transport_find("plugin");
+    cfg.transport = RCOLL_CFG_TRANSPORT_PLUGIN;
+    CHECK(P && rcoll_pair_allowed(&cfg, P, why, sizeof(why)) &&
+              !rcoll_pair_allowed(&cfg, S, why, sizeof(why)) &&
+              !rcoll_pair_allowed(&cfg, T, why, sizeof(why)) &&
+              !strcmp(why, "RCOLL_TRANSPORT=plugin"),
+          "RCOLL_TRANSPORT=plugin: the net plugin only: '%s'", why);
+    cfg.transport = RCOLL_CFG_TRANSPORT_AUTO;
+    cfg.net = RCOLL_CFG_NET_PLUGIN;
+    CHECK(P && rcoll_pair_allowed(&cfg, P, why, sizeof(why)) &&
+              rcoll_pair_allowed(&cfg, S, why, sizeof(why)) &&
+              !rcoll_pair_allowed(&cfg, T, why, sizeof(why)) && !strcmp(why, "RCOLL_NET=plugin"),
+          "RCOLL_NET=plugin: shm and the net plugin: '%s'", why);
     return check_summary();
 }

@@ -89,6 +89,10 @@ run "dgx8 ranks net tcp" 0 env RCOLL_NET=tcp "$tool" -f "$fx/dgx8_nvswitch.json"
 has "dgx8 ranks net tcp" "$tmp/out" "1 - 2   tcp    NET  different hosts; verbs not allowed or not built"
 run "dgx8 ranks no shm" 0 env RCOLL_SHM_DISABLE=1 "$tool" -f "$fx/dgx8_nvswitch.json" -r a:0,a:1
 has "dgx8 ranks no shm" "$tmp/out" "0 - 1   $noshm_text"
+run "dgx8 ranks net plugin" 0 env RCOLL_NET=plugin RCOLL_NET_PLUGIN=libnccl-net-x.so "$tool" \
+    -f "$fx/dgx8_nvswitch.json" -r a:0,a:1,b:0
+has "dgx8 ranks net plugin" "$tmp/out" \
+    "1 - 2   plugin NET  different hosts; NCCL net plugin RCOLL_NET_PLUGIN=libnccl-net-x.so"
 
 run "pcie4 json" 0 "$tool" --topo-file "$fx/pcie4.json" --json
 pycheck "pcie4 json" "
@@ -118,7 +122,7 @@ has "no file" "$tmp/err" "cannot open topology file"
 run "bad env file" 2 env RCOLL_TOPO_FILE="$fx/bad_unterminated.json" "$tool"
 has "bad env file" "$tmp/err" "RCOLL_TOPO_FILE: topology file"
 run "bad net" 2 env RCOLL_NET=fast "$tool" --topo-file "$fx/pcie4.json"
-has "bad net" "$tmp/err" "RCOLL_NET='fast' is not one of auto, verbs or tcp"
+has "bad net" "$tmp/err" "RCOLL_NET='fast' is not one of auto, verbs, tcp or plugin"
 run "bad ranks" 2 "$tool" --topo-file "$fx/pcie4.json" --ranks a:0,a:9
 has "bad ranks" "$tmp/err" "the GPU must be -1 or 0..3"
 run "bad option" 2 "$tool" --frobnicate
