@@ -6,8 +6,10 @@
  *   FAKE_OLDVER   ncclNetPlugin_v7 only (a version rcoll does not take)
  *   FAKE_SHIM     ncclNetPlugin_v8 forwarding every call to the v8 table of the plugin named
  *                 by FAKE_NET_INNER (rcoll's own), so rcoll runs over NCCL's v8 ABI (int
- *                 sizes); with FAKE_NET_DIE_AFTER=N in a process's environment its test()
- *                 fails with ncclRemoteError from the N-th call on (a NIC that dies mid-job).
+ *                 sizes); once FAKE_NET_DIE_AFTER=N is in a process's environment (set
+ *                 after its communicator exists, so the count never depends on how long
+ *                 set-up polled) its test() fails with ncclRemoteError from the N-th call on
+ *                 (a NIC that dies mid-job).
  * Plain C, libc and libdl only; nothing of rcoll is linked.
  */
 #include <dlfcn.h>
@@ -74,9 +76,7 @@ static long die_after = -1, tests;
 static ncclResult_t shim_init(ncclDebugLogger_t log)
 {
     const char *path = getenv("FAKE_NET_INNER");
-    const char *die = getenv("FAKE_NET_DIE_AFTER");
     logger = log;
-    if (die) die_after = atol(die);
     void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
     in = lib ? dlsym(lib, "ncclNetPlugin_v8") : NULL;
     if (!in) {
@@ -117,6 +117,10 @@ static ncclResult_t shim_iflush(void *c, int n, void **d, int *s, void **m, void
 }
 static ncclResult_t shim_test(void *r, int *done, int *sizes)
 {
+    if (die_after < 0) { /* armed by the test once its job runs */
+        const char *die = getenv("FAKE_NET_DIE_AFTER");
+        if (die) die_after = atol(die);
+    }
     if (die_after >= 0 && ++tests >= die_after) {
         if (tests == die_after && logger)
             logger(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, "fake: the NIC died after %ld "

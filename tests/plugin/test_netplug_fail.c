@@ -35,7 +35,6 @@ static int rank_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     char host[32];
     snprintf(host, sizeof(host), "failhost%d", rank % 2);
     setenv("RCOLL_HOST_ID", host, 1);
-    if (rank == k->die_rank) setenv("FAKE_NET_DIE_AFTER", "3000", 1);
     rcoll_comm_t comm;
     rcoll_status_t st = rcoll_comm_init_rank(n, id, rank, &comm);
     if (k->want[0]) {
@@ -51,6 +50,9 @@ static int rank_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
         fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
         return 1;
     }
+    /* Arm the dying plugin only now: set-up's polling (longer on a loaded machine) must not
+     * use up its count before the job starts. */
+    if (rank == k->die_rank) setenv("FAKE_NET_DIE_AFTER", "3000", 1);
     enum { COUNT = 20000 };
     float *buf = malloc(COUNT * sizeof(float));
     int rc = 0;
