@@ -1,8 +1,8 @@
 #!/bin/sh
 # in_vm.sh BUILD - the rdma suite's checks, run inside tools/rxe-vm against real kernel verbs
 # (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, rcoll-info's
-# device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, and a link
-# taken down under a running job.  POSIX sh (busybox): prints one verdict per check, then a
+# device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, a link
+# taken down under a running job, and the NCCL net plugin's conformance test over verbs.  POSIX sh (busybox): prints one verdict per check, then a
 # summary, and exits non-zero if any check failed.
 BUILD=${1:?usage: in_vm.sh BUILD}
 TMP=/tmp/rdma-suite
@@ -72,6 +72,16 @@ if [ $rc != 0 ] && [ $rc != 124 ] && grep -q '^\[0\].*rank 1' "$TMP/down" &&
 grep -i 'error\|fail\|warn' "$TMP/down" | head -n 12
 [ $st = 0 ] || show "$TMP/down"
 verdict "link down mid-job: both ranks fail naming the peer (rc=$rc)" $st
+
+# 7. the NCCL net plugin (libnccl-net-rcoll.so) driven as NCCL's proxy drives it, over verbs
+if [ -f "$BUILD/src/plugin/libnccl-net-rcoll.so" ]; then
+    RCOLL_NET=verbs timeout 600 "$BUILD/tests/test_plugin_conf" \
+        "$BUILD/src/plugin/libnccl-net-rcoll.so" >"$TMP/plugin" 2>&1
+    st=$?
+    tail -n 12 "$TMP/plugin"
+    [ $st = 0 ] || show "$TMP/plugin" 60 # RCOLL_NET=verbs: the plugin fails without verbs
+    verdict "NCCL net plugin conformance over verbs (every exported version)" $st
+fi
 
 echo "rdma suite: $pass passed, $fail failed"
 [ $fail = 0 ]
