@@ -230,6 +230,9 @@ static rcoll_status_t nn_pick_version(void)
                              n ? found : "no ncclNetPlugin_vN symbol");
     }
     const char *name = NULL;
+    int ok, has_init;
+    /* The members every version has, from the table of its own type; ok: the ones whose
+     * signature differs between versions (called through nn.vN) are there too. */
 #define NN_TAKE(tab)                                                                   \
     do {                                                                               \
         name = (tab)->name;                                                            \
@@ -242,40 +245,33 @@ static rcoll_status_t nn_pick_version(void)
         nn.close_send = (tab)->closeSend;                                              \
         nn.close_recv = (tab)->closeRecv;                                              \
         nn.close_listen = (tab)->closeListen;                                          \
+        has_init = (tab)->init != NULL;                                                \
+        ok = has_init && (tab)->getProperties && (tab)->listen && (tab)->connect &&    \
+             (tab)->isend && (tab)->irecv;                                             \
     } while (0)
-    int ok;
     switch (nn.version) {
     case 8:
         nn.v8 = t;
         NN_TAKE(nn.v8);
-        ok = nn.v8->init && nn.v8->getProperties && nn.v8->listen && nn.v8->connect &&
-             nn.v8->isend && nn.v8->irecv;
         break;
     case 9:
         nn.v9 = t;
         NN_TAKE(nn.v9);
-        ok = nn.v9->init && nn.v9->getProperties && nn.v9->listen && nn.v9->connect &&
-             nn.v9->isend && nn.v9->irecv;
         break;
     case 10:
         nn.v10 = t;
         NN_TAKE(nn.v10);
-        ok = nn.v10->init && nn.v10->getProperties && nn.v10->listen && nn.v10->connect &&
-             nn.v10->isend && nn.v10->irecv;
         break;
     default:
         nn.v11 = t;
         NN_TAKE(nn.v11);
-        ok = nn.v11->init && nn.v11->getProperties && nn.v11->listen && nn.v11->connect &&
-             nn.v11->isend && nn.v11->irecv;
         break;
     }
 #undef NN_TAKE
     snprintf(nn.name, sizeof(nn.name), "%s", name ? name : "(unnamed)");
     nn.complete = ok && nn.devices && nn.accept && nn.reg_mr && nn.dereg_mr && nn.test &&
                   nn.close_send && nn.close_recv && nn.close_listen;
-    if (!(nn.version == 8 ? nn.v8->init != NULL : nn.version == 9 ? nn.v9->init != NULL
-          : nn.version == 10 ? nn.v10->init != NULL : nn.v11->init != NULL))
+    if (!has_init)
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "net plugin %s (ncclNetPlugin_v%d, name "
                              "%s) has no init function", nn.path, nn.version, nn.name);
     return RCOLL_OK;
