@@ -1,7 +1,7 @@
 /*
- * plugin_abi.c - the exported tables ncclNetPlugin_v8 .. ncclNetPlugin_v11 (name "rcoll"):
+ * plugin_abi.c - the exported tables ncclNetPlugin_v8 .. ncclNetPlugin_v12 (name "rcoll"):
  * thin wrappers that convert each version's argument types (int sizes in v8, profiler
- * handles in v10+, the per-communicator context of v11) and call plugin.c.  No behaviour
+ * handles in v10+, the per-communicator context of v11+, v12's properties) and call plugin.c.  No behaviour
  * lives here.  Members NCCL treats as optional and rcoll lacks are NULL: regMrDmaBuf (no
  * dma-buf in ptrSupport), getDeviceMr and irecvConsumed (host networking only), makeVDevice
  * (NCCL then uses the physical devices; a function that fails would fail NCCL's init).
@@ -300,6 +300,50 @@ PL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .init = v11_init,
     .devices = pl_devices,
     .getProperties = v11_get_props,
+    .listen = v11_listen,
+    .connect = v11_connect,
+    .accept = pl_accept_any,
+    .regMr = pl_reg_mr,
+    .regMrDmaBuf = NULL,
+    .deregMr = pl_dereg_mr,
+    .isend = v10_isend,
+    .irecv = v10_irecv,
+    .iflush = pl_iflush,
+    .test = pl_test,
+    .closeSend = pl_close_send,
+    .closeRecv = pl_close_recv,
+    .closeListen = pl_close_listen,
+    .getDeviceMr = NULL,
+    .irecvConsumed = NULL,
+    .makeVDevice = NULL,
+    .finalize = v11_finalize,
+    .setNetAttr = v11_set_net_attr,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * v12: v11 with a longer virtual-device list and the rail/plane of a device in its properties
+ * ------------------------------------------------------------------------------------------ */
+
+static ncclResult_t v12_get_props(int dev, ncclNetProperties_v12_t *props)
+{
+    pl_props_t p;
+    if (!props) return pl_bad_arg("getProperties: NULL props");
+    ncclResult_t res = pl_get_props(dev, &p);
+    if (res != ncclSuccess) return res;
+    memset(props, 0, sizeof(*props));
+    PL_FILL_COMMON(props, p);
+    PL_FILL_V9(props, p, dev);
+    props->maxMultiRequestSize = 1;
+    props->railId = NCCL_NET_ID_UNDEF; /* rcoll knows no rails or planes */
+    props->planeId = NCCL_NET_ID_UNDEF;
+    return ncclSuccess;
+}
+
+PL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    .name = PL_NAME,
+    .init = v11_init,
+    .devices = pl_devices,
+    .getProperties = v12_get_props,
     .listen = v11_listen,
     .connect = v11_connect,
     .accept = pl_accept_any,

@@ -1,10 +1,10 @@
 /*
  * nccl_net.h - rcoll's own declarations of NCCL's external network plugin interface, versions
- * 8 to 11: the structs NCCL finds with dlsym ("ncclNetPlugin_vN") and the properties and
+ * 8 to 12: the structs NCCL finds with dlsym ("ncclNetPlugin_vN") and the properties and
  * configuration structs they exchange.  Self-contained: no NCCL header is needed.
  *
  * The layout is the ABI: member order and types follow NVIDIA/nccl's per-version headers
- * (src/include/plugin/net/net_v8.h .. net_v11.h and plugins/net/example/nccl/, checked at
+ * (src/include/plugin/net/net_v8.h .. net_v12.h and plugins/net/example/nccl/, checked at
  * commits 56a0c229 and b3aeda4a; see docs/plugin.md).  tests/unit/test_plugin_abi.c checks
  * the size and offset of every member against numbers worked out by hand for LP64.
  * Names are NCCL's, so that the declarations read like its documentation; the comments are
@@ -37,7 +37,9 @@ typedef enum {
 #define NCCL_NET_MAX_REQUESTS 32    /* outstanding requests per comm a plugin must accept */
 #define NCCL_MAX_NET_SIZE_BYTES (1LL << 40) /* the largest maxP2pBytes/maxCollBytes NCCL takes */
 #define NCCL_NET_MAX_DEVS_PER_NIC_V9 4 /* devs[] of the virtual-device list, v9 to v11 */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8 /* ... and of v12 */
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF (-1)
+#define NCCL_NET_ID_UNDEF (-1) /* v12 railId / planeId: not known */
 
 /* Pointer kinds in ptrSupport and the type argument of regMr. */
 #define NCCL_PTR_HOST 0x1
@@ -292,5 +294,71 @@ typedef struct {
     ncclResult_t (*finalize)(void *ctx);
     ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
 } ncclNet_v11_t;
+
+/* ---------------------------------------------------------------------------------------------
+ * Version 12 (NCCL 2.30+): v11's functions in v11's order; the virtual-device list holds 8
+ * devices and the properties end with the device's rail and plane
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int ndevs;
+    int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+typedef ncclNetCommConfig_v11_t ncclNetCommConfig_v12_t; /* unchanged: one int */
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;             /* unchanged */
+
+typedef struct {
+    char *name;
+    char *pciPath;
+    uint64_t guid;
+    int ptrSupport;
+    int regIsGlobal;
+    int forceFlush;
+    int speed;
+    int port;
+    float latency;
+    int maxComms;
+    int maxRecvs;
+    ncclNetDeviceType netDeviceType;
+    int netDeviceVersion;
+    ncclNetVDeviceProps_v12_t vProps;
+    size_t maxP2pBytes;
+    size_t maxCollBytes;
+    int maxMultiRequestSize;
+    int16_t railId;  /* rail of the NIC (NCCL_NET_ID_UNDEF: not known) */
+    int16_t planeId; /* plane of the NIC (NCCL_NET_ID_UNDEF: not known) */
+} ncclNetProperties_v12_t;
+
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v12_t *config,
+                         ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+    ncclResult_t (*devices)(int *ndev);
+    ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+    ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+    ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                            ncclNetDeviceHandle_t **sendDevComm);
+    ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                           ncclNetDeviceHandle_t **recvDevComm);
+    ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+    ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
+                                int fd, void **mhandle);
+    ncclResult_t (*deregMr)(void *comm, void *mhandle);
+    ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                          void *phandle, void **request);
+    ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                          void **mhandles, void **phandles, void **request);
+    ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                           void **request);
+    ncclResult_t (*test)(void *request, int *done, int *sizes);
+    ncclResult_t (*closeSend)(void *sendComm);
+    ncclResult_t (*closeRecv)(void *recvComm);
+    ncclResult_t (*closeListen)(void *listenComm);
+    ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+    ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+    ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+    ncclResult_t (*finalize)(void *ctx);
+    ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v12_t *netAttr);
+} ncclNet_v12_t;
 
 #endif

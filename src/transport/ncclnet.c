@@ -1,6 +1,6 @@
 /*
  * ncclnet.c - the "plugin" transport: an external NCCL net plugin (RCOLL_NET_PLUGIN, loaded
- * with dlopen; ncclNetPlugin_v11, v10, v9 or v8) behind rcoll's transport contract.  It only
+ * with dlopen; ncclNetPlugin_v12, v11, v10, v9 or v8) behind rcoll's transport contract.  It only
  * translates: each version's argument types, handles (an 8-byte mark in front of the plugin's
  * first 120 bytes), ncclResult_t to rcoll statuses (the plugin's own log lines reach rcoll's
  * log, subsystem NET, through the logger given to its init), and memory registrations: NCCL
@@ -27,7 +27,7 @@
 #define NN_MAX_DEVS 32   /* plugin devices used at most */
 #define NN_MAX_REQS 64   /* requests in flight per comm (NCCL plugins accept at least 32) */
 #define NN_CACHE 64      /* registrations a comm holds at most (see nn_cache_get) */
-#define NN_COMM_ID 0x72636f6c6c000001ull /* v11 init's commId: one context per process */
+#define NN_COMM_ID 0x72636f6c6c000001ull /* v11+ init's commId: one context per process */
 #define NN_SEND_MAGIC 0x6e6e5353u        /* "nnSS" */
 #define NN_RECV_MAGIC 0x6e6e5352u        /* "nnSR" */
 #define NN_MR_MAGIC 0x6e6e4d52u          /* "nnMR" */
@@ -73,13 +73,23 @@ static struct {
     void *lib;
     char path[RCOLL_CFG_STR_MAX]; /* the file dlopen loaded */
     char name[64];                /* the plugin's name field */
-    int version;                  /* 8 .. 11 */
+    int version;                  /* 8 .. 12 */
     int complete;                 /* every function rcoll calls is there (after init) */
     const ncclNet_v8_t *v8;
     const ncclNet_v9_t *v9;
     const ncclNet_v10_t *v10;
     const ncclNet_v11_t *v11;
-    void *ctx; /* v11's context */
+    const ncclNet_v12_t *v12;
+    void *ctx; /* v11+'s context */
+    /* v11 and v12 (one table layout, except the properties): the members that take the
+     * context, from the version's table */
+    ncclResult_t (*cx_init)(void **, uint64_t, ncclNetCommConfig_v11_t *, ncclDebugLogger_t,
+                            ncclProfilerCallback_t);
+    ncclResult_t (*cx_listen)(void *, int, void *, void **);
+    ncclResult_t (*cx_connect)(void *, int, void *, void **, ncclNetDeviceHandle_t **);
+    ncclResult_t (*cx_isend)(void *, void *, size_t, int, void *, void *, void **);
+    ncclResult_t (*cx_irecv)(void *, int, void **, size_t *, int *, void **, void **, void **);
+    ncclResult_t (*cx_finalize)(void *);
     /* the members whose type is the same in every version, from the version's table */
     ncclResult_t (*devices)(int *);
     ncclResult_t (*accept)(void *, void **, ncclNetDeviceHandle_t **);
@@ -209,12 +219,13 @@ static rcoll_status_t nn_load(const char *want)
 /* The newest version rcoll knows that the plugin exports. */
 static rcoll_status_t nn_pick_version(void)
 {
-    static const char *const syms[] = {"ncclNetPlugin_v11", "ncclNetPlugin_v10",
-                                       "ncclNetPlugin_v9", "ncclNetPlugin_v8"};
+    static const char *const syms[] = {"ncclNetPlugin_v12", "ncclNetPlugin_v11",
+                                       "ncclNetPlugin_v10", "ncclNetPlugin_v9",
+                                       "ncclNetPlugin_v8"};
     void *t = NULL;
-    for (int i = 0; i < 4 && !t; i++) {
+    for (int i = 0; i < 5 && !t; i++) {
         t = dlsym(nn.lib, syms[i]);
-        if (t) nn.version = 11 - i;
+        if (t) nn.version = 12 - i;
     }
     if (!t) {
         char found[256] = "";
@@ -226,7 +237,7 @@ static rcoll_status_t nn_pick_version(void)
                 n += (size_t)snprintf(found + n, sizeof(found) - n, "%s%s", n ? ", " : "", sym);
         }
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "net plugin %s exports %s; rcoll takes "
-                             "ncclNetPlugin_v8 to v11", nn.path,
+                             "ncclNetPlugin_v8 to v12", nn.path,
                              n ? found : "no ncclNetPlugin_vN symbol");
     }
     const char *name = NULL;
@@ -249,6 +260,16 @@ static rcoll_status_t nn_pick_version(void)
         ok = has_init && (tab)->getProperties && (tab)->listen && (tab)->connect &&    \
              (tab)->isend && (tab)->irecv;                                             \
     } while (0)
+    /* v11+: the members that take the context (init is checked by NN_TAKE) */
+#define NN_TAKE_CX(tab)                                                                \
+    do {                                                                               \
+        nn.cx_init = (tab)->init;                                                      \
+        nn.cx_listen = (tab)->listen;                                                  \
+        nn.cx_connect = (tab)->connect;                                                \
+        nn.cx_isend = (tab)->isend;                                                    \
+        nn.cx_irecv = (tab)->irecv;                                                    \
+        nn.cx_finalize = (tab)->finalize;                                              \
+    } while (0)
     switch (nn.version) {
     case 8:
         nn.v8 = t;
@@ -262,12 +283,19 @@ static rcoll_status_t nn_pick_version(void)
         nn.v10 = t;
         NN_TAKE(nn.v10);
         break;
-    default:
+    case 11:
         nn.v11 = t;
         NN_TAKE(nn.v11);
+        NN_TAKE_CX(nn.v11);
+        break;
+    default:
+        nn.v12 = t;
+        NN_TAKE(nn.v12);
+        NN_TAKE_CX(nn.v12);
         break;
     }
 #undef NN_TAKE
+#undef NN_TAKE_CX
     snprintf(nn.name, sizeof(nn.name), "%s", name ? name : "(unnamed)");
     nn.complete = ok && nn.devices && nn.accept && nn.reg_mr && nn.dereg_mr && nn.test &&
                   nn.close_send && nn.close_recv && nn.close_listen;
@@ -284,7 +312,7 @@ static ncclResult_t nn_call_init(void)
     case 8: return nn.v8->init(nn_logger);
     case 9: return nn.v9->init(nn_logger);
     case 10: return nn.v10->init(nn_logger, NULL);
-    default: return nn.v11->init(&nn.ctx, NN_COMM_ID, &cfg, nn_logger, NULL);
+    default: return nn.cx_init(&nn.ctx, NN_COMM_ID, &cfg, nn_logger, NULL);
     }
 }
 
@@ -321,10 +349,16 @@ static rcoll_status_t nn_read_props(int dev, rcoll_transport_props_t *p, nn_devx
         r = nn.version == 9 ? nn.v9->getProperties(dev, &q) : nn.v10->getProperties(dev, &q);
         if (r == ncclSuccess) NN_COMMON(p, x, q);
         p2p = q.maxP2pBytes;
-    } else {
+    } else if (nn.version == 11) {
         ncclNetProperties_v11_t q;
         memset(&q, 0, sizeof(q));
         r = nn.v11->getProperties(dev, &q);
+        if (r == ncclSuccess) NN_COMMON(p, x, q);
+        p2p = q.maxP2pBytes;
+    } else {
+        ncclNetProperties_v12_t q;
+        memset(&q, 0, sizeof(q));
+        r = nn.v12->getProperties(dev, &q);
         if (r == ncclSuccess) NN_COMMON(p, x, q);
         p2p = q.maxP2pBytes;
     }
@@ -346,6 +380,13 @@ static void nn_unload(void)
     nn.v9 = NULL;
     nn.v10 = NULL;
     nn.v11 = NULL;
+    nn.v12 = NULL;
+    nn.cx_init = NULL;
+    nn.cx_listen = NULL;
+    nn.cx_connect = NULL;
+    nn.cx_isend = NULL;
+    nn.cx_irecv = NULL;
+    nn.cx_finalize = NULL;
     nn.ctx = NULL;
     nn.ndev = 0;
 }
@@ -399,7 +440,7 @@ static rcoll_status_t nn_init(const void *cfgp)
     return RCOLL_OK;
 
 err_finalize:
-    if (nn.version == 11 && nn.v11->finalize) nn.v11->finalize(nn.ctx);
+    if (nn.version >= 11 && nn.cx_finalize) nn.cx_finalize(nn.ctx);
 err_unload:
     nn_unload();
     return st;
@@ -415,7 +456,7 @@ static void nn_fini(void)
     nn.connects = NULL;
     pthread_mutex_unlock(&nn.lock);
     if (!nn.lib) return;
-    if (nn.version == 11 && nn.v11->finalize) nn.v11->finalize(nn.ctx);
+    if (nn.version >= 11 && nn.cx_finalize) nn.cx_finalize(nn.ctx);
     nn_unload();
 }
 
@@ -658,7 +699,7 @@ static rcoll_status_t nn_listen(int dev, void *handle, void **listen_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "net plugin: no device %d", dev);
     memset(ph, 0, sizeof(ph));
     nn_warned[0] = '\0';
-    ncclResult_t r = nn.version == 11 ? nn.v11->listen(nn.ctx, dev, ph, &plc)
+    ncclResult_t r = nn.version >= 11 ? nn.cx_listen(nn.ctx, dev, ph, &plc)
                      : nn.version == 10 ? nn.v10->listen(dev, ph, &plc)
                      : nn.version == 9  ? nn.v9->listen(dev, ph, &plc)
                                         : nn.v8->listen(dev, ph, &plc);
@@ -739,7 +780,7 @@ static rcoll_status_t nn_connect(int dev, const void *handle, void **send_comm)
     ncclNetDeviceHandle_t *dev_comm = NULL; /* host networking: passed, never read */
     void *psc = NULL;
     nn_warned[0] = '\0';
-    ncclResult_t r = nn.version == 11 ? nn.v11->connect(nn.ctx, dev, k->work, &psc, &dev_comm)
+    ncclResult_t r = nn.version >= 11 ? nn.cx_connect(nn.ctx, dev, k->work, &psc, &dev_comm)
                      : nn.version == 10 ? nn.v10->connect(dev, &cfg, k->work, &psc, &dev_comm)
                      : nn.version == 9  ? nn.v9->connect(dev, k->work, &psc, &dev_comm)
                                         : nn.v8->connect(dev, k->work, &psc, &dev_comm);
@@ -846,7 +887,7 @@ static rcoll_status_t nn_isend(void *send_comm, void *data, size_t size, int tag
     case 8: res = nn.v8->isend(c->pc, data, (int)size, tag, pmh, &preq); break;
     case 9: res = nn.v9->isend(c->pc, data, size, tag, pmh, &preq); break;
     case 10: res = nn.v10->isend(c->pc, data, size, tag, pmh, NULL, &preq); break;
-    default: res = nn.v11->isend(c->pc, data, size, tag, pmh, NULL, &preq); break;
+    default: res = nn.cx_isend(c->pc, data, size, tag, pmh, NULL, &preq); break;
     }
     if (res != ncclSuccess) {
         st = nn_fail(c, nn_err(res, "isend"));
@@ -899,7 +940,7 @@ static rcoll_status_t nn_irecv(void *recv_comm, int n, void **data, size_t *size
     case 8: res = nn.v8->irecv(c->pc, n, data, isz, tags, pmh, &preq); break;
     case 9: res = nn.v9->irecv(c->pc, n, data, zsz, tags, pmh, &preq); break;
     case 10: res = nn.v10->irecv(c->pc, n, data, zsz, tags, pmh, NULL, &preq); break;
-    default: res = nn.v11->irecv(c->pc, n, data, zsz, tags, pmh, NULL, &preq); break;
+    default: res = nn.cx_irecv(c->pc, n, data, zsz, tags, pmh, NULL, &preq); break;
     }
     if (res != ncclSuccess) {
         st = nn_fail(c, nn_err(res, "irecv"));

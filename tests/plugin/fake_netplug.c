@@ -10,6 +10,9 @@
  *                 after its communicator exists, so the count never depends on how long
  *                 set-up polled) its test() fails with ncclRemoteError from the N-th call on
  *                 (a NIC that dies mid-job).
+ *   FAKE_COPY9 .. FAKE_COPY12  ncclNetPlugin_vN only: a copy, made when the module is loaded,
+ *                 of the vN table of the plugin named by FAKE_NET_INNER, renamed "fake-vN", so
+ *                 the loader's code for each version carries a job.
  * Plain C, libc and libdl only; nothing of rcoll is linked.
  */
 #include <dlfcn.h>
@@ -152,6 +155,41 @@ EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     .closeListen = shim_close_listen,
 };
 
+#elif defined(FAKE_COPY9) || defined(FAKE_COPY10) || defined(FAKE_COPY11) || defined(FAKE_COPY12)
+
+#if defined(FAKE_COPY9)
+#define COPY_V 9
+typedef ncclNet_v9_t copy_t;
+#elif defined(FAKE_COPY10)
+#define COPY_V 10
+typedef ncclNet_v10_t copy_t;
+#elif defined(FAKE_COPY11)
+#define COPY_V 11
+typedef ncclNet_v11_t copy_t;
 #else
-#error "build with one of -DFAKE_BADINIT, -DFAKE_NODEV, -DFAKE_OLDVER, -DFAKE_SHIM"
+#define COPY_V 12
+typedef ncclNet_v12_t copy_t;
+#endif
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+/* Filled before the loader's dlsym reads it (constructors run inside dlopen); a missing inner
+ * plugin leaves it without init, which rcoll refuses with a sentence. */
+EXPORT copy_t ncclNetPlugin_vN __asm__("ncclNetPlugin_v" STR(COPY_V)) = {.name = "fake-v" STR(COPY_V)};
+
+__attribute__((constructor)) static void copy_load(void)
+{
+    const char *path = getenv("FAKE_NET_INNER");
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    const copy_t *in = lib ? dlsym(lib, "ncclNetPlugin_v" STR(COPY_V)) : NULL;
+    if (!in) {
+        fprintf(stderr, "fake-v%d: cannot load FAKE_NET_INNER=%s\n", COPY_V, path ? path : "");
+        return;
+    }
+    ncclNetPlugin_vN = *in;
+    ncclNetPlugin_vN.name = "fake-v" STR(COPY_V);
+}
+
+#else
+#error "build with one of -DFAKE_BADINIT, -DFAKE_NODEV, -DFAKE_OLDVER, -DFAKE_SHIM, -DFAKE_COPYn"
 #endif

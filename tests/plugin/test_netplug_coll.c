@@ -1,7 +1,7 @@
 /*
  * test_netplug_coll.c - rcoll's collectives over an NCCL net plugin (the "plugin" transport,
  * RCOLL_NET_PLUGIN): the plugin is rcoll's own libnccl-net-rcoll.so, built here, so rcoll
- * loads it with dlopen and talks to it through NCCL's ABI (v11, its newest), and the plugin
+ * loads it with dlopen and talks to it through NCCL's ABI (v12, its newest), and the plugin
  * moves the bytes over its TCP transport.  Ranks sit on two "hosts" (RCOLL_HOST_ID per rank,
  * interleaved): with RCOLL_NET=plugin the plugin carries every cross-host peer and shared
  * memory the others; with RCOLL_TRANSPORT=plugin the plugin carries every peer.  Each run
@@ -11,7 +11,7 @@
  * all-reduce algorithm forced (ring, rd, tree, hier), checked against references computed
  * here (tests/common/dtref.c).  From the INFO log (one file, every rank): each all-reduce ran
  * the forced algorithm, each rank reaches its peers over the transport expected (the
- * core's "rank R reaches N peers over T" lines) and the plugin was loaded as ncclNetPlugin_v11.
+ * core's "rank R reaches N peers over T" lines) and the plugin was loaded as ncclNetPlugin_v12.
  * Usage: test_netplug_coll PATH/libnccl-net-rcoll.so ("none" when it was not built: 77).
  */
 #include <stdint.h>
@@ -254,7 +254,7 @@ static int rank_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
 typedef struct {
     int algo_ok, algo_wrong;      /* all-reduce choices (after a rank's set-up) */
     int reach_ok[64], reach_bad;  /* "rank R reaches N peers over T" lines as expected */
-    int loaded;                   /* "net plugin ... loaded: ncclNetPlugin_v11" */
+    int loaded;                   /* "net plugin ... loaded: ncclNetPlugin_v12" */
     int warns;
 } logscan_t;
 
@@ -281,7 +281,7 @@ static void scan_log(const char *want_algo, int n, int all_plugin, logscan_t *s)
             s->warns++;
             fputs(line, stderr);
         }
-        if (strstr(line, " NET net plugin ") && strstr(line, "loaded: ncclNetPlugin_v11"))
+        if (strstr(line, " NET net plugin ") && strstr(line, "loaded: ncclNetPlugin_v12"))
             s->loaded++;
         const char *br = strchr(line, '[');
         int rank = -1;
@@ -331,7 +331,7 @@ static void run_case(int n, const char *algo, int all_plugin)
     CHECK(bad == 0, "%s: %d ranks failed", what, bad);
     logscan_t s;
     scan_log(algo, n, all_plugin, &s);
-    CHECK(s.loaded == n, "%s: %d of %d ranks logged the plugin loaded as v11", what, s.loaded, n);
+    CHECK(s.loaded == n, "%s: %d of %d ranks logged the plugin loaded as v12", what, s.loaded, n);
     CHECK(s.algo_ok > 0 && s.algo_wrong == 0, "%s: %d all-reduces ran %s, %d another", what,
           s.algo_ok, algo, s.algo_wrong);
     int lines = all_plugin ? 1 : 2, ranks_ok = 0;

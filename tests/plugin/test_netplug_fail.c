@@ -9,9 +9,11 @@
  *   - a v8 shim that forwards to rcoll's own plugin carries a job (NCCL's v8 ABI: int sizes);
  *     the same shim failing every test() from some call on in one rank (a NIC dying mid-job)
  *     makes the all-reduces fail on every rank, in bounded time, that rank's error naming the
- *     plugin, the call and a peer, no rank hanging.
- * Usage: test_netplug_fail RCOLL_PLUGIN BADINIT NODEV OLDVER SHIM (paths of the built
- * modules; "none" as the first when libnccl-net-rcoll.so was not built: 77).
+ *     plugin, the call and a peer, no rank hanging;
+ *   - copies of rcoll's own v9, v10, v11 and v12 tables, each the only version its module
+ *     exports, carry a job (the loader's code for every version).
+ * Usage: test_netplug_fail RCOLL_PLUGIN BADINIT NODEV OLDVER SHIM COPY9 .. COPY12 (paths of
+ * the built modules; "none" as the first when libnccl-net-rcoll.so was not built: 77).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,7 +137,7 @@ static void unusable(const char *plugin, const char *what, const char *reason, i
 
 int main(int argc, char **argv)
 {
-    if (argc < 6 || !strcmp(argv[1], "none")) {
+    if (argc < 10 || !strcmp(argv[1], "none")) {
         check_skip("libnccl-net-rcoll.so was not built (-Dnccl_plugin=disabled)");
         return check_summary();
     }
@@ -173,6 +175,24 @@ int main(int argc, char **argv)
           "v8 shim: the ranks do not reach the other host over the plugin");
     printf("rcoll over a v8 plugin (shim over rcoll's): 4 ranks, 20 all-reduces ok in %.1f s\n",
            res.seconds);
+
+    /* copies of rcoll's own v9 .. v12 tables: each version's calls in the loader carry a job */
+    for (int v = 9; v <= 12; v++) {
+        char want[64], who[32];
+        snprintf(want, sizeof(want), "loaded: ncclNetPlugin_v%d, name fake-v%d", v, v);
+        snprintf(who, sizeof(who), "v%d copy", v);
+        setenv("RCOLL_NET_PLUGIN", argv[6 + v - 9], 1);
+        log_reset();
+        case_t k = {.ops = 20, .die_rank = -1};
+        bad = mp_run_raw(4, rank_fn, &k, 120, &res);
+        CHECK(bad == 0, "%s: %d of 4 ranks failed", who, bad);
+        CHECK(log_has(" NET net plugin ", want), "%s: not loaded as v%d", who, v);
+        CHECK(log_has("INFO INIT rank ", "reaches 2 peers over plugin"),
+              "%s: the ranks do not reach the other host over the plugin", who);
+        printf("rcoll over a v%d plugin (a copy of rcoll's): 4 ranks, 20 all-reduces ok in "
+               "%.1f s\n", v, res.seconds);
+    }
+    setenv("RCOLL_NET_PLUGIN", shim, 1);
 
     /* ... and dies in rank 1 after 3000 test() calls */
     case_t die = {.ops = 100000, .die_rank = 1};

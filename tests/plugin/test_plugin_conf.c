@@ -1,6 +1,6 @@
 /*
  * test_plugin_conf.c - libnccl-net-rcoll.so driven the way NCCL's proxy drives a net plugin,
- * once per exported version (v8..v11).  Two processes (fork), each with its own dlopen and
+ * once per exported version (v8..v12).  Two processes (fork), each with its own dlopen and
  * init, exchange listen handles over a socketpair and connect/accept until both comms exist.
  * Then they register memory and move 0 B..8 MiB in both directions (odd sizes, receive
  * buffers larger than the message, the reported sizes checked), keep 32 sends and 32
@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,7 +35,7 @@
 #include "transport/nccl_net.h"
 
 #define WAIT_S 20.0        /* one wait inside a rank */
-#define RUN_S 120.0        /* both ranks of one version, end to end (x4 < meson's 600 s) */
+#define RUN_S 110.0        /* both ranks of one version, end to end (x5 < meson's 600 s) */
 #define DEATH_S 10.0       /* an error must follow a peer's death within this */
 #define MAX_MSG (8u << 20) /* largest message of the size sweep */
 #define SLACK 4103         /* extra bytes of the larger receive buffers */
@@ -62,7 +63,10 @@ static const ncclNet_v8_t *n8;
 static const ncclNet_v9_t *n9;
 static const ncclNet_v10_t *n10;
 static const ncclNet_v11_t *n11;
-static void *ctx11; /* v11's context from init */
+static const ncclNet_v12_t *n12;
+static ncclNet_v11_t n12_as_v11; /* v12's table, called as v11's except getProperties */
+static void *ctx11; /* v11's (v12's) context from init */
+_Static_assert(sizeof(ncclNet_v11_t) == sizeof(ncclNet_v12_t), "v12 keeps v11's slots");
 static int verbose;
 
 /* What the logger saw. */
@@ -111,6 +115,11 @@ static int t_load(int v)
     n9 = v == 9 ? t : NULL;
     n10 = v == 10 ? t : NULL;
     n11 = v == 11 ? t : NULL;
+    n12 = v == 12 ? t : NULL;
+    if (n12) { /* every member but getProperties/makeVDevice has v11's type */
+        memcpy(&n12_as_v11, n12, sizeof(n12_as_v11));
+        n11 = &n12_as_v11;
+    }
     return t ? 0 : -1;
 }
 
@@ -125,7 +134,7 @@ static ncclResult_t t_init(void)
     }
 }
 
-static ncclResult_t t_finalize(void) { return V == 11 ? n11->finalize(ctx11) : ncclSuccess; }
+static ncclResult_t t_finalize(void) { return V >= 11 ? n11->finalize(ctx11) : ncclSuccess; }
 
 static ncclResult_t t_devices(int *n)
 {
@@ -136,7 +145,8 @@ static ncclResult_t t_devices(int *n)
 /* Properties of every version in one shape (v8 lacks the v9+ part, v8-v10 maxMulti). */
 typedef struct {
     ncclNetProperties_v11_t p;
-    int has_v9, has_v11;
+    int has_v9, has_v11, has_v12;
+    int rail, plane, v12_ndevs; /* v12 only */
 } tprops_t;
 
 static ncclResult_t t_props(int dev, tprops_t *out)
@@ -160,6 +170,22 @@ static ncclResult_t t_props(int dev, tprops_t *out)
         res = V == 9 ? n9->getProperties(dev, &p) : n10->getProperties(dev, &p);
         memcpy(&out->p, &p, sizeof(p)); /* v11 extends v9's layout at its end */
         out->has_v9 = 1;
+        return res;
+    }
+    if (V == 12) {
+        ncclNetProperties_v12_t p;
+        memset(&p, 0xab, sizeof(p));
+        res = n12->getProperties(dev, &p);
+        memcpy(&out->p, &p, offsetof(ncclNetProperties_v12_t, vProps)); /* v9's first part */
+        out->p.vProps.ndevs = p.vProps.ndevs;
+        out->p.vProps.devs[0] = p.vProps.devs[0];
+        out->p.maxP2pBytes = p.maxP2pBytes;
+        out->p.maxCollBytes = p.maxCollBytes;
+        out->p.maxMultiRequestSize = p.maxMultiRequestSize;
+        out->rail = p.railId;
+        out->plane = p.planeId;
+        out->v12_ndevs = p.vProps.ndevs;
+        out->has_v9 = out->has_v11 = out->has_v12 = 1;
         return res;
     }
     memset(&out->p, 0xab, sizeof(out->p));
@@ -794,8 +820,11 @@ static int rank_main(void)
                   p.p.maxCollBytes == p.p.maxP2pBytes,
               "v%d: maxP2pBytes %zu, maxCollBytes %zu", V, p.p.maxP2pBytes, p.p.maxCollBytes);
     }
-    if (p.has_v11) CHECK(p.p.maxMultiRequestSize == 1, "v11: maxMultiRequestSize %d",
+    if (p.has_v11) CHECK(p.p.maxMultiRequestSize == 1, "v%d: maxMultiRequestSize %d", V,
                          p.p.maxMultiRequestSize);
+    if (p.has_v12) CHECK(p.rail == NCCL_NET_ID_UNDEF && p.plane == NCCL_NET_ID_UNDEF,
+                         "v12: railId %d, planeId %d (-1: not known, expected)", p.rail,
+                         p.plane);
     if (lg.tcp_chosen)
         CHECK(lg.rcoll_info > 0, "v%d: rcoll's own INFO line (\"tcp: device ...\") did not "
               "reach NCCL's logger", V);
@@ -837,9 +866,9 @@ static int rank_main(void)
     if (sync_step('g') == 0 && (R == 0 ? dc_send[1] != NULL : dc_recv[1] != NULL))
         death_case(dc_send, dc_recv, sbuf, rbuf);
 
-    if (V == 11) {
-        CHECK(n11->setNetAttr(ctx11, NULL) == ncclSuccess, "v11: setNetAttr");
-        CHECK(t_finalize() == ncclSuccess, "v11: finalize");
+    if (V >= 11) {
+        CHECK(n11->setNetAttr(ctx11, NULL) == ncclSuccess, "v%d: setNetAttr", V);
+        CHECK(t_finalize() == ncclSuccess, "v%d: finalize", V);
     }
     /* NCCL unloads the plugin with its last communicator and may load it again */
     CHECK(dlclose(lib) == 0, "dlclose: %s", dlerror());
@@ -932,6 +961,7 @@ static void case_v8(void) { version = 8, run_version(); }
 static void case_v9(void) { version = 9, run_version(); }
 static void case_v10(void) { version = 10, run_version(); }
 static void case_v11(void) { version = 11, run_version(); }
+static void case_v12(void) { version = 12, run_version(); }
 
 int main(int argc, char **argv)
 {
@@ -947,5 +977,6 @@ int main(int argc, char **argv)
     check_case("plugin v9", case_v9);
     check_case("plugin v10", case_v10);
     check_case("plugin v11", case_v11);
+    check_case("plugin v12", case_v12);
     return check_summary();
 }

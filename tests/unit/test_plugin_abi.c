@@ -1,11 +1,11 @@
 /*
  * test_plugin_abi.c - the NCCL net plugin's ABI (src/transport/nccl_net.h).  The size and offset
- * of every member of every struct the plugin exchanges with NCCL (ncclNet_v8..v11_t, their
- * properties, the v10/v11 config and the v11 attribute structs) are compared with numbers
+ * of every member of every struct the plugin exchanges with NCCL (ncclNet_v8..v12_t, their
+ * properties, the v10-v12 config and the v11/v12 attribute structs) are compared with numbers
  * worked out by hand from the member order of NVIDIA/nccl's headers for LP64 (x86-64,
  * aarch64: pointers and size_t 8 bytes, int/float/enum 4, aligned to their size); each
  * member's type is compared with a second transcription of NCCL's declaration.  Then the
- * built library is opened: exactly ncclNetPlugin_v8 .. v11 are exported (its dynamic symbol
+ * built library is opened: exactly ncclNetPlugin_v8 .. v12 are exported (its dynamic symbol
  * table), each is named "rcoll" and has every function NCCL calls.
  * Usage: test_plugin_abi [PATH/libnccl-net-rcoll.so | none]  (none: the layout part only).
  */
@@ -132,6 +132,38 @@ static void props_v11(void)
     TYPE(T, maxMultiRequestSize, int);
 }
 
+static void props_v12(void)
+{
+    typedef ncclNetProperties_v12_t T;
+    SIZE(ncclNetVDeviceProps_v12_t, 36); /* int ndevs, int devs[8] */
+    OFF(ncclNetVDeviceProps_v12_t, devs, 4);
+    TYPE(ncclNetVDeviceProps_v12_t, devs, int[8]);
+    OFF(T, name, 0); /* 0 .. 64 as v11 */
+    OFF(T, pciPath, 8);
+    OFF(T, guid, 16);
+    OFF(T, ptrSupport, 24);
+    OFF(T, regIsGlobal, 28);
+    OFF(T, forceFlush, 32);
+    OFF(T, speed, 36);
+    OFF(T, port, 40);
+    OFF(T, latency, 44);
+    OFF(T, maxComms, 48);
+    OFF(T, maxRecvs, 52);
+    OFF(T, netDeviceType, 56);
+    OFF(T, netDeviceVersion, 60);
+    OFF(T, vProps, 64);               /* 36 bytes: 64 .. 100 */
+    OFF(T, maxP2pBytes, 104);         /* aligned to 8 */
+    OFF(T, maxCollBytes, 112);
+    OFF(T, maxMultiRequestSize, 120); /* int 120 .. 124 */
+    OFF(T, railId, 124);              /* int16_t 124 .. 126 */
+    OFF(T, planeId, 126);             /* int16_t 126 .. 128 */
+    SIZE(T, 128);
+    TYPE(T, vProps, ncclNetVDeviceProps_v12_t);
+    TYPE(T, maxP2pBytes, size_t);
+    TYPE(T, railId, int16_t);
+    TYPE(T, planeId, int16_t);
+}
+
 static void configs(void)
 {
     /* one int: trafficClass */
@@ -139,6 +171,10 @@ static void configs(void)
     OFF(ncclNetCommConfig_v10_t, trafficClass, 0);
     SIZE(ncclNetCommConfig_v11_t, 4);
     OFF(ncclNetCommConfig_v11_t, trafficClass, 0);
+    SIZE(ncclNetCommConfig_v12_t, 4);
+    OFF(ncclNetCommConfig_v12_t, trafficClass, 0);
+    SIZE(ncclNetAttr_v12_t, 44); /* as v11's */
+    OFF(ncclNetAttr_v12_t, proto, 40);
     /* four int32_t */
     SIZE(ncclNetCommAttr_v11_t, 16);
     OFF(ncclNetCommAttr_v11_t, maxConcurrentPeers, 0);
@@ -270,6 +306,28 @@ static void net_v11(void)
     TYPE(T, setNetAttr, ncclResult_t (*)(void *, ncclNetAttr_v11_t *));
 }
 
+/* v12: v11's 22 slots in v11's order; only the property and virtual-device types differ */
+static void net_v12(void)
+{
+    typedef ncclNet_v12_t T;
+    NET_COMMON(T);
+    OFF(T, makeVDevice, 152);
+    OFF(T, finalize, 160);
+    OFF(T, setNetAttr, 168);
+    SIZE(T, 176);
+    TYPE(T, init, ncclResult_t (*)(void **, uint64_t, ncclNetCommConfig_v12_t *,
+                                   ncclDebugLogger_t, ncclProfilerCallback_t));
+    TYPE(T, getProperties, ncclResult_t (*)(int, ncclNetProperties_v12_t *));
+    TYPE(T, listen, ncclResult_t (*)(void *, int, void *, void **));
+    TYPE(T, connect, ncclResult_t (*)(void *, int, void *, void **, devh_t **));
+    TYPE(T, isend, ncclResult_t (*)(void *, void *, size_t, int, void *, void *, void **));
+    TYPE(T, irecv, ncclResult_t (*)(void *, int, void **, size_t *, int *, void **, void **,
+                                    void **));
+    TYPE(T, makeVDevice, ncclResult_t (*)(int *, ncclNetVDeviceProps_v12_t *));
+    TYPE(T, finalize, ncclResult_t (*)(void *));
+    TYPE(T, setNetAttr, ncclResult_t (*)(void *, ncclNetAttr_v12_t *));
+}
+
 static void logger_type(void)
 {
     TYPE(ncclNet_v8_t, init,
@@ -325,10 +383,10 @@ static void exports(void)
 {
     char names[4096];
     int n = dynamic_exports(so_path, names, sizeof(names));
-    CHECK(n == 4, "%s exports %d symbols, 4 expected:\n%s", so_path, n, n > 0 ? names : "");
+    CHECK(n == 5, "%s exports %d symbols, 5 expected:\n%s", so_path, n, n > 0 ? names : "");
     const char *want[] = {"ncclNetPlugin_v8\n", "ncclNetPlugin_v9\n", "ncclNetPlugin_v10\n",
-                          "ncclNetPlugin_v11\n"};
-    for (int i = 0; i < 4; i++)
+                          "ncclNetPlugin_v11\n", "ncclNetPlugin_v12\n"};
+    for (int i = 0; i < 5; i++)
         CHECK(n > 0 && strstr(names, want[i]), "%s does not export %.*s", so_path,
               (int)strlen(want[i]) - 1, want[i]);
 }
@@ -356,7 +414,8 @@ static void symbols(void)
     const ncclNet_v9_t *t9 = dlsym(h, "ncclNetPlugin_v9");
     const ncclNet_v10_t *t10 = dlsym(h, "ncclNetPlugin_v10");
     const ncclNet_v11_t *t11 = dlsym(h, "ncclNetPlugin_v11");
-    CHECK(t8 && t9 && t10 && t11, "a versioned symbol is missing");
+    const ncclNet_v12_t *t12 = dlsym(h, "ncclNetPlugin_v12");
+    CHECK(t8 && t9 && t10 && t11 && t12, "a versioned symbol is missing");
     if (t8) REQUIRED(t8);
     if (t9) {
         REQUIRED(t9);
@@ -370,6 +429,29 @@ static void symbols(void)
         REQUIRED(t11);
         CHECK(!t11->makeVDevice, "v11 makeVDevice should be NULL");
         CHECK(t11->finalize && t11->setNetAttr, "v11 finalize and setNetAttr");
+    }
+    if (t12) {
+        REQUIRED(t12);
+        CHECK(!t12->makeVDevice, "v12 makeVDevice should be NULL");
+        CHECK(t12->finalize && t12->setNetAttr, "v12 finalize and setNetAttr");
+        ncclNetProperties_v12_t p;
+        memset(&p, 0x5a, sizeof(p));
+        void *ctx = NULL;
+        ncclNetCommConfig_v12_t cfg = {.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF};
+        int ndev = 0;
+        if (t12->init(&ctx, 1, &cfg, NULL, NULL) == ncclSuccess && t12->devices(&ndev) ==
+            ncclSuccess && ndev > 0) {
+            CHECK(t12->getProperties(0, &p) == ncclSuccess, "v12 getProperties(0) failed");
+            CHECK(p.railId == NCCL_NET_ID_UNDEF && p.planeId == NCCL_NET_ID_UNDEF,
+                  "v12 railId %d planeId %d, -1 (not known) expected", p.railId, p.planeId);
+            CHECK(p.vProps.ndevs == 1 && p.vProps.devs[0] == 0 && p.maxMultiRequestSize == 1 &&
+                      p.maxP2pBytes > 0 && p.maxP2pBytes == p.maxCollBytes,
+                  "v12 vProps %d/%d, maxMultiRequestSize %d, maxP2pBytes %zu", p.vProps.ndevs,
+                  p.vProps.devs[0], p.maxMultiRequestSize, p.maxP2pBytes);
+            t12->finalize(ctx);
+        } else {
+            CHECK(0, "v12 init/devices failed here");
+        }
     }
     /* nothing of rcoll leaks out (the exports check reads the table; this asks the loader) */
     CHECK(!dlsym(h, "rcoll_transport_find") && !dlsym(h, "rcoll_log_write") &&
@@ -385,11 +467,13 @@ int main(int argc, char **argv)
     check_case("properties v9", props_v9);
     check_case("properties v10", props_v10);
     check_case("properties v11", props_v11);
+    check_case("properties v12", props_v12);
     check_case("config, attributes, results, constants", configs);
     check_case("ncclNet_v8_t", net_v8);
     check_case("ncclNet_v9_t", net_v9);
     check_case("ncclNet_v10_t", net_v10);
     check_case("ncclNet_v11_t", net_v11);
+    check_case("ncclNet_v12_t", net_v12);
     check_case("logger and profiler types", logger_type);
     if (strcmp(so_path, "none")) {
         check_case("exported symbols", exports);
