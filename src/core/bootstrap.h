@@ -37,6 +37,9 @@ typedef struct {
     /* Listen handle per built-in transport (registry order); all zero where this rank has
      * no such transport. */
     uint8_t handles[RCOLL_MAX_TRANSPORTS][RCOLL_TRANSPORT_HANDLE_BYTES];
+    /* Largest message this rank's device of each transport carries (props.max_msg_size; 0:
+     * no limit given), so that both ends of a pair split a long message alike. */
+    uint64_t max_msg[RCOLL_MAX_TRANSPORTS];
 } rcoll_peer_info_t;
 
 /* One rank's call after a mismatch (core/sig.h's signature, opaque here), relayed by the root

@@ -46,6 +46,13 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     size_t chunk = c->cfg.chunk_size ? c->cfg.chunk_size : c->cfg.conn.buffsize / 4;
     if (chunk < MIN_CHUNK_BYTES) chunk = MIN_CHUNK_BYTES;
     if (chunk > c->cfg.conn.buffsize) chunk = c->cfg.conn.buffsize;
+    /* a chunk is one message: no larger than any rank's device of any transport carries
+     * (the same bound on every rank: it comes from the rank table) */
+    for (int p = 0; p < c->nranks; p++)
+        for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
+            if (c->peers[p].max_msg[t] && c->peers[p].max_msg[t] < chunk)
+                chunk = (size_t)c->peers[p].max_msg[t];
+    if (chunk < 8) chunk = 8;
     chunk &= ~(size_t)7; /* whole elements of every datatype */
     size_t nslots = c->cfg.conn.buffsize / chunk;
     if (nslots > RCOLL_EXEC_MAX_SLOTS) nslots = RCOLL_EXEC_MAX_SLOTS;
@@ -174,12 +181,13 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->mem_bytes = sizeof(*c);
     c->p2p_send_seq = calloc((size_t)nranks, sizeof(uint32_t));
     c->p2p_recv_seq = calloc((size_t)nranks, sizeof(uint32_t));
+    c->p2p_piece = calloc((size_t)nranks, sizeof(size_t));
     c->peers = calloc((size_t)nranks, sizeof(*c->peers));
-    if (!c->p2p_send_seq || !c->p2p_recv_seq || !c->peers) {
+    if (!c->p2p_send_seq || !c->p2p_recv_seq || !c->p2p_piece || !c->peers) {
         rcoll_comm_free(c, 0);
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     }
-    c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(*c->peers));
+    c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(size_t) + sizeof(*c->peers));
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
     c->ring_pos = rank;
@@ -417,6 +425,16 @@ static rcoll_pair_end_t pair_end(const rcoll_comm_t c, int p)
     return e;
 }
 
+/* The largest piece of a point-to-point message over a pair whose ends' devices carry
+ * messages of at most a and b bytes (0: no limit given). */
+static size_t pair_piece(uint64_t a, uint64_t b)
+{
+    uint64_t piece = RCOLL_P2P_PIECE;
+    if (a && a < piece) piece = a;
+    if (b && b < piece) piece = b;
+    return (size_t)piece;
+}
+
 static rcoll_status_t choose_transports(rcoll_comm_t c)
 {
     int used[RCOLL_MAX_TRANSPORTS] = {0};
@@ -431,6 +449,7 @@ static rcoll_status_t choose_transports(rcoll_comm_t c)
                                  "and it have no usable transport in common)",
                                  rcoll_comm_peer_name(c, p, pbuf, sizeof(pbuf)));
         c->link.tps[p] = c->tps[t];
+        c->p2p_piece[p] = pair_piece(c->peers[c->rank].max_msg[t], c->peers[p].max_msg[t]);
         used[t]++;
         int lvl = c->nranks <= 64 ? RCOLL_LOG_INFO : RCOLL_LOG_TRACE;
         if (!RCOLL_LOG_ENABLED(lvl, RCOLL_SUBSYS_INIT)) continue;
@@ -477,6 +496,12 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
         c->dev[t] = ndev > 1 ? c->rank % ndev : 0;
         if (st == RCOLL_OK)
             st = rcoll_transport_listen(list[t], c->dev[t], mine->handles[t], &c->listen_comms[t]);
+        if (st == RCOLL_OK) {
+            rcoll_transport_props_t props;
+            memset(&props, 0, sizeof(props));
+            if (list[t]->get_props(c->dev[t], &props) == RCOLL_OK)
+                mine->max_msg[t] = props.max_msg_size;
+        }
         if (st != RCOLL_OK && is_net && list[t] == net_tp) {
             memset(mine->handles[t], 0, RCOLL_TRANSPORT_HANDLE_BYTES);
             c->listen_comms[t] = NULL;
@@ -666,6 +691,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     free(c->cross_group);
     free(c->p2p_send_seq);
     free(c->p2p_recv_seq);
+    free(c->p2p_piece);
     struct rcoll_request *r = c->free_reqs;
     while (r) {
         struct rcoll_request *nx = r->next;

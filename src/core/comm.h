@@ -17,6 +17,10 @@
 #include "core/sig.h"
 
 #define RCOLL_LAST_ERROR_MAX 640
+/* Point-to-point messages longer than this travel in pieces of it (or of less, where a
+ * transport's device carries less: props.max_msg_size), so no transport sees more than it
+ * carries (verbs: 2 GiB - 1, an NCCL net plugin: its maxP2pBytes). */
+#define RCOLL_P2P_PIECE ((size_t)1 << 30)
 
 typedef enum {
     RCOLL_OP_ALLREDUCE,
@@ -38,6 +42,7 @@ typedef struct {
     int tag;
     void *treq;   /* transport request while in flight */
     int posted, done;
+    size_t off, cur; /* bytes done; bytes of the piece in flight (core/progress.c) */
 } rcoll_p2p_item_t;
 
 typedef struct rcoll_conn_state rcoll_conn_state_t;
@@ -98,6 +103,10 @@ struct rcoll_comm {
     uint64_t ctx;          /* communicator id, equal on all its ranks */
     rcoll_conn_state_t *conn;
     uint32_t *p2p_send_seq, *p2p_recv_seq; /* [nranks] point-to-point messages so far */
+    /* [nranks] the largest piece of a point-to-point message to each peer: RCOLL_P2P_PIECE at
+     * most, and no more than either end's device of their transport carries (both ends
+     * compute the same value from the rank table) */
+    size_t *p2p_piece;
     uint64_t coll_seq;     /* collectives issued so far (their signatures' numbers) */
     uint64_t seq0;         /* coll_seq when creation ended: the user's operation #1 */
     char *sig_area;        /* signature announcements in the host segment, or NULL */

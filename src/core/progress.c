@@ -297,7 +297,13 @@ static rcoll_status_t p2p_failed(rcoll_comm_t comm, struct rcoll_request *r,
 
 /* A point-to-point batch: every send and receive is posted at once and all are tested, so
  * nothing waits on anything else and a batch that would deadlock call by call completes.
- * Each message travels whole (no staging): the transport stripes large ones itself. */
+ * Each message travels without staging, in pieces of at most comm->p2p_piece[peer] bytes (one
+ * piece below that: the transports stripe large ones themselves), one piece in flight per
+ * message.  Both ends cut alike (the piece size comes from the rank table).  Every piece but
+ * the last carries the message's tag with RCOLL_P2P_MORE flipped, so a receive whose size
+ * differs from the message's by a piece or more meets a piece with the wrong tag: the
+ * transports refuse it (RCOLL_ERR_INVALID_USAGE), as they refuse a message too long. */
+#define RCOLL_P2P_MORE 0x20000000
 static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, int *moved)
 {
     int left = 0;
@@ -308,13 +314,18 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
         const rcoll_transport_ops_t *tp = comm->link.tps[it->peer];
         rcoll_status_t st;
         if (!it->posted) {
+            size_t piece = comm->p2p_piece[it->peer];
+            it->cur = it->bytes - it->off;
+            if (piece && it->cur > piece) it->cur = piece;
+            void *at = (char *)it->buf + it->off;
+            int tag = it->off + it->cur < it->bytes ? it->tag ^ RCOLL_P2P_MORE : it->tag;
             if (it->is_send) {
-                st = tp->isend(comm->link.send_comms[it->peer], it->buf, it->bytes, it->tag,
-                               NULL, &it->treq);
+                st = tp->isend(comm->link.send_comms[it->peer], at, it->cur, tag, NULL,
+                               &it->treq);
             } else {
                 void *mh = NULL;
-                st = tp->irecv(comm->link.recv_comms[it->peer], 1, &it->buf, &it->bytes,
-                               &it->tag, &mh, &it->treq);
+                st = tp->irecv(comm->link.recv_comms[it->peer], 1, &at, &it->cur, &tag, &mh,
+                               &it->treq);
             }
             if (st < 0) return p2p_failed(comm, r, it, st);
             if (!it->treq) {
@@ -338,15 +349,21 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
             continue;
         }
         it->treq = NULL;
-        it->done = 1;
         *moved = 1;
-        if (!it->is_send && got != it->bytes) {
+        if (!it->is_send && got != it->cur) {
             r->aop.err_peer = it->peer;
             return rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
                                  "rank %d sent %zu bytes as its message #%u to this rank while "
-                                 "this rank called rcoll_recv for %zu bytes", it->peer, got,
-                                 (unsigned)(it->tag & 0x3fffffff) + 1, it->bytes);
+                                 "this rank called rcoll_recv for %zu bytes", it->peer,
+                                 it->off + got, (unsigned)(it->tag & 0x3fffffff) + 1, it->bytes);
         }
+        it->off += it->cur;
+        if (it->off < it->bytes) { /* the next piece, now */
+            it->posted = 0;
+            i--;
+            continue;
+        }
+        it->done = 1;
     }
     return left ? RCOLL_INPROGRESS : RCOLL_OK;
 }

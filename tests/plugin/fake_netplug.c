@@ -12,7 +12,10 @@
  *                 (a NIC that dies mid-job).
  *   FAKE_COPY9 .. FAKE_COPY12  ncclNetPlugin_vN only: a copy, made when the module is loaded,
  *                 of the vN table of the plugin named by FAKE_NET_INNER, renamed "fake-vN", so
- *                 the loader's code for each version carries a job.
+ *                 the loader's code for each version carries a job.  The v12 copy, with
+ *                 FAKE_NET_MAX_P2P=N in the environment when it is loaded, reports maxP2pBytes
+ *                 N and refuses (ncclInvalidArgument) any isend or irecv of more than N bytes,
+ *                 as a plugin with a small message limit does.
  * Plain C, libc and libdl only; nothing of rcoll is linked.
  */
 #include <dlfcn.h>
@@ -173,6 +176,37 @@ typedef ncclNet_v12_t copy_t;
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
+#if COPY_V == 12
+static ncclNet_v12_t inner;
+static size_t max_p2p;
+
+static ncclResult_t small_props(int dev, ncclNetProperties_v12_t *p)
+{
+    ncclResult_t r = inner.getProperties(dev, p);
+    if (r == ncclSuccess) p->maxP2pBytes = p->maxCollBytes = max_p2p;
+    return r;
+}
+static ncclResult_t small_isend(void *c, void *d, size_t n, int t, void *m, void *ph, void **r)
+{
+    if (n > max_p2p) {
+        fprintf(stderr, "fake-v12: isend of %zu bytes, maxP2pBytes is %zu\n", n, max_p2p);
+        return ncclInvalidArgument;
+    }
+    return inner.isend(c, d, n, t, m, ph, r);
+}
+static ncclResult_t small_irecv(void *c, int n, void **d, size_t *sz, int *t, void **m, void **ph,
+                                void **r)
+{
+    for (int i = 0; i < n; i++)
+        if (sz[i] > max_p2p) {
+            fprintf(stderr, "fake-v12: irecv of %zu bytes, maxP2pBytes is %zu\n", sz[i],
+                    max_p2p);
+            return ncclInvalidArgument;
+        }
+    return inner.irecv(c, n, d, sz, t, m, ph, r);
+}
+#endif
+
 /* Filled before the loader's dlsym reads it (constructors run inside dlopen); a missing inner
  * plugin leaves it without init, which rcoll refuses with a sentence. */
 EXPORT copy_t ncclNetPlugin_vN __asm__("ncclNetPlugin_v" STR(COPY_V)) = {.name = "fake-v" STR(COPY_V)};
@@ -188,6 +222,16 @@ __attribute__((constructor)) static void copy_load(void)
     }
     ncclNetPlugin_vN = *in;
     ncclNetPlugin_vN.name = "fake-v" STR(COPY_V);
+#if COPY_V == 12
+    const char *max = getenv("FAKE_NET_MAX_P2P");
+    if (max && atol(max) > 0) {
+        inner = *in;
+        max_p2p = (size_t)atol(max);
+        ncclNetPlugin_vN.getProperties = small_props;
+        ncclNetPlugin_vN.isend = small_isend;
+        ncclNetPlugin_vN.irecv = small_irecv;
+    }
+#endif
 }
 
 #else

@@ -29,7 +29,51 @@ typedef struct {
     const char *want[3]; /* strings the creation error must hold (NULL: creation must work) */
     int ops;             /* all-reduces to run after creation */
     int die_rank;        /* rank whose plugin dies (FAKE_NET_DIE_AFTER), -1 none */
+    size_t p2p;          /* then: bytes each rank sends to rank ^ 1 (the other host) */
+    size_t p2p_short;    /* ... and, if not 0, the odd ranks receive only this many: a
+                          * mismatch that must fail */
 } case_t;
+
+/* A point-to-point exchange with rank ^ 1 of k->p2p bytes, checked; 0 when right, or when
+ * the expected mismatch failed the call. */
+static int p2p_case(const case_t *k, rcoll_comm_t comm, int rank)
+{
+    int peer = rank ^ 1, rc = 0;
+    size_t rbytes = k->p2p_short && (rank & 1) ? k->p2p_short : k->p2p;
+    unsigned char *s = malloc(k->p2p), *r = malloc(k->p2p);
+    for (size_t i = 0; i < k->p2p; i++) s[i] = (unsigned char)(i * 7 + (size_t)rank);
+    memset(r, 0xee, k->p2p);
+    rcoll_request_t q[2];
+    rcoll_status_t st = rcoll_isend(s, k->p2p, RCOLL_UINT8, peer, comm, &q[0]);
+    rcoll_status_t st2 = rcoll_irecv(r, rbytes, RCOLL_UINT8, peer, comm, &q[1]);
+    if (st == RCOLL_OK) st = rcoll_wait(&q[0]);
+    if (st2 == RCOLL_OK) st2 = rcoll_wait(&q[1]);
+    if (k->p2p_short) {
+        /* the odd rank's receive is shorter than the message by pieces: it must fail */
+        if ((rank & 1) && st2 == RCOLL_OK) {
+            fprintf(stderr, "rank %d: a receive of %zu bytes took a %zu-byte message\n", rank,
+                    rbytes, k->p2p);
+            rc = 5;
+        } else if (rank & 1) {
+            const char *text = rcoll_comm_last_error(comm);
+            rc = st2 == RCOLL_ERR_INVALID_USAGE && strstr(text, "rank ") ? 0 : 6;
+            if (rc) fprintf(stderr, "rank %d: mismatch: %s: %s\n", rank,
+                            rcoll_status_string(st2), text);
+        }
+    } else if (st != RCOLL_OK || st2 != RCOLL_OK) {
+        fprintf(stderr, "rank %d: point to point: %s\n", rank, rcoll_comm_last_error(comm));
+        rc = 4;
+    } else {
+        for (size_t i = 0; i < k->p2p && !rc; i++)
+            if (r[i] != (unsigned char)(i * 7 + (size_t)peer)) {
+                fprintf(stderr, "rank %d: byte %zu from rank %d is %u\n", rank, i, peer, r[i]);
+                rc = 4;
+            }
+    }
+    free(s);
+    free(r);
+    return rc;
+}
 
 static int rank_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
 {
@@ -90,7 +134,9 @@ static int rank_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
         }
     }
     free(buf);
-    rcoll_comm_destroy(comm);
+    if (rc == 0 && k->p2p) rc = p2p_case(k, comm, rank);
+    if (k->p2p_short) rcoll_comm_abort(comm); /* the even ranks may still wait */
+    else rcoll_comm_destroy(comm);
     return rc;
 }
 
@@ -192,6 +238,29 @@ int main(int argc, char **argv)
         printf("rcoll over a v%d plugin (a copy of rcoll's): 4 ranks, 20 all-reduces ok in "
                "%.1f s\n", v, res.seconds);
     }
+    setenv("RCOLL_NET_PLUGIN", shim, 1);
+
+    /* a plugin whose maxP2pBytes is 64 KiB (the v12 copy, refusing anything longer): the
+     * collectives' chunks and the pieces of a 1 MiB point-to-point message fit it, and a
+     * receive two pieces short of its message fails */
+    setenv("FAKE_NET_MAX_P2P", "65536", 1);
+    setenv("RCOLL_NET_PLUGIN", argv[9], 1);
+    log_reset();
+    case_t small = {.ops = 5, .die_rank = -1, .p2p = (1u << 20) + 13};
+    int failed_before = check_failed;
+    bad = mp_run_raw(4, rank_fn, &small, 120, &res);
+    CHECK(bad == 0, "maxP2pBytes 64 KiB: %d of 4 ranks failed", bad);
+    CHECK(log_has("INFO INIT rank ", "reaches 2 peers over plugin"),
+          "maxP2pBytes 64 KiB: the ranks do not reach the other host over the plugin");
+    case_t shorter = {.ops = 1, .die_rank = -1, .p2p = (1u << 20) + 13,
+                      .p2p_short = (1u << 20) + 13 - (130u << 10)};
+    bad = mp_run_raw(4, rank_fn, &shorter, 120, &res);
+    CHECK(bad == 0, "maxP2pBytes 64 KiB, a receive 130 KiB short: %d of 4 ranks did not fail "
+          "it as a mismatch", bad);
+    if (check_failed == failed_before)
+        printf("a plugin taking 64 KiB messages: all-reduces and a 1 MiB + 13 B exchange in "
+               "pieces ok, a receive short by pieces fails\n");
+    unsetenv("FAKE_NET_MAX_P2P");
     setenv("RCOLL_NET_PLUGIN", shim, 1);
 
     /* ... and dies in rank 1 after 3000 test() calls */
