@@ -153,7 +153,9 @@ rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int
  *   RCOLL_RANK, RCOLL_NRANKS, RCOLL_ROOT (host:port where rank 0 listens), RCOLL_SECRET;
  * or, when those are absent, torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (rcoll's
  * root then listens on MASTER_PORT + 1, since torchrun's own store holds MASTER_PORT);
- * or Open MPI's OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE together with RCOLL_ROOT.
+ * or the rank and size that mpirun (OMPI_COMM_WORLD_RANK / _SIZE), a PMI or PMIx launcher
+ * (PMI_RANK / PMI_SIZE, PMIX_RANK) or srun (SLURM_PROCID / SLURM_NTASKS) set, together with
+ * RCOLL_ROOT or MASTER_ADDR / MASTER_PORT (docs/api.md has the order).
  * Rank 0 starts the bootstrap root on RCOLL_ROOT's port.  Without RCOLL_SECRET the bootstrap
  * is unauthenticated and init warns.
  *   comm (out): the new communicator.

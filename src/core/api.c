@@ -155,32 +155,49 @@ static long env_long(const char *name)
     return (*end || x < 0) ? -2 : x;
 }
 
+/* Launchers whose environment gives each process its rank and the job's size, in the order
+ * looked at (a job step under salloc inherits Slurm's variables, so the launcher started
+ * inside it comes first).  size2: a second variable that may give the size instead. */
+static const struct {
+    const char *rank, *size, *size2, *who;
+} env_launchers[] = {
+    {"RANK", "WORLD_SIZE", NULL, "torchrun"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "mpirun (Open MPI)"},
+    {"PMI_RANK", "PMI_SIZE", NULL, "a PMI launcher (mpiexec, srun --mpi=pmi2)"},
+    {"PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "a PMIx launcher"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "srun (Slurm)"},
+};
+
 /* Work out rank, size and root address from whichever launcher set the environment. */
 static rcoll_status_t env_launch_params(const rcoll_config_t *cfg, int *rank, int *nranks,
                                         char *root, size_t root_len)
 {
-    const char *rank_var = "RCOLL_RANK", *size_var = "RCOLL_NRANKS";
+    const char *rank_var = "RCOLL_RANK", *size_var = "RCOLL_NRANKS", *who = "RCOLL_RANK";
     long r = cfg->rank, n = cfg->nranks;
     if (r < 0 && n < 0) {
-        static const char *const alt[][2] = {{"RANK", "WORLD_SIZE"},
-                                             {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                             {"PMI_RANK", "PMI_SIZE"}};
-        for (size_t i = 0; i < sizeof(alt) / sizeof(alt[0]) && r < 0; i++) {
-            r = env_long(alt[i][0]);
-            n = env_long(alt[i][1]);
-            rank_var = alt[i][0];
-            size_var = alt[i][1];
-            if (r == -1 && n == -1) continue;
+        size_t nl = sizeof(env_launchers) / sizeof(env_launchers[0]);
+        for (size_t i = 0; i < nl && r < 0; i++) {
+            rank_var = env_launchers[i].rank;
+            size_var = env_launchers[i].size;
+            who = env_launchers[i].who;
+            r = env_long(rank_var);
+            if (r == -1) continue;
+            n = env_long(size_var);
+            if (n == -1 && env_launchers[i].size2) {
+                size_var = env_launchers[i].size2;
+                n = env_long(size_var);
+            }
             if (r < 0 || n < 0)
-                return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s/%s are not both set to "
-                                     "non-negative integers", rank_var, size_var);
+                return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_env: started by "
+                                     "%s (%s is set), but %s/%s are not both non-negative "
+                                     "integers", who, rank_var, rank_var, size_var);
         }
     }
     if (r < 0 || n < 0)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
                              "rcoll_comm_init_env: no rank/size in the environment (set "
                              "RCOLL_RANK and RCOLL_NRANKS, or launch with tools/rcoll-run, "
-                             "torchrun or mpirun)");
+                             "torchrun, mpirun or srun)");
     if (n < 1 || r >= n)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s=%ld is outside [0, %s=%ld)", rank_var,
                              r, size_var, n);
@@ -188,11 +205,25 @@ static rcoll_status_t env_launch_params(const rcoll_config_t *cfg, int *rank, in
         snprintf(root, root_len, "%s", cfg->root);
     } else {
         const char *addr = getenv("MASTER_ADDR");
+        const char *port_text = getenv("MASTER_PORT");
         long port = env_long("MASTER_PORT");
-        if (!addr || port < 1 || port >= 65535)
+        if (addr && *addr && port_text && (port < 1 || port >= 65535))
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_env: MASTER_PORT='%s' "
+                                 "is not a port number below 65535", port_text);
+        if (!addr || !*addr || port < 1)
             return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
-                                 "rcoll_comm_init_env: RCOLL_ROOT (host:port of rank 0) is not "
-                                 "set, and MASTER_ADDR/MASTER_PORT are not usable");
+                                 "rcoll_comm_init_env: rank %ld of %ld from %s/%s (%s), but no "
+                                 "rendezvous address: set RCOLL_ROOT=host:port (a free port on "
+                                 "the host of rank 0; all ranks the same), or MASTER_ADDR and "
+                                 "MASTER_PORT (rcoll listens on MASTER_PORT + 1)%s%s%s", r, n,
+                                 rank_var, size_var, who,
+                                 addr && *addr ? "; MASTER_ADDR is set but MASTER_PORT is not"
+                                               : "",
+                                 !addr && port_text ? "; MASTER_PORT is set but MASTER_ADDR is "
+                                                      "not" : "",
+                                 strstr(who, "MPI") || strstr(who, "mpi")
+                                     ? "; in an MPI program, rcoll_comm_init_mpi (rcoll_mpi.h) "
+                                       "needs neither" : "");
         /* torchrun's own store listens on MASTER_PORT; rcoll's root takes the next port. */
         if (strchr(addr, ':'))
             snprintf(root, root_len, "[%s]:%ld", addr, port + 1);

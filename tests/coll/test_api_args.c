@@ -134,6 +134,39 @@ static int torchrun_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg
     return (st == RCOLL_OK && x == n && got_rank == rank && got_size == n) ? 0 : 2;
 }
 
+/* srun-style launch: SLURM_PROCID and SLURM_NTASKS, with RCOLL_ROOT as the rendezvous. */
+static char srun_root[64];
+
+static int srun_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg;
+    char v[32];
+    static const char *const clear[] = {"RCOLL_RANK", "RCOLL_NRANKS", "RANK", "WORLD_SIZE",
+                                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                        "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MASTER_ADDR",
+                                        "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++) unsetenv(clear[i]);
+    snprintf(v, sizeof(v), "%d", rank);
+    setenv("SLURM_PROCID", v, 1);
+    snprintf(v, sizeof(v), "%d", n);
+    setenv("SLURM_NTASKS", v, 1);
+    setenv("RCOLL_ROOT", srun_root, 1);
+    setenv("RCOLL_SECRET", "slurm-job", 1);
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: srun-style init: %s\n", rank, rcoll_last_init_error());
+        return 1;
+    }
+    int got_rank = -1, got_size = -1;
+    rcoll_comm_rank(comm, &got_rank);
+    rcoll_comm_size(comm, &got_size);
+    int x = rank + 1;
+    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &x, 1, RCOLL_INT32, RCOLL_SUM, comm);
+    rcoll_comm_destroy(comm);
+    return (st == RCOLL_OK && x == n * (n + 1) / 2 && got_rank == rank && got_size == n) ? 0
+                                                                                         : 2;
+}
+
 int main(void)
 {
     setenv("RCOLL_DEBUG", "NONE", 0);
@@ -155,6 +188,9 @@ int main(void)
     torchrun_port = ntohs(sa.sin_port) - 1;
     CHECK(mp_run_raw(3, torchrun_rank, NULL, 60, NULL) == 0,
           "torchrun variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) launch a job");
+    snprintf(srun_root, sizeof(srun_root), "127.0.0.1:%d", torchrun_port + 1);
+    CHECK(mp_run_raw(3, srun_rank, NULL, 60, NULL) == 0,
+          "Slurm variables (SLURM_PROCID, SLURM_NTASKS) with RCOLL_ROOT launch a job");
 
     /* Communicator creation arguments (no process needed: they fail before any I/O). */
     rcoll_unique_id_t id;
@@ -182,9 +218,50 @@ int main(void)
     unsetenv("OMPI_COMM_WORLD_SIZE");
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
+    unsetenv("PMIX_RANK");
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_NTASKS");
+    unsetenv("RCOLL_ROOT");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
     CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
               strstr(rcoll_last_init_error(), "RCOLL_RANK"),
           "no launch environment: %s", rcoll_last_init_error());
+    /* started by a launcher that gives rank and size but no rendezvous: say what is missing */
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "rank 1 of 4 from OMPI_COMM_WORLD_RANK") &&
+              strstr(rcoll_last_init_error(), "no rendezvous address: set RCOLL_ROOT") &&
+              strstr(rcoll_last_init_error(), "rcoll_comm_init_mpi"),
+          "mpirun without a rendezvous: %s", rcoll_last_init_error());
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "MASTER_ADDR is set but MASTER_PORT is not"),
+          "MASTER_ADDR alone: %s", rcoll_last_init_error());
+    setenv("MASTER_PORT", "70000", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "MASTER_PORT='70000'"),
+          "MASTER_PORT out of range: %s", rcoll_last_init_error());
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    setenv("PMIX_RANK", "2", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "PMIx launcher (PMIX_RANK is set)"),
+          "PMIX_RANK without a size: %s", rcoll_last_init_error());
+    setenv("SLURM_NTASKS", "3", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "rank 2 of 3 from PMIX_RANK/SLURM_NTASKS"),
+          "PMIX_RANK with SLURM_NTASKS, no rendezvous: %s", rcoll_last_init_error());
+    unsetenv("PMIX_RANK");
+    setenv("SLURM_PROCID", "5", 1);
+    CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "SLURM_PROCID=5 is outside [0, SLURM_NTASKS=3)"),
+          "SLURM_PROCID outside SLURM_NTASKS: %s", rcoll_last_init_error());
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_NTASKS");
     setenv("RCOLL_RANK", "3", 1);
     setenv("RCOLL_NRANKS", "2", 1);
     CHECK(rcoll_comm_init_env(&comm) == RCOLL_ERR_INVALID_ARG &&
