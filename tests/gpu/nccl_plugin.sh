@@ -18,8 +18,9 @@
 #
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (nccl.h in include/, libnccl in
 # lib/; default: CUDA_HOME's, then /usr), NCCL_TESTS_DIR, GPU_TEST_TIMEOUT (seconds per run,
-# default 300), KEEP=1 keeps the work directory.  Exit: 0 passed, 1 a check failed, 77 no
-# GPU or no NCCL here (nothing could run).
+# default 300), KEEP=1 keeps the work directory.  Exit: 0 passed, 1 a check failed (the
+# program's compilation included), 77 no GPU or no NCCL here (nothing could run; without a GPU
+# the program is still compiled against nccl.h).
 set -u
 
 BUILD=${1:?usage: nccl_plugin.sh BUILD_DIR}
@@ -36,12 +37,6 @@ if [ -z "$SO" ] || [ ! -f "$SO" ]; then
     echo "FAIL libnccl-net-rcoll.so not found under $BUILD/src/plugin (-Dnccl_plugin)"
     exit 1
 fi
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "SKIP no NVIDIA GPU here (nvidia-smi -L failed)"
-    exit 77
-fi
-nvidia-smi -L
-
 # nccl.h and libnccl.so
 INC="" LIB=""
 for d in ${NCCL_HOME:+"$NCCL_HOME/include"} "$CUDA_HOME/include" /usr/include; do
@@ -168,7 +163,15 @@ log_has() { # PATTERN: NCCL's log of the all-reduce run shows it on both ranks
     done
 }
 
+# The program is compiled first, so that a machine without a GPU still checks this script
+# against its nccl.h; the runs need a GPU.
 check compile compile
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    [ "$nfail" = 0 ] || exit 1
+    echo "SKIP no NVIDIA GPU here (nvidia-smi -L failed): the test program compiled, nothing ran"
+    exit 77
+fi
+nvidia-smi -L
 if [ "$nfail" = 0 ]; then
     check allreduce run_allreduce
     check plugin_loaded log_has 'Loaded net plugin rcoll' plugin_loaded
