@@ -1,0 +1,217 @@
+"""Unit tests of the Python package (python/rcoll): every binding on 1-4 real processes, each
+result compared with numpy computing the same thing locally; errors raised with rcoll's
+sentence; bad buffers refused before any call.  Run by meson (suite python) with
+/usr/bin/python3, RCOLL_LIBRARY and PYTHONPATH set; skips (77) without numpy."""
+import multiprocessing as mp
+import os
+import sys
+import traceback
+import unittest
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    print("SKIP numpy is not installed for", sys.executable)
+    sys.exit(77)
+
+import rcoll
+
+TIMEOUT = 60
+
+
+def _rank_main(fn, n, rank, uid_bytes, q):
+    os.environ.setdefault("RCOLL_TIMEOUT", "20")
+    try:
+        comm = rcoll.Communicator.init_rank(n, rcoll.UniqueId.from_bytes(uid_bytes), rank)
+        try:
+            out = fn(comm, rank, n)
+        finally:
+            comm.destroy() if comm._h is not None else None
+        q.put((rank, "ok", out))
+    except BaseException:  # report everything to the parent
+        q.put((rank, "error", traceback.format_exc()))
+
+
+def run(n, fn):
+    """Run fn(comm, rank, n) on n processes; return the list of results by rank."""
+    ctx = mp.get_context("fork")
+    uid = rcoll.get_unique_id()
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_rank_main, args=(fn, n, r, uid.to_bytes(), q)) for r in range(n)]
+    for p in ps:
+        p.start()
+    res = {}
+    try:
+        for _ in range(n):
+            rank, kind, out = q.get(timeout=TIMEOUT)
+            if kind != "ok":
+                raise AssertionError(f"rank {rank} failed:\n{out}")
+            res[rank] = out
+    finally:
+        for p in ps:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+    return [res[r] for r in range(n)]
+
+
+def data(rank, count, dtype, salt=0):
+    return ((np.arange(count) * 7 + rank * 3 + salt) % 11).astype(dtype)
+
+
+DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32,
+          np.float64]
+
+
+def allreduce_all(comm, rank, n):
+    for dt in DTYPES:
+        for count in (0, 1, 1001, 70000):
+            x = data(rank, count, dt)
+            want = sum(data(r, count, dt).astype(np.float64) for r in range(n))
+            y = np.empty_like(x)
+            comm.allreduce(x, y)
+            assert np.allclose(y.astype(np.float64), want.astype(dt).astype(np.float64)) \
+                if count else True, (dt, count)
+            comm.allreduce(None, x, rcoll.Op.MAX)
+            if count:
+                wmax = np.max([data(r, count, dt) for r in range(n)], axis=0)
+                assert np.array_equal(x, wmax), (dt, count)
+    return True
+
+
+def collectives(comm, rank, n):
+    f = np.float32
+    # bcast from the last rank
+    b = data(rank, 513, f) if rank == n - 1 else np.zeros(513, f)
+    comm.bcast(b, root=n - 1)
+    assert np.array_equal(b, data(n - 1, 513, f))
+    # reduce to rank 0 (others pass None)
+    x = data(rank, 300, np.int64)
+    y = np.zeros_like(x) if rank == 0 else None
+    comm.reduce(x, y, rcoll.Op.SUM, root=0)
+    if rank == 0:
+        assert np.array_equal(y, sum(data(r, 300, np.int64) for r in range(n)))
+    # allgather, out of place and in place
+    g = np.zeros(n * 5, np.int32)
+    comm.allgather(data(rank, 5, np.int32), g)
+    assert np.array_equal(g, np.concatenate([data(r, 5, np.int32) for r in range(n)]))
+    g2 = np.zeros(n * 5, np.int32)
+    g2[rank * 5:(rank + 1) * 5] = data(rank, 5, np.int32)
+    comm.allgather(None, g2)
+    assert np.array_equal(g, g2)
+    # reduce_scatter
+    s = data(rank, n * 4, np.float64)
+    r = np.zeros(4, np.float64)
+    comm.reduce_scatter(s, r)
+    tot = sum(data(k, n * 4, np.float64) for k in range(n))
+    assert np.array_equal(r, tot[rank * 4:(rank + 1) * 4])
+    # alltoall
+    a = np.array([rank * 100 + j for j in range(n) for _ in range(3)], np.int64)
+    out = np.zeros_like(a)
+    comm.alltoall(a, out)
+    assert np.array_equal(out, np.array([i * 100 + rank for i in range(n) for _ in range(3)]))
+    comm.barrier()
+    # nonblocking: two all-reduces in flight, waited in reverse order
+    p = np.full(10, rank, np.float32)
+    q2 = np.full(10, 2 * rank, np.float32)
+    r1 = comm.allreduce(None, p, async_op=True)
+    r2 = comm.allreduce(None, q2, async_op=True)
+    r2.wait()
+    while not r1.test():
+        pass
+    assert np.all(p == sum(range(n))) and np.all(q2 == 2 * sum(range(n)))
+    # bytes (read-only) as a send buffer, bytearray as a receive buffer
+    ring = (rank + 1) % n, (rank - 1) % n
+    got = bytearray(6)
+    with rcoll.group():
+        comm.send(b"rank%02d" % rank, ring[0])
+        comm.recv(got, ring[1])
+    assert bytes(got) == b"rank%02d" % ring[1], got
+    # bfloat16: raw 16-bit words with dtype=
+    bf = np.array([0x3F80, 0x4000], np.uint16)  # 1.0, 2.0
+    comm.allreduce(None, bf, dtype=rcoll.Datatype.BFLOAT16)
+    want = np.array([1.0 * n, 2.0 * n], np.float32).view(np.uint32) >> 16
+    assert np.array_equal(bf, want.astype(np.uint16)), bf
+    # split into even and odd ranks, dup
+    sub = comm.split(rank % 2, rank)
+    with sub:
+        v = np.array([rank], np.int32)
+        sub.allreduce(None, v)
+        assert v[0] == sum(k for k in range(n) if k % 2 == rank % 2)
+        assert sub.size == len([k for k in range(n) if k % 2 == rank % 2])
+    none = comm.split(rcoll.UNDEFINED if rank == 0 else 1, 0)
+    assert (none is None) == (rank == 0)
+    if none is not None:
+        none.destroy()
+    with comm.dup() as d:
+        assert d.rank == rank and d.size == n
+    return True
+
+
+def mismatch(comm, rank, n):
+    x = np.zeros(10 if rank == 0 else 12, np.float32)
+    try:
+        comm.allreduce(None, x)
+    except rcoll.RcollError as e:
+        assert e.status_name == "RCOLL_ERR_INVALID_USAGE", e.status_name
+        assert "allreduce(count=" in str(e) and "rank " in str(e), str(e)
+        comm.abort()
+        return str(e)
+    raise AssertionError("a mismatched all-reduce returned")
+
+
+class PackageTest(unittest.TestCase):
+    def test_local(self):
+        self.assertGreaterEqual(rcoll.version(), (0, 1, 0))
+        self.assertEqual(rcoll.datatype_size(rcoll.Datatype.BFLOAT16), 2)
+        self.assertTrue(os.path.exists(rcoll.library_path) or "librcoll" in rcoll.library_path)
+        uid = rcoll.get_unique_id()
+        self.assertEqual(len(uid.to_bytes()), 128)
+        with self.assertRaises(ValueError):
+            rcoll.UniqueId(b"short")
+        with rcoll.Communicator.init_rank(1, uid, 0) as c:
+            self.assertEqual((c.rank, c.size), (0, 1))
+            with self.assertRaisesRegex(TypeError, "buffer protocol"):
+                c.allreduce(None, [1, 2, 3])
+            with self.assertRaisesRegex(ValueError, "read-only"):
+                c.allreduce(None, b"abcd")
+            with self.assertRaisesRegex(ValueError, "C-contiguous"):
+                c.allreduce(None, np.zeros((4, 4), np.float32)[:, 1])
+            with self.assertRaisesRegex(TypeError, "no rcoll datatype"):
+                c.allreduce(None, np.zeros(4, np.complex64))
+            with self.assertRaisesRegex(TypeError, "sendbuf is INT32, recvbuf FLOAT32"):
+                c.allreduce(np.zeros(4, np.int32), np.zeros(4, np.float32))
+            with self.assertRaises(rcoll.RcollError) as cm:
+                c.bcast(np.zeros(4, np.float32), root=3)
+            self.assertEqual(cm.exception.status_name, "RCOLL_ERR_INVALID_ARG")
+            self.assertIn("root", str(cm.exception))
+        with self.assertRaisesRegex(ValueError, "destroyed"):
+            _ = c.rank
+        with self.assertRaises(rcoll.RcollError) as cm:
+            rcoll.Communicator.init_rank(2, uid, 5)
+        self.assertIn("rank=5", str(cm.exception))
+
+    def test_allreduce_every_type(self):
+        for n in (2, 3):
+            self.assertEqual(run(n, allreduce_all), [True] * n)
+
+    def test_collectives(self):
+        for n in (1, 2, 4):
+            self.assertEqual(run(n, collectives), [True] * n)
+
+    def test_mismatch_names_both_sides(self):
+        texts = run(2, mismatch)
+        self.assertIn("rank 1 called allreduce(count=12, float32, sum)", texts[0])
+
+    def test_example(self):
+        import subprocess
+        ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                          "python_allreduce.py")
+        out = subprocess.run([sys.executable, ex, "3"], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertEqual(out.stdout.count("... ok"), 3, out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
