@@ -1,6 +1,7 @@
 /*
- * ncclnet.h - the "plugin" transport (ncclnet.c): an external NCCL net plugin used as one of
- * rcoll's network transports.  Its knob and the layout of its handle, shared with the tests.
+ * ncclnet.h - the "plugin" transport (ncclnet.c, ncclnet_data.c): an external NCCL net plugin
+ * used as one of rcoll's network transports.  Its knob and the layout of its handle, shared
+ * with the tests.
  */
 #ifndef RCOLL_TRANSPORT_NCCLNET_H
 #define RCOLL_TRANSPORT_NCCLNET_H
