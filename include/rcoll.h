@@ -163,6 +163,33 @@ rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int
  * malformed (the message names it). */
 rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm);
 
+/* Settings of one communicator given by the caller (a framework's process group has its own
+ * timeout and name).  Start from RCOLL_COMM_CONFIG_INIT, then set what you need:
+ *   size       sizeof(rcoll_comm_config_t) as the caller was compiled (set by the macro;
+ *              later versions add fields at the end and read only what the caller has).
+ *   timeout_s  seconds without progress from an awaited peer before an operation fails, as
+ *              RCOLL_TIMEOUT (0 .. RCOLL_COMM_TIMEOUT_MAX; < 0: take RCOLL_TIMEOUT).
+ *   name       NULL, or a name of at most 63 characters shown in the communicator's log lines
+ *              ("communicator <name>: ...").
+ * Precedence: a value set here wins over the environment; fields left at their INIT value
+ * take the RCOLL_* knob (or its default).  Communicators made by rcoll_comm_split/dup inherit
+ * the parent's settings. */
+typedef struct {
+    size_t size;
+    double timeout_s;
+    const char *name;
+} rcoll_comm_config_t;
+#define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), -1.0, NULL}
+#define RCOLL_COMM_TIMEOUT_MAX (86400 * 7) /* a week, RCOLL_TIMEOUT's own limit */
+
+/* rcoll_comm_init_rank with the caller's settings.  Errors: as rcoll_comm_init_rank, plus
+ * RCOLL_ERR_INVALID_ARG (config NULL, size not from RCOLL_COMM_CONFIG_INIT, timeout_s above
+ * RCOLL_COMM_TIMEOUT_MAX or NaN, name too long) and RCOLL_ERR_INVALID_USAGE (called inside a
+ * group). */
+rcoll_status_t rcoll_comm_init_rank_config(int nranks, const rcoll_unique_id_t *id, int rank,
+                                           const rcoll_comm_config_t *config,
+                                           rcoll_comm_t *comm);
+
 /* Text of the last communicator-creation failure in this thread ("" if none). */
 const char *rcoll_last_init_error(void);
 

@@ -145,6 +145,44 @@ rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int
     return init_rank_now(nranks, id, rank, comm);
 }
 
+rcoll_status_t rcoll_comm_init_rank_config(int nranks, const rcoll_unique_id_t *id, int rank,
+                                           const rcoll_comm_config_t *config,
+                                           rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    rcoll_status_t st = check_init_args(nranks, rank, id, comm);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (!config)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "config is NULL (use rcoll_comm_init_rank)"));
+    if (config->size < offsetof(rcoll_comm_config_t, name) + sizeof(config->name) ||
+        config->size > 4096)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "config->size is %zu (initialise the config with "
+                                         "RCOLL_COMM_CONFIG_INIT)", config->size));
+    if (!(config->timeout_s < 0) && !(config->timeout_s <= RCOLL_COMM_TIMEOUT_MAX))
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "timeout_s %g is not in [0, %d] (or < 0: "
+                                         "RCOLL_TIMEOUT)", config->timeout_s,
+                                         RCOLL_COMM_TIMEOUT_MAX));
+    if (config->name && strlen(config->name) >= sizeof(((rcoll_config_t *)0)->comm_name))
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "name '%.40s...' is longer than %zu characters",
+                                         config->name,
+                                         sizeof(((rcoll_config_t *)0)->comm_name) - 1));
+    if (group_depth)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "rcoll_comm_init_rank_config "
+                                         "inside a group (use rcoll_comm_init_rank there)"));
+    rcoll_config_t cfg;
+    st = rcoll_config_load(&cfg);
+    if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (config->timeout_s >= 0) cfg.timeout_s = config->timeout_s;
+    if (config->name) snprintf(cfg.comm_name, sizeof(cfg.comm_name), "%s", config->name);
+    st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
+    return st == RCOLL_OK ? st : init_failed(st);
+}
+
 /* Parse a non-negative decimal environment value; -1 when absent, -2 when malformed. */
 static long env_long(const char *name)
 {

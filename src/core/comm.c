@@ -35,7 +35,11 @@ const char *rcoll_comm_peer_name(rcoll_comm_t comm, int rank, char *buf, size_t 
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text)
 {
     snprintf(comm->last_error, sizeof(comm->last_error), "%s", text);
-    RCOLL_WARN(COLL, "%s (%s)", text, rcoll_status_string(st));
+    if (comm->cfg.comm_name[0])
+        RCOLL_WARN(COLL, "communicator %s: %s (%s)", comm->cfg.comm_name, text,
+                   rcoll_status_string(st));
+    else
+        RCOLL_WARN(COLL, "%s (%s)", text, rcoll_status_string(st));
 }
 
 static rcoll_status_t choose_transports(rcoll_comm_t c);
@@ -379,12 +383,13 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
          * and the paths were known: choose afresh from now on. */
         rcoll_algo_choose_reset(&c->algo);
     }
-    RCOLL_INFO(INIT, "rank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), chunk "
-               "%zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: staging, "
-               "plus a quarter for the host segment)",
-               c->rank, c->nranks, mine->hostname, c->prev,
+    RCOLL_INFO(INIT, "%s%s%srank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), "
+               "chunk %zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: "
+               "staging, plus a quarter for the host segment), timeout %g s",
+               c->cfg.comm_name[0] ? "communicator " : "", c->cfg.comm_name,
+               c->cfg.comm_name[0] ? ": " : "", c->rank, c->nranks, mine->hostname, c->prev,
                c->rank, c->next, c->chunk_bytes, c->link.nslots, c->mem_bytes,
-               c->cfg.conn.buffsize);
+               c->cfg.conn.buffsize, c->cfg.timeout_s);
     return RCOLL_OK;
 }
 

@@ -51,6 +51,9 @@ typedef struct rcoll_config {
     int transport;     /* rcoll_cfg_transport_t */
     int shm_disable;   /* 1: never use shared memory between local ranks */
     char host_id[RCOLL_CFG_STR_MAX]; /* "" = hostname + boot id + network namespace */
+    /* Not a knob: the caller's name for the communicator (rcoll_comm_config_t; "" = none),
+     * shown in its log lines; children of split/dup inherit it with the rest. */
+    char comm_name[64];
     int net;           /* network transport between hosts: rcoll_cfg_net_t */
     /* knobs of lower layers the core uses too (declared there, embedded here) */
     rcoll_net_config_t netif;      /* RCOLL_SOCKET_IFNAME: bootstrap address */

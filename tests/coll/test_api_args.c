@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mp.h"
@@ -167,6 +168,26 @@ static int srun_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
                                                                                          : 2;
 }
 
+/* Two ranks made with rcoll_comm_init_rank_config run an all-reduce; so does a dup. */
+static int config_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    const rcoll_comm_config_t *cfg = arg;
+    rcoll_comm_t comm, dup;
+    if (rcoll_comm_init_rank_config(n, id, rank, cfg, &comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init with config: %s\n", rank, rcoll_last_init_error());
+        return 1;
+    }
+    int x = 1;
+    rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, &x, 1, RCOLL_INT32, RCOLL_SUM, comm);
+    if (st == RCOLL_OK) st = rcoll_comm_dup(comm, &dup);
+    if (st == RCOLL_OK) {
+        st = rcoll_allreduce(RCOLL_IN_PLACE, &x, 1, RCOLL_INT32, RCOLL_SUM, dup);
+        rcoll_comm_destroy(dup);
+    }
+    rcoll_comm_destroy(comm);
+    return st == RCOLL_OK && x == n * n ? 0 : 2;
+}
+
 int main(void)
 {
     setenv("RCOLL_DEBUG", "NONE", 0);
@@ -278,5 +299,54 @@ int main(void)
           "bad knob value named: %s", rcoll_last_init_error());
     CHECK(rcoll_comm_destroy(NULL) == RCOLL_OK && rcoll_comm_abort(NULL) == RCOLL_OK,
           "NULL destroy/abort are no-ops");
+    unsetenv("RCOLL_TIMEOUT");
+    unsetenv("RCOLL_RANK");
+    unsetenv("RCOLL_NRANKS");
+    unsetenv("RCOLL_ROOT");
+
+    /* The caller's settings: arguments refused with a sentence ... */
+    rcoll_comm_config_t cfg = RCOLL_COMM_CONFIG_INIT;
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK, "unique id for the config cases");
+    CHECK(rcoll_comm_init_rank_config(2, &id, 0, NULL, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "config is NULL"),
+          "NULL config: %s", rcoll_last_init_error());
+    cfg.size = 3;
+    CHECK(rcoll_comm_init_rank_config(2, &id, 0, &cfg, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "RCOLL_COMM_CONFIG_INIT"),
+          "config without its size: %s", rcoll_last_init_error());
+    cfg.size = sizeof(cfg);
+    cfg.timeout_s = 1e12;
+    CHECK(rcoll_comm_init_rank_config(2, &id, 0, &cfg, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "timeout_s"),
+          "timeout beyond a week: %s", rcoll_last_init_error());
+    cfg.timeout_s = -1;
+    cfg.name = "a-name-that-is-far-too-long-to-fit-in-the-sixty-four-bytes-of-the-field";
+    CHECK(rcoll_comm_init_rank_config(2, &id, 0, &cfg, &comm) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_last_init_error(), "longer than 63"),
+          "name too long: %s", rcoll_last_init_error());
+    rcoll_group_start();
+    cfg.name = "grp";
+    CHECK(rcoll_comm_init_rank_config(2, &id, 0, &cfg, &comm) == RCOLL_ERR_INVALID_USAGE,
+          "config inside a group refused: %s", rcoll_last_init_error());
+    rcoll_group_end();
+    /* ... and the timeout wins over RCOLL_TIMEOUT: rank 1 never comes, rank 0 gives up after
+     * the config's 1.5 s, not the environment's 120 s */
+    setenv("RCOLL_TIMEOUT", "120", 1);
+    cfg.timeout_s = 1.5;
+    cfg.name = "lonely";
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rcoll_status_t cst = rcoll_comm_init_rank_config(2, &id, 0, &cfg, &comm);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(cst == RCOLL_ERR_TIMEOUT && took >= 1.4 && took < 20,
+          "config timeout 1.5 s over RCOLL_TIMEOUT=120: %s after %.1f s: %s",
+          rcoll_status_string(cst), took, rcoll_last_init_error());
+    unsetenv("RCOLL_TIMEOUT");
+    /* a working one: the name and timeout reach the INFO line; split children inherit */
+    cfg.timeout_s = 42;
+    cfg.name = "configured";
+    CHECK(mp_run_raw(2, config_rank, &cfg, 60, NULL) == 0,
+          "two ranks created with a config run an all-reduce");
     return check_summary();
 }
