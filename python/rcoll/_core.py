@@ -239,11 +239,23 @@ class Communicator:
 
     # --- creation -------------------------------------------------------------------------
     @classmethod
-    def init_rank(cls, nranks: int, uid: UniqueId, rank: int) -> "Communicator":
-        """Join communicator ``uid`` as ``rank`` of ``nranks`` (blocks until all joined)."""
+    def init_rank(cls, nranks: int, uid: UniqueId, rank: int, *,
+                  timeout_s: Optional[float] = None, name: Optional[str] = None
+                  ) -> "Communicator":
+        """Join communicator ``uid`` as ``rank`` of ``nranks`` (blocks until all joined).
+        ``timeout_s`` and ``name`` are this communicator's own (rcoll_comm_config_t): they win
+        over RCOLL_TIMEOUT; None takes the environment's."""
         h = _lib.c_comm()
-        _check_init(lib.rcoll_comm_init_rank(int(nranks), ctypes.byref(uid._s), int(rank),
-                                             ctypes.byref(h)))
+        if timeout_s is None and name is None:
+            _check_init(lib.rcoll_comm_init_rank(int(nranks), ctypes.byref(uid._s), int(rank),
+                                                 ctypes.byref(h)))
+            return cls(h)
+        cfg = _lib.CommConfig(ctypes.sizeof(_lib.CommConfig),
+                              -1.0 if timeout_s is None else float(timeout_s),
+                              None if name is None else name.encode())
+        _check_init(lib.rcoll_comm_init_rank_config(int(nranks), ctypes.byref(uid._s),
+                                                    int(rank), ctypes.byref(cfg),
+                                                    ctypes.byref(h)))
         return cls(h)
 
     @classmethod

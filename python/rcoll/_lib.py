@@ -32,6 +32,12 @@ class UniqueIdStruct(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
 
+class CommConfig(ctypes.Structure):
+    """rcoll_comm_config_t"""
+    _fields_ = [("size", ctypes.c_size_t), ("timeout_s", ctypes.c_double),
+                ("name", ctypes.c_char_p)]
+
+
 def _candidates() -> List[str]:
     out: List[str] = []
     env = os.environ.get("RCOLL_LIBRARY")
@@ -103,6 +109,9 @@ _proto("rcoll_test", c_status, _P(c_req), _P(_INT))
 _proto("rcoll_wait", c_status, _P(c_req))
 
 # Optional entry points (newer libraries): looked up, never required.
+if hasattr(lib, "rcoll_comm_init_rank_config"):
+    _proto("rcoll_comm_init_rank_config", c_status, _INT, _P(UniqueIdStruct), _INT,
+           _P(CommConfig), _P(c_comm))
 
 
 def has(name: str) -> bool:

@@ -190,6 +190,14 @@ class PackageTest(unittest.TestCase):
         with self.assertRaises(rcoll.RcollError) as cm:
             rcoll.Communicator.init_rank(2, uid, 5)
         self.assertIn("rank=5", str(cm.exception))
+        # the communicator's own timeout: rank 1 never comes, rank 0 gives up after 1 s
+        import time
+        t0 = time.monotonic()
+        with self.assertRaises(rcoll.RcollError) as cm:
+            rcoll.Communicator.init_rank(2, rcoll.get_unique_id(), 0, timeout_s=1.0,
+                                         name="alone")
+        self.assertEqual(cm.exception.status, rcoll.Status.ERR_TIMEOUT)
+        self.assertLess(time.monotonic() - t0, 15)
 
     def test_allreduce_every_type(self):
         for n in (2, 3):
