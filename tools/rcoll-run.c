@@ -71,6 +71,7 @@ typedef struct {
     int prefix;
     double grace_s;
     double timeout_s;
+    int torch_env;   /* also set RANK, WORLD_SIZE, MASTER_ADDR/PORT (none were set) */
     char **cmd;
 } run_opts_t;
 
@@ -119,7 +120,10 @@ static void run_usage(FILE *f)
         "\n"
         "Start N local ranks of CMD with the rcoll launch environment (RCOLL_RANK,\n"
         "RCOLL_NRANKS, RCOLL_LOCAL_RANK, RCOLL_LOCAL_SIZE, RCOLL_ROOT, RCOLL_SECRET,\n"
-        "RCOLL_SOCKET_IFNAME) and relay their output, each line prefixed with \"[rank] \".\n"
+        "RCOLL_SOCKET_IFNAME; and torch.distributed's RANK, LOCAL_RANK, WORLD_SIZE,\n"
+        "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT unless MASTER_ADDR, MASTER_PORT, RANK\n"
+        "or WORLD_SIZE is already set) and relay their output, each line prefixed with\n"
+        "\"[rank] \".\n"
         "\n"
         "options:\n"
         "  -n, --nranks N   number of ranks, 1..%d (required)\n"
@@ -194,6 +198,9 @@ static int run_parse_args(int argc, char **argv, run_opts_t *o)
     int i;
 
     o->nranks = 0;
+    /* torch's env:// variables, unless the caller set its own rendezvous */
+    o->torch_env = !getenv("MASTER_ADDR") && !getenv("MASTER_PORT") && !getenv("RANK") &&
+                   !getenv("WORLD_SIZE");
     o->quiet = 0;
     o->prefix = 1;
     o->grace_s = RUN_GRACE_DEFAULT;
@@ -497,6 +504,10 @@ static void run_exec_rank(const run_opts_t *o, int rank, int out_w, int err_w, i
     snprintf(num, sizeof(num), "%d", rank);
     setenv("RCOLL_RANK", num, 1);
     setenv("RCOLL_LOCAL_RANK", num, 1);
+    if (o->torch_env) { /* torch.distributed's env:// variables, for any backend */
+        setenv("RANK", num, 1);
+        setenv("LOCAL_RANK", num, 1);
+    }
     snprintf(num, sizeof(num), "%d", RUN_JOIN_FD);
     setenv("RCOLL_RUN_JOIN_FD", num, 1);
     execvp(o->cmd[0], o->cmd);
@@ -530,6 +541,20 @@ static int run_setup_env(const run_opts_t *o)
     }
     if (!(s = getenv("RCOLL_SOCKET_IFNAME")) || !*s)
         setenv("RCOLL_SOCKET_IFNAME", "lo", 1);
+    /* torch.distributed's env:// rendezvous (its TCPStore on rank 0): set unless the caller
+     * launched with its own, so torch programs run under rcoll-run with any backend */
+    if (o->torch_env) {
+        if (run_find_port(&port) != 0) {
+            run_msg("cannot find a free TCP port on 127.0.0.1: %s", strerror(errno));
+            return -1;
+        }
+        snprintf(val, sizeof(val), "%d", port);
+        setenv("MASTER_PORT", val, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        snprintf(val, sizeof(val), "%d", o->nranks);
+        setenv("WORLD_SIZE", val, 1);
+        setenv("LOCAL_WORLD_SIZE", val, 1);
+    }
     return 0;
 }
 
