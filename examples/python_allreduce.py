@@ -26,7 +26,8 @@ def rank_main(n, rank, uid):
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     uid = rcoll.get_unique_id().to_bytes()
-    ps = [mp.Process(target=rank_main, args=(n, r, uid)) for r in range(n)]
+    ctx = mp.get_context("spawn")  # fresh processes: this one runs the bootstrap root thread
+    ps = [ctx.Process(target=rank_main, args=(n, r, uid)) for r in range(n)]
     for p in ps:
         p.start()
     for p in ps:

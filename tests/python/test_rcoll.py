@@ -34,7 +34,7 @@ def _rank_main(fn, n, rank, uid_bytes, q):
 
 def run(n, fn):
     """Run fn(comm, rank, n) on n processes; return the list of results by rank."""
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # no fork of a process whose bootstrap root thread runs
     uid = rcoll.get_unique_id()
     q = ctx.Queue()
     ps = [ctx.Process(target=_rank_main, args=(fn, n, r, uid.to_bytes(), q)) for r in range(n)]
