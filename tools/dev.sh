@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=(meson ninja-build gcc pkg-config libc6-dev iproute2 libhwloc-dev libopenmpi-dev openmpi-bin
-    libibverbs-dev librdmacm-dev python3 python3-numpy)
+    libibverbs-dev librdmacm-dev python3 python3-numpy python3-torch)
 # The rdma suite's Soft-RoCE VM (tools/rxe-vm also installs these, and downloads the kernel).
 vm_pkgs=(qemu-system-x86 busybox-static cpio rdma-core ibverbs-utils ibverbs-providers kmod
     xz-utils)
@@ -41,7 +41,7 @@ werror=()
 
 # Tiers this project's CI machines can run: under CI=true a skip of one of these suites is a
 # failure (the machine lost what the tier needs).  Later tiers (torch, gpu-compile) go here.
-ci_tiers=(rdma multinode python)
+ci_tiers=(rdma multinode python torch)
 
 # The third build: every feature option in meson_options.txt (read now, so an option that is
 # added or removed needs no change here) disabled.

@@ -1,0 +1,506 @@
+"""torch.distributed backend "rcoll": ``import rcoll.torch`` registers it, then
+``dist.init_process_group("rcoll", ...)`` runs torch's collectives on rcoll.
+
+The backend is a Python ``ProcessGroup`` (torch's pybind trampoline, present since 1.13):
+each call checks its tensors, posts the matching nonblocking rcoll operation on the group's
+communicator, and returns a ``Work`` whose ``wait()`` completes it.  Communicators are made
+through the store torch gives the creator (rank 0 of the group publishes an rcoll unique id),
+so every init method (env://, tcp://, file://, a store) and ``new_group`` work.  What rcoll
+cannot do raises ``RuntimeError`` naming the call; a failure inside rcoll raises
+``RuntimeError`` with rcoll's sentence (which names the failing rank).
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import datetime
+import os
+import queue
+import threading
+import time
+from typing import Any, Callable, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import Work as _Work
+
+from . import _core, _lib
+from ._core import Communicator, Datatype, Op, RcollError, UniqueId, get_unique_id
+from ._lib import lib
+
+BACKEND = "rcoll"
+
+_DTYPES = {
+    torch.int8: Datatype.INT8, torch.uint8: Datatype.UINT8, torch.int32: Datatype.INT32,
+    torch.int64: Datatype.INT64, torch.float16: Datatype.FLOAT16,
+    torch.bfloat16: Datatype.BFLOAT16, torch.float32: Datatype.FLOAT32,
+    torch.float64: Datatype.FLOAT64,
+}
+for _name, _tdt in (("INT16", torch.int16), ("BOOL", torch.bool)):
+    if hasattr(Datatype, _name):  # libraries with these types
+        _DTYPES[_tdt] = getattr(Datatype, _name)
+
+_OPS = {
+    dist.ReduceOp.SUM: Op.SUM, dist.ReduceOp.PRODUCT: Op.PROD, dist.ReduceOp.MIN: Op.MIN,
+    dist.ReduceOp.MAX: Op.MAX, dist.ReduceOp.AVG: Op.AVG,
+}
+for _name, _top in (("BAND", dist.ReduceOp.BAND), ("BOR", dist.ReduceOp.BOR),
+                    ("BXOR", dist.ReduceOp.BXOR)):
+    if hasattr(Op, _name):
+        _OPS[_top] = getattr(Op, _name)
+
+
+def _fail(call: str, why: str) -> RuntimeError:
+    return RuntimeError(f"rcoll backend: {call}: {why}")
+
+
+class _Tensor:
+    """A CPU tensor as rcoll sees it: a contiguous stand-in (the tensor itself, or a copy that
+    is written back after the operation) with its address, count and datatype."""
+
+    __slots__ = ("orig", "t", "addr", "count", "dt")
+
+    def __init__(self, call: str, t: torch.Tensor, write_back: bool = True):
+        if not isinstance(t, torch.Tensor):
+            raise _fail(call, f"expected a tensor, got {type(t).__name__}")
+        if t.device.type != "cpu":
+            raise _fail(call, f"a {t.device.type} tensor: rcoll's GPU path is not built yet; "
+                        "use CPU tensors (or another backend for CUDA ones)")
+        if t.is_complex():
+            t = torch.view_as_real(t)
+        dt = _DTYPES.get(t.dtype)
+        if dt is None:
+            raise _fail(call, f"dtype {t.dtype} has no rcoll datatype")
+        self.orig = t if write_back else None
+        self.t = t if t.is_contiguous() else t.contiguous()
+        if self.t is t:
+            self.orig = None
+        self.addr = self.t.data_ptr() if self.t.numel() else None
+        self.count = self.t.numel()
+        self.dt = int(dt)
+
+    def done(self) -> None:
+        if self.orig is not None:
+            self.orig.copy_(self.t)
+
+
+def _op(call: str, reduce_op: Any) -> int:
+    op = _OPS.get(reduce_op)
+    if op is None:
+        raise _fail(call, f"reduce op {reduce_op} is not supported by rcoll")
+    return int(op)
+
+
+class _Job:
+    """One operation: ``post(h)`` posts it on communicator handle h (nonblocking rcoll calls)
+    and returns the request handles; ``finish()`` runs once they completed (copies back,
+    unflattening); the future then gets ``result``.  ``p2p``: a send or receive, whose
+    completion may need the peer's later operations (so it is never waited on blindly)."""
+
+    __slots__ = ("call", "post", "finish", "result", "fut", "keep", "p2p")
+
+    def __init__(self, call: str, post: Callable[[Any], List[Any]], result: Any,
+                 keep: Sequence[Any] = (), finish: Optional[Callable[[], None]] = None,
+                 p2p: bool = False):
+        self.call, self.post, self.result = call, post, result
+        self.finish, self.keep, self.p2p = finish, list(keep), p2p
+        self.fut: torch.futures.Future = torch.futures.Future()
+
+
+class _Worker(threading.Thread):
+    """Runs a group's operations on its communicator, which one thread at a time may use.
+
+    - A collective issued while nothing is pending or in flight runs at once in the calling
+      thread (rcoll_wait: rcoll's own spin-then-yield wait; no thread hand-off).
+    - Otherwise the job is queued for this thread, which posts every queued job in order
+      (so an isend and the irecv after it are both in flight) and completes them in order:
+      a collective at the head is waited for with rcoll_wait (it completes whatever follows
+      it); a send or receive at the head is polled with rcoll_test, taking newly queued jobs
+      between polls, since it may need an operation the peer has not issued yet.
+    ctypes releases the GIL inside every rcoll call."""
+
+    def __init__(self, comm: Communicator, name: str):
+        super().__init__(name=name, daemon=True)
+        self.comm = comm
+        self.cv = threading.Condition()
+        self.pending: "collections.deque[_Job]" = collections.deque()
+        self.busy = False      # the communicator is in use (this thread, or a caller's job)
+        self.stopping = False
+        self.error: Optional[BaseException] = None
+
+    # --- one job --------------------------------------------------------------------------
+    def _fail(self, job: _Job, e: BaseException) -> None:
+        if not job.fut.done():
+            job.fut.set_exception(RuntimeError(f"rcoll backend: {job.call} failed: {e}"))
+
+    def _post(self, job: _Job) -> Optional[List[Any]]:
+        if self.error is not None:
+            self._fail(job, self.error)
+            return None
+        try:
+            return job.post(self.comm._handle())
+        except BaseException as e:
+            self.error = e
+            self._fail(job, e)
+            return None
+
+    def _done(self, job: _Job) -> None:
+        if self.error is not None:
+            self._fail(job, self.error)
+            return
+        try:
+            if job.finish is not None:
+                job.finish()
+            job.fut.set_result(job.result)
+        except BaseException as e:
+            self._fail(job, e)
+
+    def _wait_all(self, reqs: List[Any]) -> None:
+        for r in reqs:
+            st = lib.rcoll_wait(ctypes.byref(r))
+            if st < 0 and self.error is None:
+                self.error = RcollError(st, self.comm.last_error)
+
+    def _test_head(self, reqs: List[Any]) -> bool:
+        """Poll the head job's requests; True once all completed."""
+        done = ctypes.c_int(0)
+        while reqs:
+            st = lib.rcoll_test(ctypes.byref(reqs[0]), ctypes.byref(done))
+            if st < 0:
+                if self.error is None:
+                    self.error = RcollError(st, self.comm.last_error)
+                reqs.pop(0)
+                continue
+            if not done.value:
+                return False
+            reqs.pop(0)
+        return True
+
+    # --- the caller's side ----------------------------------------------------------------
+    def submit(self, job: _Job) -> None:
+        with self.cv:
+            now = not job.p2p and not self.pending and not self.busy and not self.stopping
+            if now:
+                self.busy = True
+            else:
+                self.pending.append(job)
+                self.cv.notify()
+        if not now:
+            return
+        try:
+            reqs = self._post(job)
+            if reqs is not None:
+                self._wait_all(reqs)
+                self._done(job)
+        finally:
+            with self.cv:
+                self.busy = False
+                self.cv.notify()
+
+    # --- this thread ----------------------------------------------------------------------
+    def run(self) -> None:
+        inflight: "collections.deque" = collections.deque()
+        while True:
+            with self.cv:
+                while not inflight and (not self.pending or self.busy) and not self.stopping:
+                    self.cv.wait()
+                if self.stopping and not inflight:
+                    for j in self.pending:
+                        self._fail(j, RuntimeError("the process group was destroyed"))
+                    self.pending.clear()
+                    return
+                jobs: List[_Job] = []
+                if self.pending and (inflight or not self.busy):
+                    jobs = list(self.pending)
+                    self.pending.clear()
+                    self.busy = True
+            for j in jobs:
+                reqs = self._post(j)
+                if reqs is None:
+                    continue
+                inflight.append((j, reqs))
+            while inflight:
+                job, reqs = inflight[0]
+                if job.p2p:
+                    if not self._test_head(reqs):
+                        break  # back to take newly queued jobs, then poll again
+                else:
+                    self._wait_all(reqs)
+                inflight.popleft()
+                self._done(job)
+            if not inflight:
+                with self.cv:
+                    if not jobs or not self.pending:
+                        self.busy = False
+                        self.cv.notify_all()
+            elif not jobs:
+                time.sleep(0)  # polling a send or receive: let the others run
+
+    def stop(self) -> None:
+        with self.cv:
+            self.stopping = True
+            self.cv.notify_all()
+        self.join()
+
+
+class _RcollWork(_Work):
+    """What each call returns: completes when the worker has completed the operation.
+    ``wait()`` raises RuntimeError with rcoll's sentence if it failed (torch's own future-
+    wrapping Work would return True), ``get_future()`` gives the future DDP's reducer uses.
+    torch calls these through a pybind trampoline that finds them only while this Python
+    object lives, so the group keeps it until it completed and someone waited on it or took
+    its future; C++ code that waits on a Work a second time after that is not supported."""
+
+    def __init__(self, pg: "ProcessGroupRcoll", job: _Job):
+        super().__init__()
+        self._pg = pg
+        self._fut = job.fut
+        self._call = job.call
+        pg._live.add(self)
+
+    def _release(self, *_: Any) -> None:
+        self._pg._live.discard(self)
+
+    def wait(self, timeout: Any = None) -> bool:
+        try:
+            self._fut.wait()
+        finally:
+            self._release()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._fut.done()
+
+    def is_success(self) -> bool:
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+            return True
+        except RuntimeError:
+            return False
+
+    def result(self) -> Any:
+        return self._fut.wait()
+
+    def get_future(self) -> torch.futures.Future:
+        self._fut.add_done_callback(self._release)
+        return self._fut
+
+
+class ProcessGroupRcoll(dist.ProcessGroup):
+    """A torch.distributed process group over one rcoll communicator (its own worker thread
+    posts and completes the operations; see _Worker)."""
+
+    def __init__(self, store: Any, rank: int, size: int, timeout: datetime.timedelta):
+        super().__init__(rank, size)
+        key = "rcoll/unique_id"
+        if rank == 0:
+            store.set(key, get_unique_id().to_bytes().hex())
+        raw = store.get(key)
+        uid = UniqueId.from_bytes(bytes.fromhex(raw.decode() if isinstance(raw, bytes) else raw))
+        tmo = timeout.total_seconds() if timeout else None
+        if tmo is not None:
+            tmo = min(max(tmo, 0.0), 7 * 86400.0)
+        self.comm = Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch")
+        self._live: set = set()  # works torch may still call (see _RcollWork)
+        self._worker = _Worker(self.comm, f"rcoll-pg-{rank}")
+        self._worker.start()
+        self._coalescing: Optional[List[Any]] = None
+
+    def getBackendName(self) -> str:  # noqa: N802 (torch's name)
+        return BACKEND
+
+    def _post_one(self, fn: str, args: List[Any]) -> Callable[[Any], List[Any]]:
+        """A job's post function: rcoll_i<fn>(*args, comm, &req)."""
+        def post(h: Any) -> List[Any]:
+            r = _lib.c_req()
+            st = getattr(lib, "rcoll_i" + fn)(*args, h, ctypes.byref(r))
+            if st < 0:
+                raise RcollError(st, self.comm.last_error)
+            return [r]
+        return post
+
+    def _submit(self, call: str, fn: str, arglists: List[List[Any]], result: Any,
+                keep: Sequence[Any] = (), finish: Optional[Callable[[], None]] = None,
+                p2p: bool = False):
+        posts = [self._post_one(fn, a) for a in arglists]
+
+        def post(h: Any) -> List[Any]:
+            out: List[Any] = []
+            for p in posts:
+                out += p(h)
+            return out
+        job = _Job(call, post, result, keep, finish, p2p)
+        work = _RcollWork(self, job)
+        self._worker.submit(job)
+        return work
+
+    def shutdown(self) -> None:
+        """Stop the worker and destroy the communicator (at destroy_process_group)."""
+        if self._worker.is_alive():
+            self._worker.stop()
+        self.comm.destroy()
+
+    def __del__(self):
+        try:
+            self.shutdown()
+        except Exception:
+            pass
+
+    # --- collectives ----------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        call = "allreduce"
+        op = _op(call, opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        ts = [_Tensor(call, t) for t in tensors]
+        return self._submit(call, "allreduce",
+                            [[_core.IN_PLACE, t.addr, t.count, t.dt, op] for t in ts],
+                            list(tensors), ts, lambda: [t.done() for t in ts] and None)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=None):
+        call = "broadcast"
+        root = opts.rootRank if opts is not None else 0
+        ts = [_Tensor(call, t) for t in tensors]
+        return self._submit(call, "bcast", [[t.addr, t.count, t.dt, root] for t in ts],
+                            list(tensors), ts, lambda: [t.done() for t in ts] and None)
+
+    def reduce(self, tensors, opts=None):
+        call = "reduce"
+        op = _op(call, opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        root = opts.rootRank if opts is not None else 0
+        ts = [_Tensor(call, t) for t in tensors]
+        me = self.rank()
+        return self._submit(call, "reduce",
+                            [[_core.IN_PLACE if me == root else t.addr, t.addr, t.count, t.dt,
+                              op, root] for t in ts],
+                            list(tensors), ts, lambda: [t.done() for t in ts] and None)
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's name)
+        call = "all_gather_into_tensor"
+        o, i = _Tensor(call, output), _Tensor(call, input, write_back=False)
+        if o.dt != i.dt or o.count != i.count * self.size():
+            raise _fail(call, f"output has {o.count} elements, input {i.count} x {self.size()} "
+                        "ranks expected")
+        return self._submit(call, "allgather", [[i.addr, o.addr, i.count, i.dt]], [output],
+                            (o, i), o.done)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        call = "all_gather"
+        if len(input_tensors) != 1 or len(output_tensors) != 1:
+            raise _fail(call, "one input tensor and one output list per call")
+        outs, inp = output_tensors[0], input_tensors[0]
+        n = self.size()
+        if len(outs) != n:
+            raise _fail(call, f"{len(outs)} output tensors for {n} ranks")
+        i = _Tensor(call, inp, write_back=False)
+        if any(o.numel() != i.count or o.dtype != inp.dtype for o in outs):
+            raise _fail(call, "output tensors of another size or dtype than the input "
+                        "(uneven all_gather is not supported yet)")
+        flat = torch.empty(n * i.count, dtype=i.t.dtype)
+        f = _Tensor(call, flat)
+
+        def unflatten() -> None:
+            for r, o in enumerate(outs):
+                o.copy_(flat[r * i.count:(r + 1) * i.count].view_as(o))
+        return self._submit(call, "allgather", [[i.addr, f.addr, i.count, i.dt]],
+                            [list(outs)], (i, f), unflatten)
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
+        call = "reduce_scatter_tensor"
+        op = _op(call, opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        o, i = _Tensor(call, output), _Tensor(call, input, write_back=False)
+        if o.dt != i.dt or i.count != o.count * self.size():
+            raise _fail(call, f"input has {i.count} elements, output {o.count} x {self.size()} "
+                        "ranks expected")
+        return self._submit(call, "reduce_scatter", [[i.addr, o.addr, o.count, o.dt, op]],
+                            [output], (o, i), o.done)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        call = "reduce_scatter"
+        if len(output_tensors) != 1 or len(input_tensors) != 1:
+            raise _fail(call, "one output tensor and one input list per call")
+        out, ins = output_tensors[0], input_tensors[0]
+        n = self.size()
+        if len(ins) != n or any(t.numel() != out.numel() for t in ins):
+            raise _fail(call, f"{n} input tensors of the output's size expected "
+                        "(uneven reduce_scatter is not supported yet)")
+        flat = torch.cat([t.reshape(-1) for t in ins])
+        return self._reduce_scatter_base(out, flat, opts)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,  # noqa: A002
+                      opts=None):
+        call = "all_to_all_single"
+        n = self.size()
+        for splits in (output_split_sizes, input_split_sizes):
+            if splits and len(set(splits)) != 1:
+                raise _fail(call, "uneven splits are not supported yet")
+        o, i = _Tensor(call, output), _Tensor(call, input, write_back=False)
+        if o.count != i.count or i.count % n:
+            raise _fail(call, f"input and output must hold the same multiple of {n} elements")
+        return self._submit(call, "alltoall", [[i.addr, o.addr, i.count // n, i.dt]], [output],
+                            (o, i), o.done)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        call = "all_to_all"
+        n = self.size()
+        if len(output_tensors) != n or len(input_tensors) != n:
+            raise _fail(call, f"{n} input and {n} output tensors expected")
+        sizes = {t.numel() for t in list(output_tensors) + list(input_tensors)}
+        if len(sizes) != 1:
+            raise _fail(call, "tensors of different sizes are not supported yet")
+        per = sizes.pop()
+        fi = _Tensor(call, torch.cat([t.reshape(-1) for t in input_tensors]), write_back=False)
+        flat_out = torch.empty(n * per, dtype=fi.t.dtype)
+        fo = _Tensor(call, flat_out)
+
+        def unflatten() -> None:
+            for r, o in enumerate(output_tensors):
+                o.copy_(flat_out[r * per:(r + 1) * per].view_as(o))
+        return self._submit(call, "alltoall", [[fi.addr, fo.addr, per, fi.dt]],
+                            list(output_tensors), (fi, fo), unflatten)
+
+    def barrier(self, opts=None):
+        def post(h: Any) -> List[Any]:
+            r = _lib.c_req()
+            st = lib.rcoll_ibarrier(h, ctypes.byref(r))
+            if st < 0:
+                raise RcollError(st, self.comm.last_error)
+            return [r]
+        job = _Job("barrier", post, [])
+        work = _RcollWork(self, job)
+        self._worker.submit(job)
+        return work
+
+    # --- point to point -------------------------------------------------------------------
+    def send(self, tensors, dstRank, tag=0):  # noqa: N803 (torch's names)
+        call = "send"
+        ts = [_Tensor(call, t, write_back=False) for t in tensors]
+        return self._submit(call, "send", [[t.addr, t.count, t.dt, int(dstRank)] for t in ts],
+                            list(tensors), ts, p2p=True)
+
+    def recv(self, tensors, srcRank, tag=0):  # noqa: N803
+        call = "recv"
+        ts = [_Tensor(call, t) for t in tensors]
+        return self._submit(call, "recv", [[t.addr, t.count, t.dt, int(srcRank)] for t in ts],
+                            list(tensors), ts, lambda: [t.done() for t in ts] and None,
+                            p2p=True)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise _fail("recv from any source", "rcoll receives from a named rank only")
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        raise _fail("gather", "not supported yet")
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        raise _fail("scatter", "not supported yet")
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupRcoll(store, rank, size, timeout)
+
+
+if BACKEND.upper() not in dist.Backend._plugins:  # importing twice is harmless
+    dist.Backend.register_backend(BACKEND, _create)
