@@ -195,7 +195,8 @@ class _Worker(threading.Thread):
         finally:
             with self.cv:
                 self.busy = False
-                self.cv.notify()
+                if self.pending:  # jobs queued meanwhile: the worker takes them now
+                    self.cv.notify()
 
     # --- this thread ----------------------------------------------------------------------
     def run(self) -> None:
@@ -232,7 +233,6 @@ class _Worker(threading.Thread):
                 with self.cv:
                     if not jobs or not self.pending:
                         self.busy = False
-                        self.cv.notify_all()
             elif not jobs:
                 time.sleep(0)  # polling a send or receive: let the others run
 
