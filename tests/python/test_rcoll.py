@@ -160,7 +160,46 @@ def mismatch(comm, rank, n):
     raise AssertionError("a mismatched all-reduce returned")
 
 
+def _destroy_rank(rank, q, out):
+    if rank == 0:  # rank 0 hosts the bootstrap root, as a torch group's rank 0 does
+        uid = rcoll.get_unique_id().to_bytes()
+        q.put(uid)
+    else:
+        uid = q.get(timeout=TIMEOUT)
+    c = rcoll.Communicator.init_rank(2, rcoll.UniqueId.from_bytes(uid), rank)
+    x = np.ones(4, np.float32)
+    c.allreduce(None, x)
+    if rank == 1:
+        os._exit(0)  # leaves without destroying its communicator
+    import time
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    c.destroy()
+    out.put(time.monotonic() - t0)
+
+
 class PackageTest(unittest.TestCase):
+    def test_destroy_after_peer_left(self):
+        """The rank hosting the root does not wait RCOLL_TIMEOUT in destroy for a peer that
+        exited without destroying its communicator."""
+        ctx = mp.get_context("spawn")
+        q, out = ctx.Queue(), ctx.Queue()
+        env = os.environ.get("RCOLL_TIMEOUT")
+        os.environ["RCOLL_TIMEOUT"] = "30"
+        try:
+            ps = [ctx.Process(target=_destroy_rank, args=(r, q, out)) for r in range(2)]
+            for p in ps:
+                p.start()
+            took = out.get(timeout=TIMEOUT)
+            for p in ps:
+                p.join(10)
+        finally:
+            if env is None:
+                del os.environ["RCOLL_TIMEOUT"]
+            else:
+                os.environ["RCOLL_TIMEOUT"] = env
+        self.assertLess(took, 5.0, f"destroy took {took:.1f} s with RCOLL_TIMEOUT=30")
+
     def test_local(self):
         self.assertGreaterEqual(rcoll.version(), (0, 1, 0))
         self.assertEqual(rcoll.datatype_size(rcoll.Datatype.BFLOAT16), 2)
