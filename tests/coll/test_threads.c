@@ -4,7 +4,8 @@
  * thread B calls rcoll_bcast, rcoll_barrier and rcoll_iallreduce on the same communicator;
  * each of B's calls returns RCOLL_ERR_INVALID_USAGE with a sentence naming A's call, A's
  * all-reduce completes with the right sum, and afterwards B's calls work again (the flag is
- * released).  A duplicate communicator (rcoll_comm_dup) used by B meanwhile is fine.
+ * released).  A duplicate communicator (rcoll_comm_dup) used by B meanwhile is fine.  Then a
+ * nonblocking all-reduce posted by one thread is completed by rcoll_wait in another.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +47,19 @@ static void *thread_b(void *arg)
     return NULL;
 }
 
+/* Waits for a request another thread posted. */
+typedef struct {
+    rcoll_request_t *req;
+    rcoll_status_t st;
+} waiter_t;
+
+static void *waiter(void *arg)
+{
+    waiter_t *w = arg;
+    w->st = rcoll_wait(w->req);
+    return NULL;
+}
+
 static int body(rcoll_comm_t comm, int rank, int n, void *arg)
 {
     (void)arg;
@@ -73,6 +87,18 @@ static int body(rcoll_comm_t comm, int rank, int n, void *arg)
     st = rcoll_allreduce(RCOLL_IN_PLACE, &y, 1, RCOLL_INT32, RCOLL_SUM, comm);
     bad += st != RCOLL_OK || y != 2 * n;
     if (bad) fprintf(stderr, "rank %d: all-reduce %s, %d %d\n", rank, rcoll_status_string(st), x, y);
+    /* a request posted by this thread is completed by another one (not at the same time) */
+    int32_t z[3] = {rank, rank, rank};
+    rcoll_request_t req = NULL;
+    waiter_t w = {.req = &req, .st = RCOLL_ERR_INTERNAL};
+    st = rcoll_iallreduce(RCOLL_IN_PLACE, z, 3, RCOLL_INT32, RCOLL_SUM, comm, &req);
+    if (st != RCOLL_OK || pthread_create(&th, NULL, waiter, &w) != 0) return 1;
+    pthread_join(th, NULL);
+    if (w.st != RCOLL_OK || req != NULL || z[0] != n * (n - 1) / 2 || z[2] != z[0]) {
+        fprintf(stderr, "rank %d: a request waited by another thread: %s, %d\n", rank,
+                rcoll_status_string(w.st), z[0]);
+        bad++;
+    }
     rcoll_comm_destroy(self);
     return bad != 0;
 }
