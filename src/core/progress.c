@@ -626,7 +626,10 @@ static void mismatch_failed(rcoll_comm_t comm, struct rcoll_request *r, int peer
                  "(%s)", comm->rank, peer, ms, detail);
         rcoll_bs_report(comm->bs, peer, RCOLL_ERR_INVALID_USAGE, text);
     }
-    if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs)) {
+    /* All-to-all-v signatures may agree (the sizes of one pair differ): then the detail, which
+     * names the pair and the sizes, says it; another rank's next call would not. */
+    if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs) &&
+        (r->kind != RCOLL_OP_ALLTOALLV || theirs.seq == mine.seq)) {
         rcoll_sig_sentence(&theirs, who, &mine, -1, comm->seq0, sent, sizeof(sent));
         snprintf(text, sizeof(text), "rank %d: %s", comm->rank, sent);
     } else if (!detected) {
