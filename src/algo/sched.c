@@ -491,9 +491,14 @@ void rcoll_sched_pairwise_alltoallv(rcoll_sched_t *s, int nranks, int rank,
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* Chunk `loop` of block b in a buffer of n blocks of s->count elements. */
+/* Chunk `loop` of block b in a buffer of n blocks of s->count elements (uneven schedules:
+ * of s->vcount[b] elements at s->vdispl[b]). */
 static void block_chunk(const rcoll_sched_t *s, int b, uint64_t loop, size_t *off, size_t *cnt)
 {
+    if (s->vcount) {
+        vchunk(s->vcount[b], s->vdispl[b], loop, s->chunk, off, cnt);
+        return;
+    }
     size_t in_block = (size_t)(loop * s->chunk);
     size_t left = s->count - in_block;
     *off = (size_t)b * s->count + in_block;
@@ -553,7 +558,8 @@ static void ring_reduce_scatter_step(const rcoll_sched_t *s, uint64_t k, rcoll_s
     int step = (int)(k % s->steps_per_loop);
     step_clear(st);
     block_chunk(s, mod(r - 1 - step, n), loop, &st->off, &st->count);
-    st->doff = (size_t)(loop * s->chunk); /* only the final block is written, at dst's start */
+    /* only the final block is written, at dst's start (an empty piece of an uneven block: 0) */
+    st->doff = st->count ? (size_t)(loop * s->chunk) : 0;
     chain_role(st, n, r, step, n - 1);
     /* In place with the result at the start of the buffer, the final write covers block 0,
      * which rank 1 sent straight from src at step 0: that send must be done. */
@@ -640,35 +646,6 @@ static void linear_gather_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t 
         st->recv_peer = p;
         st->act = RCOLL_ACT_DIRECT;
     }
-}
-
-static void ring_allgatherv_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
-{
-    int n = s->nranks, r = s->rank;
-    uint64_t loop = k / s->steps_per_loop;
-    int step = (int)(k % s->steps_per_loop), b = mod(r - step, n);
-    step_clear(st);
-    vchunk(s->vcount[b], s->vdispl[b], loop, s->chunk, &st->off, &st->count);
-    st->doff = st->off;
-    st->has_recv = step > 0;
-    st->recv_peer = mod(r - 1, n);
-    st->act = step > 0 ? RCOLL_ACT_DIRECT : RCOLL_ACT_NONE;
-    st->has_send = step < n - 1;
-    st->send_peer = (r + 1) % n;
-    st->send_buf = RCOLL_BUF_DST;
-}
-
-static void ring_reduce_scatterv_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
-{
-    int n = s->nranks, r = s->rank;
-    uint64_t loop = k / s->steps_per_loop;
-    int step = (int)(k % s->steps_per_loop), b = mod(r - 1 - step, n);
-    step_clear(st);
-    vchunk(s->vcount[b], s->vdispl[b], loop, s->chunk, &st->off, &st->count);
-    st->doff = st->count ? (size_t)(loop * s->chunk) : 0; /* the result at dst's start */
-    chain_role(st, n, r, step, n - 1);
-    /* As the even form: in place, the final write may cover what step 0 sent from src. */
-    if (step == n - 1) st->wait_send_step = (int64_t)(loop * s->steps_per_loop);
 }
 
 static void pairwise_alltoallv_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
@@ -808,8 +785,8 @@ void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
     case RCOLL_SCHED_DBTREE_ALLREDUCE: dbtree_step(s, k, step); break;
     case RCOLL_SCHED_LINEAR_GATHER: linear_gather_step(s, k, step, 0); break;
     case RCOLL_SCHED_LINEAR_SCATTER: linear_gather_step(s, k, step, 1); break;
-    case RCOLL_SCHED_RING_ALLGATHERV: ring_allgatherv_step(s, k, step); break;
-    case RCOLL_SCHED_RING_REDUCE_SCATTERV: ring_reduce_scatterv_step(s, k, step); break;
+    case RCOLL_SCHED_RING_ALLGATHERV: ring_allgather_step(s, k, step); break;
+    case RCOLL_SCHED_RING_REDUCE_SCATTERV: ring_reduce_scatter_step(s, k, step); break;
     case RCOLL_SCHED_PAIRWISE_ALLTOALLV: pairwise_alltoallv_step(s, k, step); break;
     }
     if (step->doff == SIZE_MAX) step->doff = step->off;

@@ -57,6 +57,13 @@ static rcoll_status_t check_start(rcoll_comm_t comm, const char *fn, size_t coun
     return st;
 }
 
+/* Take the communicator for one call; a nonblocking one (nb) first checks req and the group. */
+static rcoll_status_t call_enter(rcoll_comm_t comm, rcoll_request_t *req, int nb, const char *fn)
+{
+    rcoll_status_t st = nb ? rcoll_api_check_ireq(comm, req, fn) : RCOLL_OK;
+    return st == RCOLL_OK ? rcoll_api_enter(comm, fn) : st;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Gather and scatter: `all` is the root's buffer of nranks blocks, `one` a rank's block.
  * ---------------------------------------------------------------------------------------- */
@@ -101,46 +108,6 @@ static rcoll_status_t do_rooted(rcoll_op_kind_t kind, const void *sendbuf, void 
     a.src = gather ? one : all;
     a.dst = (void *)(gather ? all : one);
     return rcoll_api_queue_vcoll(comm, &a, NULL, req, fn);
-}
-
-rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf, size_t count,
-                            rcoll_datatype_t dt, int root, rcoll_comm_t comm)
-{
-    rcoll_status_t st = rcoll_api_enter(comm, "rcoll_gather");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root,
-                                           comm, NULL, "rcoll_gather"));
-}
-
-rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf, size_t count,
-                             rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                             rcoll_request_t *req)
-{
-    rcoll_status_t st = rcoll_api_check_ireq(comm, req, "rcoll_igather");
-    if (st == RCOLL_OK) st = rcoll_api_enter(comm, "rcoll_igather");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root,
-                                           comm, req, "rcoll_igather"));
-}
-
-rcoll_status_t rcoll_scatter(const void *sendbuf, void *recvbuf, size_t count,
-                             rcoll_datatype_t dt, int root, rcoll_comm_t comm)
-{
-    rcoll_status_t st = rcoll_api_enter(comm, "rcoll_scatter");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root,
-                                           comm, NULL, "rcoll_scatter"));
-}
-
-rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf, size_t count,
-                              rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                              rcoll_request_t *req)
-{
-    rcoll_status_t st = rcoll_api_check_ireq(comm, req, "rcoll_iscatter");
-    if (st == RCOLL_OK) st = rcoll_api_enter(comm, "rcoll_iscatter");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root,
-                                           comm, req, "rcoll_iscatter"));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -188,27 +155,6 @@ static rcoll_status_t do_allgatherv(const void *sendbuf, size_t sendcount, void 
     return rcoll_api_queue_vcoll(comm, &a, v, req, fn);
 }
 
-rcoll_status_t rcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                                const size_t *recvcounts, const size_t *displs,
-                                rcoll_datatype_t dt, rcoll_comm_t comm)
-{
-    rcoll_status_t st = rcoll_api_enter(comm, "rcoll_allgatherv");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs,
-                                               dt, comm, NULL, "rcoll_allgatherv"));
-}
-
-rcoll_status_t rcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                                 const size_t *recvcounts, const size_t *displs,
-                                 rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
-{
-    rcoll_status_t st = rcoll_api_check_ireq(comm, req, "rcoll_iallgatherv");
-    if (st == RCOLL_OK) st = rcoll_api_enter(comm, "rcoll_iallgatherv");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs,
-                                               dt, comm, req, "rcoll_iallgatherv"));
-}
-
 /* ------------------------------------------------------------------------------------------
  * All-to-all-v
  * ---------------------------------------------------------------------------------------- */
@@ -248,28 +194,6 @@ static rcoll_status_t do_alltoallv(const void *sendbuf, const size_t *sendcounts
                            .op = RCOLL_SUM, .root = 0};
     const size_t *const v[RCOLL_V_NUM] = {sendcounts, sdispls, recvcounts, rdispls};
     return rcoll_api_queue_vcoll(comm, &a, v, req, fn);
-}
-
-rcoll_status_t rcoll_alltoallv(const void *sendbuf, const size_t *sendcounts,
-                               const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                               const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm)
-{
-    rcoll_status_t st = rcoll_api_enter(comm, "rcoll_alltoallv");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
-                                              rdispls, dt, comm, NULL, "rcoll_alltoallv"));
-}
-
-rcoll_status_t rcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
-                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                                const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm,
-                                rcoll_request_t *req)
-{
-    rcoll_status_t st = rcoll_api_check_ireq(comm, req, "rcoll_ialltoallv");
-    if (st == RCOLL_OK) st = rcoll_api_enter(comm, "rcoll_ialltoallv");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
-                                              rdispls, dt, comm, req, "rcoll_ialltoallv"));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -315,23 +239,127 @@ static rcoll_status_t do_reduce_scatterv(const void *sendbuf, void *recvbuf,
     return rcoll_api_queue_vcoll(comm, &a, v, req, fn);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The entry points: take the communicator, check, queue, release.
+ * ---------------------------------------------------------------------------------------- */
+
+static rcoll_status_t rooted(rcoll_op_kind_t kind, const void *sendbuf, void *recvbuf,
+                             size_t count, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                             rcoll_request_t *req, int nb, const char *fn)
+{
+    rcoll_status_t st = call_enter(comm, req, nb, fn);
+    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_rooted(kind, sendbuf, recvbuf, count,
+                                                                 dt, root, comm, req, fn));
+}
+
+rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf, size_t count,
+                            rcoll_datatype_t dt, int root, rcoll_comm_t comm)
+{
+    return rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root, comm, NULL, 0,
+                  "rcoll_gather");
+}
+
+rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf, size_t count,
+                             rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                             rcoll_request_t *req)
+{
+    return rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root, comm, req, 1,
+                  "rcoll_igather");
+}
+
+rcoll_status_t rcoll_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                             rcoll_datatype_t dt, int root, rcoll_comm_t comm)
+{
+    return rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root, comm, NULL, 0,
+                  "rcoll_scatter");
+}
+
+rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf, size_t count,
+                              rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                              rcoll_request_t *req)
+{
+    return rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root, comm, req, 1,
+                  "rcoll_iscatter");
+}
+
+static rcoll_status_t allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
+                                 int nb, const char *fn)
+{
+    rcoll_status_t st = call_enter(comm, req, nb, fn);
+    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf,
+                                                                     recvcounts, displs, dt,
+                                                                     comm, req, fn));
+}
+
+rcoll_status_t rcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                const size_t *recvcounts, const size_t *displs,
+                                rcoll_datatype_t dt, rcoll_comm_t comm)
+{
+    return allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dt, comm, NULL, 0,
+                      "rcoll_allgatherv");
+}
+
+rcoll_status_t rcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
+{
+    return allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dt, comm, req, 1,
+                      "rcoll_iallgatherv");
+}
+
+static rcoll_status_t alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm,
+                                rcoll_request_t *req, int nb, const char *fn)
+{
+    rcoll_status_t st = call_enter(comm, req, nb, fn);
+    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls,
+                                                                    recvbuf, recvcounts, rdispls,
+                                                                    dt, comm, req, fn));
+}
+
+rcoll_status_t rcoll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                               const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                               const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm)
+{
+    return alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt, comm, NULL,
+                     0, "rcoll_alltoallv");
+}
+
+rcoll_status_t rcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm,
+                                rcoll_request_t *req)
+{
+    return alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt, comm, req,
+                     1, "rcoll_ialltoallv");
+}
+
+static rcoll_status_t reduce_scatterv(const void *sendbuf, void *recvbuf,
+                                      const size_t *recvcounts, rcoll_datatype_t dt,
+                                      rcoll_op_t op, rcoll_comm_t comm, rcoll_request_t *req,
+                                      int nb, const char *fn)
+{
+    rcoll_status_t st = call_enter(comm, req, nb, fn);
+    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_reduce_scatterv(sendbuf, recvbuf,
+                                                                          recvcounts, dt, op,
+                                                                          comm, req, fn));
+}
+
 rcoll_status_t rcoll_reduce_scatterv(const void *sendbuf, void *recvbuf,
                                      const size_t *recvcounts, rcoll_datatype_t dt,
                                      rcoll_op_t op, rcoll_comm_t comm)
 {
-    rcoll_status_t st = rcoll_api_enter(comm, "rcoll_reduce_scatterv");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm,
-                                                    NULL, "rcoll_reduce_scatterv"));
+    return reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm, NULL, 0,
+                           "rcoll_reduce_scatterv");
 }
 
 rcoll_status_t rcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
                                       const size_t *recvcounts, rcoll_datatype_t dt,
                                       rcoll_op_t op, rcoll_comm_t comm, rcoll_request_t *req)
 {
-    rcoll_status_t st = rcoll_api_check_ireq(comm, req, "rcoll_ireduce_scatterv");
-    if (st == RCOLL_OK) st = rcoll_api_enter(comm, "rcoll_ireduce_scatterv");
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_leave(comm, do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm,
-                                                    req, "rcoll_ireduce_scatterv"));
+    return reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm, req, 1,
+                           "rcoll_ireduce_scatterv");
 }
