@@ -203,7 +203,9 @@ const char *rcoll_comm_last_error(rcoll_comm_t comm);
  * rank called allreduce(count=1024, float32, sum)" (operations are numbered from 1 on each
  * communicator).  Exceptions: a count of 0 communicates nothing and so is not compared; in a
  * broadcast or reduce, a rank whose part of the chain completed from ranks that matched it
- * may return RCOLL_OK (its result is right) and fails at its next call.
+ * may return RCOLL_OK (its result is right) and fails at its next call; so may a rank of a
+ * gather or scatter whose exchange with the root matched, and a rank of an all-to-all-v whose
+ * pairs all matched.
  * Once a collective on a communicator fails (peer death, timeout), the communicator is failed:
  * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
  * rcoll_comm_last_error(); destroy or abort it.
