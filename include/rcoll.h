@@ -232,7 +232,9 @@ const char *rcoll_comm_last_error(rcoll_comm_t comm);
  * rank called allreduce(count=1024, float32, sum)" (operations are numbered from 1 on each
  * communicator).  Exceptions: a count of 0 communicates nothing and so is not compared; in a
  * broadcast or reduce, a rank whose part of the chain completed from ranks that matched it
- * may return RCOLL_OK (its result is right) and fails at its next call.
+ * may return RCOLL_OK (its result is right) and fails at its next call; so may a rank of a
+ * gather or scatter whose exchange with the root matched, and a rank of an all-to-all-v whose
+ * pairs all matched.
  * Once a collective on a communicator fails (peer death, timeout), the communicator is failed:
  * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
  * rcoll_comm_last_error(); destroy or abort it.
@@ -287,6 +289,98 @@ rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t r
  * Not in place: the buffers must not overlap. */
 rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                               rcoll_datatype_t datatype, rcoll_comm_t comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Rooted and uneven collectives: gather, scatter, and the "v" forms whose blocks differ in
+ * size per rank (counts and displacements in elements).  Same rules as the collectives above
+ * (matching calls, RCOLL_MAX_COUNT, errors); what a mismatch check compares for each is said
+ * with it.  The count and displacement arrays are read during the call only (copied): they
+ * may be reused or freed as soon as it returns, also for the nonblocking forms.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Gather count elements from every rank into recvbuf on rank `root` (nranks x count elements,
+ * in rank order).
+ *   sendbuf (in): count elements; on the root RCOLL_IN_PLACE (or recvbuf + root x count
+ *   elements) means its block is already in place.   recvbuf (out): used on the root only
+ *   (others may pass NULL; it is never written there).
+ * Compared between ranks: count, datatype, root.  Errors: as the collectives, plus root out of
+ * range, nranks x count > RCOLL_MAX_COUNT, RCOLL_IN_PLACE on a rank that is not the root. */
+rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf, size_t count,
+                            rcoll_datatype_t datatype, int root, rcoll_comm_t comm);
+
+/* Scatter: block r (count elements) of the root's sendbuf (nranks x count elements) lands in
+ * rank r's recvbuf.
+ *   sendbuf (in): used on the root only (others may pass NULL).   recvbuf (out): count
+ *   elements; on the root (void *)RCOLL_IN_PLACE (or sendbuf + root x count elements) leaves
+ *   its block where it is.
+ * Compared between ranks: count, datatype, root.  Errors: as rcoll_gather. */
+rcoll_status_t rcoll_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                             rcoll_datatype_t datatype, int root, rcoll_comm_t comm);
+
+/* All-gather with a block size per rank: rank i's sendcount elements land at recvbuf +
+ * displs[i] elements on every rank.
+ *   sendbuf (in): sendcount elements, which must equal recvcounts[rank]; RCOLL_IN_PLACE (or
+ *   recvbuf + displs[rank] elements): the block is already in place.
+ *   recvbuf (out).   recvcounts, displs (in): nranks entries each, never NULL; recvcounts
+ *   must be the same on every rank, displs may differ (each rank's own layout).
+ * The sum of recvcounts and every displs[i] + recvcounts[i] must be <= RCOLL_MAX_COUNT;
+ * blocks that overlap each other are the caller's responsibility.  A sum of 0 is a no-op.
+ * Compared between ranks: the sum of recvcounts, a 32-bit digest of the whole recvcounts array
+ * (printed in a mismatch's sentence), datatype.
+ * Errors: as the collectives, plus NULL arrays, sendcount != recvcounts[rank]. */
+rcoll_status_t rcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                const size_t *recvcounts, const size_t *displs,
+                                rcoll_datatype_t datatype, rcoll_comm_t comm);
+
+/* All-to-all with a block size per pair: sendcounts[j] elements at sendbuf + sdispls[j] go
+ * to rank j, which receives them as its recvcounts[i] elements at recvbuf + rdispls[i] (i the
+ * sender).  sendcounts[j] on rank i must equal recvcounts[i] on rank j; a pair whose sizes
+ * disagree fails with RCOLL_ERR_INVALID_USAGE on the receiving rank (the sizes of every
+ * pair's messages are checked, as for send/recv).  Every pair exchanges at least one
+ * (possibly empty) message, so even a call whose counts are all 0 communicates.
+ *   sendcounts, sdispls, recvcounts, rdispls (in): nranks entries each, never NULL.
+ * Not in place: the two buffers' extents (the largest displacement + count) must not
+ * overlap.  Every displacement + count must be <= RCOLL_MAX_COUNT.
+ * Compared between ranks: datatype (the counts differ per rank by design; the message sizes
+ * check them).  Errors: as the collectives, plus NULL arrays, sendcounts[rank] !=
+ * recvcounts[rank]. */
+rcoll_status_t rcoll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                               const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                               const size_t *rdispls, rcoll_datatype_t datatype,
+                               rcoll_comm_t comm);
+
+/* Reduce-scatter with a block size per rank: sendbuf holds the concatenation of nranks blocks
+ * (block i: recvcounts[i] elements, in rank order); rank i receives the element-wise
+ * reduction over ranks of block i in recvbuf (recvcounts[i] elements).
+ *   recvcounts (in): nranks entries, never NULL, the same on every rank.
+ * In place: sendbuf = RCOLL_IN_PLACE or sendbuf = recvbuf: recvbuf holds the input and
+ * receives the result at its start (MPI semantics); or recvbuf = sendbuf + (the sum of
+ * recvcounts[0..rank-1]) elements: the result lands on the rank's own block.  The rest of the
+ * buffer is then left unspecified.  A sum of 0 is a no-op.
+ * Compared between ranks: the sum of recvcounts, a 32-bit digest of the array, datatype, op.
+ * Errors: as rcoll_reduce_scatter, plus a NULL recvcounts. */
+rcoll_status_t rcoll_reduce_scatterv(const void *sendbuf, void *recvbuf,
+                                     const size_t *recvcounts, rcoll_datatype_t datatype,
+                                     rcoll_op_t op, rcoll_comm_t comm);
+
+/* Nonblocking forms: same arguments, plus req (out). */
+rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf, size_t count,
+                             rcoll_datatype_t datatype, int root, rcoll_comm_t comm,
+                             rcoll_request_t *req);
+rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf, size_t count,
+                              rcoll_datatype_t datatype, int root, rcoll_comm_t comm,
+                              rcoll_request_t *req);
+rcoll_status_t rcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 rcoll_datatype_t datatype, rcoll_comm_t comm,
+                                 rcoll_request_t *req);
+rcoll_status_t rcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                const size_t *rdispls, rcoll_datatype_t datatype,
+                                rcoll_comm_t comm, rcoll_request_t *req);
+rcoll_status_t rcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
+                                      const size_t *recvcounts, rcoll_datatype_t datatype,
+                                      rcoll_op_t op, rcoll_comm_t comm, rcoll_request_t *req);
 
 /* ---------------------------------------------------------------------------------------------
  * Point to point.  rcoll_send(buf, n, dt, peer) is matched by rcoll_recv(buf, n, dt, src) on

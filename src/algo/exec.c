@@ -82,7 +82,7 @@ static rcoll_status_t post_recvs(rcoll_exec_t *e)
             mh = l->staging_mh[st.recv_peer];
         }
         void *req = NULL;
-        int tag = e->tag;
+        int tag = st.more ? e->tag ^ RCOLL_EXEC_TAG_MORE : e->tag;
         rcoll_status_t rc = l->tps[st.recv_peer]->irecv(l->recv_comms[st.recv_peer], 1, &buf,
                                                         &bytes, &tag, &mh, &req);
         if (rc < 0) {
@@ -164,8 +164,10 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
                 *progressed = 1;
             }
             if (e->rsize[slot] != st.count * e->esize) {
+                /* Shorter than its receive (a longer one the transport refuses): the two
+                 * sides disagree about the call, as with a tag that differs. */
                 e->err_peer = st.recv_peer;
-                return rcoll_err_set(RCOLL_ERR_PROTOCOL,
+                return rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
                                      "received %zu bytes where %zu were expected (do all ranks "
                                      "pass the same count and datatype?)",
                                      e->rsize[slot], st.count * e->esize);
@@ -192,8 +194,8 @@ static rcoll_status_t process_steps(rcoll_exec_t *e, int *progressed)
                                                                    (size_t)slot * l->slot_bytes;
             void *req = NULL;
             rcoll_status_t rc = l->tps[st.send_peer]->isend(
-                l->send_comms[st.send_peer], (void *)buf, st.count * e->esize, e->tag, NULL,
-                &req);
+                l->send_comms[st.send_peer], (void *)buf, st.count * e->esize,
+                st.more ? e->tag ^ RCOLL_EXEC_TAG_MORE : e->tag, NULL, &req);
             if (rc < 0) {
                 e->err_peer = st.send_peer;
                 return rc;

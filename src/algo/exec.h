@@ -14,6 +14,9 @@
 
 #define RCOLL_EXEC_MAX_SLOTS 8
 #define RCOLL_EXEC_MAX_SENDS 8
+/* Flipped in the tag of a piece that is not its message's last (rcoll_step_t.more).  Tags
+ * of collectives are 30-bit digests, so the flipped tag stays one. */
+#define RCOLL_EXEC_TAG_MORE 0x20000000
 
 /* A rank's connections (indexed by peer rank; NULL where none) and its staging memory. */
 typedef struct {

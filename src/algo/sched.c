@@ -56,6 +56,24 @@
  * Pairwise all-to-all, rounds k = 1..n-1: send src block (r+k) to r+k, receive block (r-k)
  * from r-k into dst, chunk by chunk (A0 B0 A1 B1 ...).  The own block is copied by the
  * caller.
+ *
+ * Uneven blocks (the "v" collectives) reuse these patterns with a size per block:
+ *   ring all-gather-v / reduce-scatter-v: as above, loop L carries chunk L of every block;
+ *     a block with fewer chunks travels as empty messages in the later loops (both ends
+ *     compute the sizes from the same counts array, so they always agree);
+ *   pairwise all-to-all-v: round k sends max(1, chunks) pieces to r+k and receives as many as
+ *     its own recvcount says from r-k, interleaved; each rank pads its rounds to its own
+ *     largest pair with steps that do nothing.  A pair's last piece carries a distinct tag
+ *     (step.more = 0), so counts that disagree between the two ends fail on a tag or a size.
+ *
+ * Linear gather to root (n-1 hops into one rank, (n-1)/n of the data through the root's link):
+ *   root: send an empty message to every other rank, then receive chunk L of every rank's
+ *         block, L = 0, 1, ... (ranks interleaved, so all senders progress together);
+ *   other: send its chunks to the root, then receive the root's empty message.
+ * Linear scatter from root: the mirror: every other rank first sends the root an empty
+ *   message and then receives its chunks; the root sends chunk L to every rank per loop and
+ *   receives the empty messages last.  The empty messages make every rank receive at least
+ *   one message of the call (signatures are checked on receipt, core/sig.h).
  */
 #include <stdint.h>
 
@@ -344,6 +362,7 @@ static void sched_base(rcoll_sched_t *s, rcoll_sched_kind_t kind, int nranks, in
     s->nchunks = count ? div_up(count, s->chunk) : 0;
     s->pof2 = s->log2p = s->extra = 0;
     s->seg_in = s->seg_rd = 0;
+    s->vcount = s->vdispl = s->rcount = s->rdispl = NULL;
 }
 
 void rcoll_sched_ring_allgather(rcoll_sched_t *s, int nranks, int rank, size_t blockcount,
@@ -382,11 +401,104 @@ void rcoll_sched_pairwise_alltoall(rcoll_sched_t *s, int nranks, int rank, size_
     s->nsteps = s->nloops * s->steps_per_loop;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Rooted and uneven collectives
+ * ------------------------------------------------------------------------------------- */
+
+void rcoll_sched_linear_gather(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                               size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_LINEAR_GATHER, nranks, rank, root, count, chunk_elems);
+    s->nloops = nranks > 1 ? s->nchunks : 0;
+    s->steps_per_loop = rank == root ? (uint32_t)(nranks - 1) : 1;
+    /* root: n-1 empty sends, then a receive per rank per chunk; other: its chunks, then one
+     * empty receive */
+    s->nsteps = s->nloops ? (s->nloops + 1) * s->steps_per_loop : 0;
+}
+
+void rcoll_sched_linear_scatter(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                                size_t chunk_elems)
+{
+    rcoll_sched_linear_gather(s, nranks, rank, root, count, chunk_elems);
+    s->kind = RCOLL_SCHED_LINEAR_SCATTER;
+}
+
+/* Chunks of a block of c elements (at least 1: an empty block is one empty message). */
+static uint64_t block_chunks(size_t c, size_t chunk) { return c ? div_up(c, chunk) : 1; }
+
+/* Chunk i of a block of c elements at displacement d: its offset and count (0 past the end;
+ * the offset of an empty piece is 0, so no pointer past a buffer is ever formed). */
+static void vchunk(size_t c, size_t d, uint64_t i, size_t chunk, size_t *off, size_t *cnt)
+{
+    uint64_t in = i * (uint64_t)chunk;
+    *cnt = in < c ? (size_t)(c - in < chunk ? c - in : chunk) : 0;
+    *off = *cnt ? d + (size_t)in : 0;
+}
+
+/* Loops of a ring over blocks of counts[b] elements: the largest block's chunks. */
+static uint64_t vring_loops(const size_t *counts, int nranks, size_t chunk)
+{
+    uint64_t m = 0, total = 0;
+    for (int b = 0; b < nranks; b++) {
+        uint64_t c = counts[b] ? div_up(counts[b], chunk) : 0;
+        if (c > m) m = c;
+        total += counts[b];
+    }
+    return total && nranks > 1 ? m : 0;
+}
+
+void rcoll_sched_ring_allgatherv(rcoll_sched_t *s, int nranks, int rank, const size_t *counts,
+                                 const size_t *displs, size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_RING_ALLGATHERV, nranks, rank, 0, 0, chunk_elems);
+    s->vcount = counts;
+    s->vdispl = displs;
+    s->nloops = vring_loops(counts, nranks, s->chunk);
+    s->steps_per_loop = (uint32_t)nranks;
+    s->nsteps = s->nloops * s->steps_per_loop;
+}
+
+void rcoll_sched_ring_reduce_scatterv(rcoll_sched_t *s, int nranks, int rank,
+                                      const size_t *counts, const size_t *displs,
+                                      size_t chunk_elems)
+{
+    rcoll_sched_ring_allgatherv(s, nranks, rank, counts, displs, chunk_elems);
+    s->kind = RCOLL_SCHED_RING_REDUCE_SCATTERV;
+}
+
+void rcoll_sched_pairwise_alltoallv(rcoll_sched_t *s, int nranks, int rank,
+                                    const size_t *scounts, const size_t *sdispls,
+                                    const size_t *rcounts, const size_t *rdispls,
+                                    size_t chunk_elems)
+{
+    sched_base(s, RCOLL_SCHED_PAIRWISE_ALLTOALLV, nranks, rank, 0, 0, chunk_elems);
+    s->vcount = scounts;
+    s->vdispl = sdispls;
+    s->rcount = rcounts;
+    s->rdispl = rdispls;
+    uint64_t m = 1;
+    for (int p = 0; p < nranks; p++) {
+        if (p == rank) continue;
+        uint64_t a = block_chunks(scounts[p], s->chunk), b = block_chunks(rcounts[p], s->chunk);
+        if (a > m) m = a;
+        if (b > m) m = b;
+    }
+    s->nchunks = m; /* pieces per round and direction, padded to this rank's largest pair */
+    s->nloops = nranks > 1 ? (uint64_t)(nranks - 1) : 0;
+    s->steps_per_loop = (uint32_t)(2 * m);
+    s->nsteps = s->nloops * s->steps_per_loop;
+}
+
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* Chunk `loop` of block b in a buffer of n blocks of s->count elements. */
+/* Chunk `loop` of block b in a buffer of n blocks of s->count elements (uneven schedules:
+ * of s->vcount[b] elements at s->vdispl[b]). */
 static void block_chunk(const rcoll_sched_t *s, int b, uint64_t loop, size_t *off, size_t *cnt)
 {
+    if (s->vcount) {
+        vchunk(s->vcount[b], s->vdispl[b], loop, s->chunk, off, cnt);
+        return;
+    }
     size_t in_block = (size_t)(loop * s->chunk);
     size_t left = s->count - in_block;
     *off = (size_t)b * s->count + in_block;
@@ -446,7 +558,8 @@ static void ring_reduce_scatter_step(const rcoll_sched_t *s, uint64_t k, rcoll_s
     int step = (int)(k % s->steps_per_loop);
     step_clear(st);
     block_chunk(s, mod(r - 1 - step, n), loop, &st->off, &st->count);
-    st->doff = (size_t)(loop * s->chunk); /* only the final block is written, at dst's start */
+    /* only the final block is written, at dst's start (an empty piece of an uneven block: 0) */
+    st->doff = st->count ? (size_t)(loop * s->chunk) : 0;
     chain_role(st, n, r, step, n - 1);
     /* In place with the result at the start of the buffer, the final write covers block 0,
      * which rank 1 sent straight from src at step 0: that send must be done. */
@@ -485,6 +598,83 @@ static void pairwise_alltoall_step(const rcoll_sched_t *s, uint64_t k, rcoll_ste
         st->has_recv = 1;
         st->recv_peer = from;
         st->act = RCOLL_ACT_DIRECT;
+    }
+}
+
+static void linear_gather_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st, int scatter)
+{
+    int n = s->nranks, r = s->rank, root = s->root, others = n - 1;
+    step_clear(st);
+    st->off = st->doff = 0;
+    st->count = 0;
+    if (r != root) {
+        /* gather: chunks to the root, then its empty message; scatter: the reverse */
+        int empty = scatter ? k == 0 : k == s->nloops;
+        uint64_t i = scatter ? k - 1 : k;
+        if (empty) {
+            st->has_send = scatter;
+            st->has_recv = !scatter;
+        } else {
+            st->off = st->doff = (size_t)(i * s->chunk);
+            size_t left = s->count - st->off;
+            st->count = left < s->chunk ? left : s->chunk;
+            st->has_send = !scatter;
+            st->has_recv = scatter;
+            st->act = scatter ? RCOLL_ACT_DIRECT : RCOLL_ACT_NONE;
+        }
+        st->send_peer = st->recv_peer = root;
+        return;
+    }
+    /* the root: the empty messages first (gather) or last (scatter), the data in between */
+    uint64_t data_steps = s->nloops * (uint64_t)others;
+    uint64_t j = scatter ? k : k - (uint64_t)others;
+    if (scatter ? k >= data_steps : k < (uint64_t)others) {
+        int p = (root + 1 + (int)(scatter ? k - data_steps : k)) % n;
+        st->has_send = !scatter;
+        st->has_recv = scatter;
+        st->send_peer = st->recv_peer = p;
+        return;
+    }
+    int p = (root + 1 + (int)(j % (uint64_t)others)) % n;
+    block_chunk(s, p, j / (uint64_t)others, &st->off, &st->count);
+    st->doff = st->off;
+    if (scatter) {
+        st->has_send = 1;
+        st->send_peer = p;
+    } else {
+        st->has_recv = 1;
+        st->recv_peer = p;
+        st->act = RCOLL_ACT_DIRECT;
+    }
+}
+
+static void pairwise_alltoallv_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
+{
+    int n = s->nranks, r = s->rank;
+    int round = (int)(k / s->steps_per_loop) + 1;
+    uint64_t j = k % s->steps_per_loop, i = j / 2;
+    step_clear(st);
+    st->off = st->doff = 0;
+    st->count = 0;
+    if (j % 2 == 0) { /* piece i to rank r+round, if its block has one */
+        int to = (r + round) % n;
+        uint64_t m = block_chunks(s->vcount[to], s->chunk);
+        if (i >= m) return;
+        vchunk(s->vcount[to], s->vdispl[to], i, s->chunk, &st->off, &st->count);
+        st->doff = st->off;
+        st->has_send = 1;
+        st->send_peer = to;
+        st->more = i + 1 < m;
+    } else { /* piece i from rank r-round, straight into dst */
+        int from = mod(r - round, n);
+        uint64_t m = block_chunks(s->rcount[from], s->chunk);
+        if (i >= m) return;
+        vchunk(s->rcount[from], s->rdispl[from], i, s->chunk, &st->off, &st->count);
+        st->doff = st->off;
+        st->has_recv = 1;
+        st->recv_peer = from;
+        st->act = RCOLL_ACT_DIRECT;
+        st->more = i + 1 < m;
     }
 }
 
@@ -583,6 +773,7 @@ static void dbtree_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st)
 void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
 {
     step->doff = SIZE_MAX;
+    step->more = 0;
     switch (s->kind) {
     case RCOLL_SCHED_RING_ALLREDUCE: ring_allreduce_step(s, k, step); break;
     case RCOLL_SCHED_CHAIN_BCAST: chain_bcast_step(s, k, step); break;
@@ -592,6 +783,11 @@ void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
     case RCOLL_SCHED_CHAIN_REDUCE: chain_reduce_step(s, k, step); break;
     case RCOLL_SCHED_PAIRWISE_ALLTOALL: pairwise_alltoall_step(s, k, step); break;
     case RCOLL_SCHED_DBTREE_ALLREDUCE: dbtree_step(s, k, step); break;
+    case RCOLL_SCHED_LINEAR_GATHER: linear_gather_step(s, k, step, 0); break;
+    case RCOLL_SCHED_LINEAR_SCATTER: linear_gather_step(s, k, step, 1); break;
+    case RCOLL_SCHED_RING_ALLGATHERV: ring_allgather_step(s, k, step); break;
+    case RCOLL_SCHED_RING_REDUCE_SCATTERV: ring_reduce_scatter_step(s, k, step); break;
+    case RCOLL_SCHED_PAIRWISE_ALLTOALLV: pairwise_alltoallv_step(s, k, step); break;
     }
     if (step->doff == SIZE_MAX) step->doff = step->off;
 }

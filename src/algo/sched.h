@@ -17,7 +17,13 @@ typedef enum {
     RCOLL_SCHED_RING_REDUCE_SCATTER, /* ring reduce-scatter, partial sums in staging */
     RCOLL_SCHED_CHAIN_REDUCE,   /* pipelined chain along the ring ending at root */
     RCOLL_SCHED_PAIRWISE_ALLTOALL, /* n-1 rounds: send to r+k, receive from r-k */
-    RCOLL_SCHED_DBTREE_ALLREDUCE  /* double binary tree: each tree reduces and broadcasts half */
+    RCOLL_SCHED_DBTREE_ALLREDUCE, /* double binary tree: each tree reduces and broadcasts half */
+    /* rooted and uneven collectives (per-rank block sizes from the count arrays) */
+    RCOLL_SCHED_LINEAR_GATHER,      /* every rank sends its block straight to the root */
+    RCOLL_SCHED_LINEAR_SCATTER,     /* the root sends each rank its block */
+    RCOLL_SCHED_RING_ALLGATHERV,    /* ring all-gather, block b of vcount[b] at vdispl[b] */
+    RCOLL_SCHED_RING_REDUCE_SCATTERV, /* ring reduce-scatter, block b of vcount[b] at vdispl[b] */
+    RCOLL_SCHED_PAIRWISE_ALLTOALLV  /* pairwise all-to-all, per-pair sizes */
 } rcoll_sched_kind_t;
 
 /* What a step does with the block it receives. */
@@ -45,6 +51,9 @@ typedef struct {
     size_t doff;            /* element offset of the block in dst (usually off) */
     size_t count;           /* elements in the block (may be 0: an empty message) */
     int64_t wait_send_step; /* before acting, the send of this step must be complete; -1 none */
+    int more;               /* not the last piece of its pair's message (all-to-all-v): its
+                             * tag differs, so two ends that cut a pair's data differently
+                             * disagree on a tag or a size, never silently */
 } rcoll_step_t;
 
 typedef struct {
@@ -65,6 +74,10 @@ typedef struct {
     uint32_t up[2], down[2];
     uint64_t tchunks[2];
     size_t half0;       /* tree 0 carries elements [0, half0), tree 1 the rest */
+    /* uneven collectives: [nranks] element counts and offsets per block (all-gather-v: in
+     * dst; reduce-scatter-v: in src; all-to-all-v: vcount/vdispl send, rcount/rdispl receive
+     * side).  Owned by the caller; they must outlive the schedule's execution. */
+    const size_t *vcount, *vdispl, *rcount, *rdispl;
 } rcoll_sched_t;
 
 /* Set up a schedule.  chunk_elems >= 1.  nranks >= 1, 0 <= rank, root < nranks.
@@ -85,6 +98,28 @@ void rcoll_sched_pairwise_alltoall(rcoll_sched_t *s, int nranks, int rank, size_
                                    size_t chunk_elems);
 void rcoll_sched_dbtree_allreduce(rcoll_sched_t *s, int nranks, int rank, size_t count,
                                   size_t chunk_elems);
+/* Gather to / scatter from root, count elements per rank (block p at p x count in the root's
+ * buffer).  Each non-root rank also exchanges one empty message with the root (gather: from
+ * the root, first; scatter: to the root, first), so every rank receives something. */
+void rcoll_sched_linear_gather(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                               size_t chunk_elems);
+void rcoll_sched_linear_scatter(rcoll_sched_t *s, int nranks, int rank, int root, size_t count,
+                                size_t chunk_elems);
+/* Ring all-gather / reduce-scatter with block b of counts[b] elements at displs[b] (in dst for
+ * the all-gather, whose own block is already in place; in src for the reduce-scatter, whose
+ * result goes to dst's start).  The arrays are the same on every rank. */
+void rcoll_sched_ring_allgatherv(rcoll_sched_t *s, int nranks, int rank, const size_t *counts,
+                                 const size_t *displs, size_t chunk_elems);
+void rcoll_sched_ring_reduce_scatterv(rcoll_sched_t *s, int nranks, int rank,
+                                      const size_t *counts, const size_t *displs,
+                                      size_t chunk_elems);
+/* Pairwise all-to-all with per-peer blocks: scounts[p] elements at sdispls[p] of src go to p,
+ * rcounts[p] elements from p land at rdispls[p] of dst (own block copied by the caller).
+ * Every pair exchanges at least one message, empty for a count of 0. */
+void rcoll_sched_pairwise_alltoallv(rcoll_sched_t *s, int nranks, int rank,
+                                    const size_t *scounts, const size_t *sdispls,
+                                    const size_t *rcounts, const size_t *rdispls,
+                                    size_t chunk_elems);
 /* The peers a rank exchanges with in recursive doubling (both directions), into peers[]
  * (at least 32 entries); returns how many. */
 int rcoll_sched_rd_partners(int nranks, int rank, int *peers);

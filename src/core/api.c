@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "algo/reduce.h"
+#include "core/api_int.h"
 #include "core/comm.h"
 #include "rcoll_build.h"
 #include "util/log.h"
@@ -72,13 +73,20 @@ static rcoll_status_t init_failed(rcoll_status_t st)
 /* An argument error on a communicator call: message in last_error, comm left intact. */
 static rcoll_status_t arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static rcoll_status_t arg_verror(rcoll_comm_t comm, rcoll_status_t st, const char *fmt,
+                                 va_list ap)
+{
+    vsnprintf(comm->last_error, sizeof(comm->last_error), fmt, ap);
+    RCOLL_WARN(COLL, "%s", comm->last_error);
+    return st;
+}
+
 static rcoll_status_t arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(comm->last_error, sizeof(comm->last_error), fmt, ap);
+    st = arg_verror(comm, st, fmt, ap);
     va_end(ap);
-    RCOLL_WARN(COLL, "%s", comm->last_error);
     return st;
 }
 
@@ -1233,4 +1241,62 @@ rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm)
     if (st == RCOLL_OK) st = comm_enter(comm, "rcoll_comm_dup");
     if (st != RCOLL_OK) return st;
     return comm_leave(comm, rcoll_comm_split_run(comm, 0, comm->rank, newcomm));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * For the rooted and uneven collectives (api_v.c, through core/api_int.h)
+ * ---------------------------------------------------------------------------------------- */
+
+rcoll_status_t rcoll_api_enter(rcoll_comm_t comm, const char *fn) { return comm_enter(comm, fn); }
+
+rcoll_status_t rcoll_api_leave(rcoll_comm_t comm, rcoll_status_t st)
+{
+    return comm_leave(comm, st);
+}
+
+rcoll_status_t rcoll_api_check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
+{
+    return check_ireq(comm, req, fn);
+}
+
+rcoll_status_t rcoll_api_check_comm(rcoll_comm_t comm, const char *fn)
+{
+    return check_comm(comm, fn);
+}
+
+rcoll_status_t rcoll_api_check_type(rcoll_comm_t comm, const char *fn, size_t count,
+                                    rcoll_datatype_t dt)
+{
+    return check_type(comm, fn, count, dt);
+}
+
+rcoll_status_t rcoll_api_check_root(rcoll_comm_t comm, const char *fn, int root)
+{
+    return check_root(comm, fn, root);
+}
+
+rcoll_status_t rcoll_api_arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    st = arg_verror(comm, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int rcoll_api_spans_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    return spans_overlap(a, alen, b, blen);
+}
+
+rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                     const size_t *const v[RCOLL_V_NUM], rcoll_request_t *req,
+                                     const char *fn)
+{
+    if (!v) return queue_coll(comm, a, req, fn);
+    struct rcoll_request *r;
+    rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
+    if (st == RCOLL_OK && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    return submit_coll(comm, r, req);
 }

@@ -702,6 +702,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
         struct rcoll_request *nx = r->next;
         free(r->barrier_heap);
         free(r->items);
+        free(r->vbuf);
         free(r);
         r = nx;
     }

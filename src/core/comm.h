@@ -30,8 +30,17 @@ typedef enum {
     RCOLL_OP_ALLGATHER,
     RCOLL_OP_REDUCE_SCATTER,
     RCOLL_OP_ALLTOALL,
-    RCOLL_OP_P2P /* a batch of sends and receives (one call, or a group) */
+    RCOLL_OP_P2P, /* a batch of sends and receives (one call, or a group) */
+    /* rooted and uneven collectives (api_v.c) */
+    RCOLL_OP_GATHER,
+    RCOLL_OP_SCATTER,
+    RCOLL_OP_ALLGATHERV,
+    RCOLL_OP_ALLTOALLV,
+    RCOLL_OP_REDUCE_SCATTERV
 } rcoll_op_kind_t;
+
+/* The count and displacement arrays of an uneven collective, as the request keeps them. */
+enum { RCOLL_V_COUNT, RCOLL_V_DISPL, RCOLL_V_RCOUNT, RCOLL_V_RDISPL, RCOLL_V_NUM };
 
 /* One send or receive of a point-to-point batch. */
 typedef struct {
@@ -84,6 +93,15 @@ struct rcoll_request {
     rcoll_p2p_item_t *items; /* RCOLL_OP_P2P */
     int nitems, cap_items;
     int unposted;            /* items the transport has not taken yet */
+    /* Uneven collectives: copies of the caller's arrays ([nranks] each, NULL where unused;
+     * all-gather-v: recvcounts, displs; all-to-all-v: sendcounts, sdispls, recvcounts,
+     * rdispls; reduce-scatter-v: recvcounts and their prefix sums), in vbuf (kept with the
+     * request for its next use). */
+    const size_t *v[RCOLL_V_NUM];
+    size_t *vbuf;
+    size_t vcap;             /* elements vbuf holds */
+    size_t vmove;            /* reduce-scatter-v in place: the result is computed at dst +
+                              * vmove elements and moved to dst at the end (0: none) */
 };
 
 struct rcoll_comm {
@@ -203,6 +221,9 @@ typedef struct {
 /* A request for the collective a (allocated as rcoll_req_alloc, then filled from a). */
 rcoll_status_t rcoll_req_alloc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                     struct rcoll_request **req_p);
+/* An uneven collective's arrays (v[i] NULL where unused; v[RCOLL_V_COUNT] never), copied into
+ * the request (the caller's may be reused at once). */
+rcoll_status_t rcoll_req_set_v(struct rcoll_request *r, const size_t *const v[RCOLL_V_NUM]);
 void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req);
 void rcoll_req_release(struct rcoll_request *req);
 /* Progress comm's queue once (non-blocking). */

@@ -51,7 +51,37 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->stall_sent = 0;
     r->aop.nwant = 0;
     r->aop.waiting_peer = r->aop.err_peer = -1;
+    for (int i = 0; i < RCOLL_V_NUM; i++) r->v[i] = NULL;
+    r->vmove = 0;
     *req_p = r;
+    return RCOLL_OK;
+}
+
+/* The reduce-scatter-v's displacements are the prefix sums of its counts. */
+rcoll_status_t rcoll_req_set_v(struct rcoll_request *r, const size_t *const v[RCOLL_V_NUM])
+{
+    rcoll_comm_t comm = r->comm;
+    size_t n = (size_t)comm->nranks, need = RCOLL_V_NUM * n;
+    if (r->vcap < need) {
+        size_t *b = realloc(r->vbuf, need * sizeof(*b));
+        if (!b) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory for %zu counts", need);
+        comm->mem_bytes += (need - r->vcap) * sizeof(*b);
+        r->vbuf = b;
+        r->vcap = need;
+    }
+    for (int i = 0; i < RCOLL_V_NUM; i++) {
+        size_t *d = r->vbuf + (size_t)i * n;
+        if (v[i]) memcpy(d, v[i], n * sizeof(*d));
+        r->v[i] = v[i] ? d : NULL;
+    }
+    if (r->kind == RCOLL_OP_REDUCE_SCATTERV) {
+        size_t *d = r->vbuf + (size_t)RCOLL_V_DISPL * n, sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            d[i] = sum;
+            sum += r->v[RCOLL_V_COUNT][i];
+        }
+        r->v[RCOLL_V_DISPL] = d;
+    }
     return RCOLL_OK;
 }
 
@@ -178,6 +208,103 @@ static void aop_set(rcoll_comm_t comm, struct rcoll_request *r)
     if (comm->sig_area) rcoll_sig_announce(comm->sig_area, comm->rank, &r->sig);
 }
 
+/* Want a connection both ways to every other rank (root: -1) or to the root alone. */
+static void want_star(rcoll_comm_t comm, int root)
+{
+    for (int p = 0; p < comm->nranks; p++)
+        if (p != comm->rank && (root < 0 || comm->rank == root || p == root))
+            rcoll_conn_want(comm, p, 1, 1);
+}
+
+/* The rooted and uneven collectives (api_v.c checked them): local copies, then the schedule
+ * in *s.  Returns 1 when nothing is left to move.  Unused buffers point at used ones, so the
+ * executor never offsets a NULL pointer. */
+static int start_vcoll(rcoll_comm_t comm, struct rcoll_request *r, size_t chunk,
+                       rcoll_sched_t *s)
+{
+    int n = comm->nranks, me = comm->rank;
+    size_t esize = rcoll_dt_size(r->dt);
+    const size_t *cnt = r->v[RCOLL_V_COUNT], *dsp = r->v[RCOLL_V_DISPL];
+    switch (r->kind) {
+    case RCOLL_OP_GATHER:
+    case RCOLL_OP_SCATTER: {
+        int gather = r->kind == RCOLL_OP_GATHER, root = me == r->root;
+        size_t blk = r->count * esize;
+        if (r->count == 0) return 1;
+        if (root) { /* the root's own block: a local copy, unless already in place */
+            char *all = gather ? (char *)r->dst : (char *)r->src;
+            const char *from = gather ? r->src : all + (size_t)me * blk;
+            char *to = gather ? all + (size_t)me * blk : (char *)r->dst;
+            if (from != to) memcpy(to, from, blk);
+        }
+        if (n == 1) return 1;
+        if (!r->dst) r->dst = (void *)r->src;
+        if (!r->src) r->src = r->dst;
+        if (gather)
+            rcoll_sched_linear_gather(s, n, me, r->root, r->count, chunk);
+        else
+            rcoll_sched_linear_scatter(s, n, me, r->root, r->count, chunk);
+        want_star(comm, r->root);
+        return 0;
+    }
+    case RCOLL_OP_ALLGATHERV: {
+        if (r->count == 0) return 1; /* the sum of the counts */
+        char *own = (char *)r->dst + dsp[me] * esize;
+        if (cnt[me] && r->src != own) memcpy(own, r->src, cnt[me] * esize);
+        if (n == 1) return 1;
+        rcoll_sched_ring_allgatherv(s, n, me, cnt, dsp, chunk);
+        r->src = r->dst; /* every send reads the gathered buffer */
+        want_rank_ring(comm);
+        return 0;
+    }
+    case RCOLL_OP_REDUCE_SCATTERV:
+        if (r->count == 0) return 1;
+        if (!r->dst) r->dst = r->barrier_buf; /* an empty block of its own */
+        if (r->src == r->dst && dsp[me]) {
+            /* in place with the result at the start: computed on the own block (which only
+             * this rank's last step reads), moved to the start when done */
+            r->vmove = dsp[me];
+            r->dst = (char *)r->dst + dsp[me] * esize;
+        }
+        if (n == 1) {
+            const char *from = (const char *)r->src + dsp[me] * esize;
+            if (from != r->dst) memmove(r->dst, from, cnt[me] * esize);
+            if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, cnt[me], r->dt, 1);
+            return 1;
+        }
+        rcoll_sched_ring_reduce_scatterv(s, n, me, cnt, dsp, chunk);
+        want_rank_ring(comm);
+        return 0;
+    case RCOLL_OP_ALLTOALLV: {
+        /* Never a no-op: a rank cannot know that every other rank's counts are 0 too. */
+        size_t own = cnt[me] * esize;
+        if (own)
+            memcpy((char *)r->dst + r->v[RCOLL_V_RDISPL][me] * esize,
+                   (const char *)r->src + dsp[me] * esize, own);
+        if (n == 1) return 1;
+        if (!r->dst) r->dst = r->src ? (void *)r->src : r->barrier_buf; /* all empty here */
+        if (!r->src) r->src = r->dst;
+        rcoll_sched_pairwise_alltoallv(s, n, me, cnt, dsp, r->v[RCOLL_V_RCOUNT],
+                                       r->v[RCOLL_V_RDISPL], chunk);
+        want_star(comm, -1);
+        return 0;
+    }
+    default:
+        return 1;
+    }
+}
+
+/* The end of a successful operation: a reduce-scatter-v in place moves its result to the
+ * start of the buffer. */
+static void finish_op(struct rcoll_request *r)
+{
+    if (!r->vmove) return;
+    size_t esize = rcoll_dt_size(r->dt);
+    char *at = r->dst;
+    memmove(at - r->vmove * esize, at, r->v[RCOLL_V_COUNT][r->comm->rank] * esize);
+    r->vmove = 0;
+}
+
 /* Start the head operation: local copies, the algorithm or schedule, and the connections it
  * needs.  Returns 1 if the operation is already complete (nothing to move). */
 static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
@@ -253,6 +380,13 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
             if (p != me) rcoll_conn_want(comm, p, 1, 1);
         break;
     }
+    case RCOLL_OP_GATHER:
+    case RCOLL_OP_SCATTER:
+    case RCOLL_OP_ALLGATHERV:
+    case RCOLL_OP_ALLTOALLV:
+    case RCOLL_OP_REDUCE_SCATTERV:
+        if (start_vcoll(comm, r, chunk, &s)) return 1;
+        break;
     case RCOLL_OP_P2P: {
         p2p_self_copy(comm, r);
         int left = 0;
@@ -492,7 +626,10 @@ static void mismatch_failed(rcoll_comm_t comm, struct rcoll_request *r, int peer
                  "(%s)", comm->rank, peer, ms, detail);
         rcoll_bs_report(comm->bs, peer, RCOLL_ERR_INVALID_USAGE, text);
     }
-    if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs)) {
+    /* All-to-all-v signatures may agree (the sizes of one pair differ): then the detail, which
+     * names the pair and the sizes, says it; another rank's next call would not. */
+    if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs) &&
+        (r->kind != RCOLL_OP_ALLTOALLV || theirs.seq == mine.seq)) {
         rcoll_sig_sentence(&theirs, who, &mine, -1, comm->seq0, sent, sizeof(sent));
         snprintf(text, sizeof(text), "rank %d: %s", comm->rank, sent);
     } else if (!detected) {
@@ -671,6 +808,7 @@ static int progress_once(rcoll_comm_t comm)
             continue;
         }
         if (!r->started && start_op(comm, r)) {
+            finish_op(r);
             complete_head(comm, RCOLL_OK);
             moved = 1;
             continue;
@@ -680,6 +818,7 @@ static int progress_once(rcoll_comm_t comm)
         if (progressed) r->last_progress_ns = 0; /* stamped at the next clock reading */
         moved |= progressed;
         if (st == RCOLL_OK) {
+            finish_op(r);
             complete_head(comm, RCOLL_OK);
             moved = 1;
             continue;

@@ -28,6 +28,7 @@ void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s)
     s->op = (int32_t)r->op;
     s->root = r->root;
     s->alg = -1;
+    s->vhash = 0;
     switch (r->kind) {
     case RCOLL_OP_ALLREDUCE:
         s->root = -1;
@@ -49,6 +50,22 @@ void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s)
         break;
     case RCOLL_OP_REDUCE:
         break;
+    case RCOLL_OP_GATHER:
+    case RCOLL_OP_SCATTER:
+        s->op = -1;
+        break;
+    case RCOLL_OP_ALLGATHERV:
+    case RCOLL_OP_REDUCE_SCATTERV:
+        /* every rank knows the whole array: its sum and digest (r->count is the sum) */
+        if (r->kind == RCOLL_OP_ALLGATHERV) s->op = -1;
+        s->root = -1;
+        s->vhash = rcoll_sig_counts_digest(r->v[RCOLL_V_COUNT], r->comm->nranks);
+        break;
+    case RCOLL_OP_ALLTOALLV:
+        /* each rank's counts differ by design: each pair's message sizes check them */
+        s->count = 0;
+        s->op = s->root = -1;
+        break;
     case RCOLL_OP_P2P:
         s->seq = 0;
         s->count = r->nitems ? r->items[0].bytes : 0;
@@ -58,14 +75,28 @@ void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s)
     }
 }
 
+uint64_t rcoll_sig_counts_digest(const size_t *counts, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        uint64_t c = counts[i];
+        for (int b = 0; b < 8; b++) {
+            h ^= (c >> (8 * b)) & 0xff;
+            h *= 0x100000001b3ull;
+        }
+    }
+    return (h >> 32) ^ (h & 0xffffffffull);
+}
+
 /* Three independent multiplies and a fold: a few cycles on the path of every call. */
 int rcoll_sig_tag(const rcoll_sig_t *s)
 {
     uint64_t w2 = (uint64_t)(uint8_t)s->kind | (uint64_t)(uint8_t)s->dt << 8 |
                   (uint64_t)(uint8_t)s->op << 16 | (uint64_t)(uint8_t)s->alg << 24 |
                   (uint64_t)(uint32_t)s->root << 32;
-    uint64_t h = (s->seq + 1) * 0x9e3779b97f4a7c15ull ^ (s->count + 3) * 0xbf58476d1ce4e5b9ull ^
-                 (w2 + 5) * 0x94d049bb133111ebull;
+    uint64_t h = (s->seq + 1) * 0x9e3779b97f4a7c15ull ^
+                 (s->count + 3 + (s->vhash << 40)) * 0xbf58476d1ce4e5b9ull ^
+                 (w2 + 5 + (s->vhash >> 24)) * 0x94d049bb133111ebull;
     h ^= h >> 29;
     h ^= h >> 32;
     return (int)(h & 0x3fffffffu);
@@ -74,12 +105,15 @@ int rcoll_sig_tag(const rcoll_sig_t *s)
 int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b)
 {
     return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dt == b->dt &&
-           a->op == b->op && a->root == b->root && a->alg == b->alg;
+           a->op == b->op && a->root == b->root && a->alg == b->alg && a->vhash == b->vhash;
 }
 
 static const char *const kind_names[] = {"allreduce", "bcast",         "barrier",
                                          "reduce",    "allgather",     "reduce_scatter",
-                                         "alltoall",  "point-to-point"};
+                                         "alltoall",  "point-to-point",
+                                         /* rooted and uneven collectives */
+                                         "gather",    "scatter",       "allgatherv",
+                                         "alltoallv", "reduce_scatterv"};
 static const char *const dt_names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
                                        "uint64",  "float16",  "bfloat16", "float32", "float64"};
 static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
@@ -99,8 +133,16 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
                  (unsigned long long)s->count, (int)s->root);
         return;
     }
-    size_t o = (size_t)snprintf(buf, len, "%s(count=%llu, %s", kind,
-                                (unsigned long long)s->count, NAME_OF(dt_names, s->dt, "?"));
+    size_t o;
+    if (s->kind == RCOLL_OP_ALLTOALLV) /* no count: the message sizes check each pair's */
+        o = (size_t)snprintf(buf, len, "%s(%s", kind, NAME_OF(dt_names, s->dt, "?"));
+    else if (s->kind == RCOLL_OP_ALLGATHERV || s->kind == RCOLL_OP_REDUCE_SCATTERV)
+        o = (size_t)snprintf(buf, len, "%s(total=%llu, counts digest %08llx, %s", kind,
+                             (unsigned long long)s->count, (unsigned long long)s->vhash,
+                             NAME_OF(dt_names, s->dt, "?"));
+    else
+        o = (size_t)snprintf(buf, len, "%s(count=%llu, %s", kind, (unsigned long long)s->count,
+                             NAME_OF(dt_names, s->dt, "?"));
     if (o < len && s->op >= 0)
         o += (size_t)snprintf(buf + o, len - o, ", %s", NAME_OF(op_names, s->op, "?"));
     if (o < len && s->root >= 0) o += (size_t)snprintf(buf + o, len - o, ", root=%d", s->root);

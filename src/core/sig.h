@@ -24,7 +24,10 @@ struct rcoll_request;
 /* One call, as the ranks compare it (fixed layout: it travels between ranks). */
 typedef struct {
     uint64_t seq;   /* collective number on the communicator (from 0, set-up included) */
-    uint64_t count; /* elements (per rank for the block collectives; bytes for P2P) */
+    uint64_t count; /* elements (per rank for the block collectives; bytes for P2P; the sum
+                     * of the counts for all-gather-v and reduce-scatter-v; 0: all-to-all-v) */
+    uint64_t vhash; /* all-gather-v, reduce-scatter-v: rcoll_sig_counts_digest of the counts
+                     * array (the same on every rank); 0 otherwise */
     int32_t kind;   /* rcoll_op_kind_t */
     int32_t dt;     /* rcoll_datatype_t (-1: none) */
     int32_t op;     /* rcoll_op_t (-1: none) */
@@ -37,6 +40,10 @@ typedef struct {
 
 /* The signature of request r (a started collective, or a P2P batch: its first item). */
 void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s);
+/* The digest of an uneven collective's counts array: FNV-1a (64 bits) over the counts as
+ * little-endian 64-bit words, folded to 32 bits (upper half XOR lower half); printed in
+ * mismatch sentences as 8 hex digits. */
+uint64_t rcoll_sig_counts_digest(const size_t *counts, int n);
 /* Its digest: a transport tag in [0, 2^30) (P2P tags have bit 30 set, so never equal). */
 int rcoll_sig_tag(const rcoll_sig_t *s);
 int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b);

@@ -27,6 +27,66 @@ static int expect(rcoll_comm_t comm, rcoll_status_t got, rcoll_status_t want, co
     return ok ? 0 : 1;
 }
 
+/* The rooted and uneven collectives: every rank refuses alike, so no collective runs. */
+static int bad_vinputs(rcoll_comm_t comm, int rank, int n, float *buf, float *out)
+{
+    size_t cnt[16], dsp[16], big[16];
+    for (int i = 0; i < n; i++) cnt[i] = 2, dsp[i] = (size_t)i * 2, big[i] = 1;
+    big[n - 1] = RCOLL_MAX_COUNT; /* with the others' 1s: the sum passes 2^40 */
+    int bad = 0;
+    rcoll_request_t req;
+    bad += expect(comm, rcoll_gather(buf, out, 2, RCOLL_FLOAT32, n, comm), RCOLL_ERR_INVALID_ARG,
+                  "root", "gather root == nranks", rank);
+    bad += expect(comm, rcoll_scatter(buf, out, 2, RCOLL_FLOAT32, -1, comm),
+                  RCOLL_ERR_INVALID_ARG, "root -1", "scatter negative root", rank);
+    bad += expect(comm, rcoll_gather(buf, out, RCOLL_MAX_COUNT / (size_t)n + 1, RCOLL_FLOAT32, 0,
+                                     comm),
+                  RCOLL_ERR_INVALID_ARG, "exceeds the maximum", "gather count x nranks", rank);
+    bad += expect(comm, rcoll_gather(NULL, out, 2, RCOLL_FLOAT32, 0, comm),
+                  RCOLL_ERR_INVALID_ARG, "sendbuf is NULL", "gather NULL sendbuf", rank);
+    bad += expect(comm, rcoll_scatter(buf, NULL, 2, RCOLL_FLOAT32, 0, comm),
+                  RCOLL_ERR_INVALID_ARG, "recvbuf is NULL", "scatter NULL recvbuf", rank);
+    bad += expect(comm, rcoll_allgatherv(buf, 2, out, NULL, dsp, RCOLL_FLOAT32, comm),
+                  RCOLL_ERR_INVALID_ARG, "recvcounts is NULL", "allgatherv NULL counts", rank);
+    bad += expect(comm, rcoll_iallgatherv(buf, 2, out, cnt, NULL, RCOLL_FLOAT32, comm, &req),
+                  RCOLL_ERR_INVALID_ARG, "displs is NULL", "iallgatherv NULL displs", rank);
+    bad += expect(comm, rcoll_allgatherv(buf, 3, out, cnt, dsp, RCOLL_FLOAT32, comm),
+                  RCOLL_ERR_INVALID_ARG, "differs from recvcounts", "allgatherv sendcount", rank);
+    bad += expect(comm, rcoll_allgatherv(buf, 1, out, big, dsp, RCOLL_FLOAT32, comm),
+                  RCOLL_ERR_INVALID_ARG, "2^40", "allgatherv sum overflow", rank);
+    size_t far[16];
+    for (int i = 0; i < n; i++) far[i] = RCOLL_MAX_COUNT - 1;
+    bad += expect(comm, rcoll_allgatherv(buf, 2, out, cnt, far, RCOLL_FLOAT32, comm),
+                  RCOLL_ERR_INVALID_ARG, "displs[0] + recvcounts[0]", "allgatherv extent", rank);
+    bad += expect(comm, rcoll_alltoallv(buf, cnt, dsp, out, NULL, dsp, RCOLL_FLOAT32, comm),
+                  RCOLL_ERR_INVALID_ARG, "recvcounts is NULL", "alltoallv NULL counts", rank);
+    bad += expect(comm, rcoll_alltoallv(RCOLL_IN_PLACE, cnt, dsp, out, cnt, dsp, RCOLL_FLOAT32,
+                                        comm),
+                  RCOLL_ERR_INVALID_ARG, "in-place", "alltoallv in place", rank);
+    bad += expect(comm, rcoll_ialltoallv(buf, cnt, dsp, buf + 1, cnt, dsp, RCOLL_FLOAT32, comm,
+                                         &req),
+                  RCOLL_ERR_INVALID_ARG, "overlap", "alltoallv overlap", rank);
+    bad += expect(comm, rcoll_reduce_scatterv(buf, out, NULL, RCOLL_FLOAT32, RCOLL_SUM, comm),
+                  RCOLL_ERR_INVALID_ARG, "recvcounts is NULL", "reduce_scatterv NULL", rank);
+    bad += expect(comm, rcoll_ireduce_scatterv(buf, out, cnt, RCOLL_FLOAT32, (rcoll_op_t)9, comm,
+                                               &req),
+                  RCOLL_ERR_INVALID_ARG, "invalid reduction op 9", "reduce_scatterv op", rank);
+    bad += expect(comm, rcoll_reduce_scatterv(buf, NULL, cnt, RCOLL_FLOAT32, RCOLL_SUM, comm),
+                  RCOLL_ERR_INVALID_ARG, "recvbuf is NULL", "reduce_scatterv NULL recvbuf",
+                  rank);
+    /* Zero counts with NULL buffers are valid (the all-to-all-v still communicates). */
+    size_t zero[16] = {0};
+    if (rcoll_allgatherv(NULL, 0, NULL, zero, zero, RCOLL_FLOAT32, comm) != RCOLL_OK ||
+        rcoll_reduce_scatterv(NULL, NULL, zero, RCOLL_FLOAT32, RCOLL_SUM, comm) != RCOLL_OK ||
+        rcoll_alltoallv(NULL, zero, zero, NULL, zero, zero, RCOLL_FLOAT32, comm) != RCOLL_OK ||
+        rcoll_gather(NULL, NULL, 0, RCOLL_FLOAT32, 0, comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: zero-count v-collectives with NULL buffers: %s\n", rank,
+                rcoll_comm_last_error(comm));
+        bad++;
+    }
+    return bad;
+}
+
 static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
 {
     (void)arg;
@@ -59,6 +119,7 @@ static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
         fprintf(stderr, "rank %d: rcoll_wait(NULL) not rejected\n", rank);
         bad++;
     }
+    bad += bad_vinputs(comm, rank, n, buf, out);
     int done;
     if (rcoll_test(&req, &done) != RCOLL_ERR_INVALID_ARG) bad++;
     if (rcoll_allreduce(buf, out, N, RCOLL_FLOAT32, RCOLL_SUM, NULL) != RCOLL_ERR_INVALID_ARG)

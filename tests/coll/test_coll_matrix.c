@@ -7,8 +7,12 @@
  * the one that ran (the library's INFO line at the choice).  From 12 ranks a lighter matrix
  * (LIGHT_RANKS) keeps the run within time on 2 cores.  Expected values come from a reference
  * computed here in double/wide-integer arithmetic, independent of the library's reduction code.
+ * Then gather and scatter (every root), all-gather-v, all-to-all-v and reduce-scatter-v with
+ * uneven counts (zeros, one rank only, all zero, equal), in place, out of place and
+ * nonblocking, over shared memory and TCP, 1..5 ranks.
  * Usage: test_coll_matrix [max_ranks]   (RCOLL_CHUNK_SIZE is set to 64 unless given;
- * TEST_MAX_RANKS=n is max_ranks when no argument gives it)
+ * TEST_MAX_RANKS=n is max_ranks when no argument gives it; MATRIX_V_ONLY=1 runs only the
+ * rooted and uneven collectives)
  */
 #include <math.h>
 #include <stdint.h>
@@ -209,6 +213,240 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad ? 2 : 0;
 }
 
+/* --- rooted and uneven collectives ------------------------------------------------------
+ * gather and scatter from every root, all-gather-v, all-to-all-v and reduce-scatter-v with
+ * uneven counts (zeros included, one rank holding everything, all zero), each blocking out of
+ * place, blocking in place and nonblocking, over three element sizes; displacements in a
+ * layout that is not rank order, with gaps that must stay untouched.  Values are exact small
+ * integers, so every element is checked. */
+#define VMAX 2400 /* elements per buffer, enough for every pattern at 5 ranks */
+#define POISON (-7.0)
+
+static double vval(int from, int to, size_t k) { return (double)((from * 31 + to * 17 + (int)k * 7) % 113); }
+
+/* Counts of pattern p for rank i of n: uneven with zeros, one rank only, all zero, equal. */
+static size_t vcount(int p, int i, int n)
+{
+    switch (p) {
+    case 0: return i % 3 == 1 ? 0 : (size_t)(20 + i * 41);
+    case 1: return i == n - 1 ? 300 : 0;
+    case 2: return 0;
+    default: return 37;
+    }
+}
+
+static int vfail(int rank, const char *what, int p, int mode, int dt, size_t i, double got,
+                 double want)
+{
+    fprintf(stderr, "rank %d: %s pattern %d mode %d %s: element %zu is %g, expected %g\n", rank,
+            what, p, mode, dt_name[dt], i, got, want);
+    return 1;
+}
+
+/* mode 0: blocking, out of place; 1: blocking, in place; 2: nonblocking, out of place. */
+static rcoll_status_t vwait(rcoll_status_t st, rcoll_request_t *req, int mode)
+{
+    return mode == 2 && st == RCOLL_OK ? rcoll_wait(req) : st;
+}
+
+static int run_rooted(rcoll_comm_t comm, int rank, int n, int dt, char *a, char *b)
+{
+    static const size_t counts[] = {0, 1, 37, 300};
+    size_t es = dt_size[dt];
+    for (int root = 0; root < n; root++)
+        for (size_t ci = 0; ci < 4; ci++)
+            for (int mode = 0; mode < 3; mode++) {
+                size_t c = counts[ci];
+                int ip = mode == 1 && rank == root;
+                rcoll_request_t req;
+                /* gather: a = own block, b = the root's buffer */
+                for (size_t i = 0; i < (size_t)n * c + 8; i++) ref_store(b, dt, i, POISON);
+                for (size_t k = 0; k < c; k++)
+                    ref_store(ip ? b + (size_t)root * c * es : a, dt, k, vval(rank, 0, k));
+                const void *sb = ip ? RCOLL_IN_PLACE : a;
+                rcoll_status_t st = mode == 2
+                    ? rcoll_igather(sb, rank == root ? b : NULL, c, dt, root, comm, &req)
+                    : rcoll_gather(sb, rank == root ? b : NULL, c, dt, root, comm);
+                if ((st = vwait(st, &req, mode)) != RCOLL_OK) return fail_st(comm, rank, "gather", st);
+                for (size_t i = 0; rank == root && i < (size_t)n * c + 8; i++) {
+                    double want = i < (size_t)n * c ? vval((int)(i / c), 0, i % c) : POISON;
+                    if (ref_load(b, dt, i) != want)
+                        return vfail(rank, "gather", (int)ci, mode, dt, i, ref_load(b, dt, i), want);
+                }
+                /* scatter: b = the root's buffer, a = own block */
+                for (size_t i = 0; i < (size_t)n * c; i++)
+                    ref_store(b, dt, i, rank == root ? vval((int)(i / c), 1, i % c) : POISON);
+                for (size_t i = 0; i < c + 8; i++) ref_store(a, dt, i, POISON);
+                void *rb = ip ? (void *)RCOLL_IN_PLACE : a;
+                st = mode == 2 ? rcoll_iscatter(rank == root ? b : NULL, rb, c, dt, root, comm, &req)
+                               : rcoll_scatter(rank == root ? b : NULL, rb, c, dt, root, comm);
+                if ((st = vwait(st, &req, mode)) != RCOLL_OK) return fail_st(comm, rank, "scatter", st);
+                const char *got = ip ? b + (size_t)root * c * es : a;
+                for (size_t i = 0; i < c + (ip ? 0 : 8); i++) {
+                    double want = i < c ? vval(rank, 1, i) : POISON;
+                    if (ref_load(got, dt, i) != want)
+                        return vfail(rank, "scatter", (int)ci, mode, dt, i, ref_load(got, dt, i), want);
+                }
+            }
+    return 0;
+}
+
+/* All-gather-v, blocks laid out in reverse rank order with a gap of 3 after each. */
+static int run_allgatherv(rcoll_comm_t comm, int rank, int n, int dt, int p, char *a, char *b)
+{
+    size_t cnt[16], dsp[16], end = 0, es = dt_size[dt];
+    for (int i = n - 1; i >= 0; i--) {
+        cnt[i] = vcount(p, i, n);
+        dsp[i] = end;
+        end += cnt[i] + 3;
+    }
+    for (int mode = 0; mode < 3; mode++) {
+        for (size_t i = 0; i < end; i++) ref_store(b, dt, i, POISON);
+        int ip = mode == 1;
+        char *mine = ip ? b + dsp[rank] * es : a;
+        for (size_t k = 0; k < cnt[rank]; k++) ref_store(mine, dt, k, vval(rank, 2, k));
+        rcoll_request_t req;
+        const void *sb = ip ? RCOLL_IN_PLACE : a;
+        rcoll_status_t st = mode == 2
+            ? rcoll_iallgatherv(sb, cnt[rank], b, cnt, dsp, dt, comm, &req)
+            : rcoll_allgatherv(sb, cnt[rank], b, cnt, dsp, dt, comm);
+        if ((st = vwait(st, &req, mode)) != RCOLL_OK) return fail_st(comm, rank, "allgatherv", st);
+        for (int r = 0; r < n; r++)
+            for (size_t k = 0; k < cnt[r] + 3; k++) {
+                double want = k < cnt[r] ? vval(r, 2, k) : POISON;
+                if (ref_load(b, dt, dsp[r] + k) != want)
+                    return vfail(rank, "allgatherv", p, mode, dt, dsp[r] + k,
+                                 ref_load(b, dt, dsp[r] + k), want);
+            }
+    }
+    return 0;
+}
+
+/* All-to-all-v: rank i sends (i + 2j) % 4 x 13 elements to j (zeros included; pattern 1: only
+ * the last rank sends, pattern 2: nothing at all); send blocks packed in reverse order,
+ * receive blocks in rank order with a gap of 2. */
+static size_t a2a_count(int p, int from, int to, int n)
+{
+    if (p == 1) return from == n - 1 ? (size_t)(40 + to * 9) : 0;
+    if (p == 2) return 0;
+    return (size_t)((from + 2 * to) % 4) * 13;
+}
+
+static int run_alltoallv(rcoll_comm_t comm, int rank, int n, int dt, int p, char *a, char *b)
+{
+    size_t sc[16], sd[16], rc[16], rd[16], send_end = 0, recv_end = 0;
+    for (int j = n - 1; j >= 0; j--) {
+        sc[j] = a2a_count(p, rank, j, n);
+        sd[j] = send_end;
+        send_end += sc[j];
+    }
+    for (int j = 0; j < n; j++) {
+        rc[j] = a2a_count(p, j, rank, n);
+        rd[j] = recv_end;
+        recv_end += rc[j] + 2;
+    }
+    for (int mode = 0; mode < 3; mode += 2) { /* no in-place form */
+        for (int j = 0; j < n; j++)
+            for (size_t k = 0; k < sc[j]; k++) ref_store(a, dt, sd[j] + k, vval(rank, j, k));
+        for (size_t i = 0; i < recv_end; i++) ref_store(b, dt, i, POISON);
+        rcoll_request_t req;
+        rcoll_status_t st = mode == 2 ? rcoll_ialltoallv(a, sc, sd, b, rc, rd, dt, comm, &req)
+                                      : rcoll_alltoallv(a, sc, sd, b, rc, rd, dt, comm);
+        if ((st = vwait(st, &req, mode)) != RCOLL_OK) return fail_st(comm, rank, "alltoallv", st);
+        for (int j = 0; j < n; j++)
+            for (size_t k = 0; k < rc[j] + 2; k++) {
+                double want = k < rc[j] ? vval(j, rank, k) : POISON;
+                if (ref_load(b, dt, rd[j] + k) != want)
+                    return vfail(rank, "alltoallv", p, mode, dt, rd[j] + k,
+                                 ref_load(b, dt, rd[j] + k), want);
+            }
+    }
+    return 0;
+}
+
+/* Reduce-scatter-v: every op; rank r's input element i (of the concatenation) is
+ * gen(op, r, i), so block r's result is expected() at its offset. */
+static int run_reduce_scatterv(rcoll_comm_t comm, int rank, int n, int dt, int p, char *a,
+                               char *b)
+{
+    size_t cnt[16], total = 0, before = 0, es = dt_size[dt];
+    for (int i = 0; i < n; i++) {
+        cnt[i] = vcount(p, i, n);
+        if (i < rank) before += cnt[i];
+        total += cnt[i];
+    }
+    for (int op = 0; op < RCOLL_NUM_OPS; op++)
+        for (int mode = 0; mode < 3; mode++) {
+            int ip = mode == 1;
+            char *in = ip ? b : a;
+            for (size_t i = 0; i < total; i++) ref_store(in, dt, i, (double)gen(op, rank, i));
+            if (!ip)
+                for (size_t i = 0; i < cnt[rank] + 4; i++) ref_store(b, dt, i, POISON);
+            rcoll_request_t req;
+            const void *sb = ip ? RCOLL_IN_PLACE : a;
+            rcoll_status_t st = mode == 2
+                ? rcoll_ireduce_scatterv(sb, b, cnt, dt, op, comm, &req)
+                : rcoll_reduce_scatterv(sb, b, cnt, dt, op, comm);
+            if ((st = vwait(st, &req, mode)) != RCOLL_OK)
+                return fail_st(comm, rank, "reduce_scatterv", st);
+            for (size_t k = 0; k < cnt[rank] + (ip ? 0 : 4); k++) {
+                double got = ref_load(b, dt, k);
+                if (k >= cnt[rank] ? got != POISON
+                                   : !close_enough(dt, op, got, expected(dt, op, n, before + k)))
+                    return vfail(rank, op_name[op], p, mode, dt, k, got,
+                                 k >= cnt[rank] ? POISON : expected(dt, op, n, before + k));
+            }
+            (void)es;
+        }
+    return 0;
+}
+
+static int run_vmatrix(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    static const int dts[] = {RCOLL_INT8, RCOLL_FLOAT32, RCOLL_FLOAT64};
+    char *a = malloc(VMAX * 8), *b = malloc(VMAX * 8);
+    int bad = 0;
+    for (int d = 0; d < 3 && !bad; d++) {
+        bad = run_rooted(comm, rank, n, dts[d], a, b);
+        for (int p = 0; p < 4 && !bad; p++) {
+            bad = run_allgatherv(comm, rank, n, dts[d], p, a, b);
+            if (!bad) bad = run_alltoallv(comm, rank, n, dts[d], p, a, b);
+            if (!bad) bad = run_reduce_scatterv(comm, rank, n, dts[d], p, a, b);
+        }
+    }
+    /* several outstanding at once, waited in reverse order */
+    size_t cnt[16], dsp[16], total = 0;
+    for (int i = 0; i < n; i++) {
+        cnt[i] = vcount(0, i, n);
+        dsp[i] = total;
+        total += cnt[i];
+    }
+    int32_t *g = calloc(VMAX, 4), *s = calloc(VMAX, 4), *x = calloc(VMAX, 4);
+    for (size_t i = 0; i < total; i++) x[i] = (int32_t)(rank + i);
+    for (size_t k = 0; k < cnt[rank]; k++) s[k] = rank * 1000 + (int32_t)k;
+    rcoll_request_t rq[3];
+    rcoll_status_t st = rcoll_iallgatherv(s, cnt[rank], g, cnt, dsp, RCOLL_INT32, comm, &rq[0]);
+    if (st == RCOLL_OK) st = rcoll_ireduce_scatterv(RCOLL_IN_PLACE, x, cnt, RCOLL_INT32, RCOLL_SUM, comm, &rq[1]);
+    if (st == RCOLL_OK) st = rcoll_ibcast(s + VMAX / 2, 5, RCOLL_INT32, n - 1, comm, &rq[2]);
+    for (int k = 2; k >= 0 && st == RCOLL_OK; k--) st = rcoll_wait(&rq[k]);
+    if (!bad && st != RCOLL_OK) bad = fail_st(comm, rank, "outstanding v-collectives", st);
+    for (int r = 0; r < n && !bad; r++)
+        for (size_t k = 0; k < cnt[r]; k++)
+            if (g[dsp[r] + k] != r * 1000 + (int32_t)k) bad = vfail(rank, "iallgatherv", 0, 2, RCOLL_INT32, dsp[r] + k, g[dsp[r] + k], r * 1000 + (double)k);
+    for (size_t k = 0; k < cnt[rank] && !bad; k++) {
+        int32_t want = 0;
+        for (int r = 0; r < n; r++) want += r + (int32_t)(dsp[rank] + k);
+        if (x[k] != want) bad = vfail(rank, "ireduce_scatterv", 0, 2, RCOLL_INT32, k, x[k], want);
+    }
+    free(g);
+    free(s);
+    free(x);
+    free(a);
+    free(b);
+    return bad ? 2 : 0;
+}
+
 /* --- which all-reduce algorithm ran ------------------------------------------------------
  * The library logs its choice at INFO (subsystem ALGO) once per size class and communicator:
  * "all-reduce of <bytes> B on <n> ranks: <algo> (...)".  A forced RCOLL_ALGO that does not
@@ -357,7 +595,9 @@ int main(int argc, char **argv)
     const char *only = getenv("MATRIX_TRANSPORT");
     for (int a = 0; only && a < 5; a++) transports[a] = only;
     setenv("RCOLL_TWOSHOT_SLOT", "4096", 0);
-    for (int a = 0; a < 5; a++) {
+    /* MATRIX_V_ONLY=1: the rooted and uneven collectives alone */
+    int v_only = getenv("MATRIX_V_ONLY") != NULL;
+    for (int a = 0; a < 5 && !v_only; a++) {
         /* one- and two-shot need every peer on shared memory: over one other transport they
          * cannot run, and the library would run another algorithm */
         if (only && (!strcmp(algos[a], "oneshot") || !strcmp(algos[a], "twoshot"))) {
@@ -387,7 +627,7 @@ int main(int argc, char **argv)
     setenv("RCOLL_ALGO", "auto", 1);
     setenv("RCOLL_TRANSPORT", "auto", 1);
     if (!chunk_given) setenv("RCOLL_CHUNK_SIZE", "64", 1);
-    for (int n = 3; n <= 4 && n <= maxn && !only; n++) {
+    for (int n = 3; n <= 4 && n <= maxn && !only && !v_only; n++) {
         mp_result_t res;
         long failed0 = check_failed;
         algo_log_reset();
@@ -398,7 +638,24 @@ int main(int argc, char **argv)
                check_failed > failed0 ? "FAILED" : "ok", res.seconds);
         fflush(stdout);
     }
-    if (maxn >= 6) run_hosts(only);
+    if (maxn >= 6 && !v_only) run_hosts(only);
+    /* The rooted and uneven collectives over shared memory and TCP (or the one transport). */
+    for (int t = 0; t < 2 && !(only && t); t++) {
+        const char *tp = only ? only : t ? "tcp" : "shm";
+        setenv("RCOLL_TRANSPORT", only ? only : t ? "tcp" : "auto", 1);
+        for (int n = 1; n <= 5 && n <= maxn; n++) {
+            mp_result_t res;
+            long failed0 = check_failed;
+            int bad = mp_run(n, run_vmatrix, NULL, 300, &res);
+            CHECK(bad == 0, "gather/scatter/v-collectives over %s with %d ranks: %d ranks "
+                  "failed", tp, n, bad);
+            printf("gather, scatter, allgatherv, alltoallv, reduce_scatterv over %s, %d ranks: "
+                   "%s in %.1f s\n", tp, n, check_failed > failed0 ? "FAILED" : "ok",
+                   res.seconds);
+            fflush(stdout);
+        }
+    }
+    setenv("RCOLL_TRANSPORT", "auto", 1);
     unlink(algo_log);
     return check_summary();
 }

@@ -56,7 +56,8 @@ enum { P_SHM, P_TCP, P_MIXED };
 static const char *const place_name[] = {"shm", "tcp", "mixed hosts"};
 
 typedef enum { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL,
-               C_BARRIER, C_SEND, C_RECV } call_kind_t;
+               C_BARRIER, C_SEND, C_RECV, C_GATHER, C_SCATTER, C_ALLGATHERV, C_ALLTOALLV,
+               C_REDUCE_SCATTERV } call_kind_t;
 
 /* One rank's call: count is the element count argument (per rank, per peer, recvcount);
  * root is the root, or the peer of a send/recv. */
@@ -66,6 +67,8 @@ typedef struct {
     rcoll_datatype_t dt;
     rcoll_op_t op;
     int root;
+    size_t vc[MAXR]; /* allgatherv, reduce_scatterv: recvcounts; alltoallv: sendcounts (each
+                      * rank expects `count` from every rank) */
 } call_t;
 
 typedef struct {
@@ -76,6 +79,8 @@ typedef struct {
     const char *algo;       /* RCOLL_ALGO of every rank; NULL: unset (the cost model) */
     const char *algo_rank0; /* rank 0's own RCOLL_ALGO: only the algorithm differs */
     int p2p;                /* rank 0 sends call[0], rank 1 receives call[1] */
+    int pair_sizes;         /* alltoallv whose signatures agree but one pair's sizes do not:
+                             * every rank fails, the sentence names alltoallv */
     call_t call[MAXR];
 } case_t;
 
@@ -112,12 +117,13 @@ static double now_s(void)
 
 static call_t allreduce(size_t count, rcoll_datatype_t dt, rcoll_op_t op)
 {
-    return (call_t){C_ALLREDUCE, count, dt, op, 0};
+    return (call_t){.kind = C_ALLREDUCE, .count = count, .dt = dt, .op = op, .root = 0};
 }
 
 static call_t other(call_kind_t kind, size_t count, int root)
 {
-    return (call_t){kind, count, RCOLL_INT32, RCOLL_SUM, root};
+    return (call_t){.kind = kind, .count = count, .dt = RCOLL_INT32, .op = RCOLL_SUM,
+                    .root = root};
 }
 
 static case_t *add_case(int nranks, int place, const char *algo, int warmups, const char *fmt,
@@ -236,13 +242,55 @@ static void add_p2p(int place, size_t sent, size_t expected)
     snprintf(what, sizeof(what), "send %zu B vs recv %zu B", sent, expected);
     case_t *c = add_case(2, place, NULL, 0, "%s, %s, %s, %d ranks", what);
     c->p2p = 1;
-    c->call[0] = (call_t){C_SEND, sent, RCOLL_UINT8, RCOLL_SUM, 1};
-    c->call[1] = (call_t){C_RECV, expected, RCOLL_UINT8, RCOLL_SUM, 0};
+    c->call[0] = (call_t){.kind = C_SEND, .count = sent, .dt = RCOLL_UINT8, .root = 1};
+    c->call[1] = (call_t){.kind = C_RECV, .count = expected, .dt = RCOLL_UINT8, .root = 0};
     snprintf(c->name, sizeof(c->name), "%s, %s, 2 ranks", what, place_name[place]);
+}
+
+/* The rooted and uneven collectives: v(kind, count) gives every rank counts of `count`. */
+static call_t vcall(call_kind_t kind, size_t count, int root, int n)
+{
+    call_t k = other(kind, count, root);
+    for (int i = 0; i < n; i++) k.vc[i] = count;
+    return k;
+}
+
+static void add_vcolls(void)
+{
+    case_t *c = add_case(3, P_SHM, NULL, 2, "%s, %s, %s, %d ranks", "gather root 0 vs 1");
+    for (int r = 0; r < 3; r++) c->call[r] = vcall(C_GATHER, SMALL, r == 2 ? 1 : 0, 3);
+    c = add_case(2, P_TCP, NULL, 2, "%s, %s, %s, %d ranks", "scatter root r on rank r");
+    for (int r = 0; r < 2; r++) c->call[r] = vcall(C_SCATTER, SMALL, r, 2);
+    c = add_case(4, P_MIXED, NULL, 2, "%s, %s, %s, %d ranks", "gather vs scatter (root 0)");
+    for (int r = 0; r < 4; r++) c->call[r] = vcall(r == 3 ? C_SCATTER : C_GATHER, SMALL, 0, 4);
+    /* the last rank's recvcounts differ in rank 0's entry: a different sum */
+    c = add_case(3, P_SHM, NULL, 2, "%s, %s, %s, %d ranks", "allgatherv recvcounts[0] 1000 vs 1024");
+    for (int r = 0; r < 3; r++) c->call[r] = vcall(C_ALLGATHERV, SMALL, 0, 3);
+    c->call[2].vc[0] = 1024;
+    /* the same sum, another distribution: only the digest tells them apart */
+    c = add_case(3, P_TCP, NULL, 2, "%s, %s, %s, %d ranks",
+                 "allgatherv recvcounts {1000,1000,1000} vs {1024,976,1000}");
+    for (int r = 0; r < 3; r++) c->call[r] = vcall(C_ALLGATHERV, SMALL, 0, 3);
+    c->call[2].vc[0] = 1024;
+    c->call[2].vc[1] = 976;
+    c = add_case(2, P_SHM, NULL, 2, "%s, %s, %s, %d ranks", "reduce_scatterv recvcounts[0] 1000 vs 1024");
+    for (int r = 0; r < 2; r++) c->call[r] = vcall(C_REDUCE_SCATTERV, SMALL, 0, 2);
+    c->call[1].vc[0] = 1024;
+    c = add_case(3, P_TCP, NULL, 2, "%s, %s, %s, %d ranks", "alltoallv int32 vs float32");
+    for (int r = 0; r < 3; r++) c->call[r] = vcall(C_ALLTOALLV, SMALL, 0, 3);
+    c->call[2].dt = RCOLL_FLOAT32;
+    for (int p = P_SHM; p <= P_TCP; p++) {
+        c = add_case(3, p, NULL, 2, "%s, %s, %s, %d ranks",
+                     "alltoallv sendcounts[0] 1024 on the last rank, rank 0 expects 1000");
+        c->pair_sizes = 1;
+        for (int r = 0; r < 3; r++) c->call[r] = vcall(C_ALLTOALLV, SMALL, 0, 3);
+        c->call[2].vc[0] = 1024;
+    }
 }
 
 static void build_cases(void)
 {
+    add_vcolls();
     for (int p = P_SHM; p <= P_MIXED; p++) add_allreduce_kinds(p);
     add_bcast_roots(P_SHM, SMALL, 3);
     add_bcast_roots(P_SHM, LARGE, 2);
@@ -261,6 +309,26 @@ static void build_cases(void)
     add_p2p(P_SHM, 400, 4000);
     add_p2p(P_TCP, 4000, 400);
     add_p2p(P_TCP, 400, 4000);
+}
+
+/* The library's digest of a counts array (core/sig.h): FNV-1a over the counts as 64-bit
+ * little-endian words, the two halves XORed. */
+static unsigned long long counts_digest(const size_t *counts, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++) {
+            h ^= ((uint64_t)counts[i] >> (8 * b)) & 0xff;
+            h *= 0x100000001b3ull;
+        }
+    return (unsigned long long)((h >> 32) ^ (h & 0xffffffffull));
+}
+
+static size_t sum_of(const size_t *v, int n)
+{
+    size_t s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s;
 }
 
 /* The signature the library must print for rank r's call in case c. */
@@ -287,6 +355,19 @@ static void sig_of(const case_t *c, int r, char *buf, size_t len)
     case C_BARRIER: snprintf(buf, len, "barrier()"); break;
     case C_SEND: snprintf(buf, len, "send(count=%zu, %s, peer=%d)", k->count, dt, k->root); break;
     case C_RECV: snprintf(buf, len, "recv(count=%zu, %s, peer=%d)", k->count, dt, k->root); break;
+    case C_GATHER:
+    case C_SCATTER:
+        snprintf(buf, len, "%s(count=%zu, %s, root=%d)", k->kind == C_GATHER ? "gather" : "scatter",
+                 k->count, dt, k->root);
+        break;
+    case C_ALLGATHERV:
+    case C_REDUCE_SCATTERV:
+        snprintf(buf, len, "%s(total=%zu, counts digest %08llx, %s%s%s)",
+                 k->kind == C_ALLGATHERV ? "allgatherv" : "reduce_scatterv",
+                 sum_of(k->vc, c->nranks), counts_digest(k->vc, c->nranks), dt,
+                 k->kind == C_ALLGATHERV ? "" : ", ", k->kind == C_ALLGATHERV ? "" : op);
+        break;
+    case C_ALLTOALLV: snprintf(buf, len, "alltoallv(%s)", dt); break;
     }
 }
 
@@ -327,9 +408,23 @@ static void *filled(size_t n, rcoll_datatype_t dt, int rank)
     return b;
 }
 
-static rcoll_status_t call(const call_t *k, void *send, void *recv, rcoll_comm_t comm)
+static rcoll_status_t call(const call_t *k, void *send, void *recv, rcoll_comm_t comm, int rank,
+                           int n)
 {
+    size_t dsp[MAXR], rc[MAXR], rd[MAXR], at = 0;
+    for (int i = 0; i < n; i++) {
+        dsp[i] = at;
+        at += k->vc[i];
+        rc[i] = k->count;
+        rd[i] = (size_t)i * k->count;
+    }
     switch (k->kind) {
+    case C_GATHER: return rcoll_gather(send, recv, k->count, k->dt, k->root, comm);
+    case C_SCATTER: return rcoll_scatter(send, recv, k->count, k->dt, k->root, comm);
+    case C_ALLGATHERV:
+        return rcoll_allgatherv(send, k->vc[rank], recv, k->vc, dsp, k->dt, comm);
+    case C_REDUCE_SCATTERV: return rcoll_reduce_scatterv(send, recv, k->vc, k->dt, k->op, comm);
+    case C_ALLTOALLV: return rcoll_alltoallv(send, k->vc, dsp, recv, rc, rd, k->dt, comm);
     case C_ALLREDUCE: return rcoll_allreduce(send, recv, k->count, k->dt, k->op, comm);
     case C_REDUCE: return rcoll_reduce(send, recv, k->count, k->dt, k->op, k->root, comm);
     case C_BCAST: return rcoll_bcast(send, k->count, k->dt, k->root, comm);
@@ -404,10 +499,11 @@ static int run_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
         return 90;
     }
     const call_t *k = &c->call[rank];
-    int blocks = k->kind == C_REDUCE_SCATTER || k->kind == C_ALLTOALL;
-    int gathers = k->kind == C_ALLGATHER || k->kind == C_ALLTOALL;
-    void *send = filled(blocks ? (size_t)n * k->count : k->count, k->dt, rank);
-    void *recv = filled(gathers ? (size_t)n * k->count : k->count, k->dt, -1);
+    int blocks = k->kind == C_REDUCE_SCATTER || k->kind == C_ALLTOALL || k->kind >= C_GATHER;
+    int gathers = k->kind == C_ALLGATHER || k->kind == C_ALLTOALL || k->kind >= C_GATHER;
+    size_t per = k->kind >= C_GATHER ? 2 * k->count : k->count; /* room for uneven counts */
+    void *send = filled(blocks ? (size_t)n * per : k->count, k->dt, rank);
+    void *recv = filled(gathers ? (size_t)n * per : k->count, k->dt, -1);
     if (!send || !recv) {
         snprintf(s->msg, sizeof(s->msg), "out of memory");
         rcoll_comm_abort(comm);
@@ -422,7 +518,7 @@ static int run_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
 
     phase(s, PH_CALL);
     double t0 = now_s();
-    st = call(k, send, recv, comm);
+    st = call(k, send, recv, comm, rank, n);
     s->took = now_s() - t0;
     s->status = st;
     snprintf(s->msg, sizeof(s->msg), "%s", rcoll_comm_last_error(comm));
@@ -547,7 +643,9 @@ static void check_rank(const case_t *c, int r, const mp_result_t *res)
     }
     /* A chain (broadcast, reduce): a rank upstream of the first mismatch may finish its part;
      * then its next call fails.  Some rank must fail the call itself (run_one checks). */
-    if (s->status == RCOLL_OK && (c->call[r].kind == C_BCAST || c->call[r].kind == C_REDUCE)) {
+    if (s->status == RCOLL_OK && (c->call[r].kind == C_BCAST || c->call[r].kind == C_REDUCE ||
+                                  c->call[r].kind == C_GATHER || c->call[r].kind == C_SCATTER ||
+                                  c->pair_sizes)) {
         CHECK(s->phase > PH_LATER && s->later_status < 0, "%s: rank %d: %s completed its chain "
               "part, but the next collective returned %s", c->name, r, mine,
               rcoll_status_string((rcoll_status_t)s->later_status));
@@ -565,6 +663,12 @@ static void check_rank(const case_t *c, int r, const mp_result_t *res)
         CHECK(strstr(s->msg, "rank 0") && strstr(s->msg, sent) && strstr(s->msg, expected),
               "%s: rank 1's last error names \"rank 0\", %s and %s bytes", c->name, sent,
               expected);
+        return;
+    }
+    if (c->pair_sizes) { /* equal signatures: the sentence names the call and the sizes */
+        CHECK(strstr(s->msg, "alltoallv(int32)") && strstr(s->msg, "4096") &&
+                  strstr(s->msg, "4000"), "%s: rank %d's last error names alltoallv(int32) and "
+              "both sizes (4096 and 4000 bytes)", c->name, r);
         return;
     }
     char why[256];

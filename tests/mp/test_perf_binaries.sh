@@ -49,6 +49,8 @@ check broadcast_perf "${common[@]}" -d all -r -1
 check reduce_perf "${common[@]}" -d float,int8,half -o all -r -1
 check alltoall_perf "${common[@]}" -d all
 check sendrecv_perf "${common[@]}" -d all
+check gather_perf "${common[@]}" -d all -r -1
+check scatter_perf "${common[@]}" -d all -r -1
 check all_reduce_perf -b 1M -e 8M -f 8 -n 2 -w 1 -z 1
 check reduce_scatter_perf -b 1M -e 8M -f 8 -n 2 -w 1 -m 3
 # Single-copy shared memory (process_vm_readv), checked to be on for every connection.

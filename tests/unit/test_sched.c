@@ -6,6 +6,9 @@
  * checks the result against a reference computed directly from the inputs.  A send completes
  * (and its data is read) only when the message is delivered into one of the receiver's
  * WINDOW posted receives; a step that waits for its own earlier send therefore really waits.
+ * The rooted and uneven schedules (gather, scatter, all-gather-v, reduce-scatter-v,
+ * all-to-all-v) run over count patterns with zeros; every message's `more` flag (its tag)
+ * must equal its receive's.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +29,7 @@ typedef struct {
     size_t off, count;
     uint64_t *data;  /* the payload: a snapshot taken at delivery (or the staged values) */
     int delivered;
+    int more;        /* the step's `more` flag (its tag): must equal the receive's */
 } msg_t;
 
 #define WINDOW 2 /* receives a rank keeps posted per link: the first WINDOW messages land */
@@ -43,12 +47,34 @@ typedef struct {
     uint64_t unconsumed_sends[SCAP]; /* steps whose sends are not delivered yet */
     int nunconsumed;
     uint64_t sent_elems;
+    size_t vc[MAXN], vd[MAXN], rc[MAXN], rd[MAXN]; /* uneven kinds: this rank's arrays */
 } sim_rank_t;
 
-enum { K_RING_AR, K_BCAST, K_RD_AR, K_AG, K_RS, K_REDUCE, K_A2A, K_TREE, K_NKINDS };
+enum { K_RING_AR, K_BCAST, K_RD_AR, K_AG, K_RS, K_REDUCE, K_A2A, K_TREE, K_NKINDS,
+       /* rooted and uneven: simulated over count patterns (vpattern) */
+       K_GATHER = K_NKINDS, K_SCATTER, K_AGV, K_RSV, K_A2AV, K_VEND };
 static const char *const kind_name[] = {"ring allreduce", "chain bcast", "recursive doubling",
                                         "ring allgather", "ring reduce-scatter", "chain reduce",
-                                        "pairwise alltoall", "double binary tree"};
+                                        "pairwise alltoall", "double binary tree",
+                                        "linear gather", "linear scatter", "ring allgatherv",
+                                        "ring reduce-scatterv", "pairwise alltoallv"};
+
+/* Uneven counts: pattern p of block b (of n), scaled by count; a2a_count for the pair. */
+static int vpattern;
+static size_t vblock(size_t count, int b, int n)
+{
+    switch (vpattern) {
+    case 0: return count;                                      /* equal */
+    case 1: return b % 3 == 1 ? 0 : count + (size_t)b * 7;     /* uneven, zeros */
+    case 2: return b == n - 1 ? count * 3 + 1 : 0;             /* one rank only */
+    default: return (size_t)b * count / 2;                     /* rank 0 empty, growing */
+    }
+}
+
+static size_t a2a_count(size_t count, int from, int to)
+{
+    return vpattern == 0 ? count : (size_t)((from * 3 + to * 5 + vpattern) % 4) * count / 2;
+}
 
 static int send_done(const sim_rank_t *r, int64_t j)
 {
@@ -97,9 +123,79 @@ static int deliver(sim_rank_t *R, link_t L[MAXN][MAXN], int n)
 static uint64_t val(int r, size_t i) { return (uint64_t)(r + 1) * 1000003u + i * 7u; }
 
 /* Buffers, initial contents and the expected result of rank r. */
+static void setup_vrank(sim_rank_t *me, int kind, int n, int r, size_t count, int root)
+{
+    size_t slen = 1, dlen = 1, nb = (size_t)n * count;
+    size_t *vc = me->vc, *vd = me->vd, *rc = me->rc, *rd = me->rd, at = 0, total = 0;
+    if (kind == K_GATHER) slen = count, dlen = r == root ? nb : 1;
+    if (kind == K_SCATTER) slen = r == root ? nb : 1, dlen = count;
+    if (kind == K_AGV || kind == K_RSV) {
+        for (int b = n - 1; b >= 0; b--) { /* all-gather-v: reverse order with gaps of 2 */
+            vc[b] = vblock(count, b, n);
+            total += vc[b];
+        }
+        for (int b = kind == K_AGV ? n - 1 : 0; b >= 0 && b < n; b += kind == K_AGV ? -1 : 1) {
+            vd[b] = at; /* reduce-scatter-v: the prefix sums (as the core computes them) */
+            at += vc[b] + (kind == K_AGV ? 2 : 0);
+        }
+        if (kind == K_AGV) dlen = at;
+        else slen = total, dlen = vc[r];
+    }
+    if (kind == K_A2AV) {
+        for (int j = n - 1; j >= 0; j--) {
+            vc[j] = a2a_count(count, r, j);
+            vd[j] = slen - 1;
+            slen += vc[j];
+        }
+        for (int j = 0; j < n; j++) {
+            rc[j] = a2a_count(count, j, r);
+            rd[j] = dlen - 1;
+            dlen += rc[j] + 1;
+        }
+    }
+    me->src = calloc(slen + 1, sizeof(uint64_t));
+    me->dst = calloc(dlen + 1, sizeof(uint64_t));
+    me->ref = calloc(dlen + 1, sizeof(uint64_t));
+    me->dlen_checked = dlen;
+    switch (kind) {
+    case K_GATHER:
+        for (size_t i = 0; i < count; i++) me->src[i] = val(r, i);
+        for (size_t i = 0; r == root && i < nb; i++) me->ref[i] = val((int)(i / count), i % count);
+        if (r == root) memcpy(me->dst + (size_t)r * count, me->src, count * sizeof(uint64_t));
+        if (r != root) me->dlen_checked = 0;
+        break;
+    case K_SCATTER:
+        for (size_t i = 0; r == root && i < nb; i++) me->src[i] = val((int)(i / count), i % count);
+        for (size_t i = 0; i < count; i++) me->ref[i] = val(r, i);
+        if (r == root) memcpy(me->dst, me->src + (size_t)r * count, count * sizeof(uint64_t));
+        break;
+    case K_AGV:
+        for (int b = 0; b < n; b++)
+            for (size_t i = 0; i < vc[b]; i++) me->ref[vd[b] + i] = val(b, i);
+        for (size_t i = 0; i < vc[r]; i++) me->dst[vd[r] + i] = val(r, i);
+        break;
+    case K_RSV:
+        for (size_t i = 0; i < total; i++) me->src[i] = val(r, i);
+        for (size_t i = 0; i < vc[r]; i++)
+            for (int q = 0; q < n; q++) me->ref[i] += val(q, vd[r] + i);
+        break;
+    case K_A2AV:
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < vc[j]; i++) me->src[vd[j] + i] = val(r, (size_t)j * 4096 + i);
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < rc[j]; i++) me->ref[rd[j] + i] = val(j, (size_t)r * 4096 + i);
+        memcpy(me->dst + rd[r], me->src + vd[r], vc[r] * sizeof(uint64_t));
+        break;
+    }
+}
+
 static void setup_rank(sim_rank_t *me, int kind, int n, int r, size_t count, int root,
                        int inplace)
 {
+    if (kind >= K_NKINDS) {
+        setup_vrank(me, kind, n, r, count, root);
+        return;
+    }
     size_t nb = (size_t)n * count;
     size_t slen = count, dlen = count;
     if (kind == K_AG) slen = 0, dlen = nb;
@@ -158,9 +254,22 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
         R[r].nunconsumed = 0;
         R[r].sent_elems = 0;
         setup_rank(&R[r], kind, n, r, count, root, inplace);
+        switch (kind) { /* the uneven ones read the arrays setup_rank made */
+        case K_GATHER: rcoll_sched_linear_gather(&R[r].s, n, r, root, count, chunk); break;
+        case K_SCATTER: rcoll_sched_linear_scatter(&R[r].s, n, r, root, count, chunk); break;
+        case K_AGV: rcoll_sched_ring_allgatherv(&R[r].s, n, r, R[r].vc, R[r].vd, chunk); break;
+        case K_RSV:
+            rcoll_sched_ring_reduce_scatterv(&R[r].s, n, r, R[r].vc, R[r].vd, chunk);
+            break;
+        case K_A2AV:
+            rcoll_sched_pairwise_alltoallv(&R[r].s, n, r, R[r].vc, R[r].vd, R[r].rc, R[r].rd,
+                                           chunk);
+            break;
+        }
         for (int f = 0; f < n; f++) L[r][f].head = L[r][f].n = 0;
     }
-    int ring_only = kind != K_RD_AR && kind != K_A2A && kind != K_TREE;
+    int ring_only = kind != K_RD_AR && kind != K_A2A && kind != K_TREE && kind != K_GATHER &&
+                    kind != K_SCATTER && kind != K_A2AV;
     int err = 0;
     int progress = 1;
     while (progress && !err) {
@@ -170,12 +279,12 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
             while (me->k < me->s.nsteps) {
                 rcoll_step_t st;
                 rcoll_sched_step(&me->s, me->k, &st);
-                msg_t m = {0, 0, 0, 0, 0, NULL, 0};
+                msg_t m = {0, 0, 0, 0, 0, NULL, 0, 0};
                 link_t *in = st.has_recv ? &L[r][st.recv_peer] : NULL;
                 if (st.has_recv) {
                     if (in->n == 0 || !in->q[in->head].delivered) break;
                     m = in->q[in->head];
-                    if (m.count != st.count) {
+                    if (m.count != st.count || m.more != st.more) {
                         fprintf(stderr, "rank %d step %llu: got %zu elements, expected %zu\n",
                                 r, (unsigned long long)me->k, m.count, st.count);
                         err = 1;
@@ -225,7 +334,7 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
                     }
                     size_t off = st.send_buf == RCOLL_BUF_DST ? st.doff : st.off;
                     out->q[(out->head + out->n) % QCAP] =
-                        (msg_t){r, me->k, st.send_buf, off, st.count, stage, 0};
+                        (msg_t){r, me->k, st.send_buf, off, st.count, stage, 0, st.more};
                     out->n++;
                     me->unconsumed_sends[me->nunconsumed++] = me->k;
                     me->sent_elems += st.count;
@@ -255,7 +364,8 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
                 free(L[r][f].q[(L[r][f].head + i) % QCAP].data);
         }
         /* One rank: the core copies (tested by the collective tests), no schedule runs. */
-        int checked = n > 1 || kind == K_BCAST || kind == K_AG || kind == K_A2A;
+        int checked = n > 1 || kind == K_BCAST || kind == K_AG || kind == K_A2A ||
+                      (kind >= K_NKINDS && kind != K_RSV);
         for (size_t i = 0; checked && i < R[r].dlen_checked && !err; i++)
             if (R[r].dst[i] != R[r].ref[i]) {
                 fprintf(stderr, "rank %d element %zu: %llu != %llu\n", r, i,
@@ -270,6 +380,14 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
     case K_RING_AR: case K_TREE: want = 2 * (nn - 1) * c; break;
     case K_BCAST: case K_REDUCE: want = (nn - 1) * c; break;
     case K_AG: case K_RS: case K_A2A: want = nn * (nn - 1) * c; break;
+    case K_GATHER: case K_SCATTER: want = (nn - 1) * c; break;
+    case K_AGV: case K_RSV: /* every block but its owner's (or target's) reaches n-1 ranks */
+        for (int b = 0; b < n; b++) want += (nn - 1) * R[0].vc[b];
+        break;
+    case K_A2AV:
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) want += i != j ? a2a_count(count, i, j) : 0;
+        break;
     default: want = total_sent; break; /* doubling: log2(p) vectors per rank plus folds */
     }
     if (!err && n > 1 && total_sent != want) {
@@ -309,6 +427,22 @@ int main(void)
                         }
                 }
             }
+    /* The rooted and uneven schedules: every count pattern, ranks 1..9, small blocks. */
+    static const size_t vcounts[] = {0, 1, 2, 5, 13, 40};
+    for (int n = 1; n <= 9; n++)
+        for (size_t ci = 0; ci < 4; ci++)
+            for (size_t c = 0; c < sizeof(vcounts) / sizeof(vcounts[0]); c++)
+                for (vpattern = 0; vpattern < 4; vpattern++)
+                    for (int kind = K_NKINDS; kind < K_VEND; kind++) {
+                        int rooted = kind == K_GATHER || kind == K_SCATTER;
+                        if (rooted && vpattern) continue; /* even by definition */
+                        for (int root = 0; root < (rooted ? n : 1); root++) {
+                            int bad = simulate(kind, n, vcounts[c], chunks[ci], root, 0);
+                            CHECK(!bad, "%s n=%d count=%zu pattern=%d chunk=%zu root=%d",
+                                  kind_name[kind], n, vcounts[c], vpattern, chunks[ci], root);
+                            configs++;
+                        }
+                    }
     /* Step counts: 2n-1 per loop for the ring, one per chunk for the chain. */
     rcoll_sched_t s;
     rcoll_sched_ring_allreduce(&s, 4, 0, 100, 10);
