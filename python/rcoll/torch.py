@@ -124,7 +124,7 @@ class _Worker(threading.Thread):
         self.comm = comm
         self.cv = threading.Condition()
         self.pending: "collections.deque[_Job]" = collections.deque()
-        self.busy = False      # the communicator is in use (this thread, or a caller's job)
+        self.owner: Optional[str] = None  # who uses the communicator: "caller", "worker"
         self.stopping = False
         self.error: Optional[BaseException] = None
 
@@ -179,9 +179,10 @@ class _Worker(threading.Thread):
     # --- the caller's side ----------------------------------------------------------------
     def submit(self, job: _Job) -> None:
         with self.cv:
-            now = not job.p2p and not self.pending and not self.busy and not self.stopping
+            now = (not job.p2p and not self.pending and self.owner is None and
+                   not self.stopping)
             if now:
-                self.busy = True
+                self.owner = "caller"
             else:
                 self.pending.append(job)
                 self.cv.notify()
@@ -194,7 +195,7 @@ class _Worker(threading.Thread):
                 self._done(job)
         finally:
             with self.cv:
-                self.busy = False
+                self.owner = None
                 if self.pending:  # jobs queued meanwhile: the worker takes them now
                     self.cv.notify()
 
@@ -203,7 +204,8 @@ class _Worker(threading.Thread):
         inflight: "collections.deque" = collections.deque()
         while True:
             with self.cv:
-                while not inflight and (not self.pending or self.busy) and not self.stopping:
+                while (not inflight and (not self.pending or self.owner == "caller") and
+                       not self.stopping):
                     self.cv.wait()
                 if self.stopping and not inflight:
                     for j in self.pending:
@@ -211,10 +213,10 @@ class _Worker(threading.Thread):
                     self.pending.clear()
                     return
                 jobs: List[_Job] = []
-                if self.pending and (inflight or not self.busy):
+                if self.pending and self.owner != "caller":
                     jobs = list(self.pending)
                     self.pending.clear()
-                    self.busy = True
+                    self.owner = "worker"
             for j in jobs:
                 reqs = self._post(j)
                 if reqs is None:
@@ -231,8 +233,8 @@ class _Worker(threading.Thread):
                 self._done(job)
             if not inflight:
                 with self.cv:
-                    if not jobs or not self.pending:
-                        self.busy = False
+                    if not self.pending:  # else it takes them at once, still the owner
+                        self.owner = None
             elif not jobs:
                 time.sleep(0)  # polling a send or receive: let the others run
 
