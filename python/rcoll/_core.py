@@ -428,6 +428,115 @@ class Communicator:
         return self._run("alltoall", [s.addr, r.addr, r.count // n, r.dt, self._handle()],
                          async_op, (s, r))
 
+    # --- rooted and uneven collectives (libraries that have them) ------------------------
+    def _need(self, fn: str) -> None:
+        if not _lib.has("rcoll_" + fn):
+            raise NotImplementedError(f"{fn}: the loaded librcoll ({_lib.path}) lacks it")
+
+    @staticmethod
+    def _sizes(values: Sequence[int], n: int, what: str):
+        vals = [int(v) for v in values]
+        if len(vals) != n or any(v < 0 for v in vals):
+            raise ValueError(f"{what}: {n} non-negative entries expected, got {vals[:8]}")
+        return (ctypes.c_size_t * n)(*vals)
+
+    @staticmethod
+    def _offsets(counts: Sequence[int]) -> List[int]:
+        out, at = [], 0
+        for c in counts:
+            out.append(at)
+            at += int(c)
+        return out
+
+    def gather(self, sendbuf: Optional[BufferLike], recvbuf: Optional[BufferLike],
+               root: int = 0, *, dtype: Optional[int] = None, async_op: bool = False):
+        """recvbuf on ``root`` (size x count elements) = every rank's sendbuf in rank order;
+        other ranks pass recvbuf=None.  At the root, sendbuf None: its block is in place."""
+        self._need("gather")
+        n = self.size
+        r = _Buf(recvbuf, dtype, True, "gather recvbuf") if recvbuf is not None else None
+        s = _Buf(sendbuf, dtype if dtype is not None else (r.dt if r else None), False,
+                 "gather sendbuf") if sendbuf is not None else None
+        if s is None and r is None:
+            raise ValueError("gather: sendbuf and recvbuf are both None")
+        if r is not None and r.count % n:
+            raise ValueError(f"gather: recvbuf has {r.count} elements, not a multiple of {n}")
+        count = s.count if s is not None else r.count // n
+        dt = s.dt if s is not None else r.dt
+        return self._run("gather", [IN_PLACE if s is None else s.addr,
+                                    None if r is None else r.addr, count, dt, int(root),
+                                    self._handle()], async_op, (s, r))
+
+    def scatter(self, sendbuf: Optional[BufferLike], recvbuf: Optional[BufferLike],
+                root: int = 0, *, dtype: Optional[int] = None, async_op: bool = False):
+        """Block r of the root's sendbuf (size x count elements) lands in rank r's recvbuf;
+        other ranks pass sendbuf=None.  At the root, recvbuf None leaves its block in place."""
+        self._need("scatter")
+        n = self.size
+        s = _Buf(sendbuf, dtype, False, "scatter sendbuf") if sendbuf is not None else None
+        r = _Buf(recvbuf, dtype if dtype is not None else (s.dt if s else None), True,
+                 "scatter recvbuf") if recvbuf is not None else None
+        if s is None and r is None:
+            raise ValueError("scatter: sendbuf and recvbuf are both None")
+        if s is not None and s.count % n:
+            raise ValueError(f"scatter: sendbuf has {s.count} elements, not a multiple of {n}")
+        count = r.count if r is not None else s.count // n
+        dt = r.dt if r is not None else s.dt
+        return self._run("scatter", [None if s is None else s.addr,
+                                     IN_PLACE if r is None else r.addr, count, dt, int(root),
+                                     self._handle()], async_op, (s, r))
+
+    def allgatherv(self, sendbuf: Optional[BufferLike], recvbuf: BufferLike,
+                   counts: Sequence[int], displs: Optional[Sequence[int]] = None, *,
+                   dtype: Optional[int] = None, async_op: bool = False):
+        """Rank i's counts[i] elements land at recvbuf + displs[i] (default: packed in rank
+        order) on every rank; sendbuf None: this rank's block is already in place."""
+        self._need("allgatherv")
+        n = self.size
+        s, r = self._pair(sendbuf, recvbuf, dtype, "allgatherv")
+        c = self._sizes(counts, n, "allgatherv counts")
+        d = self._sizes(displs if displs is not None else self._offsets(counts), n,
+                        "allgatherv displs")
+        mine = int(counts[self.rank])
+        if s is not None and s.count != mine:
+            raise ValueError(f"allgatherv: sendbuf has {s.count} elements, counts[{self.rank}] "
+                             f"is {mine}")
+        return self._run("allgatherv", [IN_PLACE if s is None else s.addr, mine, r.addr, c, d,
+                                        r.dt, self._handle()], async_op, (s, r, c, d))
+
+    def alltoallv(self, sendbuf: BufferLike, sendcounts: Sequence[int], recvbuf: BufferLike,
+                  recvcounts: Sequence[int], sdispls: Optional[Sequence[int]] = None,
+                  rdispls: Optional[Sequence[int]] = None, *, dtype: Optional[int] = None,
+                  async_op: bool = False):
+        """sendcounts[j] elements go to rank j; recvcounts[i] come from rank i (displacements
+        default to packed blocks in rank order)."""
+        self._need("alltoallv")
+        n = self.size
+        s, r = self._pair(sendbuf, recvbuf, dtype, "alltoallv")
+        if s is None:
+            raise ValueError("alltoallv: not in place")
+        sc = self._sizes(sendcounts, n, "alltoallv sendcounts")
+        rc = self._sizes(recvcounts, n, "alltoallv recvcounts")
+        sd = self._sizes(sdispls if sdispls is not None else self._offsets(sendcounts), n,
+                         "alltoallv sdispls")
+        rd = self._sizes(rdispls if rdispls is not None else self._offsets(recvcounts), n,
+                         "alltoallv rdispls")
+        return self._run("alltoallv", [s.addr, sc, sd, r.addr, rc, rd, r.dt, self._handle()],
+                         async_op, (s, r, sc, sd, rc, rd))
+
+    def reduce_scatterv(self, sendbuf: Optional[BufferLike], recvbuf: BufferLike,
+                        counts: Sequence[int], op: int = Op.SUM, *,
+                        dtype: Optional[int] = None, async_op: bool = False):
+        """Reduce sendbuf (blocks of counts[i] elements in rank order) over ranks; rank i gets
+        block i (counts[i] elements) in recvbuf.  sendbuf None: the input is in recvbuf."""
+        self._need("reduce_scatterv")
+        n = self.size
+        s, r = self._pair(sendbuf, recvbuf, dtype, "reduce_scatterv")
+        c = self._sizes(counts, n, "reduce_scatterv counts")
+        return self._run("reduce_scatterv", [IN_PLACE if s is None else s.addr, r.addr, c,
+                                             r.dt, int(op), self._handle()], async_op,
+                         (s, r, c))
+
     def barrier(self, *, async_op: bool = False):
         """Return once every rank has entered the barrier."""
         return self._run("barrier", [self._handle()], async_op, ())

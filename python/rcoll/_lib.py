@@ -109,6 +109,18 @@ _proto("rcoll_test", c_status, _P(c_req), _P(_INT))
 _proto("rcoll_wait", c_status, _P(c_req))
 
 # Optional entry points (newer libraries): looked up, never required.
+_SZP = _P(_SZ)
+for _b in ("", "i"):
+    _tail = [_P(c_req)] if _b else []
+    if hasattr(lib, f"rcoll_{_b}gather"):
+        _proto(f"rcoll_{_b}gather", c_status, _VP, _VP, _SZ, _INT, _INT, c_comm, *_tail)
+        _proto(f"rcoll_{_b}scatter", c_status, _VP, _VP, _SZ, _INT, _INT, c_comm, *_tail)
+        _proto(f"rcoll_{_b}allgatherv", c_status, _VP, _SZ, _VP, _SZP, _SZP, _INT, c_comm,
+               *_tail)
+        _proto(f"rcoll_{_b}alltoallv", c_status, _VP, _SZP, _SZP, _VP, _SZP, _SZP, _INT,
+               c_comm, *_tail)
+        _proto(f"rcoll_{_b}reduce_scatterv", c_status, _VP, _VP, _SZP, _INT, _INT, c_comm,
+               *_tail)
 if hasattr(lib, "rcoll_comm_init_rank_config"):
     _proto("rcoll_comm_init_rank_config", c_status, _INT, _P(UniqueIdStruct), _INT,
            _P(CommConfig), _P(c_comm))

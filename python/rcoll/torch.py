@@ -84,6 +84,18 @@ class _Tensor:
             self.orig.copy_(self.t)
 
 
+def _sizes(values: Sequence[int]) -> Any:
+    return (ctypes.c_size_t * len(values))(*[int(v) for v in values])
+
+
+def _offsets(counts: Sequence[int]) -> List[int]:
+    out, at = [], 0
+    for c in counts:
+        out.append(at)
+        at += int(c)
+    return out
+
+
 def _op(call: str, reduce_op: Any) -> int:
     op = _OPS.get(reduce_op)
     if op is None:
@@ -398,17 +410,25 @@ class ProcessGroupRcoll(dist.ProcessGroup):
         if len(outs) != n:
             raise _fail(call, f"{len(outs)} output tensors for {n} ranks")
         i = _Tensor(call, inp, write_back=False)
-        if any(o.numel() != i.count or o.dtype != inp.dtype for o in outs):
-            raise _fail(call, "output tensors of another size or dtype than the input "
-                        "(uneven all_gather is not supported yet)")
-        flat = torch.empty(n * i.count, dtype=i.t.dtype)
+        if any(o.dtype != inp.dtype for o in outs):
+            raise _fail(call, "output tensors of another dtype than the input")
+        counts = [o.numel() for o in outs]
+        if counts[self.rank()] != i.count:
+            raise _fail(call, f"this rank's output tensor has {counts[self.rank()]} elements, "
+                        f"its input {i.count}")
+        flat = torch.empty(sum(counts), dtype=i.t.dtype)
         f = _Tensor(call, flat)
+        offs = _offsets(counts)
 
         def unflatten() -> None:
             for r, o in enumerate(outs):
-                o.copy_(flat[r * i.count:(r + 1) * i.count].view_as(o))
-        return self._submit(call, "allgather", [[i.addr, f.addr, i.count, i.dt]],
-                            [list(outs)], (i, f), unflatten)
+                o.copy_(flat[offs[r]:offs[r] + counts[r]].view_as(o))
+        if len(set(counts)) == 1:
+            return self._submit(call, "allgather", [[i.addr, f.addr, i.count, i.dt]],
+                                [list(outs)], (i, f), unflatten)
+        c, d = _sizes(counts), _sizes(offs)  # uneven: rcoll_allgatherv
+        return self._submit(call, "allgatherv", [[i.addr, i.count, f.addr, c, d, i.dt]],
+                            [list(outs)], (i, f, c, d), unflatten)
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
         call = "reduce_scatter_tensor"
@@ -426,43 +446,67 @@ class ProcessGroupRcoll(dist.ProcessGroup):
             raise _fail(call, "one output tensor and one input list per call")
         out, ins = output_tensors[0], input_tensors[0]
         n = self.size()
-        if len(ins) != n or any(t.numel() != out.numel() for t in ins):
-            raise _fail(call, f"{n} input tensors of the output's size expected "
-                        "(uneven reduce_scatter is not supported yet)")
+        if len(ins) != n:
+            raise _fail(call, f"{n} input tensors expected, got {len(ins)}")
+        counts = [t.numel() for t in ins]
+        if counts[self.rank()] != out.numel():
+            raise _fail(call, f"input {self.rank()} has {counts[self.rank()]} elements, the "
+                        f"output {out.numel()}")
         flat = torch.cat([t.reshape(-1) for t in ins])
-        return self._reduce_scatter_base(out, flat, opts)
+        if len(set(counts)) == 1:
+            return self._reduce_scatter_base(out, flat, opts)
+        op = _op(call, opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        o, i = _Tensor(call, out), _Tensor(call, flat, write_back=False)
+        c = _sizes(counts)  # uneven: rcoll_reduce_scatterv
+        return self._submit(call, "reduce_scatterv", [[i.addr, o.addr, c, o.dt, op]], [out],
+                            (o, i, c), o.done)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,  # noqa: A002
                       opts=None):
         call = "all_to_all_single"
         n = self.size()
-        for splits in (output_split_sizes, input_split_sizes):
-            if splits and len(set(splits)) != 1:
-                raise _fail(call, "uneven splits are not supported yet")
         o, i = _Tensor(call, output), _Tensor(call, input, write_back=False)
-        if o.count != i.count or i.count % n:
-            raise _fail(call, f"input and output must hold the same multiple of {n} elements")
-        return self._submit(call, "alltoall", [[i.addr, o.addr, i.count // n, i.dt]], [output],
-                            (o, i), o.done)
+        if not output_split_sizes and not input_split_sizes:
+            if o.count != i.count or i.count % n:
+                raise _fail(call, f"input and output must hold the same multiple of {n} "
+                            "elements")
+            return self._submit(call, "alltoall", [[i.addr, o.addr, i.count // n, i.dt]],
+                                [output], (o, i), o.done)
+        # splits are in rows of the first dimension: elements = rows x the other dimensions
+        row_in = i.count // max(input.shape[0], 1) if input.dim() else 1
+        row_out = o.count // max(output.shape[0], 1) if output.dim() else 1
+        sc = [x * row_in for x in input_split_sizes] if input_split_sizes else \
+            [i.count // n] * n
+        rc = [x * row_out for x in output_split_sizes] if output_split_sizes else \
+            [o.count // n] * n
+        if len(sc) != n or len(rc) != n or sum(sc) != i.count or sum(rc) != o.count:
+            raise _fail(call, f"splits {list(input_split_sizes)} / {list(output_split_sizes)} "
+                        f"do not cover the tensors ({i.count} and {o.count} elements)")
+        a, b, c, d = _sizes(sc), _sizes(_offsets(sc)), _sizes(rc), _sizes(_offsets(rc))
+        return self._submit(call, "alltoallv", [[i.addr, a, b, o.addr, c, d, i.dt]], [output],
+                            (o, i, a, b, c, d), o.done)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         call = "all_to_all"
         n = self.size()
         if len(output_tensors) != n or len(input_tensors) != n:
             raise _fail(call, f"{n} input and {n} output tensors expected")
-        sizes = {t.numel() for t in list(output_tensors) + list(input_tensors)}
-        if len(sizes) != 1:
-            raise _fail(call, "tensors of different sizes are not supported yet")
-        per = sizes.pop()
+        sc = [t.numel() for t in input_tensors]
+        rc = [t.numel() for t in output_tensors]
         fi = _Tensor(call, torch.cat([t.reshape(-1) for t in input_tensors]), write_back=False)
-        flat_out = torch.empty(n * per, dtype=fi.t.dtype)
+        flat_out = torch.empty(sum(rc), dtype=fi.t.dtype)
         fo = _Tensor(call, flat_out)
+        roff = _offsets(rc)
 
         def unflatten() -> None:
             for r, o in enumerate(output_tensors):
-                o.copy_(flat_out[r * per:(r + 1) * per].view_as(o))
-        return self._submit(call, "alltoall", [[fi.addr, fo.addr, per, fi.dt]],
-                            list(output_tensors), (fi, fo), unflatten)
+                o.copy_(flat_out[roff[r]:roff[r] + rc[r]].view_as(o))
+        if len(set(sc + rc)) == 1:
+            return self._submit(call, "alltoall", [[fi.addr, fo.addr, sc[0], fi.dt]],
+                                list(output_tensors), (fi, fo), unflatten)
+        a, b, c, d = _sizes(sc), _sizes(_offsets(sc)), _sizes(rc), _sizes(roff)
+        return self._submit(call, "alltoallv", [[fi.addr, a, b, fo.addr, c, d, fi.dt]],
+                            list(output_tensors), (fi, fo, a, b, c, d), unflatten)
 
     def barrier(self, opts=None):
         def post(h: Any) -> List[Any]:
@@ -494,10 +538,43 @@ class ProcessGroupRcoll(dist.ProcessGroup):
         raise _fail("recv from any source", "rcoll receives from a named rank only")
 
     def gather(self, output_tensors, input_tensors, opts=None):
-        raise _fail("gather", "not supported yet")
+        call = "gather"
+        root = opts.rootRank if opts is not None else 0
+        n = self.size()
+        if len(input_tensors) != 1:
+            raise _fail(call, "one input tensor per call")
+        i = _Tensor(call, input_tensors[0], write_back=False)
+        if self.rank() != root:
+            return self._submit(call, "gather", [[i.addr, None, i.count, i.dt, root]], [], (i,))
+        outs = output_tensors[0] if output_tensors else []
+        if len(outs) != n or any(o.numel() != i.count or o.dtype != input_tensors[0].dtype
+                                 for o in outs):
+            raise _fail(call, f"the root needs {n} output tensors of the input's size and dtype")
+        flat = torch.empty(n * i.count, dtype=i.t.dtype)
+        f = _Tensor(call, flat)
+
+        def unflatten() -> None:
+            for r, o in enumerate(outs):
+                o.copy_(flat[r * i.count:(r + 1) * i.count].view_as(o))
+        return self._submit(call, "gather", [[i.addr, f.addr, i.count, i.dt, root]],
+                            [list(outs)], (i, f), unflatten)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
-        raise _fail("scatter", "not supported yet")
+        call = "scatter"
+        root = opts.rootRank if opts is not None else 0
+        n = self.size()
+        if len(output_tensors) != 1:
+            raise _fail(call, "one output tensor per call")
+        o = _Tensor(call, output_tensors[0])
+        if self.rank() != root:
+            return self._submit(call, "scatter", [[None, o.addr, o.count, o.dt, root]],
+                                [output_tensors[0]], (o,), o.done)
+        ins = input_tensors[0] if input_tensors else []
+        if len(ins) != n or any(t.numel() != o.count for t in ins):
+            raise _fail(call, f"the root needs {n} input tensors of the output's size")
+        f = _Tensor(call, torch.cat([t.reshape(-1) for t in ins]), write_back=False)
+        return self._submit(call, "scatter", [[f.addr, o.addr, o.count, o.dt, root]],
+                            [output_tensors[0]], (o, f), o.done)
 
 
 def _create(store, rank, size, timeout):

@@ -132,6 +132,36 @@ def collectives(comm, rank, n):
     comm.allreduce(None, bf, dtype=rcoll.Datatype.BFLOAT16)
     want = np.array([1.0 * n, 2.0 * n], np.float32).view(np.uint32) >> 16
     assert np.array_equal(bf, want.astype(np.uint16)), bf
+    # rooted and uneven collectives (counts include a zero)
+    root = n - 1
+    mine = data(rank, 4, np.int32)
+    gat = np.zeros(4 * n, np.int32) if rank == root else None
+    comm.gather(mine, gat, root=root)
+    if rank == root:
+        assert np.array_equal(gat, np.concatenate([data(r, 4, np.int32) for r in range(n)]))
+    full = np.arange(3 * n, dtype=np.float64) if rank == 0 else None
+    part = np.zeros(3, np.float64)
+    comm.scatter(full, part, root=0)
+    assert np.array_equal(part, np.arange(3 * n, dtype=np.float64)[3 * rank:3 * rank + 3])
+    counts = [(r * 2) % 5 for r in range(n)]  # rank 0 sends nothing
+    gv = np.zeros(sum(counts), np.int64)
+    comm.allgatherv(data(rank, counts[rank], np.int64), gv, counts)
+    assert np.array_equal(gv, np.concatenate([data(r, counts[r], np.int64) for r in range(n)]))
+    # alltoallv: rank i sends i + j + 1 elements (value 100 i + j) to rank j
+    sc = [rank + j + 1 for j in range(n)]
+    rc = [i + rank + 1 for i in range(n)]
+    sbuf = np.concatenate([np.full(sc[j], 100 * rank + j, np.int32) for j in range(n)])
+    rbuf = np.zeros(sum(rc), np.int32)
+    comm.alltoallv(sbuf, sc, rbuf, rc)
+    want = np.concatenate([np.full(rc[i], 100 * i + rank, np.int32) for i in range(n)])
+    assert np.array_equal(rbuf, want)
+    rs_counts = [r + 1 for r in range(n)]
+    src = data(rank, sum(rs_counts), np.float32)
+    out = np.zeros(rs_counts[rank], np.float32)
+    comm.reduce_scatterv(src, out, rs_counts)
+    tot = sum(data(r, sum(rs_counts), np.float32) for r in range(n))
+    off = sum(rs_counts[:rank])
+    assert np.array_equal(out, tot[off:off + rs_counts[rank]])
     # split into even and odd ranks, dup
     sub = comm.split(rank % 2, rank)
     with sub:

@@ -160,6 +160,44 @@ def calls_vs_gloo(rank, n, gloo):
     lst_out = [torch.empty(3) for _ in range(n)]
     dist.all_to_all(lst_out, lst_in)
     check("all_to_all", torch.cat(lst_out), a2a_ref)
+    # gather and scatter (every root), against gloo
+    for root in range(n):
+        src = torch.arange(6, dtype=torch.float32) + 10 * rank
+        outs = [torch.zeros(6) for _ in range(n)] if rank == root else None
+        refs = [torch.zeros(6) for _ in range(n)] if rank == root else None
+        dist.gather(src, outs, dst=root)
+        dist.gather(src, refs, dst=root, group=gloo)
+        if rank == root:
+            check(f"gather root {root}", torch.stack(outs), torch.stack(refs))
+        parts = [torch.arange(4, dtype=torch.int64) + 100 * j for j in range(n)] \
+            if rank == root else None
+        o = torch.zeros(4, dtype=torch.int64)
+        r = torch.zeros(4, dtype=torch.int64)
+        dist.scatter(o, parts, src=root)
+        dist.scatter(r, parts, src=root, group=gloo)
+        check(f"scatter root {root}", o, r)
+    # uneven sizes: all_gather of different lengths (one empty), reduce_scatter of uneven
+    # blocks (both against values computed here), all_to_all_single with splits (gloo)
+    lens = [(2 * r) % 5 for r in range(n)]
+    mine_t = torch.arange(lens[rank], dtype=torch.float64) + 1000 * rank
+    outs = [torch.zeros(lens[r], dtype=torch.float64) for r in range(n)]
+    dist.all_gather(outs, mine_t)
+    check("all_gather uneven", torch.cat(outs),
+          torch.cat([torch.arange(lens[r], dtype=torch.float64) + 1000 * r for r in range(n)]))
+    rs_len = [r + 1 for r in range(n)]
+    blocks = [torch.full((rs_len[j],), float(rank + j)) for j in range(n)]
+    out = torch.zeros(rs_len[rank])
+    dist.reduce_scatter(out, blocks)
+    check("reduce_scatter uneven", out, torch.full((rs_len[rank],),
+                                                   float(sum(r + rank for r in range(n)))))
+    in_splits = [rank + j + 1 for j in range(n)]
+    out_splits = [i + rank + 1 for i in range(n)]
+    a_in = torch.cat([torch.full((in_splits[j], 2), float(100 * rank + j)) for j in range(n)])
+    a_out = torch.zeros(sum(out_splits), 2)
+    a_ref = torch.zeros(sum(out_splits), 2)
+    dist.all_to_all_single(a_out, a_in, out_splits, in_splits)
+    dist.all_to_all_single(a_ref, a_in, out_splits, in_splits, group=gloo)
+    check("all_to_all_single uneven splits", a_out, a_ref)
     dist.barrier()
     # point to point: a ring with batch_isend_irecv, then isend/irecv, 1 MiB each
     nxt, prv = (rank + 1) % n, (rank - 1) % n
