@@ -175,8 +175,9 @@ void rcoll_config_format(const void *cfg, const rcoll_knob_t *k, char *buf, size
     }
 }
 
-/* Variables that start with RCOLL_ but are read by tools rather than the library. */
-static const char *const tool_vars[] = {"RCOLL_LOCAL_RANK", "RCOLL_LOCAL_SIZE",
+/* Variables that start with RCOLL_ but are read by tools or front doors (librcoll_mpi:
+ * RCOLL_MPI_*) rather than the library. */
+static const char *const tool_vars[] = {"RCOLL_LOCAL_RANK", "RCOLL_LOCAL_SIZE", "RCOLL_MPI_",
                                         "RCOLL_RUN_", "RCOLL_TEST_", NULL};
 
 static int table_has(const rcoll_config_table_t *t, const char *name, size_t len)
