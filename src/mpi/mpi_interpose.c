@@ -275,12 +275,21 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     return dispatch(MPIX_BCAST, &c);
 }
 
+/* The block collectives with a send and a receive side (root unused where it has none). */
+static int dispatch_blocks(mpix_func_t fn, const void *sendbuf, int sendcount,
+                           MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                           MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
+                     .count = recvcount, .dt = recvtype, .root = root, .comm = comm};
+    return dispatch(fn, &c);
+}
+
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
-                     .count = recvcount, .dt = recvtype, .comm = comm};
-    return dispatch(MPIX_ALLGATHER, &c);
+    return dispatch_blocks(MPIX_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, 0, comm);
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
@@ -294,9 +303,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
-                     .count = recvcount, .dt = recvtype, .comm = comm};
-    return dispatch(MPIX_ALLTOALL, &c);
+    return dispatch_blocks(MPIX_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, 0, comm);
 }
 
 int MPI_Barrier(MPI_Comm comm)
@@ -324,17 +332,15 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
-                     .count = recvcount, .dt = recvtype, .root = root, .comm = comm};
-    return dispatch(MPIX_GATHER, &c);
+    return dispatch_blocks(MPIX_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, root, comm);
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
-                     .count = recvcount, .dt = recvtype, .root = root, .comm = comm};
-    return dispatch(MPIX_SCATTER, &c);
+    return dispatch_blocks(MPIX_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, root, comm);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
