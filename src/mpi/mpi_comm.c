@@ -143,6 +143,7 @@ typedef struct {
 static type_map_t types[24];
 static int ntypes;
 static pthread_once_t types_once = PTHREAD_ONCE_INIT;
+static int types_ready;
 
 static void types_init(void)
 {
@@ -171,7 +172,10 @@ static void types_init(void)
 
 int mpix_map_type(MPI_Datatype dt, int reduce, rcoll_datatype_t *rdt, size_t *elem_size)
 {
-    pthread_once(&types_once, types_init);
+    if (!__atomic_load_n(&types_ready, __ATOMIC_ACQUIRE)) {
+        pthread_once(&types_once, types_init);
+        __atomic_store_n(&types_ready, 1, __ATOMIC_RELEASE);
+    }
     for (int i = 0; i < ntypes; i++) {
         if (types[i].mpi != dt) continue;
         if (reduce && !types[i].reduce) return 0;

@@ -47,9 +47,14 @@ static void cfg_load(void)
     }
 }
 
+static int cfg_ready; /* set (release) once cfg_load has run: every later call is one load */
+
 const rcoll_mpi_config_t *rcoll_mpi_config(void)
 {
-    pthread_once(&cfg_once, cfg_load);
+    if (!__atomic_load_n(&cfg_ready, __ATOMIC_ACQUIRE)) {
+        pthread_once(&cfg_once, cfg_load);
+        __atomic_store_n(&cfg_ready, 1, __ATOMIC_RELEASE);
+    }
     return &mpi_cfg;
 }
 

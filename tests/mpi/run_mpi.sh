@@ -100,6 +100,10 @@ kill)
     n=$(grep -c "test_mpi_kill: survivor got" "$out")
     [ "$n" -eq 2 ] || fail "expected 2 survivors to report the error, got $n"
     grep "survivor got" "$out" | grep -q "rank 2" || fail "the error does not name rank 2"
+    # each survivor's own time, from entering the all-reduce to the error: within the 5 s
+    # RCOLL_TIMEOUT (with a second of slack for a loaded machine)
+    slow=$(awk '/survivor got/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) > 6) print }' "$out")
+    [ -z "$slow" ] || fail "a survivor waited longer than RCOLL_TIMEOUT: $slow"
     [ "$took" -lt 60 ] || fail "took ${took}s"
     grep "survivor got" "$out" | head -1
     echo "ok: survivors reported the killed rank in ${took}s"
