@@ -6,6 +6,7 @@
 #   preload NP   the plain MPI build of test_mpi_coll under LD_PRELOAD=librcoll_mpi.so
 #                (skips, 77, in sanitizer builds: the sanitizer runtime must load first)
 #   knobs        RCOLL_MPI_DISABLE=1 and RCOLL_MPI_MIN_BYTES send everything / small calls to MPI
+#   createfail   rcoll cannot create the communicator (on all ranks, on one): all fall through
 #   init         rcoll_comm_init_mpi and its errors
 #   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce; the others get an
 #                MPI error naming it within RCOLL_TIMEOUT
@@ -81,6 +82,29 @@ knobs)
     [ "$(stat MPI_Barrier rcoll)" -eq 0 ] || fail "RCOLL_MPI_MIN_BYTES=9: barrier on rcoll"
     echo "ok: RCOLL_MPI_DISABLE and RCOLL_MPI_MIN_BYTES"
     ;;
+createfail)
+    # rcoll cannot create the communicator (RCOLL_BUFFSIZE below its range fails init): on
+    # every rank (rank 0 cannot make the id: its broadcast says so), then on rank 1 only
+    # (MPMD: rank 0's init waits RCOLL_TIMEOUT for it, then the ranks' agreement sends both
+    # to MPI); either way every rank falls through, with one WARN each
+    exe=$mpi_dir/test_mpi_coll
+    for how in all one; do
+        if [ $how = all ]; then
+            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_BUFFSIZE=1 -np 2 \
+                "$exe" mixed >"$out" 2>&1 || fail "creation failing everywhere (exit $?)"
+        else
+            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_TIMEOUT=3 \
+                -np 1 "$exe" mixed : -np 1 -x RCOLL_BUFFSIZE=1 "$exe" mixed >"$out" 2>&1 ||
+                fail "creation failing on rank 1 only (exit $?)"
+        fi
+        grep -q "test_mpi_coll mixed: 2 ranks OK" "$out" || fail "$how: no OK line"
+        [ "$(stat MPI_Allreduce rcoll)" -eq 0 ] || fail "$how: calls reached a failed rcoll"
+        [ "$(stat MPI_Allreduce mpi)" -gt 0 ] || fail "$how: no calls counted"
+        n=$(grep -c "librcoll_mpi: no rcoll communicator for an MPI communicator of 2 ranks" "$out")
+        [ "$n" -eq 2 ] || fail "$how: $n fall-through warnings, want one per rank"
+    done
+    echo "ok: a failed creation sends every rank to MPI"
+    ;;
 init)
     for n in 1 3; do
         timeout 120 "${mpirun[@]}" -np "$n" "$mpi_dir/test_mpi_init" >"$out" 2>&1 ||
@@ -109,7 +133,7 @@ kill)
     echo "ok: survivors reported the killed rank in ${took}s"
     ;;
 *)
-    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | init | kill" >&2
+    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | createfail | init | kill" >&2
     exit 2
     ;;
 esac
