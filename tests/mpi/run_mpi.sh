@@ -85,7 +85,7 @@ knobs)
 createfail)
     # rcoll cannot create the communicator (RCOLL_BUFFSIZE below its range fails init): on
     # every rank (rank 0 cannot make the id: its broadcast says so), then on rank 1 only
-    # (MPMD: rank 0's init waits RCOLL_TIMEOUT for it, then the ranks' agreement sends both
+    # (rank 0's init waits RCOLL_TIMEOUT for it, then the ranks' agreement sends both
     # to MPI); either way every rank falls through, with one WARN each
     exe=$mpi_dir/test_mpi_coll
     for how in all one; do
@@ -93,9 +93,11 @@ createfail)
             timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_BUFFSIZE=1 -np 2 \
                 "$exe" mixed >"$out" 2>&1 || fail "creation failing everywhere (exit $?)"
         else
-            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_TIMEOUT=3 \
-                -np 1 "$exe" mixed : -np 1 -x RCOLL_BUFFSIZE=1 "$exe" mixed >"$out" 2>&1 ||
-                fail "creation failing on rank 1 only (exit $?)"
+            # one app context (mpirun's -x options do not reach a second one), rank 1's
+            # environment changed by a shell in front of it
+            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_TIMEOUT=3 -np 2 \
+                bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export RCOLL_BUFFSIZE=1; exec "$@"' \
+                sh "$exe" mixed >"$out" 2>&1 || fail "creation failing on rank 1 only (exit $?)"
         fi
         grep -q "test_mpi_coll mixed: 2 ranks OK" "$out" || fail "$how: no OK line"
         [ "$(stat MPI_Allreduce rcoll)" -eq 0 ] || fail "$how: calls reached a failed rcoll"
