@@ -150,7 +150,7 @@ static void test_table(void)
     static const char *const known[] = {"RCOLL_DEBUG", "RCOLL_SOCKET_IFNAME", "RCOLL_TOPO_FILE",
                                         "RCOLL_BUFFSIZE", "RCOLL_PROTO", "RCOLL_SOCKET_NSOCKS",
                                         "RCOLL_IB_HCA", "RCOLL_TIMEOUT", "RCOLL_ALGO",
-                                        "RCOLL_LOCAL_RANK"};
+                                        "RCOLL_LOCAL_RANK", "RCOLL_MPI_MIN_BYTES"};
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         CHECK(rcoll_config_known(t, nt, known[i], strlen(known[i])), "%s known", known[i]);
     CHECK(!rcoll_config_known(t, nt, "RCOLL_FOO", 9), "RCOLL_FOO unknown");

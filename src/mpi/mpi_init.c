@@ -1,0 +1,211 @@
+/*
+ * mpi_init.c - rcoll communicators from MPI communicators (rcoll_comm_init_mpi) and the knobs
+ * of librcoll_mpi.  Uses rcoll's public API and PMPI_ calls only (so it also serves the
+ * interposer); it knows nothing of the interposed functions.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpi/mpi_int.h"
+#include "util/config.h"
+#include "util/log.h"
+#include "util/status.h"
+
+static const rcoll_knob_t mpi_knobs[] = {
+    RCOLL_KNOB_NUM(rcoll_mpi_config_t, "RCOLL_MPI_DISABLE", "0", INT, disable, 0, 1,
+                   "1: the MPI interposer (librcoll_mpi) passes every call to MPI"),
+    RCOLL_KNOB_NUM(rcoll_mpi_config_t, "RCOLL_MPI_MIN_BYTES", "0", SIZE, min_bytes, 0,
+                   LLONG_MAX,
+                   "interposed MPI collectives smaller than this many bytes go to MPI"),
+    RCOLL_KNOB_NUM(rcoll_mpi_config_t, "RCOLL_MPI_STATS", "0", INT, stats, 0, 1,
+                   "1: each rank prints at MPI_Finalize how many calls and bytes went to "
+                   "rcoll and how many fell through, per MPI function"),
+    RCOLL_KNOB_STR(rcoll_mpi_config_t, "RCOLL_HOST_ID", "", host_id,
+                   "(core's knob) read here only to compare MPI's hosts with rcoll's"),
+};
+static const rcoll_config_table_t mpi_config_table =
+    RCOLL_CONFIG_TABLE("mpi", mpi_knobs, rcoll_mpi_config_t);
+
+static rcoll_mpi_config_t mpi_cfg;
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+
+static void cfg_load(void)
+{
+    rcoll_log_config_t log;
+    if (rcoll_config_parse(&rcoll_log_config_table, &log) == RCOLL_OK)
+        rcoll_log_configure(&log);
+    if (rcoll_config_parse(&mpi_config_table, &mpi_cfg) != RCOLL_OK) {
+        /* a bad value disables the interposer (all ranks see the same environment) */
+        RCOLL_WARN(INIT, "librcoll_mpi: %s; every MPI call goes to MPI", rcoll_err_get());
+        memset(&mpi_cfg, 0, sizeof(mpi_cfg));
+        mpi_cfg.disable = 1;
+    }
+}
+
+static int cfg_ready; /* set (release) once cfg_load has run: every later call is one load */
+
+const rcoll_mpi_config_t *rcoll_mpi_config(void)
+{
+    if (!__atomic_load_n(&cfg_ready, __ATOMIC_ACQUIRE)) {
+        pthread_once(&cfg_once, cfg_load);
+        __atomic_store_n(&cfg_ready, 1, __ATOMIC_RELEASE);
+    }
+    return &mpi_cfg;
+}
+
+static _Thread_local char last_error[RCOLL_ERR_TEXT_MAX];
+
+const char *rcoll_mpi_last_error(void)
+{
+    return last_error;
+}
+
+static rcoll_status_t fail(rcoll_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static rcoll_status_t fail(rcoll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* FNV-1a of this rank's host identity as rcoll forms it, as far as the public API shows:
+ * RCOLL_HOST_ID when set, else the host name. */
+static uint64_t host_hash(void)
+{
+    char name[256] = "";
+    const char *id = rcoll_mpi_config()->host_id;
+    if (!id[0]) {
+        gethostname(name, sizeof(name) - 1);
+        id = name;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+/* Compare MPI's node grouping (MPI_COMM_TYPE_SHARED) with the host identities: two ranks are
+ * on one node for MPI exactly when their identities are equal, else warn (rank 0, once per
+ * communicator).  Collective over comm; a failing MPI call skips the check. */
+static void host_check(MPI_Comm comm, int rank, int size)
+{
+    MPI_Comm node;
+    int node_rank, leader = rank;
+    uint64_t mine[2], *all;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return;
+    PMPI_Comm_rank(node, &node_rank);
+    PMPI_Bcast(&leader, 1, MPI_INT, 0, node); /* the node's lowest rank names it */
+    PMPI_Comm_free(&node);
+    (void)node_rank;
+    mine[0] = host_hash();
+    mine[1] = (uint64_t)leader;
+    all = malloc(sizeof(uint64_t) * 2 * (size_t)size);
+    int ok = all != NULL, all_ok = 0;
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_ok) goto out;
+    PMPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, comm);
+    if (rank != 0) goto out;
+    for (int a = 0; a < size; a++)
+        for (int b = a + 1; b < size; b++) {
+            int same_host = all[2 * a] == all[2 * b], same_node = all[2 * a + 1] == all[2 * b + 1];
+            if (same_host == same_node) continue;
+            RCOLL_WARN(INIT,
+                       "rcoll_comm_init_mpi: MPI puts ranks %d and %d on %s node but their host "
+                       "names%s %s; rcoll groups ranks by host name, boot id and network "
+                       "namespace (RCOLL_HOST_ID overrides), so shared memory and the ring "
+                       "order follow rcoll's view, not MPI's",
+                       a, b, same_node ? "the same" : "different",
+                       rcoll_mpi_config()->host_id[0] ? " (RCOLL_HOST_ID)" : "",
+                       same_host ? "are equal" : "differ");
+            goto out;
+        }
+out:
+    free(all);
+}
+
+/* What rank 0 broadcasts: the id, or why there is none. */
+typedef struct {
+    int32_t status;
+    char text[RCOLL_ERR_TEXT_MAX];
+    rcoll_unique_id_t id;
+} init_msg_t;
+
+rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, int agree, rcoll_comm_t *comm_p)
+{
+    int inited = 0, finalized = 0, inter = 0, rank, size;
+    init_msg_t msg;
+    rcoll_comm_t comm = NULL;
+    rcoll_status_t st;
+
+    last_error[0] = '\0';
+    if (!comm_p)
+        return fail(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_mpi: comm is NULL");
+    PMPI_Finalized(&finalized);
+    if (finalized)
+        return fail(RCOLL_ERR_INVALID_USAGE,
+                    "rcoll_comm_init_mpi: MPI is already finalized (MPI_Finalize was called)");
+    PMPI_Initialized(&inited);
+    if (!inited)
+        return fail(RCOLL_ERR_INVALID_USAGE,
+                    "rcoll_comm_init_mpi: MPI is not initialized (call MPI_Init first)");
+    if (mpi_comm == MPI_COMM_NULL)
+        return fail(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_mpi: the communicator is "
+                                           "MPI_COMM_NULL");
+    if (PMPI_Comm_test_inter(mpi_comm, &inter) != MPI_SUCCESS)
+        return fail(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_mpi: not a valid MPI communicator");
+    if (inter)
+        return fail(RCOLL_ERR_INVALID_ARG,
+                    "rcoll_comm_init_mpi: an inter-communicator has two groups; rcoll "
+                    "communicators are intra-communicators (use MPI_Intercomm_merge first)");
+    PMPI_Comm_rank(mpi_comm, &rank);
+    PMPI_Comm_size(mpi_comm, &size);
+    rcoll_mpi_config(); /* log knobs applied before anything logs */
+
+    memset(&msg, 0, sizeof(msg));
+    if (rank == 0) {
+        msg.status = rcoll_get_unique_id(&msg.id);
+        if (msg.status != RCOLL_OK)
+            snprintf(msg.text, sizeof(msg.text), "rcoll_comm_init_mpi: rank 0 could not make "
+                     "the unique id: %s: %s", rcoll_status_string(msg.status),
+                     rcoll_last_init_error());
+    }
+    if (PMPI_Bcast(&msg, (int)sizeof(msg), MPI_BYTE, 0, mpi_comm) != MPI_SUCCESS)
+        return fail(RCOLL_ERR_SYSTEM, "rcoll_comm_init_mpi: MPI_Bcast of the unique id failed");
+    if (msg.status != RCOLL_OK)
+        return fail((rcoll_status_t)msg.status, "%s", msg.text);
+
+    host_check(mpi_comm, rank, size);
+    st = rcoll_comm_init_rank(size, &msg.id, rank, &comm);
+    if (st != RCOLL_OK)
+        fail(st, "rcoll_comm_init_mpi: rank %d of %d: %s", rank, size, rcoll_last_init_error());
+    if (agree) {
+        int ok = st == RCOLL_OK, all_ok = 0;
+        if (PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_comm) != MPI_SUCCESS)
+            all_ok = 0;
+        if (ok && !all_ok) {
+            rcoll_comm_abort(comm);
+            comm = NULL;
+            st = fail(RCOLL_ERR_REMOTE, "rcoll_comm_init_mpi: another rank of the %d failed "
+                      "to create its rcoll communicator", size);
+        }
+    }
+    if (st != RCOLL_OK)
+        return st;
+    *comm_p = comm;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_comm_init_mpi(MPI_Comm mpi_comm, rcoll_comm_t *comm)
+{
+    return rcoll_mpi_comm_create(mpi_comm, 0, comm);
+}

@@ -1,0 +1,370 @@
+/*
+ * mpi_interpose.c - the PMPI interposer: MPI collectives that rcoll can run (predefined
+ * contiguous types, SUM/PROD/MIN/MAX, intra-communicators, at least RCOLL_MPI_MIN_BYTES)
+ * go to rcoll; every other call goes to the PMPI_ function unchanged.  The decision uses only
+ * arguments every rank passes alike (count, datatype, op, root, communicator), never local
+ * state, so all ranks of a communicator take the same path for each call.
+ * One table (funcs[]) lists every wrapped function: its rcoll runner (NULL: always MPI) and
+ * its PMPI fall-through.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "mpi/mpi_int.h"
+#include "util/log.h"
+
+/* One call's arguments, as every wrapper receives them. */
+typedef struct {
+    const void *sbuf;
+    void *rbuf;
+    int count;           /* elements (per rank block for the block collectives) */
+    MPI_Datatype dt;
+    int scount;          /* send side of allgather/alltoall */
+    MPI_Datatype sdt;
+    MPI_Op op;
+    int root;
+    MPI_Comm comm;
+    MPI_Request *req;
+    const int *counts, *displs, *rcounts, *rdispls; /* the v-variants (not on rcoll yet) */
+    /* filled by dispatch() for the runner */
+    rcoll_datatype_t rdt;
+    rcoll_op_t rop;
+    size_t n;            /* elements of rdt */
+} mpix_call_t;
+
+typedef enum { K_REDUCE, K_MOVE, K_SYNC } mpix_kind_t;
+
+typedef struct {
+    const char *name;
+    mpix_kind_t kind;
+    int blocks;          /* 1: the buffer holds nranks blocks of count (bytes x nranks) */
+    int has_root;
+    rcoll_status_t (*run)(mpix_call_t *c, mpix_comm_t *e); /* NULL: always falls through */
+    int (*pmpi)(const mpix_call_t *c);
+} mpix_func_desc_t;
+
+static const void *rc_sbuf(const void *sbuf)
+{
+    return sbuf == MPI_IN_PLACE ? RCOLL_IN_PLACE : sbuf;
+}
+
+/* ---- rcoll runners ---- */
+static rcoll_status_t run_allreduce(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_allreduce(rc_sbuf(c->sbuf), c->rbuf, c->n, c->rdt, c->rop, e->rc);
+}
+static rcoll_status_t run_reduce(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_reduce(rc_sbuf(c->sbuf), c->rbuf, c->n, c->rdt, c->rop, c->root, e->rc);
+}
+static rcoll_status_t run_bcast(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_bcast(c->rbuf, c->n, c->rdt, c->root, e->rc);
+}
+static rcoll_status_t run_allgather(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_allgather(rc_sbuf(c->sbuf), c->rbuf, c->n, c->rdt, e->rc);
+}
+static rcoll_status_t run_reduce_scatter_block(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_reduce_scatter(rc_sbuf(c->sbuf), c->rbuf, c->n, c->rdt, c->rop, e->rc);
+}
+static rcoll_status_t run_alltoall(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_alltoall(c->sbuf, c->rbuf, c->n, c->rdt, e->rc);
+}
+static rcoll_status_t run_barrier(mpix_call_t *c, mpix_comm_t *e)
+{
+    (void)c;
+    return rcoll_barrier(e->rc);
+}
+static rcoll_status_t run_iallreduce(mpix_call_t *c, mpix_comm_t *e)
+{
+    rcoll_request_t r;
+    rcoll_status_t st = rcoll_iallreduce(rc_sbuf(c->sbuf), c->rbuf, c->n, c->rdt, c->rop,
+                                         e->rc, &r);
+    return st == RCOLL_OK ? (rcoll_status_t)mpix_nb_start(c->comm, e, r, c->req) : st;
+}
+static rcoll_status_t run_ibcast(mpix_call_t *c, mpix_comm_t *e)
+{
+    rcoll_request_t r;
+    rcoll_status_t st = rcoll_ibcast(c->rbuf, c->n, c->rdt, c->root, e->rc, &r);
+    return st == RCOLL_OK ? (rcoll_status_t)mpix_nb_start(c->comm, e, r, c->req) : st;
+}
+
+/* ---- PMPI fall-throughs ---- */
+static int pmpi_allreduce(const mpix_call_t *c)
+{
+    return PMPI_Allreduce(c->sbuf, c->rbuf, c->count, c->dt, c->op, c->comm);
+}
+static int pmpi_reduce(const mpix_call_t *c)
+{
+    return PMPI_Reduce(c->sbuf, c->rbuf, c->count, c->dt, c->op, c->root, c->comm);
+}
+static int pmpi_bcast(const mpix_call_t *c)
+{
+    return PMPI_Bcast(c->rbuf, c->count, c->dt, c->root, c->comm);
+}
+static int pmpi_allgather(const mpix_call_t *c)
+{
+    return PMPI_Allgather(c->sbuf, c->scount, c->sdt, c->rbuf, c->count, c->dt, c->comm);
+}
+static int pmpi_reduce_scatter_block(const mpix_call_t *c)
+{
+    return PMPI_Reduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dt, c->op, c->comm);
+}
+static int pmpi_alltoall(const mpix_call_t *c)
+{
+    return PMPI_Alltoall(c->sbuf, c->scount, c->sdt, c->rbuf, c->count, c->dt, c->comm);
+}
+static int pmpi_barrier(const mpix_call_t *c)
+{
+    return PMPI_Barrier(c->comm);
+}
+static int pmpi_iallreduce(const mpix_call_t *c)
+{
+    return PMPI_Iallreduce(c->sbuf, c->rbuf, c->count, c->dt, c->op, c->comm, c->req);
+}
+static int pmpi_ibcast(const mpix_call_t *c)
+{
+    return PMPI_Ibcast(c->rbuf, c->count, c->dt, c->root, c->comm, c->req);
+}
+static int pmpi_gather(const mpix_call_t *c)
+{
+    return PMPI_Gather(c->sbuf, c->scount, c->sdt, c->rbuf, c->count, c->dt, c->root,
+                       c->comm);
+}
+static int pmpi_scatter(const mpix_call_t *c)
+{
+    return PMPI_Scatter(c->sbuf, c->scount, c->sdt, c->rbuf, c->count, c->dt, c->root,
+                        c->comm);
+}
+static int pmpi_allgatherv(const mpix_call_t *c)
+{
+    return PMPI_Allgatherv(c->sbuf, c->scount, c->sdt, c->rbuf, c->rcounts, c->rdispls,
+                           c->dt, c->comm);
+}
+static int pmpi_alltoallv(const mpix_call_t *c)
+{
+    return PMPI_Alltoallv(c->sbuf, c->counts, c->displs, c->sdt, c->rbuf, c->rcounts,
+                          c->rdispls, c->dt, c->comm);
+}
+
+/* Every wrapped function.  Giving a function an rcoll runner is its one entry here. */
+static const mpix_func_desc_t funcs[MPIX_NUM_FUNCS] = {
+    [MPIX_ALLREDUCE] = {"MPI_Allreduce", K_REDUCE, 0, 0, run_allreduce, pmpi_allreduce},
+    [MPIX_REDUCE] = {"MPI_Reduce", K_REDUCE, 0, 1, run_reduce, pmpi_reduce},
+    [MPIX_BCAST] = {"MPI_Bcast", K_MOVE, 0, 1, run_bcast, pmpi_bcast},
+    [MPIX_ALLGATHER] = {"MPI_Allgather", K_MOVE, 1, 0, run_allgather, pmpi_allgather},
+    [MPIX_REDUCE_SCATTER_BLOCK] = {"MPI_Reduce_scatter_block", K_REDUCE, 1, 0,
+                                   run_reduce_scatter_block, pmpi_reduce_scatter_block},
+    [MPIX_ALLTOALL] = {"MPI_Alltoall", K_MOVE, 1, 0, run_alltoall, pmpi_alltoall},
+    [MPIX_BARRIER] = {"MPI_Barrier", K_SYNC, 0, 0, run_barrier, pmpi_barrier},
+    [MPIX_IALLREDUCE] = {"MPI_Iallreduce", K_REDUCE, 0, 0, run_iallreduce, pmpi_iallreduce},
+    [MPIX_IBCAST] = {"MPI_Ibcast", K_MOVE, 0, 1, run_ibcast, pmpi_ibcast},
+    [MPIX_GATHER] = {"MPI_Gather", K_MOVE, 1, 1, NULL, pmpi_gather},
+    [MPIX_SCATTER] = {"MPI_Scatter", K_MOVE, 1, 1, NULL, pmpi_scatter},
+    [MPIX_ALLGATHERV] = {"MPI_Allgatherv", K_MOVE, 1, 0, NULL, pmpi_allgatherv},
+    [MPIX_ALLTOALLV] = {"MPI_Alltoallv", K_MOVE, 1, 0, NULL, pmpi_alltoallv},
+};
+
+/* ---- statistics (RCOLL_MPI_STATS) ---- */
+typedef struct {
+    uint64_t rc_calls, rc_bytes, ft_calls, ft_bytes;
+} mpix_stat_t;
+static mpix_stat_t stats[MPIX_NUM_FUNCS];
+
+static void stat_add(mpix_func_t fn, int to_rcoll, size_t bytes)
+{
+    mpix_stat_t *s = &stats[fn];
+    __atomic_add_fetch(to_rcoll ? &s->rc_calls : &s->ft_calls, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(to_rcoll ? &s->rc_bytes : &s->ft_bytes, bytes, __ATOMIC_RELAXED);
+}
+
+static void stats_print(void)
+{
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int f = 0; f < MPIX_NUM_FUNCS; f++) {
+        const mpix_stat_t *s = &stats[f];
+        if (!s->rc_calls && !s->ft_calls) continue;
+        fprintf(stderr, "rcoll_mpi stats: rank %d %-24s rcoll %" PRIu64 " calls %" PRIu64
+                " bytes, mpi %" PRIu64 " calls %" PRIu64 " bytes\n", rank, funcs[f].name,
+                s->rc_calls, s->rc_bytes, s->ft_calls, s->ft_bytes);
+    }
+    fflush(stderr);
+}
+
+/* ---- the decision ---- */
+
+/* Can this call's arguments go to rcoll (before looking at the communicator)?  Sets the
+ * rcoll type/op/count; *bytes is the per-rank data size in bytes (one block). */
+static int eligible(const mpix_func_desc_t *d, mpix_call_t *c, size_t *bytes)
+{
+    size_t esize = 0;
+    if (!d->run || c->count < 0) return 0;
+    if (d->kind == K_SYNC) {
+        *bytes = 0;
+        return 1;
+    }
+    if (d->kind == K_REDUCE && !mpix_map_op(c->op, &c->rop)) return 0;
+    if (!mpix_map_type(c->dt, d->kind == K_REDUCE, &c->rdt, &esize)) return 0;
+    if (d->blocks && d->kind == K_MOVE && c->sbuf != MPI_IN_PLACE &&
+        (c->sdt != c->dt || c->scount != c->count))
+        return 0; /* different send and receive type maps: MPI converts */
+    c->n = (size_t)c->count * (esize / rcoll_datatype_size(c->rdt));
+    *bytes = (size_t)c->count * esize;
+    return 1;
+}
+
+int mpix_take(mpix_func_t fn, const mpix_comm_t *e, int ok, size_t bytes)
+{
+    ok = ok && e && e->rc && bytes >= rcoll_mpi_config()->min_bytes;
+    stat_add(fn, ok, bytes);
+    return ok;
+}
+
+static int dispatch(mpix_func_t fn, mpix_call_t *c)
+{
+    const mpix_func_desc_t *d = &funcs[fn];
+    mpix_comm_t *e = NULL;
+    size_t bytes = 0;
+    int ok = !rcoll_mpi_config()->disable && eligible(d, c, &bytes);
+    if (ok) e = mpix_comm_get(c->comm);
+    if (ok && e) {
+        if (d->blocks) bytes *= (size_t)e->size;
+        if (d->has_root && (c->root < 0 || c->root >= e->size)) ok = 0; /* MPI reports it */
+        if (fn == MPIX_ALLTOALL && c->sbuf == MPI_IN_PLACE) ok = 0;      /* rcoll: not in place */
+        if (c->n * (d->blocks ? (size_t)e->size : 1) > RCOLL_MAX_COUNT) ok = 0;
+    }
+    if (!ok && !bytes && c->count > 0 && d->kind != K_SYNC && rcoll_mpi_config()->stats) {
+        int tsize = 0; /* only for the statistics of calls that fall through early */
+        if (PMPI_Type_size(c->dt, &tsize) == MPI_SUCCESS && tsize > 0)
+            bytes = (size_t)c->count * (size_t)tsize;
+    }
+    if (!mpix_take(fn, e, ok, bytes)) return d->pmpi(c);
+    if (fn == MPIX_REDUCE && e->rank != c->root) c->rbuf = NULL; /* unused off the root */
+    rcoll_status_t st = d->run(c, e);
+    if (st == RCOLL_OK) return MPI_SUCCESS;
+    if (st > 0) return (int)st; /* an MPI error code from mpix_nb_start */
+    return mpix_raise(c->comm, e, st);
+}
+
+/* ---- the wrappers ---- */
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .count = count, .dt = datatype,
+                     .op = op, .comm = comm};
+    return dispatch(MPIX_ALLREDUCE, &c);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+               MPI_Op op, int root, MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .count = count, .dt = datatype,
+                     .op = op, .root = root, .comm = comm};
+    return dispatch(MPIX_REDUCE, &c);
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    mpix_call_t c = {.rbuf = buffer, .count = count, .dt = datatype, .root = root,
+                     .comm = comm};
+    return dispatch(MPIX_BCAST, &c);
+}
+
+/* The block collectives with a send and a receive side (root unused where it has none). */
+static int dispatch_blocks(mpix_func_t fn, const void *sendbuf, int sendcount,
+                           MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                           MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
+                     .count = recvcount, .dt = recvtype, .root = root, .comm = comm};
+    return dispatch(fn, &c);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return dispatch_blocks(MPIX_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, 0, comm);
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .count = recvcount, .dt = datatype,
+                     .op = op, .comm = comm};
+    return dispatch(MPIX_REDUCE_SCATTER_BLOCK, &c);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return dispatch_blocks(MPIX_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, 0, comm);
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    mpix_call_t c = {.comm = comm};
+    return dispatch(MPIX_BARRIER, &c);
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .count = count, .dt = datatype,
+                     .op = op, .comm = comm, .req = request};
+    return dispatch(MPIX_IALLREDUCE, &c);
+}
+
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+               MPI_Request *request)
+{
+    mpix_call_t c = {.rbuf = buffer, .count = count, .dt = datatype, .root = root,
+                     .comm = comm, .req = request};
+    return dispatch(MPIX_IBCAST, &c);
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return dispatch_blocks(MPIX_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, root, comm);
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return dispatch_blocks(MPIX_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, root, comm);
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf,
+                     .rcounts = recvcounts, .rdispls = displs, .dt = recvtype, .comm = comm};
+    return dispatch(MPIX_ALLGATHERV, &c);
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    mpix_call_t c = {.sbuf = sendbuf, .counts = sendcounts, .displs = sdispls,
+                     .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts,
+                     .rdispls = rdispls, .dt = recvtype, .comm = comm};
+    return dispatch(MPIX_ALLTOALLV, &c);
+}
+
+int MPI_Finalize(void)
+{
+    if (rcoll_mpi_config()->stats) stats_print();
+    mpix_comm_fini();
+    return PMPI_Finalize();
+}

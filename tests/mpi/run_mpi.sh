@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# run_mpi.sh BUILD_ROOT CASE - the MPI interop tests under mpirun (Open MPI, shared memory),
+# oversubscribed on small machines.  Cases:
+#   coll NP      test_mpi_coll linked ahead of libmpi, NP ranks; the interposer must have taken
+#                the calls (RCOLL_MPI_STATS) and let the others fall through
+#   preload NP   the plain MPI build of test_mpi_coll under LD_PRELOAD=librcoll_mpi.so
+#                (skips, 77, in sanitizer builds: the sanitizer runtime must load first)
+#   knobs        RCOLL_MPI_DISABLE=1 and RCOLL_MPI_MIN_BYTES send everything / small calls to MPI
+#   createfail   rcoll cannot create the communicator (on all ranks, on one): all fall through
+#   init         rcoll_comm_init_mpi and its errors
+#   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce; the others get an
+#                MPI error naming it within RCOLL_TIMEOUT
+set -u
+build=$1
+case_=$2
+np=${3:-2}
+mpi_dir=$build/tests/mpi
+lib=$build/src/mpi/librcoll_mpi.so
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+mpirun=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader
+    -x RCOLL_TIMEOUT=60 -x RCOLL_BUFFSIZE=256K -x RCOLL_MPI_MIN_BYTES=0)
+
+# Sanitizer builds (the test programs link the ASan runtime): Open MPI's own leaks at exit
+# are suppressed (lsan.supp); the interposer's are not.
+if ldd "$mpi_dir/test_mpi_coll" | grep -q libasan; then
+    here=$(cd "$(dirname "$0")" && pwd)
+    # several ranks on 2 cores are slow there: their largest count is 256 KiB + 3 (still 4
+    # chunks of 64 KiB with RCOLL_BUFFSIZE=256K); 1 rank keeps 1 MiB + 3
+    [ "$np" -gt 1 ] && mpirun+=(-x TEST_MPI_BIG_BYTES=262147)
+    mpirun+=(-x ASAN_OPTIONS=fast_unwind_on_malloc=0
+        -x LSAN_OPTIONS=suppressions=$here/lsan.supp:print_suppressions=0)
+fi
+
+fail() { echo "FAIL: $*"; sed 's/^/  | /' "$out" | tail -40; exit 1; }
+
+# stat FUNC FIELD: the sum over ranks of "rcoll N calls" (FIELD=rcoll) or "mpi N calls"
+stat() {
+    awk -v f="$1" -v k="$2" '$1 == "rcoll_mpi" && $5 == f {
+        for (i = 6; i < NF; i++) if ($i == k) s += $(i + 1) } END { print s + 0 }' "$out"
+}
+
+run_coll() { # NP PRELOAD_LIB EXE
+    local n=$1 pre=$2 exe=$3
+    local env=(-x RCOLL_MPI_STATS=1)
+    [ -n "$pre" ] && env+=(-x LD_PRELOAD="$pre")
+    timeout 240 "${mpirun[@]}" "${env[@]}" -np "$n" "$exe" all >"$out" 2>&1 ||
+        fail "test_mpi_coll on $n ranks (exit $?)"
+    grep -q "test_mpi_coll all: $n ranks OK" "$out" || fail "no OK line"
+    for f in MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block \
+        MPI_Alltoall MPI_Barrier MPI_Iallreduce MPI_Ibcast; do
+        [ "$(stat "$f" rcoll)" -gt 0 ] || fail "$f never reached rcoll"
+    done
+    for f in MPI_Allreduce MPI_Bcast MPI_Gather; do
+        [ "$(stat "$f" mpi)" -gt 0 ] || fail "$f never fell through"
+    done
+    echo "ok: $n ranks, $(stat MPI_Allreduce rcoll) MPI_Allreduce calls on rcoll, $(stat MPI_Allreduce mpi) through MPI"
+}
+
+case $case_ in
+coll)
+    run_coll "$np" "" "$mpi_dir/test_mpi_coll"
+    ;;
+preload)
+    if ldd "$mpi_dir/test_mpi_coll" | grep -q libasan; then
+        echo "SKIP: sanitizer build: LD_PRELOAD of librcoll_mpi would load before the ASan runtime (the linked test covers the same calls)"
+        exit 77
+    fi
+    run_coll "$np" "$lib" "$mpi_dir/test_mpi_coll_plain"
+    ;;
+knobs)
+    timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_MPI_DISABLE=1 -np 2 \
+        "$mpi_dir/test_mpi_coll" mixed >"$out" 2>&1 || fail "RCOLL_MPI_DISABLE=1 run (exit $?)"
+    [ "$(stat MPI_Allreduce rcoll)" -eq 0 ] || fail "RCOLL_MPI_DISABLE=1 still used rcoll"
+    [ "$(stat MPI_Allreduce mpi)" -gt 0 ] || fail "RCOLL_MPI_DISABLE=1: no calls counted"
+    # the mixed test's largest call is 16 bytes: a 9-byte threshold keeps 8-byte calls on MPI
+    timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_MPI_MIN_BYTES=9 -np 2 \
+        "$mpi_dir/test_mpi_coll" mixed >"$out" 2>&1 || fail "RCOLL_MPI_MIN_BYTES=9 run (exit $?)"
+    [ "$(stat MPI_Allreduce rcoll)" -eq 0 ] || fail "RCOLL_MPI_MIN_BYTES=9: small calls on rcoll"
+    [ "$(stat MPI_Barrier rcoll)" -eq 0 ] || fail "RCOLL_MPI_MIN_BYTES=9: barrier on rcoll"
+    echo "ok: RCOLL_MPI_DISABLE and RCOLL_MPI_MIN_BYTES"
+    ;;
+createfail)
+    # rcoll cannot create the communicator (RCOLL_BUFFSIZE below its range fails init): on
+    # every rank (rank 0 cannot make the id: its broadcast says so), then on rank 1 only
+    # (rank 0's init waits RCOLL_TIMEOUT for it, then the ranks' agreement sends both
+    # to MPI); either way every rank falls through, with one WARN each
+    exe=$mpi_dir/test_mpi_coll
+    for how in all one; do
+        if [ $how = all ]; then
+            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_BUFFSIZE=1 -np 2 \
+                "$exe" mixed >"$out" 2>&1 || fail "creation failing everywhere (exit $?)"
+        else
+            # one app context (mpirun's -x options do not reach a second one), rank 1's
+            # environment changed by a shell in front of it
+            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_TIMEOUT=3 -np 2 \
+                bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export RCOLL_BUFFSIZE=1; exec "$@"' \
+                sh "$exe" mixed >"$out" 2>&1 || fail "creation failing on rank 1 only (exit $?)"
+        fi
+        grep -q "test_mpi_coll mixed: 2 ranks OK" "$out" || fail "$how: no OK line"
+        [ "$(stat MPI_Allreduce rcoll)" -eq 0 ] || fail "$how: calls reached a failed rcoll"
+        [ "$(stat MPI_Allreduce mpi)" -gt 0 ] || fail "$how: no calls counted"
+        n=$(grep -c "librcoll_mpi: no rcoll communicator for an MPI communicator of 2 ranks" "$out")
+        [ "$n" -eq 2 ] || fail "$how: $n fall-through warnings, want one per rank"
+    done
+    echo "ok: a failed creation sends every rank to MPI"
+    ;;
+init)
+    for n in 1 3; do
+        timeout 120 "${mpirun[@]}" -np "$n" "$mpi_dir/test_mpi_init" >"$out" 2>&1 ||
+            fail "test_mpi_init on $n ranks (exit $?)"
+        grep -q "test_mpi_init: $n ranks OK" "$out" || fail "no OK line"
+    done
+    echo "ok: rcoll_comm_init_mpi"
+    ;;
+kill)
+    # Open MPI ends the job when a process dies; with recovery enabled the survivors go on
+    # and report, then mpirun exits non-zero (a process was killed): the survivors' lines
+    # decide.
+    start=$(date +%s)
+    timeout 120 "${mpirun[@]}" -x RCOLL_TIMEOUT=5 --enable-recovery \
+        --mca orte_abort_on_non_zero_status 0 -np 3 "$mpi_dir/test_mpi_kill" >"$out" 2>&1
+    took=$(( $(date +%s) - start ))
+    n=$(grep -c "test_mpi_kill: survivor got" "$out")
+    [ "$n" -eq 2 ] || fail "expected 2 survivors to report the error, got $n"
+    grep "survivor got" "$out" | grep -q "rank 2" || fail "the error does not name rank 2"
+    # each survivor's own time, from entering the all-reduce to the error: within the 5 s
+    # RCOLL_TIMEOUT (with a second of slack for a loaded machine)
+    slow=$(awk '/survivor got/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) > 6) print }' "$out")
+    [ -z "$slow" ] || fail "a survivor waited longer than RCOLL_TIMEOUT: $slow"
+    [ "$took" -lt 60 ] || fail "took ${took}s"
+    grep "survivor got" "$out" | head -1
+    echo "ok: survivors reported the killed rank in ${took}s"
+    ;;
+*)
+    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | createfail | init | kill" >&2
+    exit 2
+    ;;
+esac
