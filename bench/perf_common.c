@@ -19,6 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef PERF_WITH_MPI /* built with MPI: under mpirun the communicator comes from MPI */
+#include <mpi.h>
+#include "rcoll_mpi.h"
+#endif
+
 /* Everything one run needs; one per process, passed down explicitly. */
 typedef struct {
     const perf_coll_t *coll;
@@ -569,6 +574,23 @@ static void run_sweep(perf_ctx_t *c, perf_op_t *o)
  * Setup and main
  * ------------------------------------------------------------------------------------------ */
 
+#ifdef PERF_WITH_MPI
+/* Started by mpirun (or another MPI launcher) without rcoll's own launch variables: one rank
+ * per process, as nccl-tests' MPI build runs.  MPI_Init, then rcoll_comm_init_mpi over
+ * MPI_COMM_WORLD (no rendezvous address needed); MPI_Finalize at exit. */
+static int mpi_launched(void)
+{
+    return (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE")) &&
+           !getenv("RCOLL_RANK") && !getenv("RCOLL_NRANKS") && !getenv("RCOLL_ROOT");
+}
+
+static void mpi_fini(void)
+{
+    int done = 1;
+    if (MPI_Finalized(&done) == MPI_SUCCESS && !done) MPI_Finalize();
+}
+#endif
+
 static int env_launched(void)
 {
     return getenv("RCOLL_NRANKS") || getenv("RCOLL_RANK") || getenv("WORLD_SIZE") ||
@@ -595,6 +617,22 @@ static void comm_create(perf_ctx_t *c)
         perf_usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--algo", "");
     if (c->opt.transport && setenv("RCOLL_TRANSPORT", c->opt.transport, 1) != 0)
         perf_usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--transport", "");
+#ifdef PERF_WITH_MPI
+    if (mpi_launched()) {
+        how = "rcoll_comm_init_mpi";
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+            fprintf(stderr, "%s: MPI_Init failed\n", perf_prog_name);
+            exit(PERF_EXIT_LIBRARY);
+        }
+        atexit(mpi_fini);
+        st = rcoll_comm_init_mpi(MPI_COMM_WORLD, &c->comm);
+        if (RCOLL_IS_ERR(st)) {
+            fprintf(stderr, "%s: %s failed: %s: %s\n", perf_prog_name, how,
+                    rcoll_status_string(st), rcoll_mpi_last_error());
+            exit(PERF_EXIT_LIBRARY);
+        }
+    } else
+#endif
     if (env_launched()) {
         how = "rcoll_comm_init_env";
         st = rcoll_comm_init_env(&c->comm);

@@ -10,6 +10,9 @@
 #   init         rcoll_comm_init_mpi and its errors
 #   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce; the others get an
 #                MPI error naming it within RCOLL_TIMEOUT
+#   perf         every perf binary under mpirun -np 3 (one rank per process, as nccl-tests'
+#                MPI build): one report from rank 0, 3 ranks listed, data checked, 0 wrong;
+#                a bad -r fails on every rank with the usage error
 set -u
 build=$1
 case_=$2
@@ -134,8 +137,26 @@ kill)
     grep "survivor got" "$out" | head -1
     echo "ok: survivors reported the killed rank in ${took}s"
     ;;
+perf)
+    for p in all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
+        alltoall_perf sendrecv_perf gather_perf scatter_perf; do
+        exe=$build/bench/$p
+        [ -x "$exe" ] || fail "$exe not built"
+        timeout 120 "${mpirun[@]}" -np 3 "$exe" -b 8 -e 64K -f 8 -c 1 -n 2 -w 1 \
+            >"$out" 2>&1 || fail "$p under mpirun -np 3 (exit $?)"
+        grep -q "^# rcoll: 3 ranks" "$out" || fail "$p: not 3 ranks"
+        [ "$(grep -c '^#  Rank  [0-2] ' "$out")" -eq 3 ] || fail "$p: not 3 rank lines"
+        [ "$(grep -c 'Collective test concluded' "$out")" -eq 1 ] || fail "$p: not one report"
+        grep -q "Out of bounds values : 0 OK" "$out" || fail "$p: wrong values"
+    done
+    timeout 120 "${mpirun[@]}" -np 3 "$build/bench/broadcast_perf" -b 8 -e 8 -r 5 \
+        >"$out" 2>&1 && fail "broadcast_perf -r 5 on 3 ranks succeeded"
+    grep -q "invalid value for -r: 5 (the job has 3 ranks)" "$out" ||
+        fail "broadcast_perf -r 5: no usage sentence"
+    echo "ok: 9 perf binaries under mpirun -np 3, 0 wrong; a bad root refused"
+    ;;
 *)
-    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | createfail | init | kill" >&2
+    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | createfail | init | kill | perf" >&2
     exit 2
     ;;
 esac
