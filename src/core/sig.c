@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "algo/reduce.h"
 #include "core/comm.h"
 #include "core/sig.h"
 
@@ -80,9 +81,6 @@ int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b)
 static const char *const kind_names[] = {"allreduce", "bcast",         "barrier",
                                          "reduce",    "allgather",     "reduce_scatter",
                                          "alltoall",  "point-to-point"};
-static const char *const dt_names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                                       "uint64",  "float16",  "bfloat16", "float32", "float64"};
-static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
 
 #define NAME_OF(tab, i, unknown)                                                           \
     ((i) >= 0 && (size_t)(i) < sizeof(tab) / sizeof((tab)[0]) ? (tab)[i] : (unknown))
@@ -99,10 +97,10 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
                  (unsigned long long)s->count, (int)s->root);
         return;
     }
-    size_t o = (size_t)snprintf(buf, len, "%s(count=%llu, %s", kind,
-                                (unsigned long long)s->count, NAME_OF(dt_names, s->dt, "?"));
+    size_t o = (size_t)snprintf(buf, len, "%s(count=%llu, %s", kind, (unsigned long long)s->count,
+                                rcoll_dt_name((rcoll_datatype_t)s->dt));
     if (o < len && s->op >= 0)
-        o += (size_t)snprintf(buf + o, len - o, ", %s", NAME_OF(op_names, s->op, "?"));
+        o += (size_t)snprintf(buf + o, len - o, ", %s", rcoll_op_name((rcoll_op_t)s->op));
     if (o < len && s->root >= 0) o += (size_t)snprintf(buf + o, len - o, ", root=%d", s->root);
     if (o < len && with_alg && s->alg >= 0)
         o += (size_t)snprintf(buf + o, len - o, "; algorithm %s",
