@@ -730,6 +730,16 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
                     c->opt.root, c->nranks);
         leave(c, PERF_EXIT_USAGE);
     }
+    int defined = 0;
+    for (int d = 0; d < c->opt.ndtypes; d++)
+        for (int p = 0; p < c->opt.nops; p++)
+            defined += !coll->reducing || perf_op_defined(c->opt.dtypes[d], c->opt.ops[p]);
+    if (defined == 0) {
+        if (c->rank == 0)
+            fprintf(stderr, "%s: no datatype of -d has an op of -o (band, bor and bxor take "
+                    "integer and bool types; avg is not defined on bool)\n", perf_prog_name);
+        leave(c, PERF_EXIT_USAGE);
+    }
     json_open(c, argc, argv);
     print_preamble(c);
     buffers_alloc(c);
@@ -753,6 +763,8 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
         for (int d = 0; d < c->opt.ndtypes; d++) {
             for (int p = 0; p < nops; p++) {
                 for (int r = 0; r < nroots; r++) {
+                    if (coll->reducing && !perf_op_defined(c->opt.dtypes[d], c->opt.ops[p]))
+                        break; /* rcoll does not define the pair (skipped, see -h) */
                     perf_op_t o = {
                         .comm = c->comm, .rank = c->rank, .nranks = c->nranks,
                         .dtype = c->opt.dtypes[d],

@@ -16,16 +16,20 @@
 
 /* Indexed by rcoll_datatype_t. */
 static const char *const dtype_names[RCOLL_NUM_DATATYPES] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
-static const size_t dtype_sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-/* "-d all" runs the datatypes in nccl-tests' order. */
+    "int8",  "uint8",  "int32", "uint32", "int64", "uint64", "half",
+    "bfloat16", "float", "double", "int16", "uint16", "bool"};
+static const size_t dtype_sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
+/* "-d all" runs the datatypes in nccl-tests' order, then rcoll's own. */
 const rcoll_datatype_t perf_all_dtypes[RCOLL_NUM_DATATYPES] = {
-    RCOLL_INT8, RCOLL_UINT8, RCOLL_INT32, RCOLL_UINT32, RCOLL_INT64, RCOLL_UINT64,
-    RCOLL_FLOAT16, RCOLL_FLOAT32, RCOLL_FLOAT64, RCOLL_BFLOAT16};
-static const char *const op_names[RCOLL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
-/* "-o all" runs the operators in nccl-tests' order. */
-const rcoll_op_t perf_all_ops[RCOLL_NUM_OPS] = {RCOLL_SUM, RCOLL_PROD, RCOLL_MAX, RCOLL_MIN,
-                                                   RCOLL_AVG};
+    RCOLL_INT8,    RCOLL_UINT8,   RCOLL_INT32,   RCOLL_UINT32,   RCOLL_INT64,
+    RCOLL_UINT64,  RCOLL_FLOAT16, RCOLL_FLOAT32, RCOLL_FLOAT64,  RCOLL_BFLOAT16,
+    RCOLL_INT16,   RCOLL_UINT16,  RCOLL_BOOL};
+static const char *const op_names[RCOLL_NUM_OPS] = {"sum", "prod", "min",  "max",
+                                                    "avg", "band", "bor", "bxor"};
+/* "-o all" runs the operators in nccl-tests' order, then the bitwise ones. */
+const rcoll_op_t perf_all_ops[RCOLL_NUM_OPS] = {RCOLL_SUM, RCOLL_PROD, RCOLL_MAX,
+                                                   RCOLL_MIN, RCOLL_AVG,  RCOLL_BAND,
+                                                   RCOLL_BOR, RCOLL_BXOR};
 
 const char *perf_dtype_name(rcoll_datatype_t dt)
 {
@@ -50,7 +54,14 @@ static int dtype_is_float(rcoll_datatype_t dt)
 
 static int dtype_is_signed(rcoll_datatype_t dt)
 {
-    return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64;
+    return dt == RCOLL_INT8 || dt == RCOLL_INT16 || dt == RCOLL_INT32 || dt == RCOLL_INT64;
+}
+
+int perf_op_defined(rcoll_datatype_t dt, rcoll_op_t op)
+{
+    if (op == RCOLL_BAND || op == RCOLL_BOR || op == RCOLL_BXOR)
+        return !dtype_is_float(dt);
+    return !(dt == RCOLL_BOOL && op == RCOLL_AVG);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -144,6 +155,7 @@ static void store_int(void *buf, size_t k, rcoll_datatype_t dt, uint64_t v)
 {
     switch (perf_dtype_size(dt)) {
     case 1: ((uint8_t *)buf)[k] = (uint8_t)v; break;
+    case 2: ((uint16_t *)buf)[k] = (uint16_t)v; break;
     case 4: ((uint32_t *)buf)[k] = (uint32_t)v; break;
     default: ((uint64_t *)buf)[k] = v; break;
     }
@@ -187,6 +199,14 @@ static uint64_t int_value(int r, size_t i)
     return mix64((uint64_t)i * 0x9e3779b97f4a7c15ULL + (uint64_t)r * 0xd1b54a32d192ed03ULL + 1);
 }
 
+/* bool: 0 two times in three (so that "and" over a few ranks is not always false), else 1 or
+ * another non-zero byte, which the library must read as true. */
+static uint8_t bool_value(int r, size_t i)
+{
+    uint64_t h = int_value(r, i);
+    return h % 3 ? 0 : (h & 8) ? 1 : (uint8_t)((h >> 8) | 2);
+}
+
 /* Largest |value| such that any partial sum of nranks values is exact in the type. */
 static int64_t float_amplitude(rcoll_datatype_t dt, int nranks)
 {
@@ -216,10 +236,26 @@ void perf_fill_input(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op
     if (dtype_is_float(dt)) {
         for (size_t k = 0; k < count; k++)
             store_float(buf, k, dt, float_value(dt, op, rank, nranks, first + k));
+    } else if (dt == RCOLL_BOOL) {
+        for (size_t k = 0; k < count; k++)
+            store_int(buf, k, dt, bool_value(rank, first + k));
     } else {
         for (size_t k = 0; k < count; k++)
             store_int(buf, k, dt, int_value(rank, first + k));
     }
+}
+
+/* or (sum, max, bor), and (prod, min, band) or xor (bxor) of the truth values; 0 or 1. */
+static uint64_t reduce_bool(rcoll_op_t op, int nranks, size_t i)
+{
+    int any = 0, all = 1, odd = 0;
+    for (int r = 0; r < nranks; r++) {
+        int t = bool_value(r, i) != 0;
+        any |= t, all &= t, odd ^= t;
+    }
+    if (op == RCOLL_BXOR)
+        return (uint64_t)odd;
+    return (uint64_t)(op == RCOLL_PROD || op == RCOLL_MIN || op == RCOLL_BAND ? all : any);
 }
 
 static uint64_t reduce_int(rcoll_datatype_t dt, rcoll_op_t op, int nranks, size_t i)
@@ -241,6 +277,9 @@ static uint64_t reduce_int(rcoll_datatype_t dt, rcoll_op_t op, int nranks, size_
             if (sgn ? sign_extend(v, bits) > sign_extend(acc, bits) : v > acc)
                 acc = v;
             break;
+        case RCOLL_BAND: acc &= v; break;
+        case RCOLL_BOR: acc |= v; break;
+        case RCOLL_BXOR: acc ^= v; break;
         default: acc = (acc + v) & mask; break; /* SUM, AVG */
         }
     }
@@ -282,6 +321,8 @@ void perf_fill_reduced(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t 
     for (size_t k = 0; k < count; k++) {
         if (dtype_is_float(dt))
             store_float(buf, k, dt, reduce_float(dt, op, nranks, first + k));
+        else if (dt == RCOLL_BOOL)
+            store_int(buf, k, dt, reduce_bool(op, nranks, first + k));
         else
             store_int(buf, k, dt, reduce_int(dt, op, nranks, first + k));
     }

@@ -26,13 +26,19 @@ static inline void *perf_elem(void *buf, size_t k, rcoll_datatype_t dt)
     return (char *)buf + k * perf_dtype_size(dt);
 }
 
-/* Names as nccl-tests prints them ("float", "half", "sum", ...); "?" when out of range. */
+/* Names as nccl-tests prints them ("float", "half", "sum", ...; rcoll's own: "int16",
+ * "uint16", "bool", "band", "bor", "bxor"); "?" when out of range. */
 const char *perf_dtype_name(rcoll_datatype_t dt);
 const char *perf_op_name(rcoll_op_t op);
+
+/* 1 when rcoll reduces dt with op: the bitwise ops take integer and bool types only, and AVG
+ * is not defined on bool.  Stated here, independently of the library. */
+int perf_op_defined(rcoll_datatype_t dt, rcoll_op_t op);
 
 /* ---- Inputs whose reductions are exact in any order ----------------------------------------
  * value(r, i) is a pure function of (datatype, op, rank r, element index i):
  *  - integer types: a hash of (r, i) over the full range (sum/prod wrap exactly mod 2^bits);
+ *  - bool: 0, 1 or another non-zero byte (true), from the same hash;
  *  - float types, op PROD: +-1 or +-2, at most ceil(nranks/8) factors of 2 per element (fits
  *    float16 up to 120 ranks);
  *  - other float ops: small integers in [-A, A] with A chosen so every partial sum of nranks
@@ -45,7 +51,7 @@ void perf_fill_input(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op
 
 /* buf[k] = op over r < nranks of value(r, first + k), computed exactly with rcoll's semantics
  * (integer wrap; integer AVG = wrapped sum / nranks truncating; float AVG = exact sum divided
- * by nranks in the element type, half/bfloat16 through float32). */
+ * by nranks in the element type, half/bfloat16 through float32; bool 0 or 1). */
 void perf_fill_reduced(void *buf, size_t count, rcoll_datatype_t dt, rcoll_op_t op, int nranks,
                        size_t first);
 

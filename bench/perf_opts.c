@@ -30,9 +30,11 @@ static void usage(FILE *f)
         "  -m,--agg_iters <n>         operations aggregated per iteration  [1]\n"
         "  -N,--run_cycles <n>        repeat the sweep, 0 = forever        [1]\n"
         "  -c,--check <n>             correctness iterations, 0 = off      [1]\n"
-        "  -o,--op <op>               sum prod min max avg all             [sum]\n"
+        "  -o,--op <op>               sum prod min max avg band bor bxor all [sum]\n"
         "  -d,--datatype <type>       int8 uint8 int32 uint32 int64 uint64 half float\n"
-        "                             double bfloat16 all                  [float]\n"
+        "                             double bfloat16 int16 uint16 bool all [float]\n"
+        "                             (pairs rcoll does not define are skipped: bitwise\n"
+        "                             ops on floating types, avg on bool)\n"
         "  -r,--root <rank>           root of rooted collectives, -1 = all [0]\n"
         "  -z,--blocking <0/1/2>      1: wait and barrier after each op    [0]\n"
         "  -T,--timeout <s>           abort (exit 4) when init or a row takes longer [0]\n"
@@ -118,7 +120,8 @@ static int lookup_dtype(const char *s)
         {"float16", RCOLL_FLOAT16}, {"fp16", RCOLL_FLOAT16}, {"float", RCOLL_FLOAT32},
         {"float32", RCOLL_FLOAT32}, {"fp32", RCOLL_FLOAT32}, {"double", RCOLL_FLOAT64},
         {"float64", RCOLL_FLOAT64}, {"fp64", RCOLL_FLOAT64}, {"bfloat16", RCOLL_BFLOAT16},
-        {"bf16", RCOLL_BFLOAT16}};
+        {"bf16", RCOLL_BFLOAT16}, {"int16", RCOLL_INT16}, {"short", RCOLL_INT16},
+        {"uint16", RCOLL_UINT16}, {"bool", RCOLL_BOOL}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(s, names[i].name) == 0)
             return names[i].dt;
@@ -153,7 +156,8 @@ static void parse_dtypes(perf_opts_t *o, const char *arg)
         int dt = lookup_dtype(t);
         if (dt < 0)
             perf_usage_fail(PERF_EXIT_USAGE, "invalid %s '%s' (int8 uint8 int32 uint32 int64 "
-                            "uint64 half float double bfloat16 all)", "datatype", t);
+                            "uint64 half float double bfloat16 int16 uint16 bool all)",
+                            "datatype", t);
         if (o->ndtypes < RCOLL_NUM_DATATYPES)
             o->dtypes[o->ndtypes++] = (rcoll_datatype_t)dt;
     }
@@ -174,7 +178,8 @@ static void parse_ops(perf_opts_t *o, const char *arg)
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int op = lookup_op(t);
         if (op < 0)
-            perf_usage_fail(PERF_EXIT_USAGE, "invalid %s '%s' (sum prod min max avg all)", "op", t);
+            perf_usage_fail(PERF_EXIT_USAGE,
+                            "invalid %s '%s' (sum prod min max avg band bor bxor all)", "op", t);
         if (o->nops < RCOLL_NUM_OPS)
             o->ops[o->nops++] = (rcoll_op_t)op;
     }

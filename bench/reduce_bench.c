@@ -18,24 +18,19 @@
 typedef struct {
     rcoll_datatype_t dt;
     rcoll_op_t op;
-    const char *dt_name;
-    const char *op_name;
-    size_t elem;
 } bench_case_t;
 
+/* AVG rows divide by 4 (4 ranks). */
 static const bench_case_t bench_cases[] = {
-    {RCOLL_INT8, RCOLL_SUM, "int8", "sum", 1},
-    {RCOLL_UINT8, RCOLL_SUM, "uint8", "sum", 1},
-    {RCOLL_INT32, RCOLL_SUM, "int32", "sum", 4},
-    {RCOLL_INT32, RCOLL_PROD, "int32", "prod", 4},
-    {RCOLL_UINT32, RCOLL_SUM, "uint32", "sum", 4},
-    {RCOLL_INT64, RCOLL_SUM, "int64", "sum", 8},
-    {RCOLL_UINT64, RCOLL_SUM, "uint64", "sum", 8},
-    {RCOLL_FLOAT16, RCOLL_SUM, "float16", "sum", 2},
-    {RCOLL_BFLOAT16, RCOLL_SUM, "bfloat16", "sum", 2},
-    {RCOLL_FLOAT32, RCOLL_SUM, "float32", "sum", 4},
-    {RCOLL_FLOAT32, RCOLL_MIN, "float32", "min", 4},
-    {RCOLL_FLOAT64, RCOLL_SUM, "float64", "sum", 8},
+    {RCOLL_INT8, RCOLL_SUM},     {RCOLL_UINT8, RCOLL_SUM},     {RCOLL_UINT8, RCOLL_BXOR},
+    {RCOLL_INT16, RCOLL_SUM},    {RCOLL_INT16, RCOLL_PROD},    {RCOLL_INT16, RCOLL_MIN},
+    {RCOLL_INT16, RCOLL_AVG},    {RCOLL_INT16, RCOLL_BAND},    {RCOLL_UINT16, RCOLL_SUM},
+    {RCOLL_UINT16, RCOLL_MAX},   {RCOLL_INT32, RCOLL_SUM},     {RCOLL_INT32, RCOLL_PROD},
+    {RCOLL_INT32, RCOLL_AVG},    {RCOLL_INT32, RCOLL_BAND},    {RCOLL_UINT32, RCOLL_SUM},
+    {RCOLL_INT64, RCOLL_SUM},    {RCOLL_INT64, RCOLL_BOR},     {RCOLL_UINT64, RCOLL_SUM},
+    {RCOLL_BOOL, RCOLL_SUM},     {RCOLL_BOOL, RCOLL_PROD},     {RCOLL_BOOL, RCOLL_BXOR},
+    {RCOLL_FLOAT16, RCOLL_SUM},  {RCOLL_BFLOAT16, RCOLL_SUM},  {RCOLL_FLOAT32, RCOLL_SUM},
+    {RCOLL_FLOAT32, RCOLL_MIN},  {RCOLL_FLOAT64, RCOLL_SUM},
 };
 #define NUM_CASES (sizeof(bench_cases) / sizeof(bench_cases[0]))
 
@@ -95,6 +90,10 @@ static void fill(void *p, size_t bytes, rcoll_datatype_t dt, int which)
         n = bytes / 8;
         for (size_t i = 0; i < n; i++)
             ((double *)p)[i] = which ? 1.5 + (double)(i & 7) : 0.25;
+        break;
+    case RCOLL_BOOL: /* 0 and 1, in two patterns */
+        for (size_t i = 0; i < bytes; i++)
+            ((unsigned char *)p)[i] = (unsigned char)((which ? i : i >> 1) & 1);
         break;
     default:
         memset(p, which ? 3 : 5, bytes);
@@ -206,20 +205,21 @@ int main(int argc, char **argv)
         }
         for (size_t c = 0; c < NUM_CASES; c++) {
             const bench_case_t *bc = &bench_cases[c];
-            size_t count = bytes / bc->elem;
+            size_t count = bytes / rcoll_dt_size(bc->dt);
+            int divisor = bc->op == RCOLL_AVG ? 4 : 0;
             fill(a, bytes, bc->dt, 0);
             fill(b, bytes, bc->dt, 1);
-            rcoll_reduce_local(d, a, b, count, bc->dt, bc->op, 0); /* warm-up */
+            rcoll_reduce_local(d, a, b, count, bc->dt, bc->op, divisor); /* warm-up */
             for (int k = 0; k < iters; k++) {
                 double t0 = now_s();
-                rcoll_reduce_local(d, a, b, count, bc->dt, bc->op, 0);
+                rcoll_reduce_local(d, a, b, count, bc->dt, bc->op, divisor);
                 t[k] = now_s() - t0;
             }
             double sec = median(t, iters);
             double gbs = 3.0 * (double)bytes / sec / 1e9;
             printf("%-8s %-9s %-5s %10zu %10.1f %8.2f %10.2f\n",
-                   rcoll_reduce_isa_name((rcoll_reduce_isa_t)isa), bc->dt_name, bc->op_name, count,
-                   sec * 1e6, gbs, gbs / mc_gbs);
+                   rcoll_reduce_isa_name((rcoll_reduce_isa_t)isa), rcoll_dt_name(bc->dt),
+                   rcoll_op_name(bc->op), count, sec * 1e6, gbs, gbs / mc_gbs);
         }
     }
     rcoll_reduce_isa_set(rcoll_reduce_isa_best());

@@ -97,20 +97,32 @@ typedef enum {
     RCOLL_BFLOAT16 = 7, /* bfloat16: upper half of a binary32 */
     RCOLL_FLOAT32 = 8,
     RCOLL_FLOAT64 = 9,
-    RCOLL_NUM_DATATYPES = 10
+    RCOLL_INT16 = 10,
+    RCOLL_UINT16 = 11,
+    RCOLL_BOOL = 12, /* 1 byte: 0 is false, any other byte value is true (see below) */
+    RCOLL_NUM_DATATYPES = 13
 } rcoll_datatype_t;
 
 /* Reduction operators.  Integer SUM and PROD wrap modulo 2^bits (no undefined behaviour).
  * FLOAT16 and BFLOAT16 are reduced with float32 arithmetic per element, rounded back to the
  * element type after each step.  AVG sums, then divides by the number of ranks in the
- * element's own type: for integer types the division truncates toward zero. */
+ * element's own type: for integer types the division truncates toward zero.
+ * BAND, BOR and BXOR are bitwise and, or and exclusive or; they apply to the integer types
+ * and BOOL, and a floating-point datatype with them is refused (RCOLL_ERR_INVALID_ARG).
+ * BOOL is torch.bool: an element is false when its byte is 0 and true otherwise, and every
+ * result element is written as 0 or 1 (also on a one-rank communicator).  SUM and MAX are
+ * logical or, PROD and MIN logical and, BAND / BOR / BXOR logical and / or / xor (as torch
+ * over NCCL and Gloo); AVG with BOOL is refused (RCOLL_ERR_INVALID_ARG), as torch refuses it. */
 typedef enum {
     RCOLL_SUM = 0,
     RCOLL_PROD = 1,
     RCOLL_MIN = 2,
     RCOLL_MAX = 3,
     RCOLL_AVG = 4,
-    RCOLL_NUM_OPS = 5
+    RCOLL_BAND = 5,
+    RCOLL_BOR = 6,
+    RCOLL_BXOR = 7,
+    RCOLL_NUM_OPS = 8
 } rcoll_op_t;
 
 /* Pass as sendbuf to operate in place (the input is taken from recvbuf), as MPI_IN_PLACE. */
@@ -239,7 +251,8 @@ const char *rcoll_comm_last_error(rcoll_comm_t comm);
  * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
  * rcoll_comm_last_error(); destroy or abort it.
  * Common errors: RCOLL_ERR_INVALID_ARG (NULL buffer with count > 0, bad datatype/op/root,
- * count > RCOLL_MAX_COUNT, partially overlapping send and receive buffers), RCOLL_ERR_REMOTE,
+ * an op the datatype lacks (BAND/BOR/BXOR on a floating type, AVG on BOOL), count >
+ * RCOLL_MAX_COUNT, partially overlapping send and receive buffers), RCOLL_ERR_REMOTE,
  * RCOLL_ERR_PROTOCOL, RCOLL_ERR_TIMEOUT (the message names the rank waited for).
  * A count of 0 is a valid no-op that communicates nothing.
  * ------------------------------------------------------------------------------------------ */

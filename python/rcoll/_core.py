@@ -42,6 +42,9 @@ class Datatype(enum.IntEnum):
     BFLOAT16 = 7
     FLOAT32 = 8
     FLOAT64 = 9
+    INT16 = 10
+    UINT16 = 11
+    BOOL = 12    # one byte: 0 false, anything else true; results are 0 or 1
 
 
 class Op(enum.IntEnum):
@@ -51,6 +54,9 @@ class Op(enum.IntEnum):
     MIN = 2
     MAX = 3
     AVG = 4
+    BAND = 5     # bitwise ops: integer and bool datatypes only
+    BOR = 6
+    BXOR = 7
 
 
 # buffer-protocol format characters (struct module codes) -> datatype, by item size
@@ -62,6 +68,7 @@ _FORMATS = {
     ("q", 8): Datatype.INT64, ("Q", 8): Datatype.UINT64,
     ("n", 8): Datatype.INT64, ("N", 8): Datatype.UINT64,
     ("e", 2): Datatype.FLOAT16, ("f", 4): Datatype.FLOAT32, ("d", 8): Datatype.FLOAT64,
+    ("h", 2): Datatype.INT16, ("H", 2): Datatype.UINT16, ("?", 1): Datatype.BOOL,
 }
 
 

@@ -1,6 +1,7 @@
 /*
  * reduce.c - element-wise CPU reductions dst = a OP b for every datatype x op, plus the
- * float16/bfloat16 conversions.  Memory-bound, so the kernels are simple loops vectorized
+ * float16/bfloat16 conversions and the datatype and op tables (sizes, names, which pairs
+ * are defined).  Memory-bound, so the kernels are simple loops vectorized
  * three ways (AVX-512, AVX2+F16C, portable) and one variant is picked once per process.
  * Must not allocate, log, block or branch per element on dt/op: a call is one table lookup
  * and one indirect call into a typed kernel.
@@ -46,15 +47,45 @@
 
 size_t rcoll_dt_size(rcoll_datatype_t dt)
 {
-    static const size_t sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    static const size_t sizes[RCOLL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
     return ((unsigned)dt < RCOLL_NUM_DATATYPES) ? sizes[dt] : 0;
+}
+
+const char *rcoll_dt_name(rcoll_datatype_t dt)
+{
+    static const char *const names[RCOLL_NUM_DATATYPES] = {
+        "int8",     "uint8",   "int32",   "uint32", "int64",  "uint64", "float16",
+        "bfloat16", "float32", "float64", "int16",  "uint16", "bool"};
+    return ((unsigned)dt < RCOLL_NUM_DATATYPES) ? names[dt] : "?";
+}
+
+const char *rcoll_op_name(rcoll_op_t op)
+{
+    static const char *const names[RCOLL_NUM_OPS] = {"sum", "prod", "min",  "max",
+                                                     "avg", "band", "bor", "bxor"};
+    return ((unsigned)op < RCOLL_NUM_OPS) ? names[op] : "?";
+}
+
+static int dt_is_float(rcoll_datatype_t dt)
+{
+    return dt >= RCOLL_FLOAT16 && dt <= RCOLL_FLOAT64;
+}
+
+int rcoll_reduce_defined(rcoll_datatype_t dt, rcoll_op_t op)
+{
+    if ((unsigned)dt >= RCOLL_NUM_DATATYPES || (unsigned)op >= RCOLL_NUM_OPS)
+        return 0;
+    if (op == RCOLL_BAND || op == RCOLL_BOR || op == RCOLL_BXOR)
+        return !dt_is_float(dt);
+    return !(op == RCOLL_AVG && dt == RCOLL_BOOL);
 }
 
 typedef void (*reduce_kernel_fn_t)(void *dst, const void *a, const void *b, size_t n, int d);
 typedef void (*reduce_finish_fn_t)(void *buf, size_t n, int d);
 
 /* One instruction-set variant: a kernel for every dt x op and an AVG finisher per dt.
- * kernel[dt][RCOLL_AVG] is only called with d >= 2 (d <= 1 is plain SUM). */
+ * kernel[dt][RCOLL_AVG] is only called with d >= 2 (d <= 1 is plain SUM).  The pairs that
+ * rcoll_reduce_defined() refuses hold k_undefined / f_undefined, which write nothing. */
 typedef struct {
     reduce_kernel_fn_t kernel[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS];
     reduce_finish_fn_t finish[RCOLL_NUM_DATATYPES];
@@ -162,24 +193,28 @@ uint16_t rcoll_float_to_bf16(float f)
 /* ---------------------------------------------------------------------------------------------
  * Element helpers.  Signed SUM/PROD run on the unsigned kernels (same bits, no overflow UB);
  * signed AVG converts the wrapped unsigned sum back (GCC defines that as modulo 2^bits).
- * 8- and 32-bit AVG divide in float / double: the truncated quotient is exact there, because
- * the rounding error (< |q| * 2^-24 resp. 2^-53) stays below the 1/d gap to the next integer,
- * and, unlike integer division, it vectorizes.
+ * 8-, 16- and 32-bit AVG divide in float / double: the truncated quotient is exact there,
+ * because the rounding error (< |q| * 2^-24 resp. 2^-53) stays below the 1/d gap to the next
+ * integer, and, unlike integer division, it vectorizes.
  * ------------------------------------------------------------------------------------------ */
 #define MIN_OF(x, y) ((x) < (y) ? (x) : (y))
 #define MAX_OF(x, y) ((x) > (y) ? (x) : (y))
 
-RI int8_t avg_i8(int8_t x, int8_t y, int d)
-{
-    int8_t s = (int8_t)(uint8_t)((uint8_t)x + (uint8_t)y);
-    return (int8_t)((float)s / (float)d);
-}
+/* avg_i<s> and avg_u<s> for 8 and 16 bits: the wrapped sum, divided in float. */
+#define AVG_VIA_FLOAT(s, S, U)                                                                 \
+    RI S avg_i##s(S x, S y, int d)                                                             \
+    {                                                                                          \
+        S sum = (S)(U)((U)x + (U)y);                                                           \
+        return (S)((float)sum / (float)d);                                                     \
+    }                                                                                          \
+    RI U avg_u##s(U x, U y, int d)                                                             \
+    {                                                                                          \
+        U sum = (U)(x + y);                                                                    \
+        return (U)((float)sum / (float)d);                                                     \
+    }
 
-RI uint8_t avg_u8(uint8_t x, uint8_t y, int d)
-{
-    uint8_t s = (uint8_t)(x + y);
-    return (uint8_t)((float)s / (float)d);
-}
+AVG_VIA_FLOAT(8, int8_t, uint8_t)
+AVG_VIA_FLOAT(16, int16_t, uint16_t)
 
 RI int32_t avg_i32(int32_t x, int32_t y, int d)
 {
@@ -303,10 +338,14 @@ RI uint16_t f16_div(uint16_t x, int d)
         }                                                                                      \
     }
 
-/* SUM, PROD (unsigned, wrapping) and MIN, MAX, AVG of an integer type. */
+/* SUM, PROD, BAND, BOR, BXOR (unsigned: the same bits for both signs, wrapping) and MIN, MAX,
+ * AVG of an integer type. */
 #define REDUCE_INT_KERNELS(isa, s, S, U, WIDE)                                                 \
     REDUCE_KERNEL(isa, sum_u##s, U, x + y)                                                     \
     REDUCE_KERNEL(isa, prod_u##s, U, (WIDE)x * (WIDE)y)                                        \
+    REDUCE_KERNEL(isa, band_u##s, U, x & y)                                                    \
+    REDUCE_KERNEL(isa, bor_u##s, U, x | y)                                                     \
+    REDUCE_KERNEL(isa, bxor_u##s, U, x ^ y)                                                    \
     REDUCE_KERNEL(isa, min_i##s, S, MIN_OF(x, y))                                              \
     REDUCE_KERNEL(isa, max_i##s, S, MAX_OF(x, y))                                              \
     REDUCE_KERNEL(isa, min_u##s, U, MIN_OF(x, y))                                              \
@@ -314,9 +353,11 @@ RI uint16_t f16_div(uint16_t x, int d)
     REDUCE_KERNEL(isa, avg_i##s, S, avg_i##s(x, y, d))                                         \
     REDUCE_KERNEL(isa, avg_u##s, U, avg_u##s(x, y, d))
 
-/* WIDE keeps unsigned multiplication unsigned after integer promotion (u8 * u8 fits int). */
+/* WIDE keeps unsigned multiplication unsigned after integer promotion (u16 * u16 would
+ * overflow int).  BOOL reads any non-zero byte as true and writes 0 or 1. */
 #define REDUCE_KERNELS(isa)                                                                    \
     REDUCE_INT_KERNELS(isa, 8, int8_t, uint8_t, unsigned)                                      \
+    REDUCE_INT_KERNELS(isa, 16, int16_t, uint16_t, unsigned)                                   \
     REDUCE_INT_KERNELS(isa, 32, int32_t, uint32_t, uint32_t)                                   \
     REDUCE_INT_KERNELS(isa, 64, int64_t, uint64_t, uint64_t)                                   \
     REDUCE_KERNEL(isa, sum_f32, float, x + y)                                                  \
@@ -329,8 +370,13 @@ RI uint16_t f16_div(uint16_t x, int d)
     REDUCE_KERNEL(isa, min_f64, double, MIN_OF(x, y))                                          \
     REDUCE_KERNEL(isa, max_f64, double, MAX_OF(x, y))                                          \
     REDUCE_KERNEL(isa, avg_f64, double, avg_f64(x, y, d))                                      \
+    REDUCE_KERNEL(isa, or_bool, uint8_t, (x | y) != 0)                                         \
+    REDUCE_KERNEL(isa, and_bool, uint8_t, (x != 0) & (y != 0))                                 \
+    REDUCE_KERNEL(isa, xor_bool, uint8_t, (x != 0) ^ (y != 0))                                 \
     REDUCE_FINISH(isa, i8, int8_t, (float)x / (float)d)                                        \
     REDUCE_FINISH(isa, u8, uint8_t, (float)x / (float)d)                                       \
+    REDUCE_FINISH(isa, i16, int16_t, (float)x / (float)d)                                      \
+    REDUCE_FINISH(isa, u16, uint16_t, (float)x / (float)d)                                     \
     REDUCE_FINISH(isa, i32, int32_t, (double)x / (double)d)                                    \
     REDUCE_FINISH(isa, u32, uint32_t, (double)x / (double)d)                                   \
     REDUCE_FINISH(isa, i64, int64_t, x / d)                                                    \
@@ -353,35 +399,54 @@ RI uint16_t f16_div(uint16_t x, int d)
     REDUCE_KERNEL(isa, avg_bf16, uint16_t, bf16_div(bf16_add(x, y), d))                        \
     REDUCE_FINISH(isa, bf16, uint16_t, bf16_div(x, d))
 
+/* The stubs behind the pairs rcoll_reduce_defined() refuses (callers validate first). */
+static void k_undefined(void *dst, const void *a, const void *b, size_t n, int d)
+{
+    (void)dst, (void)a, (void)b, (void)n, (void)d;
+}
+
+static void f_undefined(void *buf, size_t n, int d)
+{
+    (void)buf, (void)n, (void)d;
+}
+
+/* Table rows, in rcoll_op_t order.  sg is i or u: MIN, MAX and AVG compare and divide with
+ * the sign; the other ops are the same bits either way. */
+#define INT_ROW(isa, s, sg)                                                                    \
+    {k_sum_u##s##_##isa,  k_prod_u##s##_##isa, k_min_##sg##s##_##isa, k_max_##sg##s##_##isa,   \
+     k_avg_##sg##s##_##isa, k_band_u##s##_##isa, k_bor_u##s##_##isa,  k_bxor_u##s##_##isa}
+#define FLOAT_ROW(isa, name)                                                                   \
+    {k_sum_##name##_##isa, k_prod_##name##_##isa, k_min_##name##_##isa, k_max_##name##_##isa,  \
+     k_avg_##name##_##isa, k_undefined,           k_undefined,          k_undefined}
+/* SUM and MAX are or, PROD and MIN are and; no AVG. */
+#define BOOL_ROW(isa)                                                                          \
+    {k_or_bool_##isa,  k_and_bool_##isa, k_and_bool_##isa, k_or_bool_##isa,                    \
+     k_undefined,      k_and_bool_##isa, k_or_bool_##isa,  k_xor_bool_##isa}
+
 /* The table of one variant; the 16-bit float kernels k_<op>_{f16,bf16}_<isa> and
  * f_{f16,bf16}_<isa> come from REDUCE_HALF_KERNELS_SW or, on x86, HALF_KERNELS. */
 #define REDUCE_OPS_TABLE(isa)                                                                  \
     static const reduce_ops_t reduce_ops_##isa = {                                             \
         .kernel = {                                                                            \
-            [RCOLL_INT8] = {k_sum_u8_##isa, k_prod_u8_##isa, k_min_i8_##isa, k_max_i8_##isa,   \
-                            k_avg_i8_##isa},                                                   \
-            [RCOLL_UINT8] = {k_sum_u8_##isa, k_prod_u8_##isa, k_min_u8_##isa,                  \
-                             k_max_u8_##isa, k_avg_u8_##isa},                                  \
-            [RCOLL_INT32] = {k_sum_u32_##isa, k_prod_u32_##isa, k_min_i32_##isa,               \
-                             k_max_i32_##isa, k_avg_i32_##isa},                                \
-            [RCOLL_UINT32] = {k_sum_u32_##isa, k_prod_u32_##isa, k_min_u32_##isa,              \
-                              k_max_u32_##isa, k_avg_u32_##isa},                               \
-            [RCOLL_INT64] = {k_sum_u64_##isa, k_prod_u64_##isa, k_min_i64_##isa,               \
-                             k_max_i64_##isa, k_avg_i64_##isa},                                \
-            [RCOLL_UINT64] = {k_sum_u64_##isa, k_prod_u64_##isa, k_min_u64_##isa,              \
-                              k_max_u64_##isa, k_avg_u64_##isa},                               \
-            [RCOLL_FLOAT16] = {k_sum_f16_##isa, k_prod_f16_##isa, k_min_f16_##isa,             \
-                               k_max_f16_##isa, k_avg_f16_##isa},                              \
-            [RCOLL_BFLOAT16] = {k_sum_bf16_##isa, k_prod_bf16_##isa, k_min_bf16_##isa,         \
-                                k_max_bf16_##isa, k_avg_bf16_##isa},                           \
-            [RCOLL_FLOAT32] = {k_sum_f32_##isa, k_prod_f32_##isa, k_min_f32_##isa,             \
-                               k_max_f32_##isa, k_avg_f32_##isa},                              \
-            [RCOLL_FLOAT64] = {k_sum_f64_##isa, k_prod_f64_##isa, k_min_f64_##isa,             \
-                               k_max_f64_##isa, k_avg_f64_##isa},                              \
+            [RCOLL_INT8] = INT_ROW(isa, 8, i),                                                 \
+            [RCOLL_UINT8] = INT_ROW(isa, 8, u),                                                \
+            [RCOLL_INT16] = INT_ROW(isa, 16, i),                                               \
+            [RCOLL_UINT16] = INT_ROW(isa, 16, u),                                              \
+            [RCOLL_INT32] = INT_ROW(isa, 32, i),                                               \
+            [RCOLL_UINT32] = INT_ROW(isa, 32, u),                                              \
+            [RCOLL_INT64] = INT_ROW(isa, 64, i),                                               \
+            [RCOLL_UINT64] = INT_ROW(isa, 64, u),                                              \
+            [RCOLL_FLOAT16] = FLOAT_ROW(isa, f16),                                             \
+            [RCOLL_BFLOAT16] = FLOAT_ROW(isa, bf16),                                           \
+            [RCOLL_FLOAT32] = FLOAT_ROW(isa, f32),                                             \
+            [RCOLL_FLOAT64] = FLOAT_ROW(isa, f64),                                             \
+            [RCOLL_BOOL] = BOOL_ROW(isa),                                                      \
         },                                                                                     \
         .finish = {                                                                            \
             [RCOLL_INT8] = f_i8_##isa,                                                         \
             [RCOLL_UINT8] = f_u8_##isa,                                                        \
+            [RCOLL_INT16] = f_i16_##isa,                                                       \
+            [RCOLL_UINT16] = f_u16_##isa,                                                      \
             [RCOLL_INT32] = f_i32_##isa,                                                       \
             [RCOLL_UINT32] = f_u32_##isa,                                                      \
             [RCOLL_INT64] = f_i64_##isa,                                                       \
@@ -390,6 +455,7 @@ RI uint16_t f16_div(uint16_t x, int d)
             [RCOLL_BFLOAT16] = f_bf16_##isa,                                                   \
             [RCOLL_FLOAT32] = f_f32_##isa,                                                     \
             [RCOLL_FLOAT64] = f_f64_##isa,                                                     \
+            [RCOLL_BOOL] = f_undefined,                                                        \
         },                                                                                     \
     };
 
@@ -738,4 +804,11 @@ void rcoll_reduce_avg_finish(void *buf, size_t count, rcoll_datatype_t dt, int d
     if (count == 0 || (unsigned)dt >= RCOLL_NUM_DATATYPES || divisor <= 1)
         return;
     reduce_ops_get()->finish[dt](buf, count, divisor);
+}
+
+void rcoll_reduce_single(void *buf, size_t count, rcoll_datatype_t dt)
+{
+    if (count == 0 || dt != RCOLL_BOOL)
+        return;
+    reduce_ops_get()->kernel[RCOLL_BOOL][RCOLL_BOR](buf, buf, buf, count, 0); /* x | x: 0/1 */
 }

@@ -18,10 +18,22 @@
  * the library (rcoll_datatype_size, the public form, returns this). */
 size_t rcoll_dt_size(rcoll_datatype_t dt);
 
+/* "int8" ... "float64", "int16", "uint16", "bool" / "sum" ... "avg", "band", "bor", "bxor";
+ * "?" for a value out of range.  The library's one name table (messages, signatures). */
+const char *rcoll_dt_name(rcoll_datatype_t dt);
+const char *rcoll_op_name(rcoll_op_t op);
+
+/* 1 when op is defined on dt: every op on the integer types; BAND/BOR/BXOR not on the
+ * floating types; AVG not on BOOL.  0 as well for values out of range.  Callers check this
+ * before reducing; the kernels of an undefined pair write nothing. */
+int rcoll_reduce_defined(rcoll_datatype_t dt, rcoll_op_t op);
+
 /* dst[i] = a[i] OP b[i] for i < count.  dst may alias a or b exactly (also a == b == dst), but
  * must not partially overlap either.  a == b is fine.
  *   Integers: SUM and PROD wrap modulo 2^bits; MIN and MAX compare signed or unsigned as the
- *   type says.
+ *   type says; BAND, BOR, BXOR are bitwise.
+ *   BOOL: a byte is true when non-zero; SUM, MAX, BOR are or, PROD, MIN, BAND and, BXOR
+ *   exclusive or; every result is 0 or 1.
  *   FLOAT16 / BFLOAT16: each element is widened to float32, the op is applied in float32 and
  *   the result is rounded back to the element type (round to nearest even).
  *   MIN / MAX on floating types use plain comparisons, MIN = (a < b ? a : b) and
@@ -42,6 +54,10 @@ void rcoll_reduce_local(void *dst, const void *a, const void *b, size_t count,
  * when a rank's value is final without a reduction (one rank, tree algorithms).  A divisor
  * <= 1 leaves buf unchanged. */
 void rcoll_reduce_avg_finish(void *buf, size_t count, rcoll_datatype_t dt, int divisor);
+
+/* What a reduction over one rank makes of its input buf, in place: BOOL elements become 0 or
+ * 1; every other type is unchanged (for every op: AVG over one rank divides by 1). */
+void rcoll_reduce_single(void *buf, size_t count, rcoll_datatype_t dt);
 
 /* IEEE 754 binary16 and bfloat16 <-> float32.  Widening is exact.  Narrowing rounds to nearest
  * even, overflows to infinity, produces subnormals where due, and keeps NaN a NaN (quieted,

@@ -502,6 +502,22 @@ static rcoll_status_t check_type(rcoll_comm_t comm, const char *fn, size_t count
     return RCOLL_OK;
 }
 
+/* After check_type: op is an rcoll_op_t and defined on dt. */
+static rcoll_status_t check_op(rcoll_comm_t comm, const char *fn, rcoll_datatype_t dt,
+                               rcoll_op_t op)
+{
+    if ((unsigned)op >= RCOLL_NUM_OPS)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
+    if (rcoll_reduce_defined(dt, op)) return RCOLL_OK;
+    if (op == RCOLL_AVG)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: op avg is not defined on %s (for bool, sum and max are logical "
+                         "or, prod and min logical and)", fn, rcoll_dt_name(dt));
+    return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                     "%s: op %s is bitwise: it takes an integer or bool datatype, not %s", fn,
+                     rcoll_op_name(op), rcoll_dt_name(dt));
+}
+
 /* Do [a, a + alen) and [b, b + blen) share a byte? */
 static int spans_overlap(const void *a, size_t alen, const void *b, size_t blen)
 {
@@ -520,10 +536,8 @@ static rcoll_status_t allreduce_args(const void *sendbuf, void *recvbuf, size_t 
 {
     rcoll_status_t st = check_comm(comm, fn);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
+    if (st == RCOLL_OK) st = check_op(comm, fn, dt, op);
     if (st != RCOLL_OK) return st;
-    if ((unsigned)op >= RCOLL_NUM_OPS)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn,
-                         (int)op);
     if (count == 0) return RCOLL_OK;
     if (!recvbuf)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: recvbuf is NULL with count %zu", fn,
@@ -955,9 +969,8 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
     rcoll_status_t st = check_comm(comm, fn);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_root(comm, fn, root);
+    if (st == RCOLL_OK) st = check_op(comm, fn, dt, op);
     if (st != RCOLL_OK) return st;
-    if ((unsigned)op >= RCOLL_NUM_OPS)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
     int is_root = comm->rank == root;
     if (count && sendbuf == RCOLL_IN_PLACE && !is_root)
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
@@ -1045,9 +1058,8 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
     rcoll_status_t st = check_comm(comm, fn);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
+    if (st == RCOLL_OK) st = check_op(comm, fn, dt, op);
     if (st != RCOLL_OK) return st;
-    if ((unsigned)op >= RCOLL_NUM_OPS)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
     size_t blk = count * rcoll_dt_size(dt);
     if (count && (!recvbuf || !sendbuf))
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
@@ -1268,6 +1280,12 @@ rcoll_status_t rcoll_api_check_type(rcoll_comm_t comm, const char *fn, size_t co
                                     rcoll_datatype_t dt)
 {
     return check_type(comm, fn, count, dt);
+}
+
+rcoll_status_t rcoll_api_check_op(rcoll_comm_t comm, const char *fn, rcoll_datatype_t dt,
+                                  rcoll_op_t op)
+{
+    return check_op(comm, fn, dt, op);
 }
 
 rcoll_status_t rcoll_api_check_root(rcoll_comm_t comm, const char *fn, int root)

@@ -17,6 +17,9 @@ rcoll_status_t rcoll_api_check_comm(rcoll_comm_t comm, const char *fn);
 rcoll_status_t rcoll_api_check_type(rcoll_comm_t comm, const char *fn, size_t count,
                                     rcoll_datatype_t dt);
 rcoll_status_t rcoll_api_check_root(rcoll_comm_t comm, const char *fn, int root);
+/* After check_type: op valid and defined on dt (no bitwise op on floats, no bool average). */
+rcoll_status_t rcoll_api_check_op(rcoll_comm_t comm, const char *fn, rcoll_datatype_t dt,
+                                  rcoll_op_t op);
 /* An argument error: the sentence in comm's last error (and the log), status returned. */
 rcoll_status_t rcoll_api_arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

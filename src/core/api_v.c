@@ -207,9 +207,7 @@ static rcoll_status_t do_reduce_scatterv(const void *sendbuf, void *recvbuf,
 {
     size_t total = 0, extent = 0;
     rcoll_status_t st = check_start(comm, fn, 0, dt);
-    if (st == RCOLL_OK && (unsigned)op >= RCOLL_NUM_OPS)
-        st = rcoll_api_arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn,
-                                 (int)op);
+    if (st == RCOLL_OK) st = rcoll_api_check_op(comm, fn, dt, op);
     if (st == RCOLL_OK)
         st = check_v(comm, fn, "recvcounts", recvcounts, NULL, NULL, &total, &extent);
     if (st != RCOLL_OK) return st;

@@ -322,7 +322,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
         if (r->count == 0) return 1;
         if (n == 1) {
             if (r->src != r->dst) memcpy(r->dst, r->src, r->count * esize);
-            if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
+            rcoll_reduce_single(r->dst, r->count, r->dt);
             return 1;
         }
         if (r->kind == RCOLL_OP_REDUCE) {
@@ -364,7 +364,7 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
         if (r->count == 0) return 1;
         if (n == 1) {
             if (r->src != r->dst) memmove(r->dst, r->src, r->count * esize);
-            if (r->op == RCOLL_AVG) rcoll_reduce_avg_finish(r->dst, r->count, r->dt, 1);
+            rcoll_reduce_single(r->dst, r->count, r->dt);
             return 1;
         }
         rcoll_sched_ring_reduce_scatter(&s, n, me, r->count, chunk);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "algo/reduce.h"
 #include "core/comm.h"
 #include "core/sig.h"
 
@@ -114,9 +115,6 @@ static const char *const kind_names[] = {"allreduce", "bcast",         "barrier"
                                          /* rooted and uneven collectives */
                                          "gather",    "scatter",       "allgatherv",
                                          "alltoallv", "reduce_scatterv"};
-static const char *const dt_names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                                       "uint64",  "float16",  "bfloat16", "float32", "float64"};
-static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
 
 #define NAME_OF(tab, i, unknown)                                                           \
     ((i) >= 0 && (size_t)(i) < sizeof(tab) / sizeof((tab)[0]) ? (tab)[i] : (unknown))
@@ -135,16 +133,16 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
     }
     size_t o;
     if (s->kind == RCOLL_OP_ALLTOALLV) /* no count: the message sizes check each pair's */
-        o = (size_t)snprintf(buf, len, "%s(%s", kind, NAME_OF(dt_names, s->dt, "?"));
+        o = (size_t)snprintf(buf, len, "%s(%s", kind, rcoll_dt_name((rcoll_datatype_t)s->dt));
     else if (s->kind == RCOLL_OP_ALLGATHERV || s->kind == RCOLL_OP_REDUCE_SCATTERV)
         o = (size_t)snprintf(buf, len, "%s(total=%llu, counts digest %08llx, %s", kind,
                              (unsigned long long)s->count, (unsigned long long)s->vhash,
-                             NAME_OF(dt_names, s->dt, "?"));
+                             rcoll_dt_name((rcoll_datatype_t)s->dt));
     else
         o = (size_t)snprintf(buf, len, "%s(count=%llu, %s", kind, (unsigned long long)s->count,
-                             NAME_OF(dt_names, s->dt, "?"));
+                             rcoll_dt_name((rcoll_datatype_t)s->dt));
     if (o < len && s->op >= 0)
-        o += (size_t)snprintf(buf + o, len - o, ", %s", NAME_OF(op_names, s->op, "?"));
+        o += (size_t)snprintf(buf + o, len - o, ", %s", rcoll_op_name((rcoll_op_t)s->op));
     if (o < len && s->root >= 0) o += (size_t)snprintf(buf + o, len - o, ", root=%d", s->root);
     if (o < len && with_alg && s->alg >= 0)
         o += (size_t)snprintf(buf + o, len - o, "; algorithm %s",

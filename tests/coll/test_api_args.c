@@ -102,6 +102,38 @@ static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
                   RCOLL_ERR_INVALID_ARG, "invalid datatype 99", "bad datatype", rank);
     bad += expect(comm, rcoll_allreduce(buf, out, N, RCOLL_FLOAT32, (rcoll_op_t)-3, comm),
                   RCOLL_ERR_INVALID_ARG, "invalid reduction op -3", "bad op", rank);
+    /* Bitwise ops on every floating type, AVG on bool: refused by every reducing call. */
+    static const struct {
+        rcoll_datatype_t dt;
+        rcoll_op_t op;
+        const char *word;
+    } undefined[] = {
+        {RCOLL_FLOAT32, RCOLL_BAND, "op band is bitwise: it takes an integer or bool datatype, "
+                                    "not float32"},
+        {RCOLL_FLOAT16, RCOLL_BOR, "not float16"},   {RCOLL_BFLOAT16, RCOLL_BXOR, "not bfloat16"},
+        {RCOLL_FLOAT64, RCOLL_BXOR, "not float64"},  {RCOLL_FLOAT32, RCOLL_BOR, "op bor"},
+        {RCOLL_BOOL, RCOLL_AVG, "op avg is not defined on bool"},
+    };
+    for (size_t k = 0; k < sizeof(undefined) / sizeof(undefined[0]); k++) {
+        rcoll_datatype_t dt = undefined[k].dt;
+        rcoll_op_t op = undefined[k].op;
+        const char *w = undefined[k].word;
+        bad += expect(comm, rcoll_allreduce(buf, out, 8, dt, op, comm), RCOLL_ERR_INVALID_ARG, w,
+                      "allreduce, op not defined on the datatype", rank);
+        bad += expect(comm, rcoll_reduce(buf, out, 8, dt, op, 0, comm), RCOLL_ERR_INVALID_ARG, w,
+                      "reduce, op not defined on the datatype", rank);
+        bad += expect(comm, rcoll_ireduce_scatter(buf, out, 1, dt, op, comm, &req),
+                      RCOLL_ERR_INVALID_ARG, w, "reduce_scatter, op not defined on the datatype",
+                      rank);
+        size_t ones[16];
+        for (int i = 0; i < n && i < 16; i++) ones[i] = 1;
+        bad += expect(comm, rcoll_reduce_scatterv(buf, out, ones, dt, op, comm),
+                      RCOLL_ERR_INVALID_ARG, w, "reduce_scatterv, op not defined on the datatype",
+                      rank);
+        /* A count of 0 is no excuse: the pair is wrong on every rank whatever the count. */
+        bad += expect(comm, rcoll_iallreduce(NULL, NULL, 0, dt, op, comm, &req),
+                      RCOLL_ERR_INVALID_ARG, w, "iallreduce count 0, op not defined", rank);
+    }
     bad += expect(comm, rcoll_allreduce(buf, out, RCOLL_MAX_COUNT + 1, RCOLL_FLOAT32, RCOLL_SUM,
                                         comm),
                   RCOLL_ERR_INVALID_ARG, "exceeds the maximum", "count overflow", rank);

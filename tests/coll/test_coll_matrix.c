@@ -5,8 +5,10 @@
  * broadcast from every root; barriers; several nonblocking operations outstanding, waited in
  * reverse order and polled with rcoll_test; every all-reduce algorithm, each checked to be
  * the one that ran (the library's INFO line at the choice).  From 12 ranks a lighter matrix
- * (LIGHT_RANKS) keeps the run within time on 2 cores.  Expected values come from a reference
- * computed here in double/wide-integer arithmetic, independent of the library's reduction code.
+ * (LIGHT_RANKS) keeps the run within time on 2 cores; int16, uint16, bool and the bitwise ops
+ * run at 1 and 3 ranks and in the hierarchical all-reduce (with_narrow).  Expected values come
+ * from a reference computed here in double/wide-integer arithmetic, independent of the
+ * library's reduction code.
  * Then gather and scatter (every root), all-gather-v, all-to-all-v and reduce-scatter-v with
  * uneven counts (zeros, one rank only, all zero, equal), in place, out of place and
  * nonblocking, over shared memory and TCP, 1..5 ranks.
@@ -24,65 +26,12 @@
 #include "dtref.h"
 #include "mp.h"
 
-/* The input of rank r at element i, as a small integer valid for every type. */
-static int64_t gen(int op, int r, size_t i)
-{
-    uint64_t h = (uint64_t)i * 2654435761u + (uint64_t)r * 40503u + (uint64_t)op * 977u;
-    h ^= h >> 13;
-    switch (op) {
-    case RCOLL_PROD: return 1 + (int64_t)(h % 2);           /* 1 or 2: 2^9 fits half */
-    case RCOLL_MIN:
-    case RCOLL_MAX: return (int64_t)(h % 120);             /* fits int8 and uint8 */
-    default: return (int64_t)(h % 9);                      /* 0..8 */
-    }
-}
-
-/* Wrap an exact integer result to the datatype's range (modular arithmetic). */
-static double wrap(int dt, int64_t v)
-{
-    switch (dt) {
-    case RCOLL_INT8: return (int8_t)(uint8_t)v;
-    case RCOLL_UINT8: return (uint8_t)v;
-    case RCOLL_INT32: return (int32_t)(uint32_t)v;
-    case RCOLL_UINT32: return (uint32_t)v;
-    default: return (double)v;
-    }
-}
-
-static double expected(int dt, int op, int n, size_t i)
-{
-    int64_t acc = gen(op, 0, i);
-    for (int r = 1; r < n; r++) {
-        int64_t v = gen(op, r, i);
-        switch (op) {
-        case RCOLL_PROD: acc *= v; break;
-        case RCOLL_MIN: acc = v < acc ? v : acc; break;
-        case RCOLL_MAX: acc = v > acc ? v : acc; break;
-        default: acc += v; break;
-        }
-    }
-    if (op != RCOLL_AVG) return dt_is_float(dt) ? (double)acc : wrap(dt, acc);
-    if (dt_is_float(dt)) return (double)acc / n;
-    /* Integer AVG: the sum in the element type, then C division (truncating). */
-    double w = wrap(dt, acc);
-    if (dt_is_signed(dt)) return (double)((int64_t)w / n);
-    return (double)((uint64_t)w / (uint64_t)n);
-}
-
-static int close_enough(int dt, int op, double got, double want)
-{
-    if (op != RCOLL_AVG || !dt_is_float(dt)) return got == want;
-    double rel = dt == RCOLL_FLOAT16 ? 1.0 / 512 : dt == RCOLL_BFLOAT16 ? 1.0 / 64
-               : dt == RCOLL_FLOAT32 ? 1e-6 : 1e-12;
-    return fabs(got - want) <= rel * (fabs(want) > 1 ? fabs(want) : 1);
-}
-
 static int verify(const void *buf, int dt, int op, int n, size_t count, const char *what,
                   int rank)
 {
     for (size_t i = 0; i < count; i++) {
-        double got = ref_load(buf, dt, i), want = expected(dt, op, n, i);
-        if (!close_enough(dt, op, got, want)) {
+        double got = ref_load(buf, dt, i), want = ref_expected(dt, op, n, i, 0);
+        if (!ref_close_enough(dt, op, got, want)) {
             fprintf(stderr, "rank %d: %s %s/%s count %zu: element %zu is %g, expected %g\n",
                     rank, what, dt_name[dt], op_name[op], count, i, got, want);
             return 1;
@@ -114,6 +63,20 @@ static int light_dt(int dt)
     return dt == RCOLL_INT8 || dt == RCOLL_BFLOAT16 || dt == RCOLL_FLOAT64;
 }
 
+/* int16, uint16, bool and the bitwise ops (dt_op_narrow) reach the algorithms like the other
+ * pairs (only the element size and the kernel differ, and tests/unit/test_reduce.c checks
+ * every kernel), so they run where it is cheap: every algorithm at 1 and 3 ranks, and the
+ * hierarchical all-reduce on 2x2 hosts.  with_narrow says whether this run includes them
+ * (set by the parent before it starts the ranks). */
+static int with_narrow;
+
+static int pair_in_run(int dt, int op, int n)
+{
+    if (!dt_op_defined(dt, op)) return 0; /* refused: tests/coll/test_api_args.c */
+    if (dt_op_narrow(dt, op)) return with_narrow;
+    return n < LIGHT_RANKS || light_dt(dt);
+}
+
 static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
 {
     (void)arg;
@@ -124,11 +87,13 @@ static int run_matrix(rcoll_comm_t comm, int rank, int n, void *arg)
     char *guard = malloc(maxc * 8 + 64);
     int bad = 0;
     for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
-        for (int op = 0; op < RCOLL_NUM_OPS && (!light || light_dt(dt)); op++)
-            for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (int op = 0; op < RCOLL_NUM_OPS; op++)
+            for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]) && pair_in_run(dt, op, n);
+                 ci++)
                 for (int inplace = 0; inplace < 2 && !(light && counts[ci] == 37); inplace++) {
                     size_t count = counts[ci];
-                    for (size_t i = 0; i < count; i++) ref_store(send, dt, i, gen(op, rank, i));
+                    for (size_t i = 0; i < count; i++)
+                        ref_store(send, dt, i, ref_gen(dt, op, rank, i, 0));
                     memset(recv, 0x5a, maxc * 8);
                     rcoll_status_t st;
                     if (inplace) {
@@ -365,7 +330,8 @@ static int run_alltoallv(rcoll_comm_t comm, int rank, int n, int dt, int p, char
 }
 
 /* Reduce-scatter-v: every op; rank r's input element i (of the concatenation) is
- * gen(op, r, i), so block r's result is expected() at its offset. */
+ * ref_gen(dt, op, r, i, 0), so block r's result is ref_expected() at its offset (the pairs
+ * the library defines only: no bitwise op on floats, no average of bools). */
 static int run_reduce_scatterv(rcoll_comm_t comm, int rank, int n, int dt, int p, char *a,
                                char *b)
 {
@@ -376,10 +342,10 @@ static int run_reduce_scatterv(rcoll_comm_t comm, int rank, int n, int dt, int p
         total += cnt[i];
     }
     for (int op = 0; op < RCOLL_NUM_OPS; op++)
-        for (int mode = 0; mode < 3; mode++) {
+        for (int mode = 0; mode < 3 && dt_op_defined(dt, op); mode++) {
             int ip = mode == 1;
             char *in = ip ? b : a;
-            for (size_t i = 0; i < total; i++) ref_store(in, dt, i, (double)gen(op, rank, i));
+            for (size_t i = 0; i < total; i++) ref_store(in, dt, i, (double)ref_gen(dt, op, rank, i, 0));
             if (!ip)
                 for (size_t i = 0; i < cnt[rank] + 4; i++) ref_store(b, dt, i, POISON);
             rcoll_request_t req;
@@ -392,9 +358,11 @@ static int run_reduce_scatterv(rcoll_comm_t comm, int rank, int n, int dt, int p
             for (size_t k = 0; k < cnt[rank] + (ip ? 0 : 4); k++) {
                 double got = ref_load(b, dt, k);
                 if (k >= cnt[rank] ? got != POISON
-                                   : !close_enough(dt, op, got, expected(dt, op, n, before + k)))
+                                   : !ref_close_enough(dt, op, got,
+                                                       ref_expected(dt, op, n, before + k, 0)))
                     return vfail(rank, op_name[op], p, mode, dt, k, got,
-                                 k >= cnt[rank] ? POISON : expected(dt, op, n, before + k));
+                                 k >= cnt[rank] ? POISON
+                                                : ref_expected(dt, op, n, before + k, 0));
             }
             (void)es;
         }
@@ -557,13 +525,15 @@ static void run_hosts(const char *only)
             mp_result_t res;
             long failed0 = check_failed;
             algo_log_reset();
+            with_narrow = !strcmp(algos[a], "hier") && n == 4 && hosts == 2;
             int bad = mp_run_raw(n, hosts_fn, &hosts, 300, &res);
             CHECK(bad == 0, "matrix (%s) with %d ranks on %d hosts: %d ranks failed", algos[a],
                   n, hosts, bad);
             algo_log_check(algos[a], want_not, n, what);
-            printf("%s, %d ranks on %d interleaved hosts: %s in %.1f s (%s%s ran)\n", algos[a], n,
-                   hosts, check_failed > failed0 ? "FAILED" : "ok", res.seconds,
-                   want_not ? "not " : "", algos[a]);
+            printf("%s, %d ranks on %d interleaved hosts: %s in %.1f s (%s%s ran)%s\n", algos[a],
+                   n, hosts, check_failed > failed0 ? "FAILED" : "ok", res.seconds,
+                   want_not ? "not " : "", algos[a],
+                   with_narrow ? " (with int16, uint16, bool, bitwise ops)" : "");
             fflush(stdout);
         }
     }
@@ -615,12 +585,14 @@ int main(int argc, char **argv)
             long failed0 = check_failed;
             if (!chunk_given) setenv("RCOLL_CHUNK_SIZE", n >= LIGHT_RANKS ? LIGHT_CHUNK : "64", 1);
             algo_log_reset();
+            with_narrow = n == 1 || n == 3;
             int bad = mp_run(n, run_matrix, NULL, 300, &res);
             CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", algos[a], n, bad);
             int chosen = algo_log_check(algos[a], 0, n, what);
-            printf("%s: %s in %.1f s%s%s\n", what, check_failed > failed0 ? "FAILED" : "ok",
+            printf("%s: %s in %.1f s%s%s%s\n", what, check_failed > failed0 ? "FAILED" : "ok",
                    res.seconds, n >= LIGHT_RANKS ? " (light)" : "",
-                   n == 1 ? " (one rank: a copy)" : chosen ? "" : " (no algorithm logged)");
+                   n == 1 ? " (one rank: a copy)" : chosen ? "" : " (no algorithm logged)",
+                   with_narrow ? " (with int16, uint16, bool, bitwise ops)" : "");
             fflush(stdout);
         }
     }
@@ -631,6 +603,7 @@ int main(int argc, char **argv)
         mp_result_t res;
         long failed0 = check_failed;
         algo_log_reset();
+        with_narrow = 0;
         int bad = mp_run_raw(n, mixed_fn, NULL, 300, &res);
         CHECK(bad == 0, "matrix, mixed shm/tcp peers, %d ranks: %d ranks failed", n, bad);
         algo_log_check("", 1, n, "auto over mixed shm/tcp"); /* any algorithm, every rank */

@@ -92,6 +92,7 @@ static int64_t sext(int dt, uint64_t u)
 {
     switch (dt_size[dt]) {
     case 1: return (int8_t)(uint8_t)u;
+    case 2: return (int16_t)(uint16_t)u;
     case 4: return (int32_t)(uint32_t)u;
     default: return (int64_t)u;
     }
@@ -101,6 +102,7 @@ static uint64_t zext(int dt, uint64_t u)
 {
     switch (dt_size[dt]) {
     case 1: return (uint8_t)u;
+    case 2: return (uint16_t)u;
     case 4: return (uint32_t)u;
     default: return u;
     }
@@ -134,11 +136,18 @@ static double fval(int op, uint64_t h)
     }
 }
 
+/* Bool inputs: false half the time, else 1 or any other non-zero byte. */
+static uint8_t bval(uint64_t h)
+{
+    return (h & 2) ? 0 : (h & 1) ? 1 : (uint8_t)((h >> 8) | 2);
+}
+
 /* Integer inputs are full-width random bits: sums and products wrap. */
 static void put_input(void *buf, int dt, int op, uint64_t s, int r, size_t i, size_t at)
 {
     uint64_t h = bits(s, r, i);
     if (dt_is_float(dt)) ref_store(buf, dt, at, fval(op, h));
+    else if (dt == RCOLL_BOOL) ref_store_bits(buf, dt, at, bval(h));
     else ref_store_bits(buf, dt, at, h);
 }
 
@@ -162,6 +171,16 @@ static int check_reduced(const void *buf, int dt, int op, uint64_t s, int n, siz
                    : dt == RCOLL_FLOAT32 ? 1e-6 : 1e-12;
         return fabs(got - want) <= rel * (fabs(want) > 1 ? fabs(want) : 1);
     }
+    if (dt == RCOLL_BOOL) { /* or (sum, max, bor), and (prod, min, band), xor; written 0/1 */
+        int any = 0, all = 1, odd = 0;
+        for (int r = 0; r < n; r++) {
+            int t = bval(bits(s, r, i)) != 0;
+            any |= t, all &= t, odd ^= t;
+        }
+        int want = op == RCOLL_BXOR ? odd
+                 : op == RCOLL_PROD || op == RCOLL_MIN || op == RCOLL_BAND ? all : any;
+        return ((const unsigned char *)buf)[at] == want;
+    }
     uint64_t acc = bits(s, 0, i);
     for (int r = 1; r < n; r++) {
         uint64_t v = bits(s, r, i);
@@ -170,6 +189,9 @@ static int check_reduced(const void *buf, int dt, int op, uint64_t s, int n, siz
         if (op == RCOLL_PROD) acc *= v;
         else if (op == RCOLL_MIN) acc = lt ? v : acc;
         else if (op == RCOLL_MAX) acc = gt ? v : acc;
+        else if (op == RCOLL_BAND) acc &= v;
+        else if (op == RCOLL_BOR) acc |= v;
+        else if (op == RCOLL_BXOR) acc ^= v;
         else acc += v; /* SUM and AVG: modulo 2^64, hence modulo 2^bits */
     }
     if (op == RCOLL_AVG) /* the sum in the element type, then C division */
@@ -224,6 +246,11 @@ static int raw_ok(const void *buf, int dt, uint64_t s, int r, int blk, size_t i,
 static size_t counts[5];
 #define NCOUNTS 5
 
+/* The parts that only move data (allgather, alltoall, bcast) depend on the element size
+ * alone; the datatypes from RCOLL_INT16 on (int16, uint16, bool) have the sizes of half and
+ * int8, so those parts run the datatypes before it. */
+#define MOVE_DATATYPES RCOLL_INT16
+
 /* --- reduce ---------------------------------------------------------------------------- */
 
 /* One rcoll_reduce; mode 0 out-of-place, 1 RCOLL_IN_PLACE on the root, 2 sendbuf == recvbuf
@@ -274,13 +301,17 @@ static void part_reduce(rcoll_comm_t comm)
             for (int c = 0; c < NCOUNTS; c++)
                 for (int mode = 0; mode < 3; mode++)
                     one_reduce(comm, dts[d], RCOLL_SUM, counts[c], root, mode);
-    /* Every datatype x op x count at every root, the form rotating. */
+    /* Every datatype x op x count at every root, the form rotating; the pairs of int16,
+     * uint16, bool and the bitwise ops (dt_op_narrow) at one root per count, rotating. */
     int k = 0;
     for (int root = 0; root < nr; root++)
         for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
             for (int op = 0; op < RCOLL_NUM_OPS; op++)
-                for (int c = 0; c < NCOUNTS; c++, k++)
-                    one_reduce(comm, dt, op, counts[c], root, k % 3);
+                for (int c = 0; c < NCOUNTS && dt_op_defined(dt, op); c++, k++) {
+                    int one_root = ((dt * RCOLL_NUM_OPS + op) * NCOUNTS + c) % nr;
+                    if (!dt_op_narrow(dt, op) || root == one_root)
+                        one_reduce(comm, dt, op, counts[c], root, k % 3);
+                }
 }
 
 /* --- allgather ------------------------------------------------------------------------- */
@@ -322,7 +353,7 @@ static void one_allgather(rcoll_comm_t comm, int dt, size_t count, int mode)
 
 static void part_allgather(rcoll_comm_t comm)
 {
-    for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
+    for (int dt = 0; dt < MOVE_DATATYPES; dt++)
         for (int c = 0; c < NCOUNTS; c++)
             for (int mode = 0; mode < 3; mode++) one_allgather(comm, dt, counts[c], mode);
 }
@@ -380,11 +411,14 @@ static void one_reduce_scatter(rcoll_comm_t comm, int dt, int op, size_t rc, int
 
 static void part_reduce_scatter(rcoll_comm_t comm)
 {
+    /* Every form; the pairs of dt_op_narrow one form per call, rotating. */
+    int k = 0;
     for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
         for (int op = 0; op < RCOLL_NUM_OPS; op++)
-            for (int c = 0; c < NCOUNTS; c++)
+            for (int c = 0; c < NCOUNTS && dt_op_defined(dt, op); c++, k++)
                 for (int mode = 0; mode < 4; mode++)
-                    one_reduce_scatter(comm, dt, op, counts[c], mode);
+                    if (!dt_op_narrow(dt, op) || mode == k % 4)
+                        one_reduce_scatter(comm, dt, op, counts[c], mode);
 }
 
 /* --- alltoall -------------------------------------------------------------------------- */
@@ -420,7 +454,7 @@ static void one_alltoall(rcoll_comm_t comm, int dt, size_t count)
 
 static void part_alltoall(rcoll_comm_t comm)
 {
-    for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
+    for (int dt = 0; dt < MOVE_DATATYPES; dt++)
         for (int c = 0; c < NCOUNTS; c++) one_alltoall(comm, dt, counts[c]);
 }
 
@@ -429,7 +463,7 @@ static void part_alltoall(rcoll_comm_t comm)
 static void part_bcast(rcoll_comm_t comm)
 {
     for (int root = 0; root < nr; root++)
-        for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++)
+        for (int dt = 0; dt < MOVE_DATATYPES; dt++)
             for (int c = 0; c < NCOUNTS; c++) {
                 size_t count = counts[c], bytes = count * dt_size[dt];
                 uint64_t s = ++salt;

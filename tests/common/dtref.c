@@ -7,14 +7,30 @@
 #include "dtref.h"
 #include "rcoll.h"
 
-const size_t dt_size[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-const char *const dt_name[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                               "half", "bfloat16", "float", "double"};
-const char *const op_name[] = {"sum", "prod", "min", "max", "avg"};
+const size_t dt_size[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
+const char *const dt_name[] = {"int8", "uint8", "int32",  "uint32", "int64",  "uint64", "half",
+                               "bfloat16", "float", "double", "int16", "uint16", "bool"};
+const char *const op_name[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
 
-int dt_is_float(int dt) { return dt >= RCOLL_FLOAT16; }
+int dt_is_float(int dt) { return dt >= RCOLL_FLOAT16 && dt <= RCOLL_FLOAT64; }
 
-int dt_is_signed(int dt) { return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64; }
+int dt_is_signed(int dt)
+{
+    return dt == RCOLL_INT8 || dt == RCOLL_INT16 || dt == RCOLL_INT32 || dt == RCOLL_INT64;
+}
+
+int op_is_bitwise(int op) { return op == RCOLL_BAND || op == RCOLL_BOR || op == RCOLL_BXOR; }
+
+int dt_op_defined(int dt, int op)
+{
+    if (op_is_bitwise(op)) return !dt_is_float(dt);
+    return !(dt == RCOLL_BOOL && op == RCOLL_AVG);
+}
+
+int dt_op_narrow(int dt, int op)
+{
+    return dt == RCOLL_INT16 || dt == RCOLL_UINT16 || dt == RCOLL_BOOL || op_is_bitwise(op);
+}
 
 uint16_t ref_half(double v)
 {
@@ -81,7 +97,10 @@ double ref_load(const void *buf, int dt, size_t i)
     const char *p = (const char *)buf + i * dt_size[dt];
     switch (dt) {
     case RCOLL_INT8: { int8_t x; memcpy(&x, p, 1); return x; }
-    case RCOLL_UINT8: { uint8_t x; memcpy(&x, p, 1); return x; }
+    case RCOLL_UINT8:
+    case RCOLL_BOOL: { uint8_t x; memcpy(&x, p, 1); return x; }
+    case RCOLL_INT16: { int16_t x; memcpy(&x, p, 2); return x; }
+    case RCOLL_UINT16: { uint16_t x; memcpy(&x, p, 2); return x; }
     case RCOLL_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
     case RCOLL_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
     case RCOLL_INT64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
@@ -91,4 +110,72 @@ double ref_load(const void *buf, int dt, size_t i)
     case RCOLL_FLOAT32: { float x; memcpy(&x, p, 4); return x; }
     default: { double x; memcpy(&x, p, 8); return x; }
     }
+}
+
+int64_t ref_gen(int dt, int op, int r, size_t i, int salt)
+{
+    uint64_t h = (uint64_t)i * 2654435761u + (uint64_t)r * 40503u + (uint64_t)op * 977u +
+                 (uint64_t)salt * 131u;
+    h ^= h >> 13;
+    if (dt == RCOLL_BOOL) return (int64_t)(h % 3);
+    switch (op) {
+    case RCOLL_PROD: return 1 + (int64_t)(h % 2);           /* 1 or 2: 2^9 fits half */
+    case RCOLL_MIN:
+    case RCOLL_MAX: return (int64_t)(h % 120);             /* fits int8 and uint8 */
+    default: return (int64_t)(h % 9);                      /* 0..8 */
+    }
+}
+
+/* Wrap an exact integer result to the datatype's range (modular arithmetic). */
+static double ref_wrap(int dt, int64_t v)
+{
+    switch (dt) {
+    case RCOLL_INT8: return (int8_t)(uint8_t)v;
+    case RCOLL_UINT8: return (uint8_t)v;
+    case RCOLL_INT16: return (int16_t)(uint16_t)v;
+    case RCOLL_UINT16: return (uint16_t)v;
+    case RCOLL_INT32: return (int32_t)(uint32_t)v;
+    case RCOLL_UINT32: return (uint32_t)v;
+    default: return (double)v;
+    }
+}
+
+double ref_expected(int dt, int op, int n, size_t i, int salt)
+{
+    if (dt == RCOLL_BOOL) { /* or (sum, max, bor), and (prod, min, band), xor (bxor) */
+        int any = 0, all = 1, odd = 0;
+        for (int r = 0; r < n; r++) {
+            int t = ref_gen(dt, op, r, i, salt) != 0;
+            any |= t, all &= t, odd ^= t;
+        }
+        if (op == RCOLL_BXOR) return odd;
+        return op == RCOLL_PROD || op == RCOLL_MIN || op == RCOLL_BAND ? all : any;
+    }
+    int64_t acc = ref_gen(dt, op, 0, i, salt);
+    for (int r = 1; r < n; r++) {
+        int64_t v = ref_gen(dt, op, r, i, salt);
+        switch (op) {
+        case RCOLL_PROD: acc *= v; break;
+        case RCOLL_MIN: acc = v < acc ? v : acc; break;
+        case RCOLL_MAX: acc = v > acc ? v : acc; break;
+        case RCOLL_BAND: acc &= v; break;
+        case RCOLL_BOR: acc |= v; break;
+        case RCOLL_BXOR: acc ^= v; break;
+        default: acc += v; break;
+        }
+    }
+    if (op != RCOLL_AVG) return dt_is_float(dt) ? (double)acc : ref_wrap(dt, acc);
+    if (dt_is_float(dt)) return (double)acc / n;
+    /* Integer AVG: the sum in the element type, then C division (truncating). */
+    double w = ref_wrap(dt, acc);
+    if (dt_is_signed(dt)) return (double)((int64_t)w / n);
+    return (double)((uint64_t)w / (uint64_t)n);
+}
+
+int ref_close_enough(int dt, int op, double got, double want)
+{
+    if (op != RCOLL_AVG || !dt_is_float(dt)) return got == want;
+    double rel = dt == RCOLL_FLOAT16 ? 1.0 / 512 : dt == RCOLL_BFLOAT16 ? 1.0 / 64
+               : dt == RCOLL_FLOAT32 ? 1e-6 : 1e-12;
+    return fabs(got - want) <= rel * (fabs(want) > 1 ? fabs(want) : 1);
 }

@@ -8,8 +8,9 @@ run="$build/tools/rcoll-run"
 pass=0
 fail=0
 skipped=0
-# check NAME ARGS...: 4 ranks of NAME; passes on exit 0 and exactly WANT_N lines matching the
-# extended regex WANT_RE (default: the nccl-tests verdict line, once). NRANKS overrides 4.
+# check NAME ARGS...: 4 ranks of NAME; passes on exit WANT_RC (default 0) and exactly WANT_N
+# lines matching the extended regex WANT_RE (default: the nccl-tests verdict line, once).
+# NRANKS overrides 4.
 # SINGLE_COPY=1 also wants every shared-memory connection accepted with single-copy on (the
 # SHM INFO line, once per connection), so that a cma case cannot pass over the copy ring.
 check() {
@@ -20,7 +21,7 @@ check() {
     local off='shm: accepted a connection from pid [0-9]+: .*single-copy off$'
     out=$(timeout 120 "$run" -q -n "${NRANKS:-4}" --timeout 100 "$build/bench/$name" "$@" 2>&1)
     rc=$?
-    if [ $rc -ne 0 ] || [ "$(grep -cE "$want_re" <<<"$out")" != "$want_n" ]; then
+    if [ $rc -ne "${WANT_RC:-0}" ] || [ "$(grep -cE "$want_re" <<<"$out")" != "$want_n" ]; then
         why="exit $rc"
     elif [ "${SINGLE_COPY:-0}" = 1 ] && { ! grep -qE "$on" <<<"$out" || grep -qE "$off" <<<"$out"; }; then
         why="single-copy not on for every connection: $(grep -cE "$on" <<<"$out") on, $(grep -cE "$off" <<<"$out") off"
@@ -46,7 +47,7 @@ check all_reduce_perf "${common[@]}" -d all -o all
 check all_gather_perf "${common[@]}" -d all
 check reduce_scatter_perf "${common[@]}" -d all -o all
 check broadcast_perf "${common[@]}" -d all -r -1
-check reduce_perf "${common[@]}" -d float,int8,half -o all -r -1
+check reduce_perf "${common[@]}" -d float,int8,half,int16,bool -o all -r -1
 check alltoall_perf "${common[@]}" -d all
 check sendrecv_perf "${common[@]}" -d all
 check gather_perf "${common[@]}" -d all -r -1
@@ -61,5 +62,8 @@ RCOLL_PROTO=cma RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=SHM SINGLE_COPY=1 \
 # imbalance_bench (no nccl-tests verdict line): a late rank's all-reduce, one row per sleep.
 NRANKS=3 WANT_N=2 WANT_RE='^(\[0\] )? +4096 +(0|2000) +[0-9.]+$' \
     check imbalance_bench -b 4096 -s 0,2000 -n 5
+# Only pairs rcoll does not define (a bitwise op on a float): a usage error (6) saying why.
+NRANKS=2 WANT_RC=6 WANT_RE='band, bor and bxor take integer and bool types' \
+    check all_reduce_perf -b 8 -e 8 -d float,half -o bxor
 echo "$pass passed, $fail failed, $skipped skipped"
 [ $fail -eq 0 ]

@@ -59,8 +59,8 @@ def data(rank, count, dtype, salt=0):
     return ((np.arange(count) * 7 + rank * 3 + salt) % 11).astype(dtype)
 
 
-DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32,
-          np.float64]
+DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+          np.float16, np.float32, np.float64]
 
 
 def allreduce_all(comm, rank, n):
@@ -76,6 +76,18 @@ def allreduce_all(comm, rank, n):
             if count:
                 wmax = np.max([data(r, count, dt) for r in range(n)], axis=0)
                 assert np.array_equal(x, wmax), (dt, count)
+    # bitwise ops on integers, logical ones on bool
+    x = np.array([rank + 1, 1 << rank, 0xFF], np.int16)
+    comm.allreduce(None, x, rcoll.Op.BOR)
+    assert x[1] == (1 << n) - 1 and x[2] == 0xFF
+    b = np.array([rank == 0, True, False], np.bool_)
+    comm.allreduce(None, b, rcoll.Op.BAND)
+    assert list(b) == [n == 1, True, False], b
+    try:
+        comm.allreduce(None, np.zeros(2, np.float32), rcoll.Op.BXOR)
+        raise AssertionError("bxor on float32 accepted")
+    except rcoll.RcollError as e:
+        assert "bitwise" in str(e), str(e)
     return True
 
 

@@ -1,8 +1,10 @@
 /*
  * test_reduce.c - unit test of algo/reduce.c: every datatype x op x kernel variant against a
  * reference computed here independently (float64 arithmetic and __int128 integers, its own
- * float16/bfloat16 rounding built on frexp/ldexp/nearbyint), plus the conversions, aliasing,
- * vector tails, AVG divisors, integer wrap-around and bad arguments.  No sockets, no threads.
+ * float16/bfloat16 rounding built on frexp/ldexp/nearbyint, bool as C truth values), plus the
+ * conversions, aliasing, vector tails, AVG divisors, integer wrap-around, bool normalization,
+ * the pairs that are not defined (bitwise on floats, AVG on bool) and bad arguments.  No
+ * sockets, no threads.
  * Prints "N passed, M failed, K skipped" (a kernel variant this CPU lacks is a skip).
  */
 #include <float.h>
@@ -28,24 +30,37 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
-static const char *dt_name[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                "float16", "bfloat16", "float32", "float64"};
-static const char *op_name[] = {"sum", "prod", "min", "max", "avg"};
+#define dt_name(dt) rcoll_dt_name((rcoll_datatype_t)(dt))
+#define op_name(op) rcoll_op_name((rcoll_op_t)(op))
 
 static size_t dt_size(rcoll_datatype_t dt)
 {
-    static const size_t sz[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    static const size_t sz[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
     return sz[dt];
 }
 
+/* The integer types (not BOOL, which has its own reference). */
 static int dt_is_int(rcoll_datatype_t dt)
 {
-    return dt <= RCOLL_UINT64;
+    return dt <= RCOLL_UINT64 || dt == RCOLL_INT16 || dt == RCOLL_UINT16;
 }
 
 static int dt_is_signed(rcoll_datatype_t dt)
 {
-    return dt == RCOLL_INT8 || dt == RCOLL_INT32 || dt == RCOLL_INT64;
+    return dt == RCOLL_INT8 || dt == RCOLL_INT16 || dt == RCOLL_INT32 || dt == RCOLL_INT64;
+}
+
+static int op_is_bitwise(rcoll_op_t op)
+{
+    return op == RCOLL_BAND || op == RCOLL_BOR || op == RCOLL_BXOR;
+}
+
+/* Which pairs are defined, stated independently of rcoll_reduce_defined. */
+static int pair_defined(rcoll_datatype_t dt, rcoll_op_t op)
+{
+    if (op_is_bitwise(op))
+        return dt_is_int(dt) || dt == RCOLL_BOOL;
+    return !(dt == RCOLL_BOOL && op == RCOLL_AVG);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -158,6 +173,8 @@ static i128 load_int(rcoll_datatype_t dt, const void *p, size_t i)
     switch (dt) {
     case RCOLL_INT8: return ((const int8_t *)p)[i];
     case RCOLL_UINT8: return ((const uint8_t *)p)[i];
+    case RCOLL_INT16: return ((const int16_t *)p)[i];
+    case RCOLL_UINT16: return ((const uint16_t *)p)[i];
     case RCOLL_INT32: return ((const int32_t *)p)[i];
     case RCOLL_UINT32: return ((const uint32_t *)p)[i];
     case RCOLL_INT64: return ((const int64_t *)p)[i];
@@ -181,6 +198,8 @@ static void store_int(rcoll_datatype_t dt, void *p, size_t i, i128 v)
     switch (dt) {
     case RCOLL_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
     case RCOLL_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case RCOLL_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case RCOLL_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
     case RCOLL_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
     case RCOLL_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
     case RCOLL_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
@@ -204,12 +223,29 @@ static void ref_element(rcoll_datatype_t dt, rcoll_op_t op, int d, const void *a
 {
     int divide = op == RCOLL_AVG && d > 1;
 
+    if (dt == RCOLL_BOOL) {
+        int x = ((const unsigned char *)a)[i] != 0, y = ((const unsigned char *)b)[i] != 0, r;
+        switch (op) {
+        case RCOLL_PROD:
+        case RCOLL_MIN:
+        case RCOLL_BAND: r = x && y; break;
+        case RCOLL_BXOR: r = x != y; break;
+        default: r = x || y; break; /* SUM, MAX, BOR */
+        }
+        ((unsigned char *)out)[i] = (unsigned char)r;
+        return;
+    }
     if (dt_is_int(dt)) {
         i128 x = load_int(dt, a, i), y = load_int(dt, b, i), r;
+        /* Bitwise on the two's complement bits: the low bits of the u128 forms. */
+        u128 ux = (u128)x, uy = (u128)y;
         switch (op) {
-        case RCOLL_PROD: r = wrap_int(dt, (i128)((u128)x * (u128)y)); break;
+        case RCOLL_PROD: r = wrap_int(dt, (i128)(ux * uy)); break;
         case RCOLL_MIN: r = x < y ? x : y; break;
         case RCOLL_MAX: r = x > y ? x : y; break;
+        case RCOLL_BAND: r = wrap_int(dt, (i128)(ux & uy)); break;
+        case RCOLL_BOR: r = wrap_int(dt, (i128)(ux | uy)); break;
+        case RCOLL_BXOR: r = wrap_int(dt, (i128)(ux ^ uy)); break;
         default: r = wrap_int(dt, x + y); break;
         }
         if (divide)
@@ -295,6 +331,12 @@ static void fill_random(rcoll_datatype_t dt, void *p, size_t n)
         case RCOLL_BFLOAT16:
             ((uint16_t *)p)[i] = (uint16_t)(r >> 16); /* every pattern: NaN, Inf, subnormal */
             break;
+        case RCOLL_BOOL: {
+            /* Mostly 0 and 1; one in four any byte (true unless 0: 0x80, 0xff, 2, ...). */
+            uint8_t any = (uint8_t)(r >> 24);
+            ((uint8_t *)p)[i] = (r & 3) == 0 ? any : (uint8_t)((r >> 2) & 1);
+            break;
+        }
         case RCOLL_FLOAT32: {
             static const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN,
                                        FLT_TRUE_MIN, -FLT_MIN, FLT_MAX};
@@ -313,8 +355,9 @@ static void fill_random(rcoll_datatype_t dt, void *p, size_t n)
         }
         default: {
             /* Full range, with extremes often enough to hit every wrap. */
-            static const int64_t sp[] = {0, 1, -1, INT64_MAX, INT64_MIN, 2, -2, 127};
-            i128 v = special ? (i128)sp[pick] : (i128)(int64_t)rnd();
+            static const int64_t sp[] = {0,  1,   -1,    INT64_MAX, INT64_MIN,
+                                         2, -2, 127, 32767, -32768};
+            i128 v = special ? (i128)sp[(r >> 3) % 10] : (i128)(int64_t)rnd();
             store_int(dt, p, i, wrap_int(dt, v));
             break;
         }
@@ -407,12 +450,12 @@ static void run_one(rcoll_reduce_isa_t isa, rcoll_datatype_t dt, rcoll_op_t op, 
         memcpy(&xa, in_a + bad * es, es);
         memcpy(&xb, in_b + bad * es, es);
         CHECK(0, "%s %s %s n=%zu %s d=%d: element %zu a=0x%llx b=0x%llx got 0x%llx want 0x%llx",
-              rcoll_reduce_isa_name(isa), dt_name[dt], op_name[op], n, alias_name[alias], d, bad,
+              rcoll_reduce_isa_name(isa), dt_name(dt), op_name(op), n, alias_name[alias], d, bad,
               (unsigned long long)xa, (unsigned long long)xb, (unsigned long long)got,
               (unsigned long long)exp);
     } else {
         CHECK(guards && inputs, "%s %s %s n=%zu %s d=%d: guards %d inputs %d",
-              rcoll_reduce_isa_name(isa), dt_name[dt], op_name[op], n, alias_name[alias], d,
+              rcoll_reduce_isa_name(isa), dt_name(dt), op_name(op), n, alias_name[alias], d,
               guards, inputs);
     }
     free(ta.base);
@@ -427,6 +470,8 @@ static void test_matrix(rcoll_reduce_isa_t isa)
 {
     for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++) {
         for (int op = 0; op < RCOLL_NUM_OPS; op++) {
+            if (!pair_defined(dt, op))
+                continue; /* test_undefined */
             for (size_t c = 0; c < NCOUNTS; c++) {
                 for (int alias = 0; alias < ALIAS_COUNT; alias++) {
                     if (op == RCOLL_AVG) {
@@ -448,6 +493,8 @@ static void test_finish(rcoll_reduce_isa_t isa)
     static const size_t counts[] = {0, 1, 7, 15, 16, 17, 33, 1000, 4097};
     for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++) {
         size_t es = dt_size(dt);
+        if (!pair_defined(dt, RCOLL_AVG))
+            continue;
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
             size_t n = counts[c];
             for (int d = -1; d <= 9; d++) {
@@ -482,7 +529,7 @@ static void test_finish(rcoll_reduce_isa_t isa)
                 }
                 CHECK(bad == n && tbuf_guards_ok(&t, dt, n),
                       "%s finish %s n=%zu d=%d: first bad element %zu",
-                      rcoll_reduce_isa_name(isa), dt_name[dt], n, d, bad);
+                      rcoll_reduce_isa_name(isa), dt_name(dt), n, d, bad);
 
                 /* AVG(d) versus SUM followed by finish(d), bit for bit. */
                 if (n > 0 && d > 1) {
@@ -499,7 +546,7 @@ static void test_finish(rcoll_reduce_isa_t isa)
                             diff = i;
                     }
                     CHECK(diff == n, "%s %s avg(d=%d) != sum+finish at element %zu",
-                          rcoll_reduce_isa_name(isa), dt_name[dt], d, diff);
+                          rcoll_reduce_isa_name(isa), dt_name(dt), d, diff);
                     free(a);
                     free(b);
                     free(r1);
@@ -534,7 +581,7 @@ static void test_kernel_conversions(rcoll_reduce_isa_t isa)
                 bad++;
         }
         CHECK(bad == 0, "%s %s: x + -0 != x for %ld patterns", rcoll_reduce_isa_name(isa),
-              dt_name[dt], bad);
+              dt_name(dt), bad);
     }
     free(x);
     free(z);
@@ -747,12 +794,155 @@ static void test_wrap_cases(rcoll_reduce_isa_t isa)
     }
 }
 
+static void test_new_type_cases(rcoll_reduce_isa_t isa)
+{
+    const char *nm = rcoll_reduce_isa_name(isa);
+    {
+        int16_t a[4] = {32767, -32768, 256, -7}, b[4] = {1, -1, 256, 2}, r[4];
+        rcoll_reduce_local(r, a, b, 4, RCOLL_INT16, RCOLL_SUM, 0);
+        CHECK(r[0] == -32768 && r[1] == 32767 && r[2] == 512 && r[3] == -5,
+              "%s int16 sum wrap: %d %d %d %d", nm, r[0], r[1], r[2], r[3]);
+        rcoll_reduce_local(r, a, b, 4, RCOLL_INT16, RCOLL_PROD, 0);
+        CHECK(r[0] == 32767 && r[1] == -32768 && r[2] == 0 && r[3] == -14,
+              "%s int16 prod wrap (256*256 = 2^16 = 0): %d %d %d %d", nm, r[0], r[1], r[2], r[3]);
+        rcoll_reduce_local(r, a, b, 4, RCOLL_INT16, RCOLL_AVG, 2);
+        CHECK(r[0] == -16384 && r[1] == 16383 && r[3] == -2,
+              "%s int16 avg of the wrapped sum, truncated: %d %d %d", nm, r[0], r[1], r[3]);
+        rcoll_reduce_local(r, a, b, 4, RCOLL_INT16, RCOLL_MIN, 0);
+        CHECK(r[0] == 1 && r[1] == -32768 && r[3] == -7, "%s int16 min is signed", nm);
+        rcoll_reduce_local(r, a, b, 4, RCOLL_INT16, RCOLL_BXOR, 0);
+        CHECK(r[0] == 32766 && r[1] == 32767 && r[2] == 0 && r[3] == -5,
+              "%s int16 bxor: %d %d %d %d", nm, r[0], r[1], r[2], r[3]);
+    }
+    {
+        uint16_t a[3] = {65535, 65535, 0x00ff}, b[3] = {65535, 1, 0x0ff0}, r[3];
+        rcoll_reduce_local(r, a, b, 3, RCOLL_UINT16, RCOLL_PROD, 0);
+        CHECK(r[0] == 1 && r[1] == 65535, "%s uint16 65535*65535 wraps to 1: %u", nm, r[0]);
+        rcoll_reduce_local(r, a, b, 3, RCOLL_UINT16, RCOLL_SUM, 0);
+        CHECK(r[0] == 65534 && r[1] == 0, "%s uint16 sum wrap: %u %u", nm, r[0], r[1]);
+        rcoll_reduce_local(r, a, b, 3, RCOLL_UINT16, RCOLL_MIN, 0);
+        CHECK(r[1] == 1, "%s uint16 min is unsigned", nm);
+        rcoll_reduce_local(r, a, b, 3, RCOLL_UINT16, RCOLL_BAND, 0);
+        CHECK(r[2] == 0x00f0 && r[1] == 1, "%s uint16 band", nm);
+        rcoll_reduce_local(r, a, b, 3, RCOLL_UINT16, RCOLL_BOR, 0);
+        CHECK(r[2] == 0x0fff && r[1] == 65535, "%s uint16 bor", nm);
+    }
+    {
+        int64_t a[1] = {INT64_MIN}, b[1] = {-1}, r[1];
+        rcoll_reduce_local(r, a, b, 1, RCOLL_INT64, RCOLL_BAND, 0);
+        CHECK(r[0] == INT64_MIN, "%s int64 band", nm);
+        rcoll_reduce_local(r, a, b, 1, RCOLL_INT64, RCOLL_BXOR, 0);
+        CHECK(r[0] == INT64_MAX, "%s int64 bxor", nm);
+    }
+    {
+        /* Any non-zero byte is true; every result is 0 or 1. */
+        uint8_t a[8] = {0, 0, 1, 1, 2, 0x80, 0xff, 0x10};
+        uint8_t b[8] = {0, 1, 0, 1, 0x80, 0x80, 1, 0};
+        static const uint8_t want_or[8] = {0, 1, 1, 1, 1, 1, 1, 1};
+        static const uint8_t want_and[8] = {0, 0, 0, 1, 1, 1, 1, 0};
+        static const uint8_t want_xor[8] = {0, 1, 1, 0, 0, 0, 0, 1};
+        static const struct {
+            rcoll_op_t op;
+            const uint8_t *want;
+        } cases[] = {{RCOLL_SUM, want_or},  {RCOLL_MAX, want_or},  {RCOLL_BOR, want_or},
+                     {RCOLL_PROD, want_and}, {RCOLL_MIN, want_and}, {RCOLL_BAND, want_and},
+                     {RCOLL_BXOR, want_xor}};
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+            uint8_t r[8];
+            memset(r, 0x55, sizeof(r));
+            rcoll_reduce_local(r, a, b, 8, RCOLL_BOOL, cases[k].op, 0);
+            CHECK(memcmp(r, cases[k].want, 8) == 0,
+                  "%s bool %s: got %u %u %u %u %u %u %u %u", nm, op_name(cases[k].op), r[0], r[1],
+                  r[2], r[3], r[4], r[5], r[6], r[7]);
+        }
+        /* Byte 0x80 & 0x01 is 0 bitwise, but true and true is true. */
+        uint8_t x[1] = {0x80}, y[1] = {0x01}, r[1];
+        rcoll_reduce_local(r, x, y, 1, RCOLL_BOOL, RCOLL_BAND, 0);
+        CHECK(r[0] == 1, "%s bool band is logical (0x80 and 0x01 = 1), got %u", nm, r[0]);
+        rcoll_reduce_local(r, x, x, 1, RCOLL_BOOL, RCOLL_BXOR, 0);
+        CHECK(r[0] == 0, "%s bool bxor of a value with itself", nm);
+    }
+}
+
+/* Every pair that is not defined: rcoll_reduce_defined agrees with pair_defined, and the
+ * kernel writes nothing (callers validate; nothing must crash or scribble if one did not). */
+static void test_undefined(rcoll_reduce_isa_t isa)
+{
+    for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++) {
+        for (int op = 0; op < RCOLL_NUM_OPS; op++) {
+            int want = pair_defined(dt, op);
+            CHECK(rcoll_reduce_defined(dt, op) == want, "rcoll_reduce_defined(%s, %s) != %d",
+                  dt_name(dt), op_name(op), want);
+            if (want)
+                continue;
+            unsigned char a[40], b[40], r[40];
+            memset(a, 1, sizeof(a));
+            memset(b, 2, sizeof(b));
+            memset(r, 0x77, sizeof(r));
+            rcoll_reduce_local(r, a, b, 40 / dt_size(dt), dt, op, 3);
+            int untouched = 1;
+            for (size_t k = 0; k < sizeof(r); k++)
+                untouched &= r[k] == 0x77;
+            CHECK(untouched, "%s %s %s (not defined) wrote its output",
+                  rcoll_reduce_isa_name(isa), dt_name(dt), op_name(op));
+        }
+    }
+    CHECK(!rcoll_reduce_defined(RCOLL_NUM_DATATYPES, RCOLL_SUM) &&
+              !rcoll_reduce_defined(RCOLL_INT8, RCOLL_NUM_OPS) &&
+              !rcoll_reduce_defined((rcoll_datatype_t)-1, RCOLL_SUM),
+          "rcoll_reduce_defined out of range");
+}
+
+/* rcoll_reduce_single: bool becomes 0/1, every other type stays as it is. */
+static void test_single(void)
+{
+    uint8_t v[37];
+    for (size_t i = 0; i < sizeof(v); i++)
+        v[i] = (uint8_t)(i * 37);
+    rcoll_reduce_single(v, sizeof(v), RCOLL_BOOL);
+    int ok = 1;
+    for (size_t i = 0; i < sizeof(v); i++)
+        ok &= v[i] == (((uint8_t)(i * 37)) != 0);
+    CHECK(ok, "rcoll_reduce_single(bool) normalizes to 0/1");
+    for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++) {
+        if (dt == RCOLL_BOOL)
+            continue;
+        for (size_t i = 0; i < sizeof(v); i++)
+            v[i] = (uint8_t)(i * 37);
+        rcoll_reduce_single(v, sizeof(v) / dt_size(dt), dt);
+        ok = 1;
+        for (size_t i = 0; i < sizeof(v); i++)
+            ok &= v[i] == (uint8_t)(i * 37);
+        CHECK(ok, "rcoll_reduce_single(%s) leaves the data alone", dt_name(dt));
+    }
+    rcoll_reduce_single(NULL, 0, RCOLL_BOOL);
+}
+
+static void test_names(void)
+{
+    CHECK(strcmp(rcoll_dt_name(RCOLL_INT16), "int16") == 0 &&
+              strcmp(rcoll_dt_name(RCOLL_UINT16), "uint16") == 0 &&
+              strcmp(rcoll_dt_name(RCOLL_BOOL), "bool") == 0 &&
+              strcmp(rcoll_dt_name(RCOLL_FLOAT64), "float64") == 0 &&
+              strcmp(rcoll_dt_name(RCOLL_NUM_DATATYPES), "?") == 0,
+          "datatype names");
+    CHECK(strcmp(rcoll_op_name(RCOLL_AVG), "avg") == 0 &&
+              strcmp(rcoll_op_name(RCOLL_BAND), "band") == 0 &&
+              strcmp(rcoll_op_name(RCOLL_BOR), "bor") == 0 &&
+              strcmp(rcoll_op_name(RCOLL_BXOR), "bxor") == 0 &&
+              strcmp(rcoll_op_name((rcoll_op_t)-1), "?") == 0,
+          "op names");
+    CHECK(rcoll_dt_size(RCOLL_INT16) == 2 && rcoll_dt_size(RCOLL_UINT16) == 2 &&
+              rcoll_dt_size(RCOLL_BOOL) == 1 && rcoll_datatype_size(RCOLL_BOOL) == 1,
+          "sizes of int16, uint16, bool");
+}
+
 static void test_bad_args(void)
 {
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 1, 1, 1}, r[4] = {9, 9, 9, 9};
     rcoll_reduce_local(r, a, b, 4, (rcoll_datatype_t)99, RCOLL_SUM, 0);
     rcoll_reduce_local(r, a, b, 4, (rcoll_datatype_t)-1, RCOLL_SUM, 0);
-    rcoll_reduce_local(r, a, b, 4, RCOLL_FLOAT32, (rcoll_op_t)5, 0);
+    rcoll_reduce_local(r, a, b, 4, RCOLL_FLOAT32, (rcoll_op_t)RCOLL_NUM_OPS, 0);
     rcoll_reduce_local(r, a, b, 4, RCOLL_FLOAT32, (rcoll_op_t)-3, 0);
     rcoll_reduce_local(NULL, NULL, NULL, 0, RCOLL_FLOAT32, RCOLL_SUM, 0);
     rcoll_reduce_avg_finish(r, 4, (rcoll_datatype_t)42, 3);
@@ -780,6 +970,8 @@ int main(void)
     test_half_conversions();
     test_bf16_conversions();
     test_bad_args();
+    test_names();
+    test_single();
 
     rcoll_reduce_isa_t best = rcoll_reduce_isa_best();
     printf("best kernel variant: %s\n", rcoll_reduce_isa_name(best));
@@ -791,6 +983,8 @@ int main(void)
         }
         long failed_before = check_failed;
         test_wrap_cases((rcoll_reduce_isa_t)isa);
+        test_new_type_cases((rcoll_reduce_isa_t)isa);
+        test_undefined((rcoll_reduce_isa_t)isa);
         test_kernel_conversions((rcoll_reduce_isa_t)isa);
         test_matrix((rcoll_reduce_isa_t)isa);
         test_finish((rcoll_reduce_isa_t)isa);
