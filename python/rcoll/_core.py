@@ -72,6 +72,15 @@ _FORMATS = {
 }
 
 
+def packed_offsets(counts: Sequence[int]) -> List[int]:
+    """Displacements of blocks of these counts laid end to end (0, c0, c0 + c1, ...)."""
+    out, at = [], 0
+    for c in counts:
+        out.append(at)
+        at += int(c)
+    return out
+
+
 def register_format(fmt: str, itemsize: int, dt: int) -> None:
     """Map a buffer format character to a datatype (used for types added by newer libraries)."""
     _FORMATS[(fmt, itemsize)] = dt
@@ -447,13 +456,7 @@ class Communicator:
             raise ValueError(f"{what}: {n} non-negative entries expected, got {vals[:8]}")
         return (ctypes.c_size_t * n)(*vals)
 
-    @staticmethod
-    def _offsets(counts: Sequence[int]) -> List[int]:
-        out, at = [], 0
-        for c in counts:
-            out.append(at)
-            at += int(c)
-        return out
+    _offsets = staticmethod(lambda counts: packed_offsets(counts))
 
     def gather(self, sendbuf: Optional[BufferLike], recvbuf: Optional[BufferLike],
                root: int = 0, *, dtype: Optional[int] = None, async_op: bool = False):

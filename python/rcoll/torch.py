@@ -88,12 +88,7 @@ def _sizes(values: Sequence[int]) -> Any:
     return (ctypes.c_size_t * len(values))(*[int(v) for v in values])
 
 
-def _offsets(counts: Sequence[int]) -> List[int]:
-    out, at = [], 0
-    for c in counts:
-        out.append(at)
-        at += int(c)
-    return out
+_offsets = _core.packed_offsets
 
 
 def _op(call: str, reduce_op: Any) -> int:
