@@ -167,6 +167,11 @@ static void types_init(void)
     T(MPI_UINT64_T, RCOLL_UINT64, 1);
     T(MPI_LONG, sizeof(long) == 8 ? RCOLL_INT64 : RCOLL_INT32, 1);
     T(MPI_UNSIGNED_LONG, sizeof(long) == 8 ? RCOLL_UINT64 : RCOLL_UINT32, 1);
+    T(MPI_SHORT, RCOLL_INT16, 1);
+    T(MPI_UNSIGNED_SHORT, RCOLL_UINT16, 1);
+    T(MPI_INT16_T, RCOLL_INT16, 1);
+    T(MPI_UINT16_T, RCOLL_UINT16, 1);
+    T(MPI_C_BOOL, RCOLL_BOOL, 1); /* only with the logical ops (mpix_map_op) */
 #undef T
 }
 
@@ -199,13 +204,28 @@ int mpix_map_type(MPI_Datatype dt, int reduce, rcoll_datatype_t *rdt, size_t *el
     return 1;
 }
 
-int mpix_map_op(MPI_Op op, rcoll_op_t *rop)
+int mpix_map_op(MPI_Op op, rcoll_datatype_t rdt, rcoll_op_t *rop)
 {
+    int is_bool = rdt == RCOLL_BOOL;
+    int is_int = !is_bool && rdt != RCOLL_FLOAT16 && rdt != RCOLL_BFLOAT16 &&
+                 rdt != RCOLL_FLOAT32 && rdt != RCOLL_FLOAT64;
+    /* MPI's categories: arithmetic and min/max on integers and floats; bitwise on integers;
+     * logical on C_BOOL.  Anything else is MPI's to refuse (or a user op): it falls through. */
+    if (is_bool) {
+        if (op == MPI_LAND) *rop = RCOLL_BAND;
+        else if (op == MPI_LOR) *rop = RCOLL_BOR;
+        else if (op == MPI_LXOR) *rop = RCOLL_BXOR;
+        else return 0;
+        return 1;
+    }
     if (op == MPI_SUM) *rop = RCOLL_SUM;
     else if (op == MPI_PROD) *rop = RCOLL_PROD;
     else if (op == MPI_MIN) *rop = RCOLL_MIN;
     else if (op == MPI_MAX) *rop = RCOLL_MAX;
-    else return 0; /* bitwise, logical, MAXLOC/MINLOC, REPLACE, user ops */
+    else if (is_int && op == MPI_BAND) *rop = RCOLL_BAND;
+    else if (is_int && op == MPI_BOR) *rop = RCOLL_BOR;
+    else if (is_int && op == MPI_BXOR) *rop = RCOLL_BXOR;
+    else return 0; /* logical ops on integers, MAXLOC/MINLOC, REPLACE, user ops */
     return 1;
 }
 

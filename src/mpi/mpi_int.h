@@ -56,8 +56,9 @@ mpix_comm_t *mpix_comm_get(MPI_Comm comm);
  * for a reduction (reduce = 1: arithmetic types only) or as bytes (reduce = 0: every
  * contiguous predefined type; *rdt is then RCOLL_UINT8 and *elem_size the type's size). */
 int mpix_map_type(MPI_Datatype dt, int reduce, rcoll_datatype_t *rdt, size_t *elem_size);
-/* 1 and the rcoll op for MPI_SUM/PROD/MIN/MAX; 0 for everything else. */
-int mpix_map_op(MPI_Op op, rcoll_op_t *rop);
+/* 1 and the rcoll op for MPI_SUM/PROD/MIN/MAX (integers and floats), MPI_BAND/BOR/BXOR
+ * (integers) and MPI_LAND/LOR/LXOR (C_BOOL, rdt RCOLL_BOOL); 0 for everything else. */
+int mpix_map_op(MPI_Op op, rcoll_datatype_t rdt, rcoll_op_t *rop);
 
 /* 1 when a call of `bytes` bytes (count x type size, x nranks for the block collectives) on
  * e goes to rcoll; counts every decision in the statistics.  Depends only on arguments that

@@ -26,6 +26,10 @@ typedef struct {
     MPI_Comm comm;
     MPI_Request *req;
     const int *counts, *displs, *rcounts, *rdispls; /* the v-variants (not on rcoll yet) */
+    /* gather/scatter: the caller's own counts and types (count/dt and scount/sdt above then
+     * hold the side every rank gives, on which they decide) */
+    int o_scount, o_rcount;
+    MPI_Datatype o_sdt, o_rdt;
     /* filled by dispatch() for the runner */
     rcoll_datatype_t rdt;
     rcoll_op_t rop;
@@ -72,6 +76,17 @@ static rcoll_status_t run_reduce_scatter_block(mpix_call_t *c, mpix_comm_t *e)
 static rcoll_status_t run_alltoall(mpix_call_t *c, mpix_comm_t *e)
 {
     return rcoll_alltoall(c->sbuf, c->rbuf, c->n, c->rdt, e->rc);
+}
+static rcoll_status_t run_gather(mpix_call_t *c, mpix_comm_t *e)
+{
+    return rcoll_gather(rc_sbuf(c->sbuf), e->rank == c->root ? c->rbuf : NULL, c->n, c->rdt,
+                        c->root, e->rc);
+}
+static rcoll_status_t run_scatter(mpix_call_t *c, mpix_comm_t *e)
+{
+    void *rbuf = c->rbuf == MPI_IN_PLACE ? (void *)RCOLL_IN_PLACE : c->rbuf;
+    return rcoll_scatter(e->rank == c->root ? c->sbuf : NULL, rbuf, c->n, c->rdt, c->root,
+                         e->rc);
 }
 static rcoll_status_t run_barrier(mpix_call_t *c, mpix_comm_t *e)
 {
@@ -131,13 +146,13 @@ static int pmpi_ibcast(const mpix_call_t *c)
 }
 static int pmpi_gather(const mpix_call_t *c)
 {
-    return PMPI_Gather(c->sbuf, c->scount, c->sdt, c->rbuf, c->count, c->dt, c->root,
+    return PMPI_Gather(c->sbuf, c->o_scount, c->o_sdt, c->rbuf, c->o_rcount, c->o_rdt, c->root,
                        c->comm);
 }
 static int pmpi_scatter(const mpix_call_t *c)
 {
-    return PMPI_Scatter(c->sbuf, c->scount, c->sdt, c->rbuf, c->count, c->dt, c->root,
-                        c->comm);
+    return PMPI_Scatter(c->sbuf, c->o_scount, c->o_sdt, c->rbuf, c->o_rcount, c->o_rdt,
+                        c->root, c->comm);
 }
 static int pmpi_allgatherv(const mpix_call_t *c)
 {
@@ -162,8 +177,8 @@ static const mpix_func_desc_t funcs[MPIX_NUM_FUNCS] = {
     [MPIX_BARRIER] = {"MPI_Barrier", K_SYNC, 0, 0, run_barrier, pmpi_barrier},
     [MPIX_IALLREDUCE] = {"MPI_Iallreduce", K_REDUCE, 0, 0, run_iallreduce, pmpi_iallreduce},
     [MPIX_IBCAST] = {"MPI_Ibcast", K_MOVE, 0, 1, run_ibcast, pmpi_ibcast},
-    [MPIX_GATHER] = {"MPI_Gather", K_MOVE, 1, 1, NULL, pmpi_gather},
-    [MPIX_SCATTER] = {"MPI_Scatter", K_MOVE, 1, 1, NULL, pmpi_scatter},
+    [MPIX_GATHER] = {"MPI_Gather", K_MOVE, 1, 1, run_gather, pmpi_gather},
+    [MPIX_SCATTER] = {"MPI_Scatter", K_MOVE, 1, 1, run_scatter, pmpi_scatter},
     [MPIX_ALLGATHERV] = {"MPI_Allgatherv", K_MOVE, 1, 0, NULL, pmpi_allgatherv},
     [MPIX_ALLTOALLV] = {"MPI_Alltoallv", K_MOVE, 1, 0, NULL, pmpi_alltoallv},
 };
@@ -207,8 +222,8 @@ static int eligible(const mpix_func_desc_t *d, mpix_call_t *c, size_t *bytes)
         *bytes = 0;
         return 1;
     }
-    if (d->kind == K_REDUCE && !mpix_map_op(c->op, &c->rop)) return 0;
     if (!mpix_map_type(c->dt, d->kind == K_REDUCE, &c->rdt, &esize)) return 0;
+    if (d->kind == K_REDUCE && !mpix_map_op(c->op, c->rdt, &c->rop)) return 0;
     if (d->blocks && d->kind == K_MOVE && c->sbuf != MPI_IN_PLACE &&
         (c->sdt != c->dt || c->scount != c->count))
         return 0; /* different send and receive type maps: MPI converts */
@@ -329,18 +344,32 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Com
     return dispatch(MPIX_IBCAST, &c);
 }
 
+/* Gather and scatter: the receive side (gather) / send side (scatter) is significant at the
+ * root only, so every rank decides from the side all ranks give (a root in place from the
+ * other one, which MPI requires to describe the same data).  The decision stays the same on
+ * every rank. */
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    return dispatch_blocks(MPIX_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                           recvtype, root, comm);
+    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .root = root, .comm = comm,
+                     .o_scount = sendcount, .o_sdt = sendtype, .o_rcount = recvcount,
+                     .o_rdt = recvtype};
+    int in_place = sendbuf == MPI_IN_PLACE;
+    c.count = c.scount = in_place ? recvcount : sendcount;
+    c.dt = c.sdt = in_place ? recvtype : sendtype;
+    return dispatch(MPIX_GATHER, &c);
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    return dispatch_blocks(MPIX_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                           recvtype, root, comm);
+    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .root = root, .comm = comm,
+                     .o_scount = sendcount, .o_sdt = sendtype, .o_rcount = recvcount,
+                     .o_rdt = recvtype};
+    int in_place = recvbuf == MPI_IN_PLACE;
+    c.count = c.scount = in_place ? sendcount : recvcount;
+    c.dt = c.sdt = in_place ? sendtype : recvtype;
+    return dispatch(MPIX_SCATTER, &c);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,

@@ -190,6 +190,36 @@ static void movements(MPI_Comm comm, const dtype_t *t, int count, int inplace)
         fill(want + (size_t)r * n * es, n, t->kind, MPI_SUM, 0, 100 * r + rank);
     MPICHECK(MPI_Alltoall(in, count, t->dt, buf, count, t->dt, comm));
     check("MPI_Alltoall", t, "-", count, 0, buf, want, nb);
+
+    /* gather and scatter at the last rank (in place there when asked); the other ranks pass
+     * a receive count of 0 and MPI_DATATYPE_NULL to gather, as MPI allows off the root */
+    int root = size - 1;
+    for (int r = 0; r < size; r++) fill(want + (size_t)r * n * es, n, t->kind, MPI_SUM, r, 7);
+    memset(buf, 0x5a, nb * es);
+    fill(in, n, t->kind, MPI_SUM, rank, 7);
+    if (rank == root) {
+        if (inplace) {
+            memcpy(buf + (size_t)rank * n * es, in, n * es);
+            MPICHECK(MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, count, t->dt, root,
+                                comm));
+        } else {
+            MPICHECK(MPI_Gather(in, count, t->dt, buf, count, t->dt, root, comm));
+        }
+        check("MPI_Gather", t, "-", count, inplace, buf, want, nb);
+    } else {
+        MPICHECK(MPI_Gather(in, count, t->dt, NULL, 0, MPI_DATATYPE_NULL, root, comm));
+    }
+    /* scatter back: rank r gets block r of the gathered buffer (want) */
+    memset(in, 0x5a, n * es);
+    if (rank == root && inplace) {
+        MPICHECK(MPI_Scatter(want, count, t->dt, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root,
+                             comm));
+    } else {
+        MPICHECK(MPI_Scatter(rank == root ? want : NULL, rank == root ? count : 0,
+                             rank == root ? t->dt : MPI_DATATYPE_NULL, in, count, t->dt, root,
+                             comm));
+        check("MPI_Scatter", t, "-", count, 0, in, want + (size_t)rank * n * es, n);
+    }
     free(buf);
     free(want);
     free(in);
@@ -280,12 +310,23 @@ static void mixed(void)
         if (s != wsize * (wsize - 1) / 2 + wsize * it) FAILF("mixed: int sum");
         MPICHECK(MPI_Allreduce(&x, &s, 1, MPI_INT, uop, MPI_COMM_WORLD));     /* user op */
         if (s != wsize * (wsize - 1) / 2 + wsize * it) FAILF("mixed: user op");
-        MPICHECK(MPI_Allreduce(&x, &s, 1, MPI_INT, MPI_BOR, MPI_COMM_WORLD)); /* bitwise */
+        MPICHECK(MPI_Allreduce(&x, &s, 1, MPI_INT, MPI_BOR, MPI_COMM_WORLD)); /* rcoll: bor */
+        {
+            int o = 0;
+            for (int k = 0; k < wsize; k++) o |= k + it;
+            if (s != o) FAILF("mixed: int bor %d, want %d", s, o);
+        }
+        _Bool bl = wrank == 0, land = 0, lor = 0;
+        MPICHECK(MPI_Allreduce(&bl, &land, 1, MPI_C_BOOL, MPI_LAND, MPI_COMM_WORLD)); /* rcoll */
+        MPICHECK(MPI_Allreduce(&bl, &lor, 1, MPI_C_BOOL, MPI_LOR, MPI_COMM_WORLD));
+        if (land != (wsize == 1) || lor != 1) FAILF("mixed: bool land %d lor %d", land, lor);
+        MPICHECK(MPI_Allreduce(&x, &s, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD)); /* logical on int */
+        if (s != (wsize == 1 ? x : it > 0)) FAILF("mixed: int land %d", s); /* 1 rank: a copy */
         v[0] = v[1] = x;
         MPICHECK(MPI_Allreduce(v, r, 1, pair, uop, MPI_COMM_WORLD));          /* derived */
         if (r[0] != wsize * (wsize - 1) / 2 + wsize * it) FAILF("mixed: derived type");
         short sh = (short)x, shs = 0;
-        MPICHECK(MPI_Allreduce(&sh, &shs, 1, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD)); /* no int16 */
+        MPICHECK(MPI_Allreduce(&sh, &shs, 1, MPI_SHORT, MPI_SUM, MPI_COMM_WORLD)); /* int16 */
         if (shs != wsize * (wsize - 1) / 2 + wsize * it) FAILF("mixed: short sum");
         struct { double v; int i; } in = {(double)(wrank * 3 % wsize), wrank}, out;
         MPICHECK(MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
@@ -296,10 +337,15 @@ static void mixed(void)
         MPICHECK(MPI_Bcast(&in, 1, MPI_DOUBLE_INT, 0, MPI_COMM_WORLD)); /* hole: falls through */
         if (in.i != 0) FAILF("mixed: bcast of MPI_DOUBLE_INT");
         int g[64];
-        MPICHECK(MPI_Gather(&x, 1, MPI_INT, g, 1, MPI_INT, 0, MPI_COMM_WORLD)); /* not on rcoll */
+        MPICHECK(MPI_Gather(&x, 1, MPI_INT, g, 1, MPI_INT, 0, MPI_COMM_WORLD)); /* rcoll */
         if (wrank == 0)
             for (int k = 0; k < wsize; k++)
                 if (g[k] != k + it) FAILF("mixed: gather");
+        struct { double v; int i; } gi = {1.5 * wrank, wrank}, gall[64];
+        MPICHECK(MPI_Gather(&gi, 1, MPI_DOUBLE_INT, gall, 1, MPI_DOUBLE_INT, 0, MPI_COMM_WORLD));
+        if (wrank == 0) /* a type with a hole: falls through */
+            for (int k = 0; k < wsize; k++)
+                if (gall[k].i != k || gall[k].v != 1.5 * k) FAILF("mixed: gather double_int");
         MPICHECK(MPI_Barrier(MPI_COMM_WORLD));
     }
     MPICHECK(MPI_Type_free(&pair));
