@@ -13,6 +13,8 @@
 #   perf         every perf binary under mpirun -np 3 (one rank per process, as nccl-tests'
 #                MPI build): one report from rank 0, 3 ranks listed, data checked, 0 wrong;
 #                a bad -r fails on every rank with the usage error
+#   compare      bench/compare_mpi -c all on 2 ranks, tiny sizes, over vader and over TCP
+#                (RCOLL_TRANSPORT=tcp): 0 wrong, four tables, a JSON with four collectives
 set -u
 build=$1
 case_=$2
@@ -155,8 +157,28 @@ perf)
         fail "broadcast_perf -r 5: no usage sentence"
     echo "ok: 9 perf binaries under mpirun -np 3, 0 wrong; a bad root refused"
     ;;
+compare)
+    exe=$build/bench/compare_mpi
+    [ -x "$exe" ] || fail "$exe not built"
+    for btl in vader tcp; do
+        # the common command line with its btl list swapped (an MCA param may appear once)
+        cmd=("${mpirun[@]/#self,vader/self,$btl}")
+        [ $btl = tcp ] && cmd+=(--mca btl_tcp_if_include lo -x RCOLL_TRANSPORT=tcp)
+        timeout 60 "${cmd[@]}" -np 2 "$exe" -c all -b 8 -e 64K -f 8 -n 2 \
+            -w 1 -R 3 -J "$out.json" >"$out" 2>&1 || fail "compare_mpi -c all over $btl (exit $?)"
+        grep -q "^# wrong results: 0 OK" "$out" || fail "$btl: wrong results"
+        for c in allreduce allgather reducescatter bcast; do
+            [ "$(grep -c "^# collective $c: " "$out")" -eq 1 ] || fail "$btl: no $c table"
+            [ "$(grep -o "\"collective\":\"$c\"" "$out.json" | wc -l)" -eq 5 ] ||
+                fail "$btl: $c: not 5 JSON rows"
+        done
+        grep -q '"wrong_total":0}' "$out.json" || fail "$btl: JSON not complete"
+        rm -f "$out.json"
+    done
+    echo "ok: compare_mpi -c all over vader and tcp, 4 tables, 0 wrong"
+    ;;
 *)
-    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | createfail | init | kill | perf" >&2
+    echo "usage: run_mpi.sh BUILD_ROOT coll|preload NP | knobs | createfail | init | kill | perf | compare" >&2
     exit 2
     ;;
 esac
