@@ -347,29 +347,32 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 /* Gather and scatter: the receive side (gather) / send side (scatter) is significant at the
  * root only, so every rank decides from the side all ranks give (a root in place from the
  * other one, which MPI requires to describe the same data).  The decision stays the same on
- * every rank. */
-int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+ * every rank; the caller's own arguments go to the fall-through. */
+static int dispatch_rooted(mpix_func_t fn, const void *sendbuf, int sendcount,
+                           MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                           MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
     mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .root = root, .comm = comm,
                      .o_scount = sendcount, .o_sdt = sendtype, .o_rcount = recvcount,
                      .o_rdt = recvtype};
-    int in_place = sendbuf == MPI_IN_PLACE;
-    c.count = c.scount = in_place ? recvcount : sendcount;
-    c.dt = c.sdt = in_place ? recvtype : sendtype;
-    return dispatch(MPIX_GATHER, &c);
+    int by_send = fn == MPIX_GATHER ? sendbuf != MPI_IN_PLACE : recvbuf == MPI_IN_PLACE;
+    c.count = c.scount = by_send ? sendcount : recvcount;
+    c.dt = c.sdt = by_send ? sendtype : recvtype;
+    return dispatch(fn, &c);
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return dispatch_rooted(MPIX_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, root, comm);
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    mpix_call_t c = {.sbuf = sendbuf, .rbuf = recvbuf, .root = root, .comm = comm,
-                     .o_scount = sendcount, .o_sdt = sendtype, .o_rcount = recvcount,
-                     .o_rdt = recvtype};
-    int in_place = recvbuf == MPI_IN_PLACE;
-    c.count = c.scount = in_place ? sendcount : recvcount;
-    c.dt = c.sdt = in_place ? sendtype : recvtype;
-    return dispatch(MPIX_SCATTER, &c);
+    return dispatch_rooted(MPIX_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                           recvtype, root, comm);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
