@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_json.h"
 #include "rcoll.h"
 
 #define MAX_ROUNDS 99
@@ -335,21 +336,6 @@ static double floor_us(int coll, size_t bytes, double copy_gbs, double add_gbs)
     }
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void json_peer(FILE *f, const char *key, double us, size_t bytes, double bf, long wrong)
 {
     double algbw = us > 0 ? (double)bytes / us / 1e3 : 0; /* GB/s */
@@ -371,17 +357,17 @@ static FILE *json_open(const char *path, int argc, char **argv, const char *mpi_
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
     fprintf(f, "{\"version\":1,\"program\":\"compare_mpi\",\"rcoll_version\":\"%d.%d.%d\","
             "\"mpi_version\":", v / 10000, v / 100 % 100, v % 100);
-    json_str(f, mpi_ver);
+    bench_json_str(f, mpi_ver);
     fprintf(f, ",\"start_time\":");
-    json_str(f, when);
+    bench_json_str(f, when);
     fprintf(f, ",\"args\":[");
     for (int i = 0; i < argc; i++) {
         if (i)
             fputc(',', f);
-        json_str(f, argv[i]);
+        bench_json_str(f, argv[i]);
     }
     fprintf(f, "],\"config\":{\"nranks\":%d,\"transport\":", nranks);
-    json_str(f, tp && tp[0] ? tp : "auto");
+    bench_json_str(f, tp && tp[0] ? tp : "auto");
     fprintf(f, ",\"copy_gbs\":%.3f,\"add_gbs\":%.3f},\"results\":[", copy_gbs, add_gbs);
     return f;
 }

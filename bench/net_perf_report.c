@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_json.h"
 #include "net_perf.h"
 #include "util/status.h"
 
@@ -59,21 +60,6 @@ void np_print_row(np_mode_t mode, const np_result_t *r)
     fflush(stdout);
 }
 
-static void np_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* All results as a JSON array, one object per size; closes f. */
 rcoll_status_t np_json_write(const np_end_t *e, FILE *f, const np_result_t *res, size_t n)
 {
@@ -84,9 +70,9 @@ rcoll_status_t np_json_write(const np_end_t *e, FILE *f, const np_result_t *res,
     fputs("[\n", f);
     for (size_t i = 0; i < n; i++) {
         fputs("  {\"transport\": ", f);
-        np_json_string(f, e->tp->name);
+        bench_json_str(f, e->tp->name);
         fputs(", \"device\": ", f);
-        np_json_string(f, e->props.name);
+        bench_json_str(f, e->props.name);
         fprintf(f, ", \"mode\": \"%s\", \"bytes\": %zu, \"iterations\": %" PRIu64,
                 bw ? "bw" : "lat", res[i].size, res[i].iters);
         for (size_t k = 0; k < (bw ? 3u : 7u); k++)

@@ -5,6 +5,7 @@
  * through its perf_coll_t and uses the public rcoll API only.  Flags are parsed in perf_opts.c;
  * inputs and expected results come from perf_data.c, never from the library under test.
  */
+#include "bench_json.h"
 #include "perf_common.h"
 #include "perf_opts.h"
 
@@ -163,21 +164,6 @@ static size_t mem_usage(perf_ctx_t *c)
  * JSON (rank 0 only; written as the run goes)
  * ------------------------------------------------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void json_num(FILE *f, double v)
 {
     if (isfinite(v))
@@ -208,15 +194,15 @@ static void json_open(perf_ctx_t *c, int argc, char **argv)
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
     int v = rcoll_version();
     fprintf(f, "{\"version\":1,\"program\":");
-    json_str(f, c->coll->name);
+    bench_json_str(f, c->coll->name);
     fprintf(f, ",\"rcoll_version\":\"%d.%d.%d\",\"start_time\":", v / 10000, v / 100 % 100,
             v % 100);
-    json_str(f, when);
+    bench_json_str(f, when);
     fprintf(f, ",\"args\":[");
     for (int i = 0; i < argc; i++) {
         if (i)
             fputc(',', f);
-        json_str(f, argv[i]);
+        bench_json_str(f, argv[i]);
     }
     fprintf(f, "],\"config\":{\"nthreads\":%d,\"ngpus\":%d,\"nranks\":%d,"
             "\"minimum_bytes\":%zu,\"maximum_bytes\":%zu,", o->nthreads, o->ngpus, c->nranks,
@@ -228,9 +214,9 @@ static void json_open(perf_ctx_t *c, int argc, char **argv)
     fprintf(f, "\"warmup_iters\":%d,\"iterations\":%d,\"aggregated_iterations\":%d,"
             "\"validation\":%d,\"blocking\":%d,\"average\":%d,\"memory\":\"host\",\"algo\":",
             o->warmup, o->iters, o->agg, o->check, o->blocking, o->average);
-    json_str(f, env_or("RCOLL_ALGO", "auto"));
+    bench_json_str(f, env_or("RCOLL_ALGO", "auto"));
     fprintf(f, ",\"transport\":");
-    json_str(f, env_or("RCOLL_TRANSPORT", "auto"));
+    bench_json_str(f, env_or("RCOLL_TRANSPORT", "auto"));
     fprintf(f, "},\"devices\":[");
 }
 
@@ -303,7 +289,7 @@ static void print_preamble(perf_ctx_t *c)
             if (c->json) {
                 fprintf(c->json, "%s{\"rank\":%d,\"pid\":%d,\"hostname\":", r ? "," : "", r,
                         (int)rpid);
-                json_str(c->json, host);
+                bench_json_str(c->json, host);
                 fprintf(c->json, ",\"device\":\"host-memory\"}");
             }
         }
