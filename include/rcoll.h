@@ -185,6 +185,9 @@ rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm);
  *              RCOLL_TIMEOUT (0 .. RCOLL_COMM_TIMEOUT_MAX; < 0: take RCOLL_TIMEOUT).
  *   name       NULL, or a name of at most 63 characters shown in the communicator's log lines
  *              ("communicator <name>: ...").
+ *   progress_thread  1: the communicator gets a thread that progresses its nonblocking
+ *              operations between calls (see "Nonblocking operations"), 0: none, < 0: take
+ *              RCOLL_PROGRESS_THREAD (default 0).
  * Precedence: a value set here wins over the environment; fields left at their INIT value
  * take the RCOLL_* knob (or its default).  Communicators made by rcoll_comm_split/dup inherit
  * the parent's settings. */
@@ -192,8 +195,9 @@ typedef struct {
     size_t size;
     double timeout_s;
     const char *name;
+    int progress_thread;
 } rcoll_comm_config_t;
-#define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), -1.0, NULL}
+#define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), -1.0, NULL, -1}
 #define RCOLL_COMM_TIMEOUT_MAX (86400 * 7) /* a week, RCOLL_TIMEOUT's own limit */
 
 /* rcoll_comm_init_rank with the caller's settings.  Errors: as rcoll_comm_init_rank, plus
@@ -451,9 +455,16 @@ rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm);
  * Nonblocking operations.  An rcoll_i* call checks its arguments, queues the operation and
  * returns a request.  Operations on one communicator execute in the order they were issued;
  * several may be outstanding and they may be waited for in any order.  Progress happens inside
- * rcoll_test, rcoll_wait and any other call on the same communicator (there is no background
- * thread).  A request must be completed with rcoll_wait, or rcoll_test until done, before the
- * communicator is destroyed.
+ * rcoll_test, rcoll_wait and any other call on the same communicator and, on a communicator
+ * with a progress thread (rcoll_comm_config_t.progress_thread or RCOLL_PROGRESS_THREAD=1),
+ * also between calls, so that an operation moves while the caller computes.  A request must
+ * be completed with rcoll_wait, or rcoll_test until done, before the communicator is
+ * destroyed.
+ *
+ * Threads: a request may be completed on another thread than the one that posted it.  Calls
+ * on one communicator must not overlap (a second thread is refused with
+ * RCOLL_ERR_INVALID_USAGE), except that with a progress thread rcoll_test and rcoll_wait may
+ * run beside any other call on the communicator (one thread waits while another posts).
  * ------------------------------------------------------------------------------------------ */
 
 /* Nonblocking rcoll_allreduce.  req (out): the request. */

@@ -187,6 +187,10 @@ rcoll_status_t rcoll_comm_init_rank_config(int nranks, const rcoll_unique_id_t *
     if (st != RCOLL_OK) return init_failed(st);
     if (config->timeout_s >= 0) cfg.timeout_s = config->timeout_s;
     if (config->name) snprintf(cfg.comm_name, sizeof(cfg.comm_name), "%s", config->name);
+    /* Fields past name exist only for callers compiled with them (config->size says). */
+    if (config->size >= offsetof(rcoll_comm_config_t, progress_thread) + sizeof(int) &&
+        config->progress_thread >= 0)
+        cfg.progress_thread = config->progress_thread != 0;
     st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
     return st == RCOLL_OK ? st : init_failed(st);
 }
@@ -425,6 +429,7 @@ rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
         root = NULL;
     }
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
+    rcoll_pt_unlock(comm); /* rcoll_comm_free joins the progress thread */
     rcoll_comm_free(comm, 1);
     if (!root) return RCOLL_OK;
     rcoll_status_t st = rcoll_bs_root_release(root, deadline);
@@ -441,6 +446,7 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
     snprintf(text, sizeof(text), "rank %d called rcoll_comm_abort", comm->rank);
     rcoll_bs_report(comm->bs, comm->rank, RCOLL_ERR_REMOTE, text);
     rcoll_bs_root_t *root = comm->root;
+    rcoll_pt_unlock(comm); /* rcoll_comm_free joins the progress thread */
     rcoll_comm_free(comm, 0);
     rcoll_bs_root_release(root, 0);
     return RCOLL_OK;
@@ -460,6 +466,7 @@ static rcoll_status_t comm_enter(rcoll_comm_t comm, const char *fn)
     if (st != RCOLL_OK) return st;
     if (!atomic_exchange_explicit(&comm->in_use, 1, memory_order_acquire)) {
         atomic_store_explicit(&comm->in_use_fn, fn, memory_order_relaxed);
+        rcoll_pt_lock(comm); /* from the progress thread, which may be inside */
         return RCOLL_OK;
     }
     const char *other = atomic_load_explicit(&comm->in_use_fn, memory_order_relaxed);
@@ -471,6 +478,7 @@ static rcoll_status_t comm_enter(rcoll_comm_t comm, const char *fn)
 
 static rcoll_status_t comm_leave(rcoll_comm_t comm, rcoll_status_t st)
 {
+    rcoll_pt_unlock(comm); /* and wake it: the call may have queued work */
     atomic_store_explicit(&comm->in_use, 0, memory_order_release);
     return st;
 }
@@ -695,11 +703,29 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
 {
     if (!req || !*req || !done) return RCOLL_ERR_INVALID_ARG;
     struct rcoll_request *r = *req;
+    rcoll_comm_t comm = r->comm;
+    if (comm->pt_on) {
+        /* With the progress thread: no entry flag, so another thread may post or wait on
+         * this communicator meanwhile; the lock keeps the queue whole. */
+        pthread_mutex_lock(&comm->pt_lock);
+        if (!r->complete) rcoll_comm_progress(comm);
+        if (!r->complete) {
+            pthread_mutex_unlock(&comm->pt_lock);
+            *done = 0;
+            return RCOLL_OK;
+        }
+        rcoll_status_t st = r->status;
+        rcoll_req_release(r);
+        pthread_mutex_unlock(&comm->pt_lock);
+        *req = NULL;
+        *done = 1;
+        return st;
+    }
     if (!r->complete) {
-        rcoll_status_t ent = comm_enter(r->comm, "rcoll_test");
+        rcoll_status_t ent = comm_enter(comm, "rcoll_test");
         if (ent != RCOLL_OK) return ent;
-        rcoll_comm_progress(r->comm);
-        comm_leave(r->comm, RCOLL_OK);
+        rcoll_comm_progress(comm);
+        comm_leave(comm, RCOLL_OK);
     }
     if (!r->complete) {
         *done = 0;
@@ -716,6 +742,10 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
 {
     if (!req || !*req) return RCOLL_ERR_INVALID_ARG;
     struct rcoll_request *r = *req;
+    if (r->comm->pt_on) {
+        *req = NULL;
+        return rcoll_req_wait_shared(r);
+    }
     rcoll_status_t ent = comm_enter(r->comm, "rcoll_wait");
     if (ent != RCOLL_OK) return ent;
     rcoll_status_t st = comm_leave(r->comm, rcoll_req_wait(r));
@@ -857,14 +887,20 @@ static rcoll_status_t group_wait_all(void)
             if (pass % 64 == 0) sched_yield(); /* the peers may need this CPU */
             for (int i = 0; i < group_nreqs; i++)
                 if (!group_reqs[i]->complete) {
-                    rcoll_comm_progress(group_reqs[i]->comm);
+                    rcoll_comm_t c = group_reqs[i]->comm;
+                    rcoll_pt_lock(c);
+                    rcoll_comm_progress(c);
                     left += !group_reqs[i]->complete;
+                    rcoll_pt_unlock(c);
                 }
         }
     }
     for (int i = 0; i < group_nreqs; i++) {
+        rcoll_comm_t c = group_reqs[i]->comm;
+        rcoll_pt_lock(c);
         rcoll_status_t st = rcoll_req_wait(group_reqs[i]);
         rcoll_req_release(group_reqs[i]);
+        rcoll_pt_unlock(c);
         if (st != RCOLL_OK && first == RCOLL_OK) first = st;
     }
     group_nreqs = 0;
@@ -902,6 +938,7 @@ rcoll_status_t rcoll_group_end(void)
     for (int i = 0; i < group_nreqs; i++) {
         struct rcoll_request *r = group_reqs[i];
         if (r->kind != RCOLL_OP_P2P || !r->held) continue;
+        rcoll_pt_lock(r->comm); /* its thread skips a held head; this releases it */
         r->held = 0;
         r->comm->open_group = NULL;
         if (!self_pairs_match(r)) {
@@ -910,6 +947,7 @@ rcoll_status_t rcoll_group_end(void)
                                   "receive from self in the group, or the reverse",
                                   r->comm->rank);
         }
+        rcoll_pt_unlock(r->comm);
     }
     rcoll_status_t first = group_wait_all();
     return init_st != RCOLL_OK ? init_st : first;

@@ -123,6 +123,8 @@ static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
                    "ranks spin %d polls before yielding", same_machine, cpus, c->cfg.spin);
 }
 
+static void family_leave(rcoll_comm_t c);
+
 rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
 {
     rcoll_status_t st = rcoll_comm_register(c); /* from here on the handle is valid */
@@ -140,7 +142,10 @@ rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
     c->fam_next = f->first;
     if (f->first) f->first->fam_prev = c;
     f->first = c;
-    return RCOLL_OK;
+    /* Last: from here on the thread may progress whatever the caller queues. */
+    st = rcoll_pt_start(c);
+    if (st != RCOLL_OK) family_leave(c);
+    return st;
 }
 
 static void family_leave(rcoll_comm_t c)
@@ -683,6 +688,7 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
 
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
+    rcoll_pt_stop(c);
     family_leave(c);
     rcoll_shmseg_detach(&c->hostseg);
     if (c->conn) rcoll_conn_fini(c);

@@ -5,6 +5,7 @@
 #ifndef RCOLL_CORE_COMM_H
 #define RCOLL_CORE_COMM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include "algo/algo.h"
@@ -160,6 +161,17 @@ struct rcoll_comm {
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;
+    /* The progress thread (RCOLL_PROGRESS_THREAD; progress.c).  When it runs, pt_lock guards
+     * the queue and every per-operation state: the thread holds it while it progresses, an
+     * API call from comm_enter to comm_leave, rcoll_test/rcoll_wait while they look. */
+    int pt_on;
+    int pt_stop;              /* under pt_lock: the thread must end */
+    _Atomic int pt_waiters;   /* threads inside rcoll_wait: they progress, the thread rests */
+    pthread_t pt;
+    pthread_mutex_t pt_lock;
+    pthread_cond_t pt_cv;     /* signalled when work is queued, a waiter leaves, or stop */
+    pthread_cond_t pt_done_cv; /* broadcast by the thread when it completed something */
+    int pt_sleepers;          /* under pt_lock: waiters asleep on pt_done_cv */
     char last_error[RCOLL_LAST_ERROR_MAX];
 };
 
@@ -226,6 +238,25 @@ rcoll_status_t rcoll_req_alloc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
 rcoll_status_t rcoll_req_set_v(struct rcoll_request *r, const size_t *const v[RCOLL_V_NUM]);
 void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req);
 void rcoll_req_release(struct rcoll_request *req);
+/* The progress thread: started at the end of creation when cfg.progress_thread is set;
+ * stopped (joined) by rcoll_comm_free, which must not hold pt_lock.  rcoll_pt_lock/unlock
+ * take pt_lock only when the thread runs (unlock also wakes it: work may have been queued). */
+rcoll_status_t rcoll_pt_start(rcoll_comm_t comm);
+void rcoll_pt_stop(rcoll_comm_t comm);
+static inline void rcoll_pt_lock(rcoll_comm_t comm)
+{
+    if (comm->pt_on) pthread_mutex_lock(&comm->pt_lock);
+}
+static inline void rcoll_pt_unlock(rcoll_comm_t comm)
+{
+    if (!comm->pt_on) return;
+    pthread_cond_signal(&comm->pt_cv);
+    pthread_mutex_unlock(&comm->pt_lock);
+}
+/* rcoll_wait's loop when the thread runs: the caller holds no lock and may run beside
+ * another thread's calls on comm; returns the status and releases req. */
+rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req);
+
 /* Progress comm's queue once (non-blocking). */
 void rcoll_comm_progress(rcoll_comm_t comm);
 /* Progress until req completes; returns its status (does not release it). */

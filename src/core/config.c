@@ -41,6 +41,12 @@ static const rcoll_knob_t core_knobs[] = {
          "microseconds a waiting rank keeps polling (spinning, then yielding the CPU) before "
          "it naps in 50 us steps: a peer late by less is noticed at once, a longer idle wait "
          "costs little CPU"),
+    KNOB("RCOLL_PROGRESS_THREAD", "0", INT, progress_thread, 0, 1,
+         "1: each communicator gets a thread that progresses its nonblocking operations while "
+         "the caller computes (rcoll_comm_config_t.progress_thread wins over this)"),
+    KNOB("RCOLL_PROGRESS_POLL_US", "200", INT, progress_poll_us, 0, 100000000,
+         "microseconds the progress thread keeps polling (spinning, then yielding the CPU) "
+         "after its last progress before it naps in 50 us steps"),
     KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, alg, rcoll_algo_config_table),

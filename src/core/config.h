@@ -42,6 +42,8 @@ typedef struct rcoll_config {
     double timeout_s;  /* deadline without progress from an awaited peer */
     int spin;          /* poll iterations before yielding the CPU */
     int poll_us;       /* microseconds of polling (spin, then yield) before naps */
+    int progress_thread;  /* 1: a thread per communicator progresses queued operations */
+    int progress_poll_us; /* ... and polls that long (spin, then yield) before naps */
     /* data path */
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
     rcoll_algo_config_t alg; /* RCOLL_ALGO (declared in algo/select.c) */

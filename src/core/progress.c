@@ -5,6 +5,7 @@
  * RCOLL_TIMEOUT fails naming that peer, and failures announced by the bootstrap root fail
  * every queued operation.  Does not validate arguments (api.c) or move bytes (algo/, transport/).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,9 @@ static void complete_req(rcoll_comm_t comm, struct rcoll_request *prev,
 {
     r->complete = 1;
     r->status = st;
+    /* Whoever completes it (the progress thread, rcoll_test, another waiter) holds pt_lock:
+     * wake the waiters that sleep, to look at theirs. */
+    if (comm->pt_sleepers) pthread_cond_broadcast(&comm->pt_done_cv);
     if (prev)
         prev->next = r->next;
     else
@@ -909,15 +913,147 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
         /* The rest of the family too: a peer may be waiting for this rank's part of an
          * operation on a sibling communicator before it can serve this one. */
         for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next)
-            if (o != comm && o->head &&
+            if (o != comm && o->head && !o->pt_on && /* a sibling's own thread serves it */
                 !atomic_exchange_explicit(&o->in_use, 1, memory_order_acquire)) {
                 moved |= progress_once(o); /* not while another thread is inside it */
                 atomic_store_explicit(&o->in_use, 0, memory_order_release);
             }
+        if (moved) {
+            rcoll_backoff_reset(&bo);
+        } else if (comm->pt_on) { /* the caller holds pt_lock: let rcoll_test/wait look */
+            atomic_fetch_add_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
+            pthread_mutex_unlock(&comm->pt_lock);
+            rcoll_backoff_wait(&bo);
+            pthread_mutex_lock(&comm->pt_lock);
+            atomic_fetch_sub_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
+        } else {
+            rcoll_backoff_wait(&bo);
+        }
+    }
+    return req->status;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The progress thread
+ * ---------------------------------------------------------------------------------------- */
+
+/* Runs the queue whenever it holds work no caller is waiting on (a waiter in rcoll_wait
+ * progresses by itself, as without the thread, and the thread rests meanwhile), then polls
+ * RCOLL_PROGRESS_POLL_US before it naps: a thread that spun for as long as a waiting caller
+ * would take a core from the computation it is meant to run beside. */
+static void *pt_main(void *arg)
+{
+    rcoll_comm_t comm = arg;
+    rcoll_log_set_rank(comm->rank);
+    rcoll_backoff_t bo;
+    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin,
+                       (uint64_t)comm->cfg.progress_poll_us * 1000);
+    pthread_mutex_lock(&comm->pt_lock);
+    while (!comm->pt_stop) {
+        if (!comm->head || comm->head->held || comm->failed != RCOLL_OK ||
+            atomic_load_explicit(&comm->pt_waiters, memory_order_relaxed)) {
+            pthread_cond_wait(&comm->pt_cv, &comm->pt_lock);
+            rcoll_backoff_reset(&bo);
+            continue;
+        }
+        int moved = progress_once(comm);
+        pthread_mutex_unlock(&comm->pt_lock);
         if (moved)
             rcoll_backoff_reset(&bo);
         else
             rcoll_backoff_wait(&bo);
+        pthread_mutex_lock(&comm->pt_lock);
     }
-    return req->status;
+    pthread_mutex_unlock(&comm->pt_lock);
+    return NULL;
+}
+
+rcoll_status_t rcoll_pt_start(rcoll_comm_t comm)
+{
+    if (!comm->cfg.progress_thread || comm->pt_on) return RCOLL_OK;
+    if (pthread_mutex_init(&comm->pt_lock, NULL) != 0)
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "progress thread: mutex init failed");
+    if (pthread_cond_init(&comm->pt_cv, NULL) != 0) {
+        pthread_mutex_destroy(&comm->pt_lock);
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "progress thread: condition init failed");
+    }
+    if (pthread_cond_init(&comm->pt_done_cv, NULL) != 0) {
+        pthread_cond_destroy(&comm->pt_cv);
+        pthread_mutex_destroy(&comm->pt_lock);
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "progress thread: condition init failed");
+    }
+    comm->pt_sleepers = 0;
+    comm->pt_stop = 0;
+    atomic_store(&comm->pt_waiters, 0);
+    comm->pt_on = 1; /* before the thread exists: it reads it (and so do rcoll_pt_lock/unlock) */
+    int e = pthread_create(&comm->pt, NULL, pt_main, comm);
+    if (e != 0) {
+        comm->pt_on = 0;
+        pthread_cond_destroy(&comm->pt_done_cv);
+        pthread_cond_destroy(&comm->pt_cv);
+        pthread_mutex_destroy(&comm->pt_lock);
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "progress thread: pthread_create failed: %s",
+                             strerror(e));
+    }
+    return RCOLL_OK;
+}
+
+void rcoll_pt_stop(rcoll_comm_t comm)
+{
+    if (!comm->pt_on) return;
+    pthread_mutex_lock(&comm->pt_lock);
+    comm->pt_stop = 1;
+    pthread_cond_signal(&comm->pt_cv);
+    pthread_mutex_unlock(&comm->pt_lock);
+    pthread_join(comm->pt, NULL);
+    pthread_cond_destroy(&comm->pt_done_cv);
+    pthread_cond_destroy(&comm->pt_cv);
+    pthread_mutex_destroy(&comm->pt_lock);
+    comm->pt_on = 0;
+}
+
+/* A short wait is fastest when the waiter progresses by itself (no hand-off between
+ * threads), so it does for RCOLL_PROGRESS_POLL_US after its last progress, while the thread
+ * rests.  A longer one (the peer is still computing) sleeps until the thread, progressing
+ * with its own backoff, completes something: one poller per communicator, not two. */
+rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req)
+{
+    rcoll_comm_t comm = req->comm;
+    rcoll_backoff_t bo;
+    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin, 0);
+    uint64_t poll_ns = (uint64_t)comm->cfg.progress_poll_us * 1000, idle_since = 0;
+    atomic_fetch_add_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
+    pthread_mutex_lock(&comm->pt_lock);
+    while (!req->complete) {
+        int moved = progress_once(comm);
+        if (req->complete) break;
+        if (moved) {
+            idle_since = 0;
+        } else {
+            uint64_t now = rcoll_now_ns();
+            if (!idle_since) idle_since = now;
+            if (now - idle_since >= poll_ns) break; /* long wait: sleep below */
+        }
+        pthread_mutex_unlock(&comm->pt_lock); /* let other threads post and look */
+        if (moved) {
+            rcoll_backoff_reset(&bo);
+        } else if (bo.iter < bo.spin_limit) {
+            rcoll_backoff_wait(&bo);
+        } else {
+            sched_yield();
+        }
+        pthread_mutex_lock(&comm->pt_lock);
+    }
+    atomic_fetch_sub_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
+    if (!req->complete) {
+        comm->pt_sleepers++;
+        pthread_cond_signal(&comm->pt_cv); /* the thread takes over */
+        while (!req->complete) pthread_cond_wait(&comm->pt_done_cv, &comm->pt_lock);
+        comm->pt_sleepers--;
+    }
+    rcoll_status_t st = req->status;
+    rcoll_req_release(req);
+    pthread_cond_signal(&comm->pt_cv); /* the thread rests only while someone waits */
+    pthread_mutex_unlock(&comm->pt_lock);
+    return st;
 }
