@@ -220,7 +220,51 @@ def _destroy_rank(rank, q, out):
     out.put(time.monotonic() - t0)
 
 
+def _pt_rank(rank, q, out):
+    """A progress thread moves a posted all-reduce while Python sleeps; another Python
+    thread may wait on it meanwhile."""
+    import threading
+    import time
+    if rank == 0:
+        uid = rcoll.get_unique_id().to_bytes()
+        q.put(uid)
+    else:
+        uid = q.get(timeout=TIMEOUT)
+    c = rcoll.Communicator.init_rank(2, rcoll.UniqueId.from_bytes(uid), rank,
+                                     progress_thread=True)
+    x = data(rank, 1 << 20, np.float32)
+    want = data(0, 1 << 20, np.float32) + data(1, 1 << 20, np.float32)
+    req = c.allreduce(None, x, async_op=True)
+    time.sleep(1.0)
+    first = req.test()
+    if not first:
+        req.wait()
+    y = data(rank, 1000, np.int64)
+    req = c.allreduce(None, y, async_op=True)
+    t = threading.Thread(target=req.wait)
+    t.start()
+    z = np.full(3, rank, np.int32)
+    c.bcast(z, root=1)  # beside the waiting thread
+    t.join()
+    ok = (first and np.array_equal(x, want) and
+          np.array_equal(y, data(0, 1000, np.int64) + data(1, 1000, np.int64)) and
+          list(z) == [1, 1, 1])
+    c.destroy()
+    out.put((rank, bool(ok), first))
+
+
 class PackageTest(unittest.TestCase):
+    def test_progress_thread(self):
+        ctx = mp.get_context("spawn")
+        q, out = ctx.Queue(), ctx.Queue()
+        ps = [ctx.Process(target=_pt_rank, args=(r, q, out)) for r in range(2)]
+        for p in ps:
+            p.start()
+        res = sorted(out.get(timeout=TIMEOUT) for _ in range(2))
+        for p in ps:
+            p.join(10)
+        self.assertEqual(res, [(0, True, True), (1, True, True)])
+
     def test_destroy_after_peer_left(self):
         """The rank hosting the root does not wait RCOLL_TIMEOUT in destroy for a peer that
         exited without destroying its communicator."""
