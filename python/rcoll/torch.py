@@ -104,7 +104,8 @@ class _Job:
     unflattening); the future then gets ``result``.  ``p2p``: a send or receive, whose
     completion may need the peer's later operations (so it is never waited on blindly)."""
 
-    __slots__ = ("call", "post", "finish", "result", "fut", "keep", "p2p")
+    __slots__ = ("call", "post", "finish", "result", "fut", "keep", "p2p", "reqs", "state",
+                 "err")
 
     def __init__(self, call: str, post: Callable[[Any], List[Any]], result: Any,
                  keep: Sequence[Any] = (), finish: Optional[Callable[[], None]] = None,
@@ -112,6 +113,148 @@ class _Job:
         self.call, self.post, self.result = call, post, result
         self.finish, self.keep, self.p2p = finish, list(keep), p2p
         self.fut: torch.futures.Future = torch.futures.Future()
+        self.reqs: List[Any] = []
+        self.state = 0  # _Direct: 0 posted, 1 someone completes it, 2 completed
+        self.err: Optional[BaseException] = None
+
+
+def _settle(job: _Job, err: Optional[BaseException]) -> None:
+    """Give the job's future its result (after finish()) or its error."""
+    if err is None:
+        try:
+            if job.finish is not None:
+                job.finish()
+        except BaseException as e:  # a copy back failed
+            err = e
+    if err is not None:
+        job.fut.set_exception(RuntimeError(f"rcoll backend: {job.call} failed: {err}"))
+    else:
+        job.fut.set_result(job.result)
+    job.keep = []
+
+
+class _Direct:
+    """A group's engine when its communicator has a progress thread (the default).
+
+    - The caller posts each operation at once (posts are serialized by a lock: calls that
+      post must not overlap on one communicator); the progress thread moves it while the
+      caller computes, so DDP's all-reduces run during the backward pass.
+    - Whoever needs the result completes it: ``Work.wait()`` in the waiting thread (no
+      hand-off), or, for a future (DDP's reducer takes futures), this engine's completer
+      thread, in issue order.  rcoll allows rcoll_wait in one thread while another posts on
+      such a communicator.  A job is claimed (state 1) by one completer at a time."""
+
+    def __init__(self, comm: Communicator, name: str):
+        self.comm = comm
+        self.name = name
+        self.cv = threading.Condition()
+        self.futq: "collections.deque[_Job]" = collections.deque()
+        self.open: set = set()  # posted, not completed (shutdown completes them)
+        self.thread: Optional[threading.Thread] = None
+        self.stopping = False
+
+    def submit(self, job: _Job) -> None:
+        with self.cv:
+            if self.stopping:
+                job.state = 2
+                _settle(job, RuntimeError("the process group was destroyed"))
+                return
+            try:
+                job.reqs = job.post(self.comm._handle())
+            except BaseException as e:
+                job.state = 2
+                _settle(job, e)
+                return
+            self.open.add(job)
+
+    def _claim(self, job: _Job) -> bool:
+        """Under cv: wait while another thread completes job; True if this one should."""
+        while job.state == 1:
+            self.cv.wait()
+        if job.state == 2:
+            return False
+        job.state = 1
+        return True
+
+    def _release(self, job: _Job, done: bool) -> None:
+        with self.cv:
+            job.state = 2 if done else 0
+            if done:
+                self.open.discard(job)
+            self.cv.notify_all()
+
+    def _collect(self, job: _Job, st: int) -> None:
+        if st < 0 and job.err is None:
+            job.err = RcollError(st, self.comm.last_error)
+
+    def complete(self, job: _Job) -> None:
+        with self.cv:
+            if not self._claim(job):
+                return
+        try:
+            for r in job.reqs:
+                if r.value is not None:  # not completed by an earlier test
+                    self._collect(job, lib.rcoll_wait(ctypes.byref(r)))
+            _settle(job, job.err)
+        finally:
+            self._release(job, True)
+
+    def poll(self, job: _Job) -> bool:
+        with self.cv:
+            if job.state != 0:
+                return job.state == 2
+            job.state = 1
+        done = ctypes.c_int(0)
+        left = False
+        try:
+            for r in job.reqs:
+                if r.value is None:
+                    continue
+                st = lib.rcoll_test(ctypes.byref(r), ctypes.byref(done))
+                if done.value:
+                    self._collect(job, st)
+                else:
+                    left = True
+                    break
+            if not left:
+                _settle(job, job.err)
+        finally:
+            self._release(job, not left)
+        return not left
+
+    def future(self, job: _Job) -> None:
+        with self.cv:
+            if job.state == 2:
+                return
+            self.futq.append(job)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self.thread.start()
+            self.cv.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self.cv:
+                while not self.futq and not self.stopping:
+                    self.cv.wait()
+                if not self.futq:
+                    return
+                job = self.futq.popleft()
+            self.complete(job)
+
+    def is_alive(self) -> bool:
+        return not self.stopping
+
+    def stop(self) -> None:
+        """Complete whatever is still posted (rcoll requires it before destroy)."""
+        with self.cv:
+            self.stopping = True
+            self.cv.notify_all()
+            t = self.thread
+        if t is not None:
+            t.join()
+        for job in list(self.open):
+            self.complete(job)
 
 
 class _Worker(threading.Thread):
@@ -251,6 +394,16 @@ class _Worker(threading.Thread):
             self.cv.notify_all()
         self.join()
 
+    # the worker completes every job itself
+    def complete(self, job: _Job) -> None:
+        pass
+
+    def poll(self, job: _Job) -> bool:
+        return job.fut.done()
+
+    def future(self, job: _Job) -> None:
+        pass
+
 
 class _RcollWork(_Work):
     """What each call returns: completes when the worker has completed the operation.
@@ -263,6 +416,7 @@ class _RcollWork(_Work):
     def __init__(self, pg: "ProcessGroupRcoll", job: _Job):
         super().__init__()
         self._pg = pg
+        self._job = job
         self._fut = job.fut
         self._call = job.call
         pg._live.add(self)
@@ -272,13 +426,14 @@ class _RcollWork(_Work):
 
     def wait(self, timeout: Any = None) -> bool:
         try:
+            self._pg._engine.complete(self._job)
             self._fut.wait()
         finally:
             self._release()
         return True
 
     def is_completed(self) -> bool:
-        return self._fut.done()
+        return self._fut.done() or self._pg._engine.poll(self._job)
 
     def is_success(self) -> bool:
         if not self._fut.done():
@@ -290,10 +445,12 @@ class _RcollWork(_Work):
             return False
 
     def result(self) -> Any:
+        self._pg._engine.complete(self._job)
         return self._fut.wait()
 
     def get_future(self) -> torch.futures.Future:
         self._fut.add_done_callback(self._release)
+        self._pg._engine.future(self._job)
         return self._fut
 
 
@@ -311,10 +468,16 @@ class ProcessGroupRcoll(dist.ProcessGroup):
         tmo = timeout.total_seconds() if timeout else None
         if tmo is not None:
             tmo = min(max(tmo, 0.0), 7 * 86400.0)
-        self.comm = Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch")
+        # The communicator's progress thread moves async operations while torch computes;
+        # RCOLL_PROGRESS_THREAD=0 takes the thread-less engine (_Worker) instead.
+        pt = os.environ.get("RCOLL_PROGRESS_THREAD", "1").strip() != "0"
+        self.comm = Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch",
+                                           progress_thread=pt)
         self._live: set = set()  # works torch may still call (see _RcollWork)
-        self._worker = _Worker(self.comm, f"rcoll-pg-{rank}")
-        self._worker.start()
+        self._engine: Any = (_Direct(self.comm, f"rcoll-pg-{rank}") if pt else
+                             _Worker(self.comm, f"rcoll-pg-{rank}"))
+        if not pt:
+            self._engine.start()
         self._coalescing: Optional[List[Any]] = None
 
     def getBackendName(self) -> str:  # noqa: N802 (torch's name)
@@ -342,13 +505,13 @@ class ProcessGroupRcoll(dist.ProcessGroup):
             return out
         job = _Job(call, post, result, keep, finish, p2p)
         work = _RcollWork(self, job)
-        self._worker.submit(job)
+        self._engine.submit(job)
         return work
 
     def shutdown(self) -> None:
         """Stop the worker and destroy the communicator (at destroy_process_group)."""
-        if self._worker.is_alive():
-            self._worker.stop()
+        if self._engine.is_alive():
+            self._engine.stop()
         self.comm.destroy()
 
     def __del__(self):
@@ -512,7 +675,7 @@ class ProcessGroupRcoll(dist.ProcessGroup):
             return [r]
         job = _Job("barrier", post, [])
         work = _RcollWork(self, job)
-        self._worker.submit(job)
+        self._engine.submit(job)
         return work
 
     # --- point to point -------------------------------------------------------------------

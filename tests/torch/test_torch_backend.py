@@ -285,6 +285,21 @@ class TorchBackendTest(unittest.TestCase):
             with self.subTest(ranks=n):
                 self.assertEqual(run(n, calls_vs_gloo), [True] * n)
 
+    def test_without_progress_thread(self):
+        """RCOLL_PROGRESS_THREAD=0: the thread-less engine (_Worker) gives the same results."""
+        old = os.environ.get("RCOLL_PROGRESS_THREAD")
+        os.environ["RCOLL_PROGRESS_THREAD"] = "0"
+        try:
+            self.assertEqual(run(2, calls_vs_gloo), [True] * 2)
+            res = run(2, ddp_params)
+            for r, (ours, ref) in enumerate(res):
+                self.assertTrue(torch.equal(ours, ref), f"rank {r}: DDP parameters differ")
+        finally:
+            if old is None:
+                del os.environ["RCOLL_PROGRESS_THREAD"]
+            else:
+                os.environ["RCOLL_PROGRESS_THREAD"] = old
+
     def test_ddp_matches_gloo(self):
         for n in ((2,) if QUICK else (2, 3)):
             res = run(n, ddp_params)
