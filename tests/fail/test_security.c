@@ -4,8 +4,9 @@
  * poisoned by it), out-of-range ranks and mismatched job sizes, and oversize lengths (root
  * and rank side); a TCP transport endpoint refuses a wrong nonce, an out-of-range socket
  * index and a frame longer than the posted buffer; with RCOLL_SOCKET_IFNAME=lo every
- * listening socket of a rank is on 127.0.0.1, and none is on the wildcard address without
- * it; shared-memory segments are memfds, or /dev/shm files created 0600 and unlinked at once.
+ * listening socket of a rank is on 127.0.0.1 (also the environment root's, when the
+ * RCOLL_ROOT address is not local), and none is on the wildcard address without it; shared-
+ * memory segments are memfds, or /dev/shm files created 0600 and unlinked at once.
  *
  * The bootstrap's wire layout is mirrored here (it is private to core/bootstrap.c): a change
  * of it must change this test too, which is the point of pinning it.
@@ -77,6 +78,12 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
 }
 
 /* A blocking connection to the root of id, reads bounded by 3 s. */
@@ -501,6 +508,67 @@ static void listen_ifname_lo(void)
     (void)bad;
 }
 
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Environment launch whose RCOLL_ROOT is not an address of this host (a NAT'ed name): rank 0
+ * cannot bind it and falls back; with RCOLL_SOCKET_IFNAME=lo it must fall back to 127.0.0.1,
+ * not to the wildcard address.  Rank 0 keeps trying to reach RCOLL_ROOT meanwhile, and its
+ * listeners are read from here. */
+static void listen_env_fallback(void)
+{
+    const char *far = "192.0.2.1"; /* TEST-NET-1: not an address of this host */
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, far, &a.sin_addr);
+    int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int local = probe >= 0 && bind(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (probe >= 0) close(probe);
+    if (local) {
+        check_skip("%s is an address of this host", far);
+        return;
+    }
+    int port = free_port();
+    CHECK(port > 0, "a free port");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(90);
+        char root[64];
+        snprintf(root, sizeof(root), "%s:%d", far, port);
+        setenv("RCOLL_ROOT", root, 1);
+        setenv("RCOLL_RANK", "0", 1);
+        setenv("RCOLL_NRANKS", "2", 1);
+        setenv("RCOLL_SECRET", "fallback-test", 1);
+        setenv("RCOLL_TIMEOUT", "6", 1);
+        rcoll_comm_t comm;
+        _exit(rcoll_comm_init_env(&comm) == RCOLL_OK ? 1 : 0);
+    }
+    lsock_t s[64];
+    int n = 0, seen = 0;
+    double end = now_s() + 4;
+    while (!seen && now_s() < end) {
+        sleep_ms(20);
+        n = listeners(pid, s, 64);
+        for (int i = 0; i < n; i++) seen |= s[i].port == (unsigned)port;
+    }
+    CHECK(seen, "rank 0 listens on port %d (the RCOLL_ROOT port)", port);
+    for (int i = 0; i < n; i++)
+        CHECK(s[i].loopback, "rank 0 (RCOLL_ROOT=%s:%d, RCOLL_SOCKET_IFNAME=lo) listens on "
+              "%s:%u", far, port, s[i].addr, s[i].port);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 /* The root of rcoll_get_unique_id listens on the chosen interface's address: on 127.0.0.1
  * with RCOLL_SOCKET_IFNAME=lo, and never on the wildcard address without it. */
 static void listen_unique_id(void)
@@ -615,6 +683,8 @@ int main(void)
     /* Forking cases first, while this process has no root thread of its own. */
     check_case("listen: RCOLL_SOCKET_IFNAME=lo binds every listener of a rank to 127.0.0.1",
                listen_ifname_lo);
+    check_case("listen: the environment root's fallback stays on RCOLL_SOCKET_IFNAME",
+               listen_env_fallback);
     check_case("shm: segments are memfds, or /dev/shm files made 0600 and unlinked",
                shm_segments);
     check_case("listen: the root of rcoll_get_unique_id is never on the wildcard address",
