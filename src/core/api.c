@@ -294,15 +294,27 @@ static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t
     rcoll_status_t st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
     if (st == RCOLL_OK) return st;
     /* The name may resolve to an address of another interface of this host, or a NAT'ed
-     * name: listen on every address with that port instead. */
-    char keep[RCOLL_ERR_TEXT_MAX];
+     * name: listen with that port on the address of RCOLL_SOCKET_IFNAME's interface when it
+     * is set (never on all interfaces unless asked), else on every address. */
+    char keep[RCOLL_ERR_TEXT_MAX], ifname[64];
+    const char *where = "the wildcard address";
     snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
     memset(&bind_addr, 0, sizeof(bind_addr));
     bind_addr.sa.sa_family = addr->sa.sa_family;
+    if (cfg->netif.socket_ifname[0]) {
+        where = "the address of RCOLL_SOCKET_IFNAME";
+        st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &bind_addr, ifname, sizeof(ifname));
+        if (st != RCOLL_OK) {
+            rcoll_err_set(st, "%s (and %s: %s)", keep, where, rcoll_err_get());
+            return st;
+        }
+    }
     rcoll_net_addr_set_port(&bind_addr, rcoll_net_addr_port(addr));
+    char abuf[64];
+    RCOLL_INFO(INIT, "cannot listen on the RCOLL_ROOT address (%s); the root listens on %s",
+               keep, rcoll_net_addr_str(&bind_addr, abuf, sizeof(abuf)));
     st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
-    if (st != RCOLL_OK) rcoll_err_set(st, "%s (and on the wildcard address: %s)", keep,
-                                      rcoll_err_get());
+    if (st != RCOLL_OK) rcoll_err_set(st, "%s (and on %s: %s)", keep, where, rcoll_err_get());
     return st;
 }
 
