@@ -93,6 +93,9 @@ _offsets = _core.packed_offsets
 
 def _op(call: str, reduce_op: Any) -> int:
     op = _OPS.get(reduce_op)
+    if op is None and reduce_op == getattr(dist.ReduceOp, "PREMUL_SUM", None):
+        raise _fail(call, "PREMUL_SUM is not supported: torch does not give a Python process "
+                    "group the op's factor (scale the tensor, then use SUM)")
     if op is None:
         raise _fail(call, f"reduce op {reduce_op} is not supported by rcoll")
     return int(op)

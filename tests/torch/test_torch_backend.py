@@ -222,12 +222,15 @@ def calls_vs_gloo(rank, n, gloo):
             dist.all_reduce(v, group=sub)
             check("new_group [0, 2]", v, torch.tensor([4.0]))
     # what rcoll does not do says so
-    for name, f in (("recv_anysource", lambda: dist.recv(torch.zeros(1))),):
+    premul = dist._make_nccl_premul_sum(2.0)
+    for name, f, why in (("recv_anysource", lambda: dist.recv(torch.zeros(1)), "source"),
+                         ("PREMUL_SUM", lambda: dist.all_reduce(torch.ones(2), op=premul),
+                          "PREMUL_SUM is not supported")):
         try:
             f()
             bad.append(f"{name} did not raise")
         except RuntimeError as e:
-            if "rcoll backend" not in str(e):
+            if "rcoll backend" not in str(e) or why not in str(e):
                 bad.append(f"{name}: {e}")
     if bad:
         raise AssertionError("\n".join(bad))
