@@ -55,10 +55,10 @@ run_coll() { # NP PRELOAD_LIB EXE
         fail "test_mpi_coll on $n ranks (exit $?)"
     grep -q "test_mpi_coll all: $n ranks OK" "$out" || fail "no OK line"
     for f in MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block \
-        MPI_Alltoall MPI_Barrier MPI_Iallreduce MPI_Ibcast; do
+        MPI_Alltoall MPI_Barrier MPI_Iallreduce MPI_Ibcast MPI_Allgatherv MPI_Alltoallv; do
         [ "$(stat "$f" rcoll)" -gt 0 ] || fail "$f never reached rcoll"
     done
-    for f in MPI_Allreduce MPI_Bcast MPI_Gather; do
+    for f in MPI_Allreduce MPI_Bcast MPI_Gather MPI_Allgatherv MPI_Alltoallv; do
         [ "$(stat "$f" mpi)" -gt 0 ] || fail "$f never fell through"
     done
     echo "ok: $n ranks, $(stat MPI_Allreduce rcoll) MPI_Allreduce calls on rcoll, $(stat MPI_Allreduce mpi) through MPI"
