@@ -8,8 +8,9 @@
 #   knobs        RCOLL_MPI_DISABLE=1 and RCOLL_MPI_MIN_BYTES send everything / small calls to MPI
 #   createfail   rcoll cannot create the communicator (on all ranks, on one): all fall through
 #   init         rcoll_comm_init_mpi and its errors
-#   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce; the others get an
-#                MPI error naming it within RCOLL_TIMEOUT
+#   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce, then inside an
+#                MPI_Iallreduce; the others get an MPI error naming it within RCOLL_TIMEOUT
+#                (the nonblocking one through the communicator's error handler)
 #   perf         every perf binary under mpirun -np 3 (one rank per process, as nccl-tests'
 #                MPI build): one report from rank 0, 3 ranks listed, data checked, 0 wrong;
 #                a bad -r fails on every rank with the usage error
@@ -123,21 +124,29 @@ init)
 kill)
     # Open MPI ends the job when a process dies; with recovery enabled the survivors go on
     # and report, then mpirun exits non-zero (a process was killed): the survivors' lines
-    # decide.
-    start=$(date +%s)
-    timeout 120 "${mpirun[@]}" -x RCOLL_TIMEOUT=5 --enable-recovery \
-        --mca orte_abort_on_non_zero_status 0 -np 3 "$mpi_dir/test_mpi_kill" >"$out" 2>&1
-    took=$(( $(date +%s) - start ))
-    n=$(grep -c "test_mpi_kill: survivor got" "$out")
-    [ "$n" -eq 2 ] || fail "expected 2 survivors to report the error, got $n"
-    grep "survivor got" "$out" | grep -q "rank 2" || fail "the error does not name rank 2"
-    # each survivor's own time, from entering the all-reduce to the error: within the 5 s
-    # RCOLL_TIMEOUT (with a second of slack for a loaded machine)
-    slow=$(awk '/survivor got/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) > 6) print }' "$out")
-    [ -z "$slow" ] || fail "a survivor waited longer than RCOLL_TIMEOUT: $slow"
-    [ "$took" -lt 60 ] || fail "took ${took}s"
-    grep "survivor got" "$out" | head -1
-    echo "ok: survivors reported the killed rank in ${took}s"
+    # decide.  Blocking (MPI_Allreduce, MPI_ERRORS_RETURN) and nonblocking (MPI_Iallreduce +
+    # MPI_Wait on a dup whose own error handler must see the code).
+    for mode in blocking nb; do
+        start=$(date +%s)
+        timeout 120 "${mpirun[@]}" -x RCOLL_TIMEOUT=5 --enable-recovery \
+            --mca orte_abort_on_non_zero_status 0 -np 3 "$mpi_dir/test_mpi_kill" $mode \
+            >"$out" 2>&1
+        took=$(( $(date +%s) - start ))
+        n=$(grep -c "test_mpi_kill: survivor got" "$out")
+        [ "$n" -eq 2 ] || fail "$mode: expected 2 survivors to report the error, got $n"
+        grep "survivor got" "$out" | grep -q "rank 2" || fail "$mode: the error does not name rank 2"
+        if [ $mode = nb ]; then
+            [ "$(grep -c "survivor got through the handler" "$out")" -eq 2 ] ||
+                fail "nb: the communicator's handler was not called"
+        fi
+        # each survivor's own time, from entering the all-reduce to the error: within the 5 s
+        # RCOLL_TIMEOUT (with a second of slack for a loaded machine)
+        slow=$(awk '/survivor got/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) > 6) print }' "$out")
+        [ -z "$slow" ] || fail "$mode: a survivor waited longer than RCOLL_TIMEOUT: $slow"
+        [ "$took" -lt 60 ] || fail "$mode: took ${took}s"
+        grep "survivor got" "$out" | head -1
+        echo "ok: $mode: survivors reported the killed rank in ${took}s"
+    done
     ;;
 perf)
     for p in all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \
