@@ -96,7 +96,7 @@ mpix_comm_t *mpix_comm_get(MPI_Comm comm)
     e->v = (size_t *)(e + 1);
     PMPI_Comm_test_inter(comm, &inter);
     if (!inter) {
-        rcoll_status_t st = rcoll_mpi_comm_create(comm, 1, &e->rc);
+        rcoll_status_t st = rcoll_mpi_comm_create(comm, &e->rc);
         if (st != RCOLL_OK) {
             e->rc = NULL;
             RCOLL_WARN(INIT, "librcoll_mpi: no rcoll communicator for an MPI communicator of "

@@ -24,8 +24,9 @@ const rcoll_mpi_config_t *rcoll_mpi_config(void);
 
 /* Create an rcoll communicator over an intra-communicator; status and text (kept for
  * rcoll_mpi_last_error) as rcoll_comm_init_mpi.  All ranks of mpi_comm return the same
- * success/failure (an agreement follows the creation) when `agree` is set. */
-rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, int agree, rcoll_comm_t *comm_p);
+ * success/failure (an agreement follows the creation), and a rank whose own creation fails
+ * tells the others at once, so none of them waits RCOLL_TIMEOUT for it. */
+rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, rcoll_comm_t *comm_p);
 
 /* ---- interposition ---- */
 
