@@ -430,6 +430,14 @@ static void mixed(void)
             MPICHECK(MPI_Allgatherv(two, 1, pair, ag, rcv, dsp, MPI_INT, MPI_COMM_WORLD));
         for (int k = 0; k < wsize; k++)
             if (ag[dsp[k]] != k || ag[dsp[k] + 1] != -k - it) FAILF("mixed: allgatherv pair");
+        /* negative displacements (relative to a recvbuf at the end of the array) */
+        for (int k = 0; k < wsize; k++) dsp[k] = -2 * (k + 1);
+        memset(ag, 0, sizeof(ag));
+        MPICHECK(MPI_Allgatherv(two, 2, MPI_INT, ag + 2 * wsize, rcv, dsp, MPI_INT,
+                                MPI_COMM_WORLD));
+        for (int k = 0; k < wsize; k++)
+            if (ag[2 * wsize - 2 * (k + 1)] != k || ag[2 * wsize - 2 * (k + 1) + 1] != -k - it)
+                FAILF("mixed: allgatherv with negative displacements");
         for (int k = 0; k < wsize; k++) {
             rcv[k] = 1;
             dsp[k] = wsize - 1 - k;
