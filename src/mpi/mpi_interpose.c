@@ -291,7 +291,9 @@ static int eligible(const mpix_func_desc_t *d, mpix_call_t *c, size_t *bytes)
          * never on alltoallv's counts, which differ per rank */
         rcoll_datatype_t rdt;
         if (!mpix_map_type(c->dt, 0, &rdt, &c->esize)) return 0;
-        if (!mpix_map_type(c->sdt, 0, &rdt, &c->sesize)) c->sesize = 0;
+        /* (in place the send type is ignored: MPI allows any value there) */
+        if (c->sbuf == MPI_IN_PLACE || !mpix_map_type(c->sdt, 0, &rdt, &c->sesize))
+            c->sesize = 0;
         if (d->run == run_alltoallv) return c->sbuf != MPI_IN_PLACE && c->sesize > 0;
         return c->rcounts && c->rdispls;
     }
