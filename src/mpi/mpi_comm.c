@@ -17,6 +17,7 @@ static int keyval = MPI_KEYVAL_INVALID;
 static int disabled;          /* MPI_THREAD_MULTIPLE: the interposer stays out */
 static mpix_comm_t *world;    /* MPI_COMM_WORLD's entry: no attribute lookup on it */
 static mpix_comm_t *entries;  /* every live entry, newest first */
+static MPI_Comm self_comm = MPI_COMM_NULL;
 
 static void entry_unlink(mpix_comm_t *e)
 {
@@ -84,14 +85,18 @@ mpix_comm_t *mpix_comm_get(MPI_Comm comm)
     if (PMPI_Comm_get_attr(comm, keyval, &val, &flag) != MPI_SUCCESS) return NULL;
     if (flag) return val;
 
-    mpix_comm_t *e = calloc(1, sizeof(*e));
+    int rank = 0, size = 0;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    mpix_comm_t *e = calloc(1, sizeof(*e) + 4 * (size_t)size * sizeof(size_t));
     if (!e) return NULL; /* the same on every rank?  No: but MPI itself fails next */
     e->mpi_comm = comm;
-    PMPI_Comm_rank(comm, &e->rank);
-    PMPI_Comm_size(comm, &e->size);
+    e->rank = rank;
+    e->size = size;
+    e->v = (size_t *)(e + 1);
     PMPI_Comm_test_inter(comm, &inter);
     if (!inter) {
-        rcoll_status_t st = rcoll_mpi_comm_create(comm, 1, &e->rc);
+        rcoll_status_t st = rcoll_mpi_comm_create(comm, &e->rc);
         if (st != RCOLL_OK) {
             e->rc = NULL;
             RCOLL_WARN(INIT, "librcoll_mpi: no rcoll communicator for an MPI communicator of "
@@ -128,8 +133,18 @@ void mpix_comm_fini(void)
         }
     }
     world = NULL;
+    if (self_comm != MPI_COMM_NULL) PMPI_Comm_free(&self_comm);
     PMPI_Comm_free_keyval(&keyval);
     keyval = MPI_KEYVAL_INVALID;
+}
+
+MPI_Comm mpix_self_comm(void)
+{
+    if (self_comm == MPI_COMM_NULL && keyval_ready()) {
+        if (PMPI_Comm_dup(MPI_COMM_SELF, &self_comm) != MPI_SUCCESS) return MPI_COMM_NULL;
+        PMPI_Comm_set_errhandler(self_comm, MPI_ERRORS_RETURN);
+    }
+    return self_comm;
 }
 
 /* ---- datatypes and ops ---- */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mpi/mpi_int.h"
@@ -140,11 +141,50 @@ typedef struct {
     rcoll_unique_id_t id;
 } init_msg_t;
 
-rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, int agree, rcoll_comm_t *comm_p)
+/* ---- the join, agreed over MPI ----
+ * rcoll_comm_init_rank blocks until every rank has joined, so a rank that fails before it
+ * joins (a bad knob on that rank alone, no listening socket) would keep the others waiting
+ * RCOLL_TIMEOUT.  So each rank joins in a helper thread while its own thread watches a private
+ * MPI communicator: a rank whose join fails sends its sentence to every other rank, and a rank
+ * that receives one stops waiting (its abandoned thread fails later, by itself, and frees what
+ * it holds).  Then every rank agrees, in one PMPI_Allreduce, whether all of them succeeded;
+ * notices still in flight are received by count, so the private communicator is freed clean. */
+#define JOIN_TAG 0x7263
+
+typedef struct {
+    int nranks, rank;
+    rcoll_unique_id_t id;
+    rcoll_comm_t comm;
+    rcoll_status_t st;
+    char text[RCOLL_ERR_TEXT_MAX];
+    int state; /* JOIN_RUNNING, then JOIN_DONE (thread) or JOIN_ABANDONED (caller) */
+} join_t;
+enum { JOIN_RUNNING, JOIN_DONE, JOIN_ABANDONED };
+
+static void join_now(join_t *j)
+{
+    j->st = rcoll_comm_init_rank(j->nranks, &j->id, j->rank, &j->comm);
+    if (j->st != RCOLL_OK) {
+        j->comm = NULL;
+        snprintf(j->text, sizeof(j->text), "%s", rcoll_last_init_error());
+    }
+}
+
+static void *join_thread(void *arg)
+{
+    join_t *j = arg;
+    join_now(j);
+    if (__atomic_exchange_n(&j->state, JOIN_DONE, __ATOMIC_ACQ_REL) == JOIN_ABANDONED) {
+        rcoll_comm_abort(j->comm); /* the caller went on without it (NULL: a no-op) */
+        free(j);
+    }
+    return NULL;
+}
+
+rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, rcoll_comm_t *comm_p)
 {
     int inited = 0, finalized = 0, inter = 0, rank, size;
     init_msg_t msg;
-    rcoll_comm_t comm = NULL;
     rcoll_status_t st;
 
     last_error[0] = '\0';
@@ -185,27 +225,89 @@ rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, int agree, rcoll_comm_t 
         return fail((rcoll_status_t)msg.status, "%s", msg.text);
 
     host_check(mpi_comm, rank, size);
-    st = rcoll_comm_init_rank(size, &msg.id, rank, &comm);
-    if (st != RCOLL_OK)
-        fail(st, "rcoll_comm_init_mpi: rank %d of %d: %s", rank, size, rcoll_last_init_error());
-    if (agree) {
-        int ok = st == RCOLL_OK, all_ok = 0;
-        if (PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_comm) != MPI_SUCCESS)
-            all_ok = 0;
-        if (ok && !all_ok) {
-            rcoll_comm_abort(comm);
-            comm = NULL;
-            st = fail(RCOLL_ERR_REMOTE, "rcoll_comm_init_mpi: another rank of the %d failed "
-                      "to create its rcoll communicator", size);
+
+    /* a private communicator for the notices (a split: no attributes are copied) */
+    MPI_Comm priv;
+    if (PMPI_Comm_split(mpi_comm, 0, rank, &priv) != MPI_SUCCESS)
+        return fail(RCOLL_ERR_SYSTEM, "rcoll_comm_init_mpi: MPI_Comm_split failed");
+    PMPI_Comm_set_errhandler(priv, MPI_ERRORS_RETURN);
+
+    join_t local, *j = size > 1 ? calloc(1, sizeof(*j)) : NULL;
+    pthread_t tid;
+    pthread_attr_t attr;
+    int threaded = 0;
+    if (!j) {
+        j = &local;
+        memset(j, 0, sizeof(*j));
+    }
+    j->nranks = size;
+    j->rank = rank;
+    j->id = msg.id;
+    if (j != &local && pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        threaded = pthread_create(&tid, &attr, join_thread, j) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!threaded) join_now(j); /* one rank, or no thread: wait here (as before) */
+
+    char cause[RCOLL_ERR_TEXT_MAX] = "", scratch[RCOLL_ERR_TEXT_MAX], sink[RCOLL_ERR_TEXT_MAX];
+    int got = 0, abandoned = 0;
+    while (threaded && __atomic_load_n(&j->state, __ATOMIC_ACQUIRE) == JOIN_RUNNING) {
+        int flag = 0;
+        MPI_Status ms;
+        if (PMPI_Iprobe(MPI_ANY_SOURCE, JOIN_TAG, priv, &flag, &ms) == MPI_SUCCESS && flag) {
+            PMPI_Recv(cause, sizeof(cause), MPI_CHAR, ms.MPI_SOURCE, JOIN_TAG, priv,
+                      MPI_STATUS_IGNORE);
+            cause[sizeof(cause) - 1] = '\0';
+            got = 1;
+            /* stop waiting; if the thread finished meanwhile, its result is ours again */
+            abandoned = __atomic_exchange_n(&j->state, JOIN_ABANDONED, __ATOMIC_ACQ_REL) ==
+                        JOIN_RUNNING;
+            break;
+        }
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    rcoll_comm_t comm = abandoned ? NULL : j->comm;
+    st = abandoned ? RCOLL_ERR_REMOTE : j->st;
+    int sent = !abandoned && st != RCOLL_OK;
+    MPI_Request *reqs = NULL;
+    if (sent) { /* tell every other rank, so that none of them waits for this one */
+        fail(st, "rcoll_comm_init_mpi: rank %d of %d: %s", rank, size, j->text);
+        snprintf(scratch, sizeof(scratch), "rank %d of %d could not create its rcoll "
+                 "communicator: %.400s", rank, size, j->text);
+        reqs = malloc(sizeof(*reqs) * (size_t)size);
+        for (int r = 0; reqs && r < size; r++) {
+            reqs[r] = MPI_REQUEST_NULL;
+            if (r != rank)
+                PMPI_Isend(scratch, (int)strlen(scratch) + 1, MPI_CHAR, r, JOIN_TAG, priv,
+                           &reqs[r]);
         }
     }
-    if (st != RCOLL_OK)
-        return st;
-    *comm_p = comm;
-    return RCOLL_OK;
+    /* agree: how many ranks have a communicator, how many sent notices */
+    int in[2] = {comm != NULL, sent && reqs}, out[2] = {0, 0};
+    if (PMPI_Allreduce(in, out, 2, MPI_INT, MPI_SUM, priv) != MPI_SUCCESS) out[0] = 0;
+    for (int k = out[1] - in[1] - got; k > 0; k--) /* the notices still on their way here */
+        PMPI_Recv(cause[0] ? sink : cause, sizeof(cause), MPI_CHAR, MPI_ANY_SOURCE,
+                  JOIN_TAG, priv, MPI_STATUS_IGNORE);
+    cause[sizeof(cause) - 1] = '\0';
+    if (reqs) PMPI_Waitall(size, reqs, MPI_STATUSES_IGNORE);
+    free(reqs);
+    PMPI_Comm_free(&priv);
+    if (j != &local && !abandoned) free(j); /* an abandoned one is its thread's to free */
+
+    if (out[0] == size) {
+        *comm_p = comm;
+        return RCOLL_OK;
+    }
+    rcoll_comm_abort(comm); /* NULL: a no-op */
+    if (sent) return st;    /* this rank's own sentence, set above */
+    if (cause[0]) return fail(RCOLL_ERR_REMOTE, "rcoll_comm_init_mpi: %s", cause);
+    return fail(RCOLL_ERR_REMOTE, "rcoll_comm_init_mpi: another rank of the %d failed to "
+                "create its rcoll communicator", size);
 }
 
 rcoll_status_t rcoll_comm_init_mpi(MPI_Comm mpi_comm, rcoll_comm_t *comm)
 {
-    return rcoll_mpi_comm_create(mpi_comm, 0, comm);
+    return rcoll_mpi_comm_create(mpi_comm, comm);
 }

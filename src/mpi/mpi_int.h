@@ -24,8 +24,9 @@ const rcoll_mpi_config_t *rcoll_mpi_config(void);
 
 /* Create an rcoll communicator over an intra-communicator; status and text (kept for
  * rcoll_mpi_last_error) as rcoll_comm_init_mpi.  All ranks of mpi_comm return the same
- * success/failure (an agreement follows the creation) when `agree` is set. */
-rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, int agree, rcoll_comm_t *comm_p);
+ * success/failure (an agreement follows the creation), and a rank whose own creation fails
+ * tells the others at once, so none of them waits RCOLL_TIMEOUT for it. */
+rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, rcoll_comm_t *comm_p);
 
 /* ---- interposition ---- */
 
@@ -45,6 +46,9 @@ typedef struct mpix_comm {
     rcoll_comm_t rc;               /* NULL: every call on this communicator falls through */
     int rank, size;
     int outstanding;               /* nonblocking requests in flight */
+    size_t *v;                     /* 4 x size entries: the v-variants' size_t counts and
+                                    * displacements (allocated with the entry, so a call
+                                    * never fails locally for want of memory) */
 } mpix_comm_t;
 
 /* The entry of comm, creating it (collectively: every rank reaches the same call) on the
@@ -70,6 +74,10 @@ int mpix_take(mpix_func_t fn, const mpix_comm_t *e, int ok, size_t bytes);
 int mpix_raise(MPI_Comm comm, const mpix_comm_t *e, rcoll_status_t st);
 /* The code only (for a request's completion). */
 int mpix_error_code(const mpix_comm_t *e, rcoll_status_t st);
+
+/* A private MPI_COMM_SELF duplicate with MPI_ERRORS_RETURN (local type conversions by
+ * PMPI_Sendrecv to oneself); MPI_COMM_NULL when it cannot be made. */
+MPI_Comm mpix_self_comm(void);
 
 /* Destroy every cached rcoll communicator and the keyval (MPI_Finalize, before PMPI_). */
 void mpix_comm_fini(void);

@@ -9,6 +9,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "mpi/mpi_int.h"
 #include "util/log.h"
@@ -25,7 +26,7 @@ typedef struct {
     int root;
     MPI_Comm comm;
     MPI_Request *req;
-    const int *counts, *displs, *rcounts, *rdispls; /* the v-variants (not on rcoll yet) */
+    const int *counts, *displs, *rcounts, *rdispls; /* the v-variants */
     /* gather/scatter: the caller's own counts and types (count/dt and scount/sdt above then
      * hold the side every rank gives, on which they decide) */
     int o_scount, o_rcount;
@@ -34,9 +35,14 @@ typedef struct {
     rcoll_datatype_t rdt;
     rcoll_op_t rop;
     size_t n;            /* elements of rdt */
+    size_t esize, sesize;/* the v-variants: receive and send type sizes in bytes */
+    int local_err;       /* the v-variants: an MPI error of this rank's own arguments, raised
+                          * after it took part in the collective */
 } mpix_call_t;
 
-typedef enum { K_REDUCE, K_MOVE, K_SYNC } mpix_kind_t;
+/* K_VMOVE: the v-variants, moved as bytes (counts and displacements converted to size_t
+ * arrays of bytes) */
+typedef enum { K_REDUCE, K_MOVE, K_SYNC, K_VMOVE } mpix_kind_t;
 
 typedef struct {
     const char *name;
@@ -105,6 +111,67 @@ static rcoll_status_t run_ibcast(mpix_call_t *c, mpix_comm_t *e)
     rcoll_request_t r;
     rcoll_status_t st = rcoll_ibcast(c->rbuf, c->n, c->rdt, c->root, e->rc, &r);
     return st == RCOLL_OK ? (rcoll_status_t)mpix_nb_start(c->comm, e, r, c->req) : st;
+}
+
+/* The v-variants.  MPI's int counts and displacements (in elements of the MPI type) become
+ * rcoll's size_t ones in bytes: every contiguous predefined type moves as bytes, so ranks
+ * whose types differ but whose type signatures match (MPI_INT vs 4 x MPI_BYTE) still agree.
+ * Negative displacements (legal in MPI: relative to the buffer) move the base pointer. */
+static char *v_convert(const int *cnt, const int *dsp, int n, size_t esize, char *buf,
+                       size_t *ocnt, size_t *odsp, int *bad)
+{
+    long long lo = 0;
+    for (int i = 0; i < n; i++)
+        if (dsp[i] < lo) lo = dsp[i];
+    for (int i = 0; i < n; i++) {
+        if (cnt[i] < 0) *bad = 1;
+        ocnt[i] = cnt[i] < 0 ? 0 : (size_t)cnt[i] * esize;
+        odsp[i] = (size_t)((long long)dsp[i] - lo) * esize;
+    }
+    return buf ? buf + lo * (long long)esize : buf;
+}
+
+static rcoll_status_t run_allgatherv(mpix_call_t *c, mpix_comm_t *e)
+{
+    size_t *cnt = e->v, *dsp = e->v + e->size;
+    int bad = 0;
+    char *base = v_convert(c->rcounts, c->rdispls, e->size, c->esize, c->rbuf, cnt, dsp, &bad);
+    const void *sbuf = RCOLL_IN_PLACE;
+    if (c->sbuf != MPI_IN_PLACE && !(c->scount == 0 && cnt[e->rank] == 0)) {
+        if (c->sesize && c->scount >= 0 && (size_t)c->scount * c->sesize == cnt[e->rank]) {
+            sbuf = c->sbuf; /* the common case: the block as it is */
+        } else {
+            /* a derived send type, or a type differing from the receive type: MPI converts
+             * the block into its place in recvbuf, then rcoll moves it in place.  A mismatch
+             * (MPI_ERR_TRUNCATE, ...) is this rank's error, raised after the collective. */
+            MPI_Comm self = mpix_self_comm();
+            int rc = self == MPI_COMM_NULL ? MPI_ERR_INTERN
+                     : PMPI_Sendrecv(c->sbuf, c->scount, c->sdt, 0, 0, base + dsp[e->rank],
+                                     c->rcounts[e->rank], c->dt, 0, 0, self,
+                                     MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) c->local_err = rc;
+        }
+    }
+    return rcoll_allgatherv(sbuf, cnt[e->rank], base, cnt, dsp, RCOLL_UINT8, e->rc);
+}
+
+static rcoll_status_t run_alltoallv(mpix_call_t *c, mpix_comm_t *e)
+{
+    size_t *sc = e->v, *sd = e->v + e->size, *rc = e->v + 2 * e->size;
+    size_t *rd = e->v + 3 * e->size;
+    int bad = 0;
+    if (!c->counts || !c->displs || !c->rcounts || !c->rdispls) {
+        /* erroneous here only: take part with nothing (the peers' sizes then disagree and
+         * fail with rcoll's sentence instead of waiting), report it locally */
+        memset(e->v, 0, 4 * (size_t)e->size * sizeof(size_t));
+        c->local_err = MPI_ERR_ARG;
+        return rcoll_alltoallv(c->sbuf, sc, sd, c->rbuf, rc, rd, RCOLL_UINT8, e->rc);
+    }
+    const char *sbase = v_convert(c->counts, c->displs, e->size, c->sesize,
+                                  (char *)(uintptr_t)c->sbuf, sc, sd, &bad);
+    char *rbase = v_convert(c->rcounts, c->rdispls, e->size, c->esize, c->rbuf, rc, rd, &bad);
+    if (bad) c->local_err = MPI_ERR_COUNT; /* negative counts: taken as 0 */
+    return rcoll_alltoallv(sbase, sc, sd, rbase, rc, rd, RCOLL_UINT8, e->rc);
 }
 
 /* ---- PMPI fall-throughs ---- */
@@ -179,8 +246,8 @@ static const mpix_func_desc_t funcs[MPIX_NUM_FUNCS] = {
     [MPIX_IBCAST] = {"MPI_Ibcast", K_MOVE, 0, 1, run_ibcast, pmpi_ibcast},
     [MPIX_GATHER] = {"MPI_Gather", K_MOVE, 1, 1, run_gather, pmpi_gather},
     [MPIX_SCATTER] = {"MPI_Scatter", K_MOVE, 1, 1, run_scatter, pmpi_scatter},
-    [MPIX_ALLGATHERV] = {"MPI_Allgatherv", K_MOVE, 1, 0, NULL, pmpi_allgatherv},
-    [MPIX_ALLTOALLV] = {"MPI_Alltoallv", K_MOVE, 1, 0, NULL, pmpi_alltoallv},
+    [MPIX_ALLGATHERV] = {"MPI_Allgatherv", K_VMOVE, 0, 0, run_allgatherv, pmpi_allgatherv},
+    [MPIX_ALLTOALLV] = {"MPI_Alltoallv", K_VMOVE, 0, 0, run_alltoallv, pmpi_alltoallv},
 };
 
 /* ---- statistics (RCOLL_MPI_STATS) ---- */
@@ -218,6 +285,18 @@ static int eligible(const mpix_func_desc_t *d, mpix_call_t *c, size_t *bytes)
 {
     size_t esize = 0;
     if (!d->run || c->count < 0) return 0;
+    if (d->kind == K_VMOVE) {
+        /* decided on what every rank gives alike: the receive type (allgatherv: its counts
+         * too, below), alltoallv: both types and MPI_IN_PLACE (given on all ranks or none);
+         * never on alltoallv's counts, which differ per rank */
+        rcoll_datatype_t rdt;
+        if (!mpix_map_type(c->dt, 0, &rdt, &c->esize)) return 0;
+        /* (in place the send type is ignored: MPI allows any value there) */
+        if (c->sbuf == MPI_IN_PLACE || !mpix_map_type(c->sdt, 0, &rdt, &c->sesize))
+            c->sesize = 0;
+        if (d->run == run_alltoallv) return c->sbuf != MPI_IN_PLACE && c->sesize > 0;
+        return c->rcounts && c->rdispls;
+    }
     if (d->kind == K_SYNC) {
         *bytes = 0;
         return 1;
@@ -234,7 +313,8 @@ static int eligible(const mpix_func_desc_t *d, mpix_call_t *c, size_t *bytes)
 
 int mpix_take(mpix_func_t fn, const mpix_comm_t *e, int ok, size_t bytes)
 {
-    ok = ok && e && e->rc && bytes >= rcoll_mpi_config()->min_bytes;
+    /* alltoallv: its size differs per rank, so RCOLL_MPI_MIN_BYTES cannot apply */
+    ok = ok && e && e->rc && (fn == MPIX_ALLTOALLV || bytes >= rcoll_mpi_config()->min_bytes);
     stat_add(fn, ok, bytes);
     return ok;
 }
@@ -251,6 +331,16 @@ static int dispatch(mpix_func_t fn, mpix_call_t *c)
         if (d->has_root && (c->root < 0 || c->root >= e->size)) ok = 0; /* MPI reports it */
         if (fn == MPIX_ALLTOALL && c->sbuf == MPI_IN_PLACE) ok = 0;      /* rcoll: not in place */
         if (c->n * (d->blocks ? (size_t)e->size : 1) > RCOLL_MAX_COUNT) ok = 0;
+        if (fn == MPIX_ALLGATHERV) { /* recvcounts: the same on every rank */
+            for (int i = 0; i < e->size; i++) {
+                if (c->rcounts[i] < 0) ok = 0; /* MPI reports it */
+                else bytes += (size_t)c->rcounts[i] * c->esize;
+            }
+            if (bytes > RCOLL_MAX_COUNT) ok = 0;
+        } else if (fn == MPIX_ALLTOALLV && c->counts) { /* this rank's share: statistics only */
+            for (int i = 0; i < e->size; i++)
+                if (c->counts[i] > 0) bytes += (size_t)c->counts[i] * c->sesize;
+        }
     }
     if (!ok && !bytes && c->count > 0 && d->kind != K_SYNC && rcoll_mpi_config()->stats) {
         int tsize = 0; /* only for the statistics of calls that fall through early */
@@ -260,6 +350,10 @@ static int dispatch(mpix_func_t fn, mpix_call_t *c)
     if (!mpix_take(fn, e, ok, bytes)) return d->pmpi(c);
     if (fn == MPIX_REDUCE && e->rank != c->root) c->rbuf = NULL; /* unused off the root */
     rcoll_status_t st = d->run(c, e);
+    if (st == RCOLL_OK && c->local_err) { /* this rank's own arguments were wrong */
+        PMPI_Comm_call_errhandler(c->comm, c->local_err);
+        return c->local_err;
+    }
     if (st == RCOLL_OK) return MPI_SUCCESS;
     if (st > 0) return (int)st; /* an MPI error code from mpix_nb_start */
     return mpix_raise(c->comm, e, st);

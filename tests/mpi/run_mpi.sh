@@ -6,10 +6,12 @@
 #   preload NP   the plain MPI build of test_mpi_coll under LD_PRELOAD=librcoll_mpi.so
 #                (skips, 77, in sanitizer builds: the sanitizer runtime must load first)
 #   knobs        RCOLL_MPI_DISABLE=1 and RCOLL_MPI_MIN_BYTES send everything / small calls to MPI
-#   createfail   rcoll cannot create the communicator (on all ranks, on one): all fall through
+#   createfail   rcoll cannot create the communicator (on all ranks, on one): all fall through,
+#                at once (well under RCOLL_TIMEOUT); rcoll_comm_init_mpi fails on all at once
 #   init         rcoll_comm_init_mpi and its errors
-#   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce; the others get an
-#                MPI error naming it within RCOLL_TIMEOUT
+#   kill         a rank SIGKILLs itself inside an interposed MPI_Allreduce, then inside an
+#                MPI_Iallreduce; the others get an MPI error naming it within RCOLL_TIMEOUT
+#                (the nonblocking one through the communicator's error handler)
 #   perf         every perf binary under mpirun -np 3 (one rank per process, as nccl-tests'
 #                MPI build): one report from rank 0, 3 ranks listed, data checked, 0 wrong;
 #                a bad -r fails on every rank with the usage error
@@ -55,10 +57,10 @@ run_coll() { # NP PRELOAD_LIB EXE
         fail "test_mpi_coll on $n ranks (exit $?)"
     grep -q "test_mpi_coll all: $n ranks OK" "$out" || fail "no OK line"
     for f in MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block \
-        MPI_Alltoall MPI_Barrier MPI_Iallreduce MPI_Ibcast; do
+        MPI_Alltoall MPI_Barrier MPI_Iallreduce MPI_Ibcast MPI_Allgatherv MPI_Alltoallv; do
         [ "$(stat "$f" rcoll)" -gt 0 ] || fail "$f never reached rcoll"
     done
-    for f in MPI_Allreduce MPI_Bcast MPI_Gather; do
+    for f in MPI_Allreduce MPI_Bcast MPI_Gather MPI_Allgatherv MPI_Alltoallv; do
         [ "$(stat "$f" mpi)" -gt 0 ] || fail "$f never fell through"
     done
     echo "ok: $n ranks, $(stat MPI_Allreduce rcoll) MPI_Allreduce calls on rcoll, $(stat MPI_Allreduce mpi) through MPI"
@@ -89,28 +91,45 @@ knobs)
     ;;
 createfail)
     # rcoll cannot create the communicator (RCOLL_BUFFSIZE below its range fails init): on
-    # every rank (rank 0 cannot make the id: its broadcast says so), then on rank 1 only
-    # (rank 0's init waits RCOLL_TIMEOUT for it, then the ranks' agreement sends both
-    # to MPI); either way every rank falls through, with one WARN each
+    # every rank (rank 0 cannot make the id: its broadcast says so), then on rank 1 only,
+    # before it joins (it tells the others over MPI, so they stop waiting at once, not after
+    # RCOLL_TIMEOUT=30); either way every rank falls through, with one WARN each
     exe=$mpi_dir/test_mpi_coll
+    # one app context (mpirun's -x options do not reach a second one), rank 1's environment
+    # changed by a shell in front of it
+    rank1_bad=(bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export RCOLL_BUFFSIZE=1; exec "$@"' sh)
     for how in all one; do
+        start=$(date +%s)
         if [ $how = all ]; then
             timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_BUFFSIZE=1 -np 2 \
                 "$exe" mixed >"$out" 2>&1 || fail "creation failing everywhere (exit $?)"
         else
-            # one app context (mpirun's -x options do not reach a second one), rank 1's
-            # environment changed by a shell in front of it
-            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_TIMEOUT=3 -np 2 \
-                bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export RCOLL_BUFFSIZE=1; exec "$@"' \
-                sh "$exe" mixed >"$out" 2>&1 || fail "creation failing on rank 1 only (exit $?)"
+            timeout 120 "${mpirun[@]}" -x RCOLL_MPI_STATS=1 -x RCOLL_TIMEOUT=30 -np 3 \
+                "${rank1_bad[@]}" "$exe" mixed >"$out" 2>&1 ||
+                fail "creation failing on rank 1 only (exit $?)"
         fi
-        grep -q "test_mpi_coll mixed: 2 ranks OK" "$out" || fail "$how: no OK line"
+        took=$(( $(date +%s) - start ))
+        np=$([ $how = all ] && echo 2 || echo 3)
+        grep -q "test_mpi_coll mixed: $np ranks OK" "$out" || fail "$how: no OK line"
         [ "$(stat MPI_Allreduce rcoll)" -eq 0 ] || fail "$how: calls reached a failed rcoll"
         [ "$(stat MPI_Allreduce mpi)" -gt 0 ] || fail "$how: no calls counted"
-        n=$(grep -c "librcoll_mpi: no rcoll communicator for an MPI communicator of 2 ranks" "$out")
-        [ "$n" -eq 2 ] || fail "$how: $n fall-through warnings, want one per rank"
+        n=$(grep -c "librcoll_mpi: no rcoll communicator for an MPI communicator of $np ranks" "$out")
+        [ "$n" -eq "$np" ] || fail "$how: $n fall-through warnings, want one per rank"
+        [ "$took" -lt 15 ] || fail "$how: took ${took}s: the ranks waited for RCOLL_TIMEOUT=30"
+        echo "ok: $how: every rank fell through to MPI in ${took}s"
     done
-    echo "ok: a failed creation sends every rank to MPI"
+    if [ $how = one ]; then
+        grep -q "remote peer failure: rcoll_comm_init_mpi: rank 1 of 3 could not create its rcoll communicator: RCOLL_BUFFSIZE=1" "$out" ||
+            fail "one: the other ranks' warnings do not carry rank 1's sentence"
+    fi
+    # rcoll_comm_init_mpi itself: every rank returns an error at once, naming rank 1
+    start=$(date +%s)
+    timeout 120 "${mpirun[@]}" -x RCOLL_TIMEOUT=30 -np 3 "${rank1_bad[@]}" \
+        "$mpi_dir/test_mpi_init" fail >"$out" 2>&1 || fail "test_mpi_init fail (exit $?)"
+    took=$(( $(date +%s) - start ))
+    grep "test_mpi_init fail: 3 ranks OK" "$out" || fail "test_mpi_init fail: no OK line"
+    [ "$took" -lt 15 ] || fail "rcoll_comm_init_mpi: took ${took}s (RCOLL_TIMEOUT=30)"
+    echo "ok: a failed creation sends every rank to MPI; rcoll_comm_init_mpi fails at once"
     ;;
 init)
     for n in 1 3; do
@@ -123,21 +142,29 @@ init)
 kill)
     # Open MPI ends the job when a process dies; with recovery enabled the survivors go on
     # and report, then mpirun exits non-zero (a process was killed): the survivors' lines
-    # decide.
-    start=$(date +%s)
-    timeout 120 "${mpirun[@]}" -x RCOLL_TIMEOUT=5 --enable-recovery \
-        --mca orte_abort_on_non_zero_status 0 -np 3 "$mpi_dir/test_mpi_kill" >"$out" 2>&1
-    took=$(( $(date +%s) - start ))
-    n=$(grep -c "test_mpi_kill: survivor got" "$out")
-    [ "$n" -eq 2 ] || fail "expected 2 survivors to report the error, got $n"
-    grep "survivor got" "$out" | grep -q "rank 2" || fail "the error does not name rank 2"
-    # each survivor's own time, from entering the all-reduce to the error: within the 5 s
-    # RCOLL_TIMEOUT (with a second of slack for a loaded machine)
-    slow=$(awk '/survivor got/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) > 6) print }' "$out")
-    [ -z "$slow" ] || fail "a survivor waited longer than RCOLL_TIMEOUT: $slow"
-    [ "$took" -lt 60 ] || fail "took ${took}s"
-    grep "survivor got" "$out" | head -1
-    echo "ok: survivors reported the killed rank in ${took}s"
+    # decide.  Blocking (MPI_Allreduce, MPI_ERRORS_RETURN) and nonblocking (MPI_Iallreduce +
+    # MPI_Wait on a dup whose own error handler must see the code).
+    for mode in blocking nb; do
+        start=$(date +%s)
+        timeout 120 "${mpirun[@]}" -x RCOLL_TIMEOUT=5 --enable-recovery \
+            --mca orte_abort_on_non_zero_status 0 -np 3 "$mpi_dir/test_mpi_kill" $mode \
+            >"$out" 2>&1
+        took=$(( $(date +%s) - start ))
+        n=$(grep -c "test_mpi_kill: survivor got" "$out")
+        [ "$n" -eq 2 ] || fail "$mode: expected 2 survivors to report the error, got $n"
+        grep "survivor got" "$out" | grep -q "rank 2" || fail "$mode: the error does not name rank 2"
+        if [ $mode = nb ]; then
+            [ "$(grep -c "survivor got through the handler" "$out")" -eq 2 ] ||
+                fail "nb: the communicator's handler was not called"
+        fi
+        # each survivor's own time, from entering the all-reduce to the error: within the 5 s
+        # RCOLL_TIMEOUT (with a second of slack for a loaded machine)
+        slow=$(awk '/survivor got/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i + 1) > 6) print }' "$out")
+        [ -z "$slow" ] || fail "$mode: a survivor waited longer than RCOLL_TIMEOUT: $slow"
+        [ "$took" -lt 60 ] || fail "$mode: took ${took}s"
+        grep "survivor got" "$out" | head -1
+        echo "ok: $mode: survivors reported the killed rank in ${took}s"
+    done
     ;;
 perf)
     for p in all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf \

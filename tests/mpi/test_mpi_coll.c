@@ -1,7 +1,8 @@
 /*
  * test_mpi_coll.c - an ordinary MPI program (it knows nothing of rcoll) that checks the
  * interposed collectives: every mapped datatype x op x count (0, 1, odd, past 1 MiB), in place
- * and not, on MPI_COMM_WORLD, split and dup'd communicators, a communicator freed while the
+ * and not (MPI_Allgatherv/MPI_Alltoallv with per-rank block sizes, compared with PMPI_), on
+ * MPI_COMM_WORLD, split and dup'd communicators, a communicator freed while the
  * parent stays in use, calls that must fall through (short, derived types, user ops, MAXLOC)
  * mixed with interposed ones, and MPI_Iallreduce/MPI_Ibcast completed by every MPI completion
  * call.  Each result is compared with the same operation done through PMPI_ (Open MPI's own
@@ -225,6 +226,74 @@ static void movements(MPI_Comm comm, const dtype_t *t, int count, int inplace)
     free(in);
 }
 
+/* Block sizes of the v-variants: from 0 to count, different per rank (and per pair). */
+static int vcount(int count, int a, int b)
+{
+    return count ? count * ((a + 2 * b) % 3) / 2 + (a + b) % 2 : 0;
+}
+
+/* Allgatherv (blocks in reverse rank order with one-element gaps) and alltoallv (the same
+ * layout on both sides), in place where MPI allows it; each compared, gaps included, with
+ * the same call through PMPI_. */
+static void vmovements(MPI_Comm comm, const dtype_t *t, int count, int inplace)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    size_t es = vsize(t->kind);
+    int *rc = xmalloc(sizeof(int) * (size_t)size), *rd = xmalloc(sizeof(int) * (size_t)size);
+    int *sc = xmalloc(sizeof(int) * (size_t)size), *sd = xmalloc(sizeof(int) * (size_t)size);
+    int total = 0;
+    for (int r = size - 1; r >= 0; r--) {
+        rc[r] = vcount(count, r, 0);
+        rd[r] = total;
+        total += rc[r] + 1;
+    }
+    size_t nb = (size_t)total * es;
+    char *in = xmalloc(nb), *buf = xmalloc(nb), *ref = xmalloc(nb);
+    fill(in, (size_t)rc[rank], t->kind, MPI_SUM, rank, 3);
+    memset(buf, 0x5a, nb);
+    memset(ref, 0x5a, nb);
+    if (inplace) {
+        memcpy(buf + (size_t)rd[rank] * es, in, (size_t)rc[rank] * es);
+        MPICHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, rc, rd, t->dt, comm));
+    } else {
+        MPICHECK(MPI_Allgatherv(in, rc[rank], t->dt, buf, rc, rd, t->dt, comm));
+    }
+    MPICHECK(PMPI_Allgatherv(in, rc[rank], t->dt, ref, rc, rd, t->dt, comm));
+    check("MPI_Allgatherv", t, "-", count, inplace, buf, ref, (size_t)total);
+    free(in);
+    free(buf);
+    free(ref);
+
+    /* alltoallv: rank a sends vcount(count, a, b) elements to rank b */
+    int stot = 0, rtot = 0;
+    for (int j = size - 1; j >= 0; j--) {
+        sc[j] = vcount(count, rank, j);
+        sd[j] = stot;
+        stot += sc[j] + 1;
+        rc[j] = vcount(count, j, rank);
+        rd[j] = rtot;
+        rtot += rc[j] + 1;
+    }
+    in = xmalloc((size_t)stot * es);
+    buf = xmalloc((size_t)rtot * es);
+    ref = xmalloc((size_t)rtot * es);
+    fill(in, (size_t)stot, t->kind, MPI_SUM, rank, 5);
+    memset(buf, 0x5a, (size_t)rtot * es);
+    memset(ref, 0x5a, (size_t)rtot * es);
+    MPICHECK(MPI_Alltoallv(in, sc, sd, t->dt, buf, rc, rd, t->dt, comm));
+    MPICHECK(PMPI_Alltoallv(in, sc, sd, t->dt, ref, rc, rd, t->dt, comm));
+    check("MPI_Alltoallv", t, "-", count, 0, buf, ref, (size_t)rtot);
+    free(in);
+    free(buf);
+    free(ref);
+    free(rc);
+    free(rd);
+    free(sc);
+    free(sd);
+}
+
 /* The largest count's size in bytes (TEST_MPI_BIG_BYTES; run_mpi.sh lowers it in sanitizer
  * builds, where it stays several chunks of RCOLL_BUFFSIZE / 4). */
 static size_t big_bytes(void)
@@ -247,6 +316,7 @@ static void matrix(MPI_Comm comm, int full)
                     for (int oi = 0; oi < 4; oi++)
                         reductions(comm, t, oi, counts[ci], inplace);
                 movements(comm, t, counts[ci], inplace);
+                vmovements(comm, t, counts[ci], inplace);
             }
     }
     MPICHECK(MPI_Barrier(comm));
@@ -346,6 +416,63 @@ static void mixed(void)
         if (wrank == 0) /* a type with a hole: falls through */
             for (int k = 0; k < wsize; k++)
                 if (gall[k].i != k || gall[k].v != 1.5 * k) FAILF("mixed: gather double_int");
+        /* allgatherv: 2 ints per rank, sent as one `pair` (a derived type: MPI converts the
+         * block locally, rcoll moves it), as 8 MPI_BYTE on rank 0 (another signature-equal
+         * type) and received as MPI_INT; then received as `pair` (derived: falls through) */
+        int two[2] = {wrank, -wrank - it}, ag[128], rcv[64], dsp[64];
+        for (int k = 0; k < wsize; k++) {
+            rcv[k] = 2;
+            dsp[k] = 2 * (wsize - 1 - k);
+        }
+        if (wrank == 0)
+            MPICHECK(MPI_Allgatherv(two, 8, MPI_BYTE, ag, rcv, dsp, MPI_INT, MPI_COMM_WORLD));
+        else
+            MPICHECK(MPI_Allgatherv(two, 1, pair, ag, rcv, dsp, MPI_INT, MPI_COMM_WORLD));
+        for (int k = 0; k < wsize; k++)
+            if (ag[dsp[k]] != k || ag[dsp[k] + 1] != -k - it) FAILF("mixed: allgatherv pair");
+        /* negative displacements (relative to a recvbuf at the end of the array) */
+        for (int k = 0; k < wsize; k++) dsp[k] = -2 * (k + 1);
+        memset(ag, 0, sizeof(ag));
+        MPICHECK(MPI_Allgatherv(two, 2, MPI_INT, ag + 2 * wsize, rcv, dsp, MPI_INT,
+                                MPI_COMM_WORLD));
+        for (int k = 0; k < wsize; k++)
+            if (ag[2 * wsize - 2 * (k + 1)] != k || ag[2 * wsize - 2 * (k + 1) + 1] != -k - it)
+                FAILF("mixed: allgatherv with negative displacements");
+        for (int k = 0; k < wsize; k++) {
+            rcv[k] = 1;
+            dsp[k] = wsize - 1 - k;
+        }
+        MPICHECK(MPI_Allgatherv(two, 1, pair, ag, rcv, dsp, pair, MPI_COMM_WORLD));
+        for (int k = 0; k < wsize; k++)
+            if (ag[2 * dsp[k]] != k || ag[2 * dsp[k] + 1] != -k - it)
+                FAILF("mixed: allgatherv of a derived type");
+        /* alltoallv: one int to each rank, as 4 MPI_BYTE on rank 0 (rcoll: bytes agree);
+         * then with `pair` (derived: falls through) */
+        int a2a[64], got[128], one[64], zero[64];
+        for (int k = 0; k < wsize; k++) {
+            a2a[k] = 100 * wrank + k;
+            one[k] = 1;
+            zero[k] = k;
+        }
+        if (wrank == 0) {
+            int four[64], four_d[64];
+            for (int k = 0; k < wsize; k++) {
+                four[k] = 4;
+                four_d[k] = 4 * k;
+            }
+            MPICHECK(MPI_Alltoallv(a2a, four, four_d, MPI_BYTE, got, one, zero, MPI_INT,
+                                   MPI_COMM_WORLD));
+        } else {
+            MPICHECK(MPI_Alltoallv(a2a, one, zero, MPI_INT, got, one, zero, MPI_INT,
+                                   MPI_COMM_WORLD));
+        }
+        for (int k = 0; k < wsize; k++)
+            if (got[k] != 100 * k + wrank) FAILF("mixed: alltoallv bytes/int");
+        int p2[128];
+        for (int k = 0; k < 2 * wsize; k++) p2[k] = 1000 * wrank + k;
+        MPICHECK(MPI_Alltoallv(p2, one, zero, pair, got, one, zero, pair, MPI_COMM_WORLD));
+        for (int k = 0; k < wsize; k++)
+            if (got[2 * k] != 1000 * k + 2 * wrank) FAILF("mixed: alltoallv of a derived type");
         MPICHECK(MPI_Barrier(MPI_COMM_WORLD));
     }
     MPICHECK(MPI_Type_free(&pair));

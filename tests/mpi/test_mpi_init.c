@@ -2,7 +2,8 @@
  * test_mpi_init.c - rcoll_comm_init_mpi: the rcoll communicator has MPI's ranks in MPI's
  * order (on MPI_COMM_WORLD and on a split with reversed keys) and computes the same results
  * as PMPI_ calls; it is refused, with a sentence, before MPI_Init, after MPI_Finalize, for
- * MPI_COMM_NULL, a NULL output and an inter-communicator.
+ * MPI_COMM_NULL, a NULL output and an inter-communicator.  "fail": one rank's creation fails
+ * locally; all return an error at once.
  */
 #include <string.h>
 
@@ -46,10 +47,40 @@ static void check_comm(MPI_Comm mc, const char *what)
     if (rcoll_comm_destroy(rc) != RCOLL_OK) FAILF("%s: destroy", what);
 }
 
+/* "fail": rank 1's own creation fails before it joins (run_mpi.sh gives it a bad knob):
+ * every rank must fail, rank 1 with its own sentence, the others with RCOLL_ERR_REMOTE naming
+ * rank 1, each at once rather than after RCOLL_TIMEOUT. */
+static int fail_case(void)
+{
+    rcoll_comm_t rc = NULL;
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    double t0 = MPI_Wtime();
+    rcoll_status_t st = rcoll_comm_init_mpi(MPI_COMM_WORLD, &rc);
+    double took = MPI_Wtime() - t0, most = 0;
+    if (st == RCOLL_OK) FAILF("fail: rcoll_comm_init_mpi succeeded");
+    if (rank != 1 && st != RCOLL_ERR_REMOTE) FAILF("fail: status %d, want REMOTE", st);
+    if (!strstr(rcoll_mpi_last_error(), rank == 1 ? "rank 1 of" : "rank 1 of") ||
+        (rank != 1 && !strstr(rcoll_mpi_last_error(), "could not create its rcoll communicator")))
+        FAILF("fail: error text \"%s\" does not name rank 1", rcoll_mpi_last_error());
+    MPICHECK(MPI_Allreduce(&took, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    if (rank == 0)
+        printf("test_mpi_init fail: %d ranks OK, slowest %.2f s: %s\n", size, most,
+               rcoll_mpi_last_error());
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     rcoll_comm_t rc = NULL;
     int rank, size;
+    if (argc > 1 && !strcmp(argv[1], "fail")) {
+        MPI_Init(&argc, &argv);
+        return fail_case();
+    }
     expect_err(rcoll_comm_init_mpi(MPI_COMM_WORLD, &rc), RCOLL_ERR_INVALID_USAGE,
                "not initialized", "before MPI_Init");
     MPI_Init(&argc, &argv);
