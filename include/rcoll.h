@@ -215,6 +215,12 @@ const char *rcoll_last_init_error(void);
 rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank);
 rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size);
 
+/* The host that rank `rank` of comm runs on, as rcoll groups ranks (host name, boot id and
+ * network namespace, or RCOLL_HOST_ID; ranks of one host share memory): *host in
+ * [0, *nhosts), hosts numbered in the order of their lowest rank, the same on every rank.
+ * nhosts may be NULL.  Errors: RCOLL_ERR_INVALID_ARG (rank outside [0, size), host NULL). */
+rcoll_status_t rcoll_comm_host(rcoll_comm_t comm, int rank, int *host, int *nhosts);
+
 /* Bytes the communicator has allocated for itself (staging buffers, per-connection state),
  * excluding user buffers and kernel socket buffers.  Bounded by RCOLL_BUFFSIZE per peer
  * connection plus a small fixed part.  Errors: RCOLL_ERR_INVALID_ARG. */

@@ -416,6 +416,17 @@ rcoll_status_t rcoll_comm_size(rcoll_comm_t comm, int *size)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_comm_host(rcoll_comm_t comm, int rank, int *host, int *nhosts)
+{
+    if (check_live(comm, "rcoll_comm_host") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
+    if (!host || rank < 0 || rank >= comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_comm_host: %s",
+                         host ? "rank outside the communicator" : "host is NULL");
+    *host = comm->host_of[rank];
+    if (nhosts) *nhosts = comm->nhosts;
+    return RCOLL_OK;
+}
+
 rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 {
     if (check_live(comm, "rcoll_comm_mem_usage") != RCOLL_OK || !bytes)

@@ -296,7 +296,8 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
         RCOLL_INFO(INIT, "%d ranks on %d hosts (%s ranks per host): ring%s crosses host "
                    "boundaries %d times", n, c->nhosts, c->ppn ? "equal" : "unequal",
                    identity ? "" : " (reordered by host)", crossings);
-    free(host);
+    c->host_of = host;
+    c->mem_bytes += (size_t)n * sizeof(int);
     free(count);
     return st;
 }
@@ -698,6 +699,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     free(c->link.staging);
     free(c->peers);
     free(c->ring_map);
+    free(c->host_of);
     free(c->local_group);
     free(c->cross_group);
     free(c->p2p_send_seq);

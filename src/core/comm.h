@@ -139,6 +139,7 @@ struct rcoll_comm {
      * all-reduce schedules run on ring positions: ring_map[pos] = rank, host-grouped so a
      * ring crosses each host boundary once per direction (NULL when that is rank order). */
     int nhosts;
+    int *host_of;          /* [nranks] each rank's host index (rcoll_comm_host) */
     int ppn;               /* ranks per host when every host has as many, else 0 */
     int *ring_map;
     int ring_pos;          /* this rank's ring position */

@@ -160,6 +160,16 @@ static int bad_inputs(rcoll_comm_t comm, int rank, int n, void *arg)
     if (rcoll_comm_rank(comm, NULL) != RCOLL_ERR_INVALID_ARG ||
         rcoll_comm_rank(comm, &r) != RCOLL_OK || r != rank)
         bad++;
+    /* every rank of this test is on this host: host 0 of 1 */
+    int host = -1, nhosts = -1;
+    if (rcoll_comm_host(comm, n - 1, &host, &nhosts) != RCOLL_OK || host != 0 || nhosts != 1 ||
+        rcoll_comm_host(comm, n, &host, NULL) != RCOLL_ERR_INVALID_ARG ||
+        rcoll_comm_host(comm, -1, &host, NULL) != RCOLL_ERR_INVALID_ARG ||
+        rcoll_comm_host(comm, 0, NULL, NULL) != RCOLL_ERR_INVALID_ARG ||
+        rcoll_comm_host(NULL, 0, &host, NULL) != RCOLL_ERR_INVALID_ARG) {
+        fprintf(stderr, "rank %d: rcoll_comm_host: host %d of %d\n", rank, host, nhosts);
+        bad++;
+    }
     /* Nothing was touched by any rejected call. */
     if (memcmp(buf, keep, sizeof(buf)) || memcmp(out, keep, sizeof(out))) {
         fprintf(stderr, "rank %d: a rejected call modified a buffer\n", rank);
