@@ -79,55 +79,41 @@ static rcoll_status_t fail(rcoll_status_t st, const char *fmt, ...)
 
 /* FNV-1a of this rank's host identity as rcoll forms it, as far as the public API shows:
  * RCOLL_HOST_ID when set, else the host name. */
-static uint64_t host_hash(void)
-{
-    char name[256] = "";
-    const char *id = rcoll_mpi_config()->host_id;
-    if (!id[0]) {
-        gethostname(name, sizeof(name) - 1);
-        id = name;
-    }
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = id; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
-}
-
-/* Compare MPI's node grouping (MPI_COMM_TYPE_SHARED) with the host identities: two ranks are
- * on one node for MPI exactly when their identities are equal, else warn (rank 0, once per
- * communicator).  Collective over comm; a failing MPI call skips the check. */
-static void host_check(MPI_Comm comm, int rank, int size)
+/* Compare MPI's node grouping (MPI_COMM_TYPE_SHARED) with rcoll's hosts (rcoll_comm_host:
+ * host name, boot id and network namespace, or RCOLL_HOST_ID): two ranks are on one node for
+ * MPI exactly when rcoll puts them on one host, else warn (rank 0, once per communicator).
+ * Collective over comm, after the rcoll communicator exists; a failing MPI call skips it. */
+static void host_check(MPI_Comm comm, rcoll_comm_t rc, int rank, int size)
 {
     MPI_Comm node;
-    int node_rank, leader = rank;
-    uint64_t mine[2], *all;
+    int leader = rank;
     if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) !=
         MPI_SUCCESS)
         return;
-    PMPI_Comm_rank(node, &node_rank);
     PMPI_Bcast(&leader, 1, MPI_INT, 0, node); /* the node's lowest rank names it */
     PMPI_Comm_free(&node);
-    (void)node_rank;
-    mine[0] = host_hash();
-    mine[1] = (uint64_t)leader;
-    all = malloc(sizeof(uint64_t) * 2 * (size_t)size);
+    int *all = malloc(sizeof(int) * (size_t)size);
     int ok = all != NULL, all_ok = 0;
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     if (!all_ok) goto out;
-    PMPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, comm);
+    PMPI_Allgather(&leader, 1, MPI_INT, all, 1, MPI_INT, comm);
     if (rank != 0) goto out;
     for (int a = 0; a < size; a++)
         for (int b = a + 1; b < size; b++) {
-            int same_host = all[2 * a] == all[2 * b], same_node = all[2 * a + 1] == all[2 * b + 1];
+            int ha = -1, hb = -1;
+            if (rcoll_comm_host(rc, a, &ha, NULL) != RCOLL_OK ||
+                rcoll_comm_host(rc, b, &hb, NULL) != RCOLL_OK)
+                goto out;
+            int same_host = ha == hb, same_node = all[a] == all[b];
             if (same_host == same_node) continue;
             RCOLL_WARN(INIT,
-                       "rcoll_comm_init_mpi: MPI puts ranks %d and %d on %s node but their host "
-                       "names%s %s; rcoll groups ranks by host name, boot id and network "
+                       "rcoll_comm_init_mpi: MPI puts ranks %d and %d on %s node but rcoll on "
+                       "%s%s; rcoll groups ranks by host name, boot id and network "
                        "namespace (RCOLL_HOST_ID overrides), so shared memory and the ring "
                        "order follow rcoll's view, not MPI's",
                        a, b, same_node ? "the same" : "different",
-                       rcoll_mpi_config()->host_id[0] ? " (RCOLL_HOST_ID)" : "",
-                       same_host ? "are equal" : "differ");
+                       same_host ? "one host" : "different hosts",
+                       rcoll_mpi_config()->host_id[0] ? " (RCOLL_HOST_ID)" : "");
             goto out;
         }
 out:
@@ -224,7 +210,6 @@ rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, rcoll_comm_t *comm_p)
     if (msg.status != RCOLL_OK)
         return fail((rcoll_status_t)msg.status, "%s", msg.text);
 
-    host_check(mpi_comm, rank, size);
 
     /* a private communicator for the notices (a split: no attributes are copied) */
     MPI_Comm priv;
@@ -297,6 +282,7 @@ rcoll_status_t rcoll_mpi_comm_create(MPI_Comm mpi_comm, rcoll_comm_t *comm_p)
     if (j != &local && !abandoned) free(j); /* an abandoned one is its thread's to free */
 
     if (out[0] == size) {
+        host_check(mpi_comm, comm, rank, size);
         *comm_p = comm;
         return RCOLL_OK;
     }

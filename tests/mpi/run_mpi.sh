@@ -136,7 +136,16 @@ init)
         timeout 120 "${mpirun[@]}" -np "$n" "$mpi_dir/test_mpi_init" >"$out" 2>&1 ||
             fail "test_mpi_init on $n ranks (exit $?)"
         grep -q "test_mpi_init: $n ranks OK" "$out" || fail "no OK line"
+        if grep -q "MPI puts ranks" "$out"; then fail "a host mismatch warned where none is"; fi
     done
+    # MPI sees one node; RCOLL_HOST_ID per rank makes rcoll see three hosts: rank 0 warns,
+    # naming the first pair (rcoll_comm_host against MPI_COMM_TYPE_SHARED)
+    per_rank_host=(bash -c 'export RCOLL_HOST_ID=h$OMPI_COMM_WORLD_RANK; exec "$@"' sh)
+    timeout 120 "${mpirun[@]}" -np 3 "${per_rank_host[@]}" "$mpi_dir/test_mpi_init" \
+        >"$out" 2>&1 || fail "test_mpi_init with a host id per rank (exit $?)"
+    grep -q "test_mpi_init: 3 ranks OK" "$out" || fail "host ids: no OK line"
+    grep -q "MPI puts ranks 0 and 1 on the same node but rcoll on different hosts" "$out" ||
+        fail "host ids: no warning naming ranks 0 and 1"
     echo "ok: rcoll_comm_init_mpi"
     ;;
 kill)
