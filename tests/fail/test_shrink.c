@@ -12,7 +12,9 @@
  *    late call fails saying so;
  *  - a rank that dies after the decision: the new communicator fails naming it, and a second
  *    shrink leaves it out;
- *  - old and new communicators destroyed in either order (by rank parity).
+ *  - old and new communicators destroyed in either order (by rank parity);
+ *  - bad arguments, and a pending operation: refused, or failed with
+ *    RCOLL_SHRINK_ABORT_PENDING (the old communicator is then failed).
  */
 #include <signal.h>
 #include <stdint.h>
@@ -26,7 +28,7 @@
 
 #define TIMEOUT_S 4.0
 
-enum { MODE_KILL, MODE_HEALTHY, MODE_DIE_DURING, MODE_LATE, MODE_DIE_AFTER };
+enum { MODE_KILL, MODE_HEALTHY, MODE_DIE_DURING, MODE_LATE, MODE_DIE_AFTER, MODE_PENDING };
 
 typedef struct {
     int mode;
@@ -223,8 +225,25 @@ static int shrink_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
         rcoll_comm_destroy(comm);
         return ok ? 0 : 14;
     }
+    if (a->mode == MODE_HEALTHY) { /* arguments */
+        if (rcoll_comm_shrink(comm, 0x10, &nc) != RCOLL_ERR_INVALID_ARG || nc) return 30;
+        if (rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, NULL) != RCOLL_ERR_INVALID_ARG)
+            return 31;
+    }
+    int32_t never = 0;
+    rcoll_request_t req = NULL;
+    if (a->mode == MODE_PENDING) {
+        /* a receive nobody sends: refused without the flag, failed with it */
+        if (rcoll_irecv(&never, 1, RCOLL_INT32, (rank + 1) % n, comm, &req) != RCOLL_OK)
+            return 32;
+        if (rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, &nc) != RCOLL_ERR_INVALID_USAGE ||
+            !strstr(rcoll_comm_last_error(comm), "RCOLL_SHRINK_ABORT_PENDING"))
+            return 33;
+    }
     double t0 = now_s();
-    st = rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, &nc);
+    st = rcoll_comm_shrink(comm, a->mode == MODE_PENDING ? RCOLL_SHRINK_ABORT_PENDING
+                                                         : RCOLL_SHRINK_DEFAULT, &nc);
+    if (a->mode == MODE_PENDING && rcoll_wait(&req) == RCOLL_OK) return 34;
     double took = now_s() - t0;
     if (st != RCOLL_OK || !nc) {
         fprintf(stderr, "rank %d: shrink: %s: %s\n", rank, rcoll_status_string(st),
@@ -280,7 +299,7 @@ static int shrink_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
         if (rcoll_allreduce(&one, &sum, 1, RCOLL_INT32, RCOLL_SUM, comm) != RCOLL_OK ||
             sum != n)
             bad++;
-    } else if (a->mode == MODE_KILL) {
+    } else if (a->mode == MODE_KILL || a->mode == MODE_PENDING) {
         /* the old one stays failed */
         if (rcoll_barrier(comm) == RCOLL_OK) bad++;
     }
@@ -327,6 +346,8 @@ int main(void)
     run_case("8 ranks, ranks 0 and 5 killed: 6 continue", 8, &a8, 128 + SIGKILL);
     shrink_arg_t ah = {MODE_HEALTHY, 0, {0}};
     run_case("4 ranks, nobody dead: an equal communicator", 4, &ah, 0);
+    shrink_arg_t ap = {MODE_PENDING, 0, {0}};
+    run_case("4 ranks, a receive pending: RCOLL_SHRINK_ABORT_PENDING", 4, &ap, 0);
     shrink_arg_t ad = {MODE_DIE_DURING, 1, {1}};
     run_case("4 ranks, rank 1 dies during the shrink: left out", 4, &ad, 128 + SIGKILL);
     shrink_arg_t aa = {MODE_DIE_AFTER, 0, {0}};
