@@ -1141,10 +1141,9 @@ static rcoll_status_t shrink_lost(rcoll_bootstrap_t *bs)
 {
     if (bs->excluded[0]) return rcoll_err_set(RCOLL_ERR_TIMEOUT, "%s", bs->excluded);
     return rcoll_err_set(RCOLL_ERR_REMOTE, "the survivors cannot agree without the bootstrap "
-                         "root, and it is gone (it lived in the process of rank 0 of the first "
-                         "communicator, %s pid %d, or in the process that made the unique id, "
-                         "which exited or was killed)", bs->root_host.hostname,
-                         (int)bs->root_host.pid);
+                         "root, and it is gone: the process hosting it (the one that made the "
+                         "unique id, or with environment launch rank 0, %s pid %d) exited or "
+                         "was killed", bs->root_host.hostname, (int)bs->root_host.pid);
 }
 
 rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_t *req,

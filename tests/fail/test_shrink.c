@@ -13,14 +13,19 @@
  *  - a rank that dies after the decision: the new communicator fails naming it, and a second
  *    shrink leaves it out;
  *  - old and new communicators destroyed in either order (by rank parity);
+ *  - environment launch, rank 0 (which hosts the root) killed: no agreement is possible, and
+ *    shrink fails with RCOLL_ERR_REMOTE saying why, within the timeout;
  *  - bad arguments, and a pending operation: refused, or failed with
  *    RCOLL_SHRINK_ABORT_PENDING (the old communicator is then failed).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -314,6 +319,49 @@ static int shrink_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     return bad ? 20 + (bad > 9 ? 9 : bad) : 0;
 }
 
+/* --- the root's host dies (environment launch: the root lives in rank 0) --------------- */
+
+static char root_env[64];
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int root_lost_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    (void)arg;
+    char v[32];
+    snprintf(v, sizeof(v), "%d", rank);
+    setenv("RCOLL_RANK", v, 1);
+    snprintf(v, sizeof(v), "%d", n);
+    setenv("RCOLL_NRANKS", v, 1);
+    setenv("RCOLL_ROOT", root_env, 1);
+    setenv("RCOLL_SECRET", "shrink-secret", 1);
+    rcoll_comm_t comm, nc = NULL;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) return 90;
+    if (rank == 0) raise(SIGKILL);
+    int32_t one = 1, sum = 0;
+    if (rcoll_allreduce(&one, &sum, 1, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK) return 12;
+    double t0 = now_s();
+    rcoll_status_t st = rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, &nc);
+    double took = now_s() - t0;
+    const char *msg = rcoll_comm_last_error(comm);
+    int ok = st == RCOLL_ERR_REMOTE && nc == NULL && strstr(msg, "cannot agree") &&
+             took < TIMEOUT_S;
+    fprintf(stderr, "rank %d: shrink without the root: %s after %.3f s: %s\n", rank,
+            rcoll_status_string(st), took, msg);
+    rcoll_comm_destroy(comm);
+    return ok ? 0 : 40;
+}
+
 static void run_case(const char *what, int n, shrink_arg_t *a, int killed_exit)
 {
     mp_result_t res;
@@ -354,5 +402,16 @@ int main(void)
     run_case("4 ranks, rank 3 dies once included: shrink again", 4, &aa, 0);
     shrink_arg_t al = {MODE_LATE, 1, {3}};
     run_case("4 ranks, rank 3 calls too late: excluded", 4, &al, 0);
+    {
+        snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+        mp_result_t res;
+        double t0 = now_s();
+        mp_run_raw(3, root_lost_rank, NULL, 30, &res);
+        int ok = res.codes[0] == 128 + SIGKILL && res.codes[1] == 0 && res.codes[2] == 0;
+        CHECK(ok, "env launch, rank 0 (root host) killed: shrink fails saying why (codes %d %d "
+              "%d)", res.codes[0], res.codes[1], res.codes[2]);
+        printf("%-60s %s (%.2f s)\n", "3 ranks (env), rank 0 hosting the root killed: no shrink",
+               ok ? "ok" : "FAIL", now_s() - t0);
+    }
     return check_summary();
 }
