@@ -159,7 +159,6 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
     for (int i = 0; i < count; i++) c->peers[i] = tab[i].req.info;
     free(tab);
     c->bs = rcoll_bs_ref(comm->bs);
-    c->tuning = comm->tuning; /* the old communicator's constants: same machines, same paths */
     uint64_t t_agreed = rcoll_now_ns();
     st = rcoll_comm_links(c, t_agreed + (uint64_t)(comm->cfg.timeout_s * 1e9));
     char text[RCOLL_ERR_TEXT_MAX] = "";
@@ -167,7 +166,7 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
         st = setup_cause(c, my_bs_rank, st, text, sizeof(text));
     else if (st != RCOLL_OK)
         goto fail;
-    c->tuning = comm->tuning;
+    c->tuning = comm->tuning; /* the old communicator's constants: same machines, same paths */
     rcoll_status_t jst = rcoll_family_join(c, comm->family);
     if (jst != RCOLL_OK) {
         st = jst;
