@@ -457,6 +457,32 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
  * and key = rank). */
 rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm);
 
+/* Survivors continue: after a failure (a rank died or aborted), the ranks still alive agree,
+ * through the bootstrap root, on who they are and get a new communicator of just them, ranked
+ * in their order in comm (no new unique id).  Allowed on a failed communicator (whose other
+ * calls are refused) and on a healthy one (then every rank must call it, and it returns an
+ * equal communicator).  Every live rank of comm calls it; the root waits for every rank whose
+ * control connection is open, up to RCOLL_TIMEOUT after the first call: a rank that has not
+ * called by then is left out (its own call fails with RCOLL_ERR_TIMEOUT saying so).  The
+ * decision is taken at one instant, so all survivors get the same members: a rank dying
+ * before it is out; one dying after it is in, and the new communicator then fails (at its
+ * set-up inside this call, or at its first collective) naming it: shrink that one in turn.
+ * Data in flight on comm is abandoned; comm stays failed or usable as it was, and comm and
+ * *newcomm may be destroyed in either order.  Only a communicator of every rank of the job
+ * (made by init, dup or the latest shrink) can be shrunk; not inside a group.
+ * flags: RCOLL_SHRINK_DEFAULT, or RCOLL_SHRINK_ABORT_PENDING to fail the operations pending
+ * on a healthy comm (they complete with RCOLL_ERR_INVALID_USAGE; comm is then failed) instead
+ * of refusing the call.  newcomm (out; NULL on error).
+ * Errors: RCOLL_ERR_INVALID_ARG (newcomm NULL, unknown flags), RCOLL_ERR_INVALID_USAGE (inside
+ * a group; operations pending without RCOLL_SHRINK_ABORT_PENDING; the ranks shrank different
+ * communicators), RCOLL_ERR_UNSUPPORTED (comm is not of every rank of the job),
+ * RCOLL_ERR_REMOTE (the bootstrap root is gone - it lives in the process that made the
+ * unique id, or in rank 0 for environment launch - so no agreement is possible),
+ * RCOLL_ERR_TIMEOUT (this rank was left out, or no decision came), RCOLL_ERR_NO_MEMORY. */
+#define RCOLL_SHRINK_DEFAULT 0
+#define RCOLL_SHRINK_ABORT_PENDING 1
+rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *newcomm);
+
 /* ---------------------------------------------------------------------------------------------
  * Nonblocking operations.  An rcoll_i* call checks its arguments, queues the operation and
  * returns a request.  Operations on one communicator execute in the order they were issued;

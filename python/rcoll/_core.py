@@ -299,6 +299,16 @@ class Communicator:
         self._call(lib.rcoll_comm_dup(self._handle(), ctypes.byref(h)))
         return Communicator(h)
 
+    def shrink(self, abort_pending: bool = False) -> "Communicator":
+        """After a failure (or on a healthy communicator; then every rank calls it): the
+        ranks still alive agree on who they are and get a new communicator of just them, in
+        their old order (rcoll_comm_shrink, docs/api.md).  ``abort_pending``: fail the
+        operations pending here instead of refusing (RCOLL_SHRINK_ABORT_PENDING)."""
+        h = _lib.c_comm()
+        self._call(lib.rcoll_comm_shrink(self._handle(), 1 if abort_pending else 0,
+                                         ctypes.byref(h)))
+        return Communicator(h)
+
     # --- queries and teardown -------------------------------------------------------------
     @property
     def rank(self) -> int:

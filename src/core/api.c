@@ -1316,6 +1316,26 @@ rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm)
     return comm_leave(comm, rcoll_comm_split_run(comm, 0, comm->rank, newcomm));
 }
 
+/* Allowed on a failed communicator: that is what it is for. */
+rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *newcomm)
+{
+    const char *fn = "rcoll_comm_shrink";
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (newcomm) *newcomm = NULL;
+    if (!newcomm) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: newcomm is NULL", fn);
+    if (flags & ~RCOLL_SHRINK_ABORT_PENDING)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: unknown flags 0x%x (known: "
+                         "RCOLL_SHRINK_ABORT_PENDING)", fn, (unsigned)flags);
+    if (group_depth)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                         "%s: not allowed inside rcoll_group_start/end (call it before the "
+                         "group or after rcoll_group_end)", fn);
+    st = comm_enter(comm, fn);
+    if (st != RCOLL_OK) return st;
+    return comm_leave(comm, rcoll_comm_shrink_run(comm, flags, newcomm));
+}
+
 /* ------------------------------------------------------------------------------------------
  * For the rooted and uneven collectives (api_v.c, through core/api_int.h)
  * ---------------------------------------------------------------------------------------- */

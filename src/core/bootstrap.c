@@ -8,6 +8,9 @@
  *   rank i <──TABLE(info[0..n-1])───────────────── root      (once all n have joined)
  *   rank i ──BYE | ABORT(culprit, text)──────────> root      (later)
  *   rank j <──FAIL(culprit, text)───────────────── root      (to every other live rank)
+ *   rank i ──SHRINK(ctx, rank in it, new record)─> root      (rcoll_comm_shrink)
+ *   rank i <──SHRUNK(round, k of n, member)─────── root      (n of them, once all asked)
+ *   rank j <──EXCLUDED(text)────────────────────── root      (asked too late: left out)
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -31,7 +34,8 @@
 #define BS_HELLO_TIMEOUT_NS (3ull * 1000000000ull) /* a connector must say hello by then */
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
-enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL };
+enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
+       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED };
 
 #define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
 #define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
@@ -59,6 +63,15 @@ typedef struct {
 
 _Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
 
+/* One member of a shrink's result (BS_SHRUNK), sent as n messages to each survivor. */
+typedef struct {
+    uint32_t round; /* the root's shrink count: part of the new communicator's id */
+    int32_t index;  /* this member's new rank */
+    int32_t count;  /* the new size */
+    int32_t pad;
+    rcoll_bs_member_t member;
+} bs_shrunk_t;
+
 typedef struct {
     uint32_t magic;
     uint16_t version;
@@ -78,9 +91,11 @@ typedef struct {
             union {
                 bs_note_t note;
                 rcoll_bs_sig_t sig; /* BS_SIG */
+                rcoll_bs_shrink_req_t shrink; /* BS_SHRINK */
+                bs_shrunk_t shrunk;           /* BS_SHRUNK */
             };
         } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_shrunk_t)];
     } buf;
 } bs_rx_t;
 
@@ -112,7 +127,7 @@ static rcoll_status_t bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     rcoll_status_t st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t), &rx->got);
     if (st != RCOLL_OK || rx->got < sizeof(bs_hdr_t)) return st;
     const bs_hdr_t *h = &rx->buf.m.hdr;
-    if (!hdr_valid(h, sizeof(bs_note_t))) return RCOLL_ERR_PROTOCOL;
+    if (!hdr_valid(h, sizeof(rx->buf.raw) - sizeof(bs_hdr_t))) return RCOLL_ERR_PROTOCOL;
     st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t) + h->len, &rx->got);
     *complete = st == RCOLL_OK && rx->got == sizeof(bs_hdr_t) + h->len;
     return st;
@@ -189,6 +204,8 @@ typedef struct {
     rcoll_bs_sig_t stall;
     rcoll_peer_info_t info;
     bs_rx_t rx;   /* partial control message */
+    int shrink_asked; /* sent BS_SHRINK in the open round: */
+    rcoll_bs_shrink_req_t shrink_req;
 } bs_member_t;
 
 struct rcoll_bs_root {
@@ -213,6 +230,9 @@ struct rcoll_bs_root {
     int abort_sent;     /* ... and the ranks that had joined were told */
     char abort_text[RCOLL_BS_TEXT_MAX];
     int first_named;    /* the rank named by the first timeout report */
+    int shrink_open;    /* a rank asked to shrink; the others have until shrink_deadline */
+    uint64_t shrink_deadline;
+    uint32_t shrink_rounds; /* shrinks decided so far */
 };
 
 /* How long the root collects timeout reports before naming the rank at the end of the chain
@@ -472,10 +492,107 @@ static void root_check_stalls(rcoll_bs_root_t *r, int k)
     }
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Shrink (rcoll_comm_shrink): the survivors agree on who is alive
+ * ---------------------------------------------------------------------------------------- */
+
+/* Member k asks to shrink: the round opens with the first request and lasts until every
+ * member whose connection is still open has asked, or the timeout. */
+static void root_shrink_request(rcoll_bs_root_t *r, int k)
+{
+    bs_member_t *m = r->members[k];
+    m->shrink_req = m->rx.buf.m.shrink;
+    m->shrink_req.info.hostname[sizeof(m->shrink_req.info.hostname) - 1] = '\0';
+    m->shrink_asked = 1;
+    if (!r->shrink_open) {
+        r->shrink_open = 1;
+        r->shrink_deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
+    }
+    RCOLL_INFO(BOOTSTRAP, "root: rank %d asks to shrink (its rank %d in the communicator)", k,
+               (int)m->shrink_req.rank);
+}
+
+typedef struct {
+    int32_t rank; /* rank in the communicator shrunk */
+    int k;        /* member */
+} shrink_key_t;
+
+static int shrink_key_cmp(const void *a, const void *b)
+{
+    const shrink_key_t *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/* Decide a shrink round once every member still connected has asked (or at its deadline,
+ * excluding those that have not): the members that asked and are connected now are the new
+ * communicator, in the order of their ranks in the old one.  The decision is made here, at
+ * one instant, so every survivor gets the same list; a member that dies after it is in the
+ * list and its death is announced afresh (the failure latch is reset for the new round). */
+static void root_shrink_check(rcoll_bs_root_t *r)
+{
+    if (!r->shrink_open) return;
+    int waiting = 0;
+    for (int k = 0; k < r->nranks; k++)
+        if (r->members[k]->fd >= 0 && !r->members[k]->shrink_asked) waiting++;
+    if (waiting && rcoll_now_ns() < r->shrink_deadline) return;
+    for (int k = 0; k < r->nranks && waiting; k++) {
+        bs_member_t *m = r->members[k];
+        if (m->fd < 0 || m->shrink_asked) continue;
+        char text[RCOLL_BS_TEXT_MAX];
+        snprintf(text, sizeof(text), "rank %d (%s pid %d) did not call rcoll_comm_shrink within "
+                 "%g s of the first rank's call: it is excluded from the shrunk communicator",
+                 k, m->info.hostname, (int)m->info.pid, r->timeout_s);
+        RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+        bs_note_t n;
+        note_fill(&n, k, RCOLL_ERR_TIMEOUT, text);
+        bs_send_msg(m->fd, BS_EXCLUDED, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+        member_close(m);
+    }
+    shrink_key_t *keys = calloc((size_t)(unsigned)r->nranks + 1, sizeof(*keys));
+    int count = 0;
+    for (int k = 0; keys && k < r->nranks; k++)
+        if (r->members[k]->fd >= 0 && r->members[k]->shrink_asked)
+            keys[count++] = (shrink_key_t){r->members[k]->shrink_req.rank, k};
+    if (keys) qsort(keys, (size_t)count, sizeof(*keys), shrink_key_cmp);
+    uint32_t round = ++r->shrink_rounds;
+    RCOLL_INFO(BOOTSTRAP, "root: shrink #%u decided: %d member%s", round, count,
+               count == 1 ? "" : "s");
+    for (int s = 0; s < count; s++) {
+        bs_member_t *to = r->members[keys[s].k];
+        for (int i = 0; i < count && to->fd >= 0; i++) {
+            bs_shrunk_t msg;
+            memset(&msg, 0, sizeof(msg));
+            msg.round = round;
+            msg.index = i;
+            msg.count = count;
+            msg.member.bs_rank = keys[i].k;
+            msg.member.req = r->members[keys[i].k]->shrink_req;
+            /* A survivor that cannot take it has died since: the watch announces it. */
+            if (bs_send_msg(to->fd, BS_SHRUNK, &msg, sizeof(msg),
+                            rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
+                break;
+        }
+    }
+    free(keys);
+    /* A new round of failures: the next death is announced again. */
+    r->shrink_open = 0;
+    r->failure_sent = 0;
+    r->decide_at = 0;
+    for (int k = 0; k < r->nranks; k++) {
+        bs_member_t *m = r->members[k];
+        m->shrink_asked = 0;
+        m->waits_on = -1;
+        m->has_stall = 0;
+        m->sigs_relayed = 0;
+    }
+}
+
 /* Handle one readable member connection in the watch phase. */
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
     bs_member_t *m = r->members[k];
+    if (m->fd < 0) return; /* closed since the poll set was built (left out of a shrink) */
     int complete;
     rcoll_status_t st = bs_rx_read(m->fd, &m->rx, &complete);
     if (st == RCOLL_OK && !complete) return;
@@ -511,6 +628,11 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
             if (j == k || !o || o->fd < 0 || o->left) continue;
             bs_send_msg(o->fd, BS_SIG, &sig, sizeof(sig), rcoll_now_ns() + 100000000ull);
         }
+        return;
+    }
+    if (m->rx.buf.m.hdr.type == BS_SHRINK &&
+        m->rx.buf.m.hdr.len == sizeof(rcoll_bs_shrink_req_t)) {
+        root_shrink_request(r, k);
         return;
     }
     if (m->rx.buf.m.hdr.type == BS_BYE) {
@@ -577,9 +699,10 @@ static void root_watch_phase(rcoll_bs_root_t *r)
         if (n == 0) break;
         if (r->decide_at && !r->failure_sent && rcoll_now_ns() >= r->decide_at)
             root_decide_timeout(r);
+        root_shrink_check(r);
         /* The watch has no deadline of its own: it ends when the last rank leaves or dies,
          * and each wait here is bounded so the thread never sleeps on a stale set. */
-        if (poll(pfd, (nfds_t)n, r->decide_at ? 50 : 1000) <= 0) continue;
+        if (poll(pfd, (nfds_t)n, r->decide_at || r->shrink_open ? 50 : 1000) <= 0) continue;
         for (int i = 0; i < n; i++)
             if (pfd[i].revents) root_member_event(r, who[i]);
     }
@@ -738,6 +861,12 @@ struct rcoll_bootstrap {
     char fail_text[RCOLL_BS_TEXT_MAX + 64];
     rcoll_bs_sig_t sigs[BS_SIGS_KEPT]; /* peers' signatures relayed by the root, distinct */
     int nsigs;
+    int rank;      /* this rank's number in the bootstrap */
+    int members;   /* ranks in the job now (rcoll_bs_members) */
+    char excluded[RCOLL_BS_TEXT_MAX]; /* the root excluded this rank from a shrink: why */
+    rcoll_bs_member_t *shrunk; /* the shrink's result as it arrives */
+    int shrunk_got, shrunk_count, shrunk_ready;
+    uint32_t shrunk_round;
 };
 
 rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
@@ -841,6 +970,8 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
     bs->refs = 1;
     bs->fd = fd;
     bs->nranks = nranks;
+    bs->rank = rank;
+    bs->members = nranks;
     bs->root_host = peers[0];
     *bs_p = bs;
     return RCOLL_OK;
@@ -848,6 +979,33 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
 err_close:
     close(fd);
     return st;
+}
+
+/* One member of a shrink's result arrived; the last one completes it and starts a new round
+ * of failures (the latch is cleared: what failed before belongs to the old communicator). */
+static void bs_shrunk_take(rcoll_bootstrap_t *bs)
+{
+    const bs_shrunk_t *m = &bs->rx.buf.m.shrunk;
+    if (bs->rx.buf.m.hdr.len != sizeof(*m) || m->count < 1 || m->index < 0 ||
+        m->index >= m->count)
+        return;
+    if (m->index == 0) {
+        free(bs->shrunk);
+        bs->shrunk = calloc((size_t)m->count, sizeof(*bs->shrunk));
+        bs->shrunk_got = 0;
+        bs->shrunk_count = m->count;
+        bs->shrunk_round = m->round;
+    }
+    if (!bs->shrunk || m->count != bs->shrunk_count || m->index != bs->shrunk_got) return;
+    bs->shrunk[bs->shrunk_got++] = m->member;
+    if (bs->shrunk_got < bs->shrunk_count) return;
+    bs->shrunk_ready = 1;
+    bs->members = bs->shrunk_count;
+    bs->failed = 0;
+    bs->fail_status = RCOLL_OK;
+    bs->fail_culprit = -1;
+    bs->fail_text[0] = '\0';
+    bs->nsigs = 0;
 }
 
 /* Read every complete control message that has arrived: signatures are kept, the first
@@ -880,6 +1038,14 @@ static void bs_pump(rcoll_bootstrap_t *bs)
                 dup = bs->sigs[i].ctx == g->ctx && !memcmp(bs->sigs[i].sig, g->sig, sizeof(g->sig));
             if (!dup && bs->nsigs < BS_SIGS_KEPT) bs->sigs[bs->nsigs++] = *g;
             continue;
+        }
+        if (h->type == BS_SHRUNK) {
+            bs_shrunk_take(bs);
+            continue;
+        }
+        if (h->type == BS_EXCLUDED) { /* a shrink left this rank out (a FAIL as well) */
+            bs->rx.buf.m.note.text[sizeof(bs->rx.buf.m.note.text) - 1] = '\0';
+            snprintf(bs->excluded, sizeof(bs->excluded), "%s", bs->rx.buf.m.note.text);
         }
         if (bs->failed) continue;
         bs->failed = 1;
@@ -957,5 +1123,60 @@ void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful)
     if (graceful && !bs->failed)
         bs_send_msg(bs->fd, BS_BYE, NULL, 0, rcoll_now_ns() + 1000000000ull);
     close(bs->fd);
+    free(bs->shrunk);
     free(bs);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Shrink, rank side
+ * ---------------------------------------------------------------------------------------- */
+
+int rcoll_bs_members(const rcoll_bootstrap_t *bs)
+{
+    return bs->members;
+}
+
+/* Why no decision can come: the connection to the root ended. */
+static rcoll_status_t shrink_lost(rcoll_bootstrap_t *bs)
+{
+    if (bs->excluded[0]) return rcoll_err_set(RCOLL_ERR_TIMEOUT, "%s", bs->excluded);
+    return rcoll_err_set(RCOLL_ERR_REMOTE, "the survivors cannot agree without the bootstrap "
+                         "root, and it is gone: the process hosting it (the one that made the "
+                         "unique id, or with environment launch rank 0, %s pid %d) exited or "
+                         "was killed", bs->root_host.hostname, (int)bs->root_host.pid);
+}
+
+rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_t *req,
+                               uint64_t deadline_ns, rcoll_bs_member_t **members, int *count,
+                               uint32_t *round)
+{
+    *members = NULL;
+    *count = 0;
+    bs_pump(bs);
+    if (bs->closed) return shrink_lost(bs);
+    bs->shrunk_ready = 0;
+    bs->shrunk_got = 0;
+    rcoll_status_t st = bs_send_msg(bs->fd, BS_SHRINK, req, sizeof(*req), deadline_ns);
+    if (st != RCOLL_OK) {
+        bs_pump(bs);
+        return bs->closed ? shrink_lost(bs) : st;
+    }
+    for (;;) {
+        bs_pump(bs);
+        if (bs->shrunk_ready) break;
+        if (bs->closed) return shrink_lost(bs);
+        uint64_t now = rcoll_now_ns();
+        if (now >= deadline_ns)
+            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "the bootstrap root did not decide the "
+                                 "shrink in time (is the process hosting it stopped?)");
+        struct pollfd p = {.fd = bs->fd, .events = POLLIN};
+        uint64_t ms = (deadline_ns - now) / 1000000ull + 1;
+        poll(&p, 1, ms > 50 ? 50 : (int)ms);
+    }
+    bs->shrunk_ready = 0;
+    *members = bs->shrunk;
+    *count = bs->shrunk_count;
+    *round = bs->shrunk_round;
+    bs->shrunk = NULL;
+    return RCOLL_OK;
 }

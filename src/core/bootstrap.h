@@ -52,6 +52,23 @@ typedef struct {
     uint8_t sig[RCOLL_BS_SIG_BYTES];
 } rcoll_bs_sig_t;
 
+/* A rank's request to shrink (rcoll_comm_shrink): the communicator, its rank there, and its
+ * record for the new communicator (fresh listen handles). */
+typedef struct {
+    uint64_t ctx;
+    int32_t rank;
+    int32_t flags;
+    rcoll_peer_info_t info;
+} rcoll_bs_shrink_req_t;
+
+/* A member of the shrunk communicator: its rank in the bootstrap (the job's numbering, in
+ * which failures are named) and its request. */
+typedef struct {
+    int32_t bs_rank;
+    int32_t pad;
+    rcoll_bs_shrink_req_t req;
+} rcoll_bs_member_t;
+
 typedef struct rcoll_bs_root rcoll_bs_root_t;
 typedef struct rcoll_bootstrap rcoll_bootstrap_t;
 
@@ -105,6 +122,17 @@ int rcoll_bs_root_unreachable(rcoll_bootstrap_t *bs, int *retransmits);
 /* The record of the process that hosts the root: rank 0 of the communicator that joined it
  * (a split's children share their parent's connection, so for them it may be no member). */
 const rcoll_peer_info_t *rcoll_bs_root_host(const rcoll_bootstrap_t *bs);
+/* Shrink: send req and wait (until deadline_ns) for the root's decision, the members of the
+ * new communicator in the order of their ranks in the old one (*members malloc'ed, *count of
+ * them) and the round's number (*round).  Every survivor gets the same list.  Once it has
+ * arrived, the failure this connection latched is cleared: failures are announced afresh.
+ * Errors: the root is gone (RCOLL_ERR_REMOTE: it cannot decide), this rank was excluded
+ * (RCOLL_ERR_TIMEOUT: it asked too late), no answer by the deadline (RCOLL_ERR_TIMEOUT). */
+rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_t *req,
+                               uint64_t deadline_ns, rcoll_bs_member_t **members, int *count,
+                               uint32_t *round);
+/* Ranks in the job now: nranks at the join, then the size of the last shrink. */
+int rcoll_bs_members(const rcoll_bootstrap_t *bs);
 /* Share the control connection with a sub-communicator (one more rcoll_bs_leave needed).
  * Communicators of one family are used from one thread at a time, like each of them. */
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);

@@ -199,6 +199,8 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t comm, uint64_t deadline);
 /* split.c: the split itself, arguments checked (color < 0: RCOLL_UNDEFINED, *newcomm NULL). */
 rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
                                     rcoll_comm_t *newcomm);
+/* shrink.c: rcoll_comm_shrink, arguments checked (*newcomm NULL on failure). */
+rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t *newcomm);
 /* probe.c: measure the cost model's constants (RCOLL_TUNING_PROBE). */
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 /* Record text as the communicator's last error (and log it at WARN). */

@@ -63,6 +63,18 @@ DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
           np.float16, np.float32, np.float64]
 
 
+def shrink_healthy(comm, rank, n):
+    new = comm.shrink()
+    try:
+        assert (new.rank, new.size) == (rank, n), (new.rank, new.size)
+        x = np.full(5, rank + 1, dtype=np.int32)
+        new.allreduce(None, x)
+        assert (x == n * (n + 1) // 2).all(), x
+    finally:
+        new.destroy()
+    return True
+
+
 def allreduce_all(comm, rank, n):
     for dt in DTYPES:
         for count in (0, 1, 1001, 70000):
@@ -331,6 +343,9 @@ class PackageTest(unittest.TestCase):
     def test_collectives(self):
         for n in (1, 2, 4):
             self.assertEqual(run(n, collectives), [True] * n)
+
+    def test_shrink_healthy(self):
+        self.assertEqual(run(3, shrink_healthy), [True] * 3)
 
     def test_mismatch_names_both_sides(self):
         texts = run(2, mismatch)
