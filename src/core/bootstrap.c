@@ -867,6 +867,10 @@ struct rcoll_bootstrap {
     rcoll_bs_member_t *shrunk; /* the shrink's result as it arrives */
     int shrunk_got, shrunk_count, shrunk_ready;
     uint32_t shrunk_round;
+    /* The communicators of a family share this connection and may run on several threads
+     * (their callers, their progress threads): every function below takes this (recursive)
+     * lock, so a message is read by one thread and a write is never interleaved. */
+    pthread_mutex_t lock;
 };
 
 rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
@@ -967,6 +971,16 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
         st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap state allocation failed");
         goto err_close;
     }
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    int me = pthread_mutex_init(&bs->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    if (me != 0) {
+        free(bs);
+        st = rcoll_err_set(RCOLL_ERR_SYSTEM, "bootstrap state: mutex init failed");
+        goto err_close;
+    }
     bs->refs = 1;
     bs->fd = fd;
     bs->nranks = nranks;
@@ -1059,30 +1073,45 @@ static void bs_pump(rcoll_bootstrap_t *bs)
 
 rcoll_status_t rcoll_bs_poll(rcoll_bootstrap_t *bs, int *culprit)
 {
+    pthread_mutex_lock(&bs->lock);
     bs_pump(bs);
-    if (!bs->failed) return RCOLL_OK;
-    *culprit = bs->fail_culprit;
-    return rcoll_err_set(bs->fail_status, "%s", bs->fail_text);
+    rcoll_status_t st = RCOLL_OK;
+    if (bs->failed) {
+        *culprit = bs->fail_culprit;
+        st = rcoll_err_set(bs->fail_status, "%s", bs->fail_text);
+    }
+    pthread_mutex_unlock(&bs->lock);
+    return st;
+}
+
+static void bs_send_locked(rcoll_bootstrap_t *bs, uint32_t type, const void *body, size_t len,
+                           uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&bs->lock);
+    if (bs->fd >= 0 && !bs->closed) bs_send_msg(bs->fd, type, body, len, deadline_ns);
+    pthread_mutex_unlock(&bs->lock);
 }
 
 void rcoll_bs_send_sig(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
 {
-    if (!bs || bs->fd < 0 || bs->closed) return;
-    bs_send_msg(bs->fd, BS_SIG, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+    if (!bs) return;
+    bs_send_locked(bs, BS_SIG, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
 }
 
 void rcoll_bs_send_stall(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
 {
-    if (!bs || bs->fd < 0 || bs->closed) return;
-    bs_send_msg(bs->fd, BS_STALL, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+    if (!bs) return;
+    bs_send_locked(bs, BS_STALL, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
 }
 
 int rcoll_bs_sigs(rcoll_bootstrap_t *bs, uint64_t ctx, rcoll_bs_sig_t *out, int max)
 {
+    pthread_mutex_lock(&bs->lock);
     bs_pump(bs);
     int n = 0;
     for (int i = 0; i < bs->nsigs && n < max; i++)
         if (bs->sigs[i].ctx == ctx) out[n++] = bs->sigs[i];
+    pthread_mutex_unlock(&bs->lock);
     return n;
 }
 
@@ -1091,7 +1120,9 @@ void rcoll_bs_report(rcoll_bootstrap_t *bs, int culprit, rcoll_status_t st, cons
     if (!bs || bs->fd < 0) return;
     bs_note_t n;
     note_fill(&n, culprit, st, text);
+    pthread_mutex_lock(&bs->lock);
     bs_send_msg(bs->fd, BS_ABORT, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+    pthread_mutex_unlock(&bs->lock);
 }
 
 const rcoll_peer_info_t *rcoll_bs_root_host(const rcoll_bootstrap_t *bs)
@@ -1113,17 +1144,24 @@ int rcoll_bs_root_unreachable(rcoll_bootstrap_t *bs, int *retransmits)
 
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs)
 {
+    pthread_mutex_lock(&bs->lock);
     bs->refs++;
+    pthread_mutex_unlock(&bs->lock);
     return bs;
 }
 
 void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful)
 {
-    if (!bs || --bs->refs > 0) return;
+    if (!bs) return;
+    pthread_mutex_lock(&bs->lock);
+    int last = --bs->refs == 0;
+    pthread_mutex_unlock(&bs->lock);
+    if (!last) return;
     if (graceful && !bs->failed)
         bs_send_msg(bs->fd, BS_BYE, NULL, 0, rcoll_now_ns() + 1000000000ull);
     close(bs->fd);
     free(bs->shrunk);
+    pthread_mutex_destroy(&bs->lock);
     free(bs);
 }
 
@@ -1152,31 +1190,48 @@ rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_
 {
     *members = NULL;
     *count = 0;
+    /* Held while looking, not while waiting: family members on other threads read the
+     * connection meanwhile, and the result arrives in bs whoever reads it. */
+    pthread_mutex_lock(&bs->lock);
     bs_pump(bs);
-    if (bs->closed) return shrink_lost(bs);
+    rcoll_status_t st = RCOLL_OK;
+    if (bs->closed) {
+        st = shrink_lost(bs);
+        goto out;
+    }
     bs->shrunk_ready = 0;
     bs->shrunk_got = 0;
-    rcoll_status_t st = bs_send_msg(bs->fd, BS_SHRINK, req, sizeof(*req), deadline_ns);
+    st = bs_send_msg(bs->fd, BS_SHRINK, req, sizeof(*req), deadline_ns);
     if (st != RCOLL_OK) {
         bs_pump(bs);
-        return bs->closed ? shrink_lost(bs) : st;
+        if (bs->closed) st = shrink_lost(bs);
+        goto out;
     }
     for (;;) {
         bs_pump(bs);
         if (bs->shrunk_ready) break;
-        if (bs->closed) return shrink_lost(bs);
+        if (bs->closed) {
+            st = shrink_lost(bs);
+            goto out;
+        }
         uint64_t now = rcoll_now_ns();
-        if (now >= deadline_ns)
-            return rcoll_err_set(RCOLL_ERR_TIMEOUT, "the bootstrap root did not decide the "
-                                 "shrink in time (is the process hosting it stopped?)");
+        if (now >= deadline_ns) {
+            st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "the bootstrap root did not decide the "
+                               "shrink in time (is the process hosting it stopped?)");
+            goto out;
+        }
         struct pollfd p = {.fd = bs->fd, .events = POLLIN};
         uint64_t ms = (deadline_ns - now) / 1000000ull + 1;
+        pthread_mutex_unlock(&bs->lock);
         poll(&p, 1, ms > 50 ? 50 : (int)ms);
+        pthread_mutex_lock(&bs->lock);
     }
     bs->shrunk_ready = 0;
     *members = bs->shrunk;
     *count = bs->shrunk_count;
     *round = bs->shrunk_round;
     bs->shrunk = NULL;
-    return RCOLL_OK;
+out:
+    pthread_mutex_unlock(&bs->lock);
+    return st;
 }

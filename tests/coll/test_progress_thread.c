@@ -11,7 +11,8 @@
  *              (it inherits the thread), then destroy with the thread running.
  *   env        RCOLL_PROGRESS_THREAD=1 turns it on for rcoll_comm_init_rank.
  *   dead       a rank exits while the others sleep with an all-reduce posted: their first
- *              rcoll_test afterwards already holds the error naming it (found by the thread).
+ *              rcoll_test afterwards already holds the error naming it (found by the thread);
+ *              also with a dup whose own thread reads the same control connection.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -192,27 +193,36 @@ static int mixed(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     return bad;
 }
 
+/* arg non-NULL: a dup (its own progress thread, the same control connection) has an
+ * all-reduce posted too, so two threads read the root's notice. */
 static int dead(const rcoll_unique_id_t *id, int rank, int n, void *arg)
 {
-    (void)arg;
-    rcoll_comm_t comm;
-    if (init_cfg(id, rank, n, 1, &comm) != RCOLL_OK) return 2;
+    rcoll_comm_t comm[2] = {NULL, NULL};
+    int nc = arg ? 2 : 1;
+    if (init_cfg(id, rank, n, 1, &comm[0]) != RCOLL_OK) return 2;
+    if (nc == 2 && rcoll_comm_dup(comm[0], &comm[1]) != RCOLL_OK) return 2;
     if (rank == n - 1) _exit(0); /* gone without a word */
-    int32_t v[16] = {0};
-    rcoll_request_t req = NULL;
-    if (rcoll_iallreduce(RCOLL_IN_PLACE, v, 16, RCOLL_INT32, RCOLL_SUM, comm, &req) != RCOLL_OK)
-        return 2;
-    sleep_ms(2500); /* no call: only the thread can notice */
-    int done = 0;
-    rcoll_status_t st = rcoll_test(&req, &done);
+    int32_t v[2][16] = {{0}};
+    rcoll_request_t req[2] = {NULL, NULL};
+    for (int c = 0; c < nc; c++)
+        if (rcoll_iallreduce(RCOLL_IN_PLACE, v[c], 16, RCOLL_INT32, RCOLL_SUM, comm[c],
+                             &req[c]) != RCOLL_OK)
+            return 2;
+    sleep_ms(2500); /* no call: only the threads can notice */
     char want[32];
     snprintf(want, sizeof(want), "rank %d", n - 1);
-    int bad = !done || st == RCOLL_OK || !strstr(rcoll_comm_last_error(comm), want);
-    if (bad)
-        fprintf(stderr, "rank %d: after the peer left: done=%d %s '%s'\n", rank, done,
-                rcoll_status_string(st), rcoll_comm_last_error(comm));
-    if (!done) rcoll_wait(&req);
-    rcoll_comm_destroy(comm);
+    int bad = 0;
+    for (int c = 0; c < nc; c++) {
+        int done = 0;
+        rcoll_status_t st = rcoll_test(&req[c], &done);
+        int b = !done || st == RCOLL_OK || !strstr(rcoll_comm_last_error(comm[c]), want);
+        if (b)
+            fprintf(stderr, "rank %d comm %d: after the peer left: done=%d %s '%s'\n", rank, c,
+                    done, rcoll_status_string(st), rcoll_comm_last_error(comm[c]));
+        if (!done) rcoll_wait(&req[c]);
+        bad |= b;
+    }
+    for (int c = nc - 1; c >= 0; c--) rcoll_comm_destroy(comm[c]);
     return bad;
 }
 
@@ -236,5 +246,7 @@ int main(void)
     CHECK(mp_run_raw(3, dead, NULL, 60, &res) == 0 && res.seconds < 15,
           "a departed rank is named by the thread while the others make no call (%.1f s)",
           res.seconds);
+    CHECK(mp_run_raw(3, dead, &on, 60, &res) == 0 && res.seconds < 15,
+          "... and by both threads of a communicator and its dup (%.1f s)", res.seconds);
     return check_summary();
 }
