@@ -8,6 +8,9 @@
  *   rank i <──TABLE(info[0..n-1])───────────────── root      (once all n have joined)
  *   rank i ──BYE | ABORT(culprit, text)──────────> root      (later)
  *   rank j <──FAIL(culprit, text)───────────────── root      (to every other live rank)
+ *   rank i ──STALL(signature)─────────────────────> root      (after a wait: compared)
+ *   rank i ──WDOG(signature)──────────────────────> root      (RCOLL_WATCHDOG_S without
+ *   rank i <──WDOG_REPLY(ranks reached, others)─── root       progress: who is where)
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
+#include "core/sig.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -31,7 +35,8 @@
 #define BS_HELLO_TIMEOUT_NS (3ull * 1000000000ull) /* a connector must say hello by then */
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
-enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL };
+enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL, BS_WDOG,
+       BS_WDOG_REPLY };
 
 #define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
 #define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
@@ -59,6 +64,13 @@ typedef struct {
 
 _Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
 
+/* The largest control message after the hello and the table. */
+typedef union {
+    bs_note_t note;
+    rcoll_bs_sig_t sig;
+    rcoll_bs_wdog_t wdog;
+} bs_payload_t;
+
 typedef struct {
     uint32_t magic;
     uint16_t version;
@@ -77,10 +89,11 @@ typedef struct {
             bs_hdr_t hdr;
             union {
                 bs_note_t note;
-                rcoll_bs_sig_t sig; /* BS_SIG */
+                rcoll_bs_sig_t sig;   /* BS_SIG, BS_STALL, BS_WDOG */
+                rcoll_bs_wdog_t wdog; /* BS_WDOG_REPLY */
             };
         } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_payload_t)];
     } buf;
 } bs_rx_t;
 
@@ -112,7 +125,7 @@ static rcoll_status_t bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     rcoll_status_t st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t), &rx->got);
     if (st != RCOLL_OK || rx->got < sizeof(bs_hdr_t)) return st;
     const bs_hdr_t *h = &rx->buf.m.hdr;
-    if (!hdr_valid(h, sizeof(bs_note_t))) return RCOLL_ERR_PROTOCOL;
+    if (!hdr_valid(h, sizeof(bs_payload_t))) return RCOLL_ERR_PROTOCOL;
     st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t) + h->len, &rx->got);
     *complete = st == RCOLL_OK && rx->got == sizeof(bs_hdr_t) + h->len;
     return st;
@@ -472,6 +485,36 @@ static void root_check_stalls(rcoll_bs_root_t *r, int k)
     }
 }
 
+/* Member k's watchdog fired in the call of its latest stall report: answer with what every
+ * rank last reported of its waits on that communicator.  The root does not know which
+ * members a split communicator has; a report carries the rank in that communicator. */
+static void root_wdog_reply(rcoll_bs_root_t *r, int k)
+{
+    const rcoll_bs_sig_t *a = &r->members[k]->stall;
+    rcoll_bs_wdog_t w;
+    memset(&w, 0, sizeof(w));
+    w.ctx = a->ctx;
+    memcpy(&w.seq, a->sig, sizeof(w.seq));
+    for (int j = 0; j < r->nranks; j++) {
+        bs_member_t *o = r->members[j];
+        if (!o || !o->has_stall || o->stall.ctx != a->ctx) continue;
+        int rank = o->stall.rank;
+        uint64_t seq;
+        memcpy(&seq, o->stall.sig, sizeof(seq));
+        if (seq == w.seq && !memcmp(o->stall.sig, a->sig, sizeof(a->sig))) {
+            if (rank >= 0 && rank < RCOLL_BS_WDOG_BITS)
+                w.reached[rank / 8] |= (uint8_t)(1u << (rank % 8));
+        } else if (seq != w.seq && w.nlast < RCOLL_BS_WDOG_LAST) {
+            rcoll_sig_t sig;
+            memcpy(&sig, o->stall.sig, sizeof(sig));
+            w.last[w.nlast].rank = rank;
+            w.last[w.nlast].kind = sig.kind;
+            w.last[w.nlast++].seq = seq;
+        }
+    }
+    bs_send_msg(r->members[k]->fd, BS_WDOG_REPLY, &w, sizeof(w), rcoll_now_ns() + 100000000ull);
+}
+
 /* Handle one readable member connection in the watch phase. */
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
@@ -496,10 +539,12 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         return;
     }
     m->rx.got = 0;
-    if (m->rx.buf.m.hdr.type == BS_STALL && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
+    int type = m->rx.buf.m.hdr.type;
+    if ((type == BS_STALL || type == BS_WDOG) && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
         m->stall = m->rx.buf.m.sig;
         m->has_stall = 1;
         root_check_stalls(r, k);
+        if (type == BS_WDOG) root_wdog_reply(r, k);
         return;
     }
     if (m->rx.buf.m.hdr.type == BS_SIG && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
@@ -738,6 +783,8 @@ struct rcoll_bootstrap {
     char fail_text[RCOLL_BS_TEXT_MAX + 64];
     rcoll_bs_sig_t sigs[BS_SIGS_KEPT]; /* peers' signatures relayed by the root, distinct */
     int nsigs;
+    rcoll_bs_wdog_t wdog; /* the root's latest watchdog answer */
+    int has_wdog;
 };
 
 rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
@@ -881,6 +928,12 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             if (!dup && bs->nsigs < BS_SIGS_KEPT) bs->sigs[bs->nsigs++] = *g;
             continue;
         }
+        if (h->type == BS_WDOG_REPLY) {
+            if (h->len != sizeof(rcoll_bs_wdog_t)) continue;
+            bs->wdog = bs->rx.buf.m.wdog;
+            bs->has_wdog = 1;
+            continue;
+        }
         if (bs->failed) continue;
         bs->failed = 1;
         bs_note_t *n = &bs->rx.buf.m.note;
@@ -909,6 +962,21 @@ void rcoll_bs_send_stall(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
 {
     if (!bs || bs->fd < 0 || bs->closed) return;
     bs_send_msg(bs->fd, BS_STALL, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+}
+
+void rcoll_bs_send_wdog(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
+{
+    if (!bs || bs->fd < 0 || bs->closed) return;
+    bs_send_msg(bs->fd, BS_WDOG, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+}
+
+int rcoll_bs_wdog_reply(rcoll_bootstrap_t *bs, uint64_t ctx, uint64_t seq, rcoll_bs_wdog_t *out)
+{
+    bs_pump(bs);
+    if (!bs->has_wdog || bs->wdog.ctx != ctx || bs->wdog.seq != seq) return 0;
+    *out = bs->wdog;
+    bs->has_wdog = 0;
+    return 1;
 }
 
 int rcoll_bs_sigs(rcoll_bootstrap_t *bs, uint64_t ctx, rcoll_bs_sig_t *out, int max)
