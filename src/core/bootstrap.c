@@ -497,19 +497,20 @@ static void root_wdog_reply(rcoll_bs_root_t *r, int k)
     memcpy(&w.seq, a->sig, sizeof(w.seq));
     for (int j = 0; j < r->nranks; j++) {
         bs_member_t *o = r->members[j];
-        if (!o || !o->has_stall || o->stall.ctx != a->ctx) continue;
-        int rank = o->stall.rank;
-        uint64_t seq;
-        memcpy(&seq, o->stall.sig, sizeof(seq));
-        if (seq == w.seq && !memcmp(o->stall.sig, a->sig, sizeof(a->sig))) {
-            if (rank >= 0 && rank < RCOLL_BS_WDOG_BITS)
+        if (!o || !o->has_stall) continue;
+        int here = o->stall.ctx == a->ctx, rank = here ? o->stall.rank : j;
+        if (!here && !(a->flags & RCOLL_BS_SIG_MEMBERS)) continue; /* its rank is unknown */
+        rcoll_sig_t sig;
+        memcpy(&sig, o->stall.sig, sizeof(sig));
+        if (here && sig.seq == w.seq) { /* in this call (a different one: a mismatch, said) */
+            if (!memcmp(o->stall.sig, a->sig, sizeof(a->sig)) && rank >= 0 &&
+                rank < RCOLL_BS_WDOG_BITS)
                 w.reached[rank / 8] |= (uint8_t)(1u << (rank % 8));
-        } else if (seq != w.seq && w.nlast < RCOLL_BS_WDOG_LAST) {
-            rcoll_sig_t sig;
-            memcpy(&sig, o->stall.sig, sizeof(sig));
+        } else if (w.nlast < RCOLL_BS_WDOG_LAST) {
             w.last[w.nlast].rank = rank;
             w.last[w.nlast].kind = sig.kind;
-            w.last[w.nlast++].seq = seq;
+            w.last[w.nlast].ctx = o->stall.ctx;
+            w.last[w.nlast++].seq = sig.seq;
         }
     }
     bs_send_msg(r->members[k]->fd, BS_WDOG_REPLY, &w, sizeof(w), rcoll_now_ns() + 100000000ull);

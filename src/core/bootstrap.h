@@ -48,9 +48,13 @@ typedef struct {
 typedef struct {
     uint64_t ctx;  /* the communicator */
     int32_t rank;  /* the caller's rank in it */
-    int32_t pad;
+    int32_t flags; /* RCOLL_BS_SIG_MEMBERS (watchdog messages) */
     uint8_t sig[RCOLL_BS_SIG_BYTES];
 } rcoll_bs_sig_t;
+/* The communicator's rank r is the bootstrap's member r (the communicator that joined it, or
+ * a split of it that kept every rank in place): the root may then describe the ranks by
+ * their waits in other communicators too. */
+#define RCOLL_BS_SIG_MEMBERS 1
 
 /* The root's answer to a rank's watchdog (rcoll_bs_send_wdog): what the ranks of that
  * communicator last reported of their waits.  A rank reports a wait (rcoll_bs_send_stall)
@@ -67,7 +71,8 @@ typedef struct {
     struct {
         int32_t rank;
         int32_t kind; /* rcoll_op_kind_t of that call */
-        uint64_t seq; /* its number */
+        uint64_t seq; /* its number on its communicator (set-up collectives included) */
+        uint64_t ctx; /* its communicator: the asker's, or (RCOLL_BS_SIG_MEMBERS) another */
     } last[RCOLL_BS_WDOG_LAST]; /* other ranks whose latest wait is in another call */
 } rcoll_bs_wdog_t;
 

@@ -151,6 +151,7 @@ struct rcoll_comm {
     rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
     rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
     int all_shm;            /* every peer is reached over shared memory */
+    int bs_ranks;           /* rank r is member r of the bootstrap (not a reordering split) */
     int probe_alg;          /* >= 0: the tuning probe forces this all-reduce algorithm */
     size_t chunk_bytes;
     rcoll_algo_ctx_t algo;  /* what the all-reduce algorithms know of this communicator */

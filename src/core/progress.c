@@ -763,6 +763,7 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
     memset(&m, 0, sizeof(m));
     m.ctx = comm->ctx;
     m.rank = me;
+    m.flags = comm->bs_ranks ? RCOLL_BS_SIG_MEMBERS : 0;
     memcpy(m.sig, &r->sig, sizeof(r->sig));
     rcoll_bs_send_wdog(comm->bs, &m);
     rcoll_bs_wdog_t w;
@@ -819,22 +820,30 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
                 o += (size_t)snprintf(out + o, len - o, "; ...");
                 break;
             }
-            char what[256] = "";
+            char what[320] = "", sc[160], sn[48];
+            size_t wo = 0;
             int k = -1;
             for (int i = 0; answered && i < w.nlast && k < 0; i++)
                 if (w.last[i].rank == p) k = i;
             if (comm->sig_area && rcoll_sig_latest(comm->sig_area, p, &seen)) {
-                char sc[160], sn[48];
                 rcoll_sig_format(&seen, 0, sc, sizeof(sc));
                 rcoll_sig_op_number(seen.seq, comm->seq0, sn, sizeof(sn));
-                snprintf(what, sizeof(what), "%s %s %s", seen.seq == r->sig.seq ?
-                         "called a different collective as" : "last seen in", sn, sc);
-            } else if (k >= 0) {
-                char sn[48];
+                wo = (size_t)snprintf(what, sizeof(what), "%s %s %s", seen.seq == r->sig.seq ?
+                                      "called a different collective as" : "last seen in",
+                                      sn, sc);
+            }
+            if (k >= 0 && w.last[k].ctx != comm->ctx && wo < sizeof(what)) {
+                /* numbered with the set-up collectives: that communicator's first is unknown */
+                snprintf(what + wo, sizeof(what) - wo, "%slast reported waiting in %s (call "
+                         "#%llu, set-up included) of communicator id %016llx", wo ? ", " : "",
+                         rcoll_sig_kind_name(w.last[k].kind),
+                         (unsigned long long)w.last[k].seq + 1,
+                         (unsigned long long)w.last[k].ctx);
+            } else if (k >= 0 && !wo) {
                 rcoll_sig_op_number(w.last[k].seq, comm->seq0, sn, sizeof(sn));
                 snprintf(what, sizeof(what), "last reported waiting in %s (%s)", sn,
                          rcoll_sig_kind_name(w.last[k].kind));
-            } else {
+            } else if (!wo) {
                 snprintf(what, sizeof(what), "%s", answered ? "no wait reported on this "
                          "communicator" : "no answer from the bootstrap root");
             }

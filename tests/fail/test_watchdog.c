@@ -10,6 +10,9 @@
  *  - mismatch: rank 1 calls a broadcast where the others call an all-reduce: the mismatch
  *              check fires before the watchdog (half its time at most), every rank's error
  *              names rank 1's call and the others', and no watchdog report is made;
+ *  - other:    rank 1 waits in an all-reduce on a duplicate communicator while the others
+ *              wait in one on the parent: the parent's report says where rank 1 waits (its
+ *              last wait report), the duplicate's on rank 1 names ranks 0 and 2;
  *  - tcp:      the late case with every rank on TCP;
  *  - thread:   the late case with a progress thread per communicator;
  *  - hosts:    the late case with every rank its own host (no host segment: what the report
@@ -154,6 +157,69 @@ static int watchdog_fn(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad;
 }
 
+/* Rank 1 waits 2.5 s in an all-reduce on a duplicate (nonblocking, tested) while ranks 0 and
+ * 2 wait in one on the parent; then each side joins the other's call.  No mismatch can be
+ * found (two communicators); the watchdog on the parent says where rank 1 waits, and rank
+ * 1's on the duplicate says ranks 0 and 2 have not reached its call. */
+static int other_fn(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    rcoll_comm_t dup;
+    if (rcoll_comm_dup(comm, &dup) != RCOLL_OK) return 90;
+    int fd = capture_begin();
+    bad = 0;
+    float a[COUNT], b[COUNT];
+    for (int i = 0; i < COUNT; i++) a[i] = b[i] = (float)(rank + 1);
+    float want = (float)(n * (n + 1) / 2);
+    rcoll_status_t st, st2;
+    if (rank == 1) {
+        rcoll_request_t req;
+        st2 = rcoll_iallreduce(RCOLL_IN_PLACE, b, COUNT, RCOLL_FLOAT32, RCOLL_SUM, dup, &req);
+        int done = 0;
+        for (int i = 0; i < 2500 && !done && st2 == RCOLL_OK; i++) {
+            st2 = rcoll_test(&req, &done);
+            if (!done) sleep_s(0.001);
+        }
+        RCHECK(rank, !done, "the duplicate's call waits for ranks 0 and 2");
+        st = rcoll_allreduce(RCOLL_IN_PLACE, a, COUNT, RCOLL_FLOAT32, RCOLL_SUM, comm);
+        if (!done) st2 = rcoll_wait(&req);
+    } else {
+        st = rcoll_allreduce(RCOLL_IN_PLACE, a, COUNT, RCOLL_FLOAT32, RCOLL_SUM, comm);
+        st2 = rcoll_allreduce(RCOLL_IN_PLACE, b, COUNT, RCOLL_FLOAT32, RCOLL_SUM, dup);
+    }
+    RCHECK(rank, st == RCOLL_OK && st2 == RCOLL_OK && a[0] == want && b[0] == want,
+           "both calls complete: %s / %s", rcoll_comm_last_error(comm),
+           rcoll_comm_last_error(dup));
+    const char *rp = rcoll_comm_watchdog_report(comm), *rd = rcoll_comm_watchdog_report(dup);
+    int lines = capture_end(fd, rank);
+    RCHECK(rank, lines == 1, "one report logged, not %d", lines);
+    if (rank == 1) {
+        RCHECK(rank, rp[0] == '\0', "no report on the parent: %s", rp);
+        RCHECK(rank, has(rd, "operation #1 allreduce(count=1000") &&
+                         has(rd, "reached by 1 of 3 ranks (1)") &&
+                         has(rd, "not reached by ranks 0,2"),
+               "the duplicate's report names ranks 0 and 2: %s", rd);
+    } else {
+        RCHECK(rank, rd[0] == '\0', "no report on the duplicate: %s", rd);
+        RCHECK(rank, has(rp, "not reached by rank 1") &&
+                         has(rp, "rank 1: ") &&
+                         has(rp, "last reported waiting in allreduce (call #") &&
+                         has(rp, "of communicator id "),
+               "the parent's report says rank 1 waits in another communicator: %s", rp);
+    }
+    rcoll_comm_destroy(dup);
+    return bad;
+}
+
+static void other_case(void)
+{
+    mp_result_t res;
+    mp_run(3, other_fn, NULL, 25.0, &res);
+    for (int r = 0; r < 3; r++)
+        CHECK(res.codes[r] == 0, "other communicator: rank %d's checks (code %d)", r,
+              res.codes[r]);
+}
+
 static void run_case(case_t c, const char *what)
 {
     int arg = c;
@@ -217,6 +283,7 @@ int main(void)
     check_case("late", late_case);
     check_case("compute", compute_case);
     check_case("mismatch", mismatch_case);
+    check_case("other", other_case);
     check_case("tcp", tcp_case);
     check_case("thread", thread_case);
     check_case("hosts", hosts_case);
