@@ -245,6 +245,15 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm);
  * valid until the next call on the communicator. */
 const char *rcoll_comm_last_error(rcoll_comm_t comm);
 
+/* The watchdog's latest report on this communicator ("" if none): when a collective made no
+ * progress for RCOLL_WATCHDOG_S seconds, each rank waiting in it logs (at WARN) and keeps one
+ * sentence naming the communicator, the operation and its number, what this rank waits on,
+ * and which ranks reached the operation and which did not (with where those were last
+ * seen).  Once per operation; it does not fail the operation (RCOLL_TIMEOUT does).  The text
+ * stays until the next report; the pointer stays valid until the next call on the
+ * communicator.  "" also for NULL or a destroyed handle. */
+const char *rcoll_comm_watchdog_report(rcoll_comm_t comm);
+
 /* ---------------------------------------------------------------------------------------------
  * Collectives.  All ranks of a communicator must call the same collectives in the same order
  * with matching count, datatype, op and root.  Blocking calls progress on the caller's thread.

@@ -46,6 +46,16 @@ const char *rcoll_comm_last_error(rcoll_comm_t comm)
     return rcoll_comm_is_live(comm) ? comm->last_error : NOT_LIVE_TEXT;
 }
 
+const char *rcoll_comm_watchdog_report(rcoll_comm_t comm)
+{
+    if (!comm || !rcoll_comm_is_live(comm)) return "";
+    /* The progress thread writes the report under pt_lock: hand out a copy taken under it. */
+    if (comm->pt_on) pthread_mutex_lock(&comm->pt_lock);
+    memcpy(comm->wdog_copy, comm->wdog_report, sizeof(comm->wdog_copy));
+    if (comm->pt_on) pthread_mutex_unlock(&comm->pt_lock);
+    return comm->wdog_copy;
+}
+
 /* The handle check of every call that takes a communicator: NULL, or not (or no longer) a
  * communicator, is RCOLL_ERR_INVALID_ARG, with a warning naming the call. */
 static rcoll_status_t check_live(rcoll_comm_t comm, const char *fn)

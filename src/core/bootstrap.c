@@ -11,6 +11,9 @@
  *   rank i ──SHRINK(ctx, rank in it, new record)─> root      (rcoll_comm_shrink)
  *   rank i <──SHRUNK(round, k of n, member)─────── root      (n of them, once all asked)
  *   rank j <──EXCLUDED(text)────────────────────── root      (asked too late: left out)
+ *   rank i ──STALL(signature)─────────────────────> root      (after a wait: compared)
+ *   rank i ──WDOG(signature)──────────────────────> root      (RCOLL_WATCHDOG_S without
+ *   rank i <──WDOG_REPLY(ranks reached, others)─── root       progress: who is where)
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
+#include "core/sig.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -35,7 +39,7 @@
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
-       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED };
+       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY };
 
 #define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
 #define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
@@ -72,6 +76,15 @@ typedef struct {
     rcoll_bs_member_t member;
 } bs_shrunk_t;
 
+/* The largest control message after the hello and the table. */
+typedef union {
+    bs_note_t note;
+    rcoll_bs_sig_t sig;
+    rcoll_bs_shrink_req_t shrink;
+    bs_shrunk_t shrunk;
+    rcoll_bs_wdog_t wdog;
+} bs_payload_t;
+
 typedef struct {
     uint32_t magic;
     uint16_t version;
@@ -90,12 +103,13 @@ typedef struct {
             bs_hdr_t hdr;
             union {
                 bs_note_t note;
-                rcoll_bs_sig_t sig; /* BS_SIG */
+                rcoll_bs_sig_t sig;           /* BS_SIG, BS_STALL, BS_WDOG */
                 rcoll_bs_shrink_req_t shrink; /* BS_SHRINK */
                 bs_shrunk_t shrunk;           /* BS_SHRUNK */
+                rcoll_bs_wdog_t wdog;         /* BS_WDOG_REPLY */
             };
         } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_shrunk_t)];
+        char raw[sizeof(bs_hdr_t) + sizeof(bs_payload_t)];
     } buf;
 } bs_rx_t;
 
@@ -127,7 +141,7 @@ static rcoll_status_t bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     rcoll_status_t st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t), &rx->got);
     if (st != RCOLL_OK || rx->got < sizeof(bs_hdr_t)) return st;
     const bs_hdr_t *h = &rx->buf.m.hdr;
-    if (!hdr_valid(h, sizeof(rx->buf.raw) - sizeof(bs_hdr_t))) return RCOLL_ERR_PROTOCOL;
+    if (!hdr_valid(h, sizeof(bs_payload_t))) return RCOLL_ERR_PROTOCOL;
     st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t) + h->len, &rx->got);
     *complete = st == RCOLL_OK && rx->got == sizeof(bs_hdr_t) + h->len;
     return st;
@@ -588,6 +602,37 @@ static void root_shrink_check(rcoll_bs_root_t *r)
     }
 }
 
+/* Member k's watchdog fired in the call of its latest stall report: answer with what every
+ * rank last reported of its waits on that communicator.  The root does not know which
+ * members a split communicator has; a report carries the rank in that communicator. */
+static void root_wdog_reply(rcoll_bs_root_t *r, int k)
+{
+    const rcoll_bs_sig_t *a = &r->members[k]->stall;
+    rcoll_bs_wdog_t w;
+    memset(&w, 0, sizeof(w));
+    w.ctx = a->ctx;
+    memcpy(&w.seq, a->sig, sizeof(w.seq));
+    for (int j = 0; j < r->nranks; j++) {
+        bs_member_t *o = r->members[j];
+        if (!o || !o->has_stall) continue;
+        int here = o->stall.ctx == a->ctx, rank = here ? o->stall.rank : j;
+        if (!here && !(a->flags & RCOLL_BS_SIG_MEMBERS)) continue; /* its rank is unknown */
+        rcoll_sig_t sig;
+        memcpy(&sig, o->stall.sig, sizeof(sig));
+        if (here && sig.seq == w.seq) { /* in this call (a different one: a mismatch, said) */
+            if (!memcmp(o->stall.sig, a->sig, sizeof(a->sig)) && rank >= 0 &&
+                rank < RCOLL_BS_WDOG_BITS)
+                w.reached[rank / 8] |= (uint8_t)(1u << (rank % 8));
+        } else if (w.nlast < RCOLL_BS_WDOG_LAST) {
+            w.last[w.nlast].rank = rank;
+            w.last[w.nlast].kind = sig.kind;
+            w.last[w.nlast].ctx = o->stall.ctx;
+            w.last[w.nlast++].seq = sig.seq;
+        }
+    }
+    bs_send_msg(r->members[k]->fd, BS_WDOG_REPLY, &w, sizeof(w), rcoll_now_ns() + 100000000ull);
+}
+
 /* Handle one readable member connection in the watch phase. */
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
@@ -613,10 +658,12 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         return;
     }
     m->rx.got = 0;
-    if (m->rx.buf.m.hdr.type == BS_STALL && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
+    int type = m->rx.buf.m.hdr.type;
+    if ((type == BS_STALL || type == BS_WDOG) && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
         m->stall = m->rx.buf.m.sig;
         m->has_stall = 1;
         root_check_stalls(r, k);
+        if (type == BS_WDOG) root_wdog_reply(r, k);
         return;
     }
     if (m->rx.buf.m.hdr.type == BS_SIG && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
@@ -861,6 +908,8 @@ struct rcoll_bootstrap {
     char fail_text[RCOLL_BS_TEXT_MAX + 64];
     rcoll_bs_sig_t sigs[BS_SIGS_KEPT]; /* peers' signatures relayed by the root, distinct */
     int nsigs;
+    rcoll_bs_wdog_t wdog; /* the root's latest watchdog answer */
+    int has_wdog;
     int rank;      /* this rank's number in the bootstrap */
     int members;   /* ranks in the job now (rcoll_bs_members) */
     char excluded[RCOLL_BS_TEXT_MAX]; /* the root excluded this rank from a shrink: why */
@@ -1057,6 +1106,12 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             bs_shrunk_take(bs);
             continue;
         }
+        if (h->type == BS_WDOG_REPLY) {
+            if (h->len != sizeof(rcoll_bs_wdog_t)) continue;
+            bs->wdog = bs->rx.buf.m.wdog;
+            bs->has_wdog = 1;
+            continue;
+        }
         if (h->type == BS_EXCLUDED) { /* a shrink left this rank out (a FAIL as well) */
             bs->rx.buf.m.note.text[sizeof(bs->rx.buf.m.note.text) - 1] = '\0';
             snprintf(bs->excluded, sizeof(bs->excluded), "%s", bs->rx.buf.m.note.text);
@@ -1102,6 +1157,25 @@ void rcoll_bs_send_stall(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
 {
     if (!bs) return;
     bs_send_locked(bs, BS_STALL, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+}
+
+void rcoll_bs_send_wdog(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig)
+{
+    if (!bs) return;
+    bs_send_locked(bs, BS_WDOG, sig, sizeof(*sig), rcoll_now_ns() + 100000000ull);
+}
+
+int rcoll_bs_wdog_reply(rcoll_bootstrap_t *bs, uint64_t ctx, uint64_t seq, rcoll_bs_wdog_t *out)
+{
+    pthread_mutex_lock(&bs->lock);
+    bs_pump(bs);
+    int got = bs->has_wdog && bs->wdog.ctx == ctx && bs->wdog.seq == seq;
+    if (got) {
+        *out = bs->wdog;
+        bs->has_wdog = 0;
+    }
+    pthread_mutex_unlock(&bs->lock);
+    return got;
 }
 
 int rcoll_bs_sigs(rcoll_bootstrap_t *bs, uint64_t ctx, rcoll_bs_sig_t *out, int max)

@@ -48,9 +48,33 @@ typedef struct {
 typedef struct {
     uint64_t ctx;  /* the communicator */
     int32_t rank;  /* the caller's rank in it */
-    int32_t pad;
+    int32_t flags; /* RCOLL_BS_SIG_MEMBERS (watchdog messages) */
     uint8_t sig[RCOLL_BS_SIG_BYTES];
 } rcoll_bs_sig_t;
+/* The communicator's rank r is the bootstrap's member r (the communicator that joined it, or
+ * a split of it that kept every rank in place): the root may then describe the ranks by
+ * their waits in other communicators too. */
+#define RCOLL_BS_SIG_MEMBERS 1
+
+/* The root's answer to a rank's watchdog (rcoll_bs_send_wdog): what the ranks of that
+ * communicator last reported of their waits.  A rank reports a wait (rcoll_bs_send_stall)
+ * once it has waited a while in a call; the root keeps each rank's latest. */
+#define RCOLL_BS_WDOG_BITS 1024 /* ranks the reached set covers */
+#define RCOLL_BS_WDOG_LAST 8    /* ranks not reached whose last reported wait is given */
+typedef struct {
+    uint64_t ctx;  /* the communicator */
+    uint64_t seq;  /* the call asked about (its number) */
+    int32_t nlast;
+    int32_t pad;
+    uint8_t reached[RCOLL_BS_WDOG_BITS / 8]; /* bit r: rank r's latest wait is in this call,
+                                               * with the asker's signature */
+    struct {
+        int32_t rank;
+        int32_t kind; /* rcoll_op_kind_t of that call */
+        uint64_t seq; /* its number on its communicator (set-up collectives included) */
+        uint64_t ctx; /* its communicator: the asker's, or (RCOLL_BS_SIG_MEMBERS) another */
+    } last[RCOLL_BS_WDOG_LAST]; /* other ranks whose latest wait is in another call */
+} rcoll_bs_wdog_t;
 
 /* A rank's request to shrink (rcoll_comm_shrink): the communicator, its rank there, and its
  * record for the new communicator (fresh listen handles). */
@@ -109,6 +133,11 @@ void rcoll_bs_send_sig(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig);
  * signatures) when two of the same number differ.  The signature's first 8 bytes are the
  * call's number. */
 void rcoll_bs_send_stall(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig);
+/* This rank's call of signature sig has made no progress for RCOLL_WATCHDOG_S: counts as a
+ * stall report, and the root answers with an rcoll_bs_wdog_t (rcoll_bs_wdog_reply). */
+void rcoll_bs_send_wdog(rcoll_bootstrap_t *bs, const rcoll_bs_sig_t *sig);
+/* 1 when the root's answer about call seq of communicator ctx has arrived (into *out). */
+int rcoll_bs_wdog_reply(rcoll_bootstrap_t *bs, uint64_t ctx, uint64_t seq, rcoll_bs_wdog_t *out);
 /* The signatures received so far for communicator ctx (reads what has arrived; at most max,
  * each distinct).  Returns how many. */
 int rcoll_bs_sigs(rcoll_bootstrap_t *bs, uint64_t ctx, rcoll_bs_sig_t *out, int max);

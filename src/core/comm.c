@@ -604,6 +604,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     my_cpus(mine.cpus);
     /* A little longer than the root's own deadline, so its explanation arrives first. */
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
+    c->bs_ranks = 1;
     if (st != RCOLL_OK) goto err_free;
     st = rcoll_comm_links(c, deadline);
     if (st == RCOLL_OK) st = rcoll_comm_probe(c);

@@ -18,6 +18,7 @@
 #include "core/sig.h"
 
 #define RCOLL_LAST_ERROR_MAX 640
+#define RCOLL_WDOG_REPORT_MAX 1024
 /* Point-to-point messages longer than this travel in pieces of it (or of less, where a
  * transport's device carries less: props.max_msg_size), so no transport sees more than it
  * carries (verbs: 2 GiB - 1, an NCCL net plugin: its maxP2pBytes). */
@@ -86,6 +87,7 @@ struct rcoll_request {
     int alg_id;              /* the all-reduce algorithm (rcoll_allreduce_alg_t), -1: none */
     rcoll_sig_t sig;         /* what this rank called (set at start; core/sig.h) */
     int stall_sent;          /* its signature went to the root after a long wait */
+    int wdog_sent;           /* the watchdog reported this operation (once per operation) */
     rcoll_algo_op_t aop;     /* its state; waiting_peer/err_peer also for P2P */
     uint8_t barrier_buf[64]; /* barrier payload: one byte per rank, up to 64 ranks */
     uint8_t *barrier_heap;   /* barrier payload for larger communicators */
@@ -150,6 +152,7 @@ struct rcoll_comm {
     rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
     rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
     int all_shm;            /* every peer is reached over shared memory */
+    int bs_ranks;           /* rank r is member r of the bootstrap (not a reordering split) */
     int probe_alg;          /* >= 0: the tuning probe forces this all-reduce algorithm */
     size_t chunk_bytes;
     rcoll_algo_ctx_t algo;  /* what the all-reduce algorithms know of this communicator */
@@ -174,6 +177,10 @@ struct rcoll_comm {
     pthread_cond_t pt_done_cv; /* broadcast by the thread when it completed something */
     int pt_sleepers;          /* under pt_lock: waiters asleep on pt_done_cv */
     char last_error[RCOLL_LAST_ERROR_MAX];
+    /* The watchdog's latest report ("" = none; progress.c), and the copy the accessor hands
+     * out (the progress thread may write the report meanwhile). */
+    char wdog_report[RCOLL_WDOG_REPORT_MAX];
+    char wdog_copy[RCOLL_WDOG_REPORT_MAX];
 };
 
 /* handles.c: the live communicators (registered when they join a family, at the end of

@@ -33,6 +33,11 @@ static const rcoll_knob_t core_knobs[] = {
              "job secret every rank must prove at bootstrap (rcoll-run makes one per job)"),
     KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
          "seconds to wait without progress from an awaited peer before failing"),
+    KNOB("RCOLL_WATCHDOG_S", "-1", SECONDS, watchdog_s, -2, 86400 * 7,
+         "seconds a collective may make no progress before every waiting rank logs one report "
+         "(WARN) of which ranks reached it and which did not, and what it waits on; the "
+         "operation goes on (RCOLL_TIMEOUT fails it); 0 = off, negative = min(60, "
+         "RCOLL_TIMEOUT / 3)"),
     KNOB("RCOLL_SPIN", "-1", INT, spin, -1, 100000000,
          "poll iterations spent spinning before a waiting rank yields the CPU; -1 = auto "
          "(200, or 0 when this machine's ranks outnumber the CPUs of their affinity masks "

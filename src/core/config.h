@@ -40,6 +40,7 @@ typedef struct rcoll_config {
     char secret[RCOLL_CFG_STR_MAX]; /* "" when unset */
     /* waits */
     double timeout_s;  /* deadline without progress from an awaited peer */
+    double watchdog_s; /* no progress this long: report who is stuck (0: off, < 0: auto) */
     int spin;          /* poll iterations before yielding the CPU */
     int poll_us;       /* microseconds of polling (spin, then yield) before naps */
     int progress_thread;  /* 1: a thread per communicator progresses queued operations */

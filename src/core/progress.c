@@ -2,8 +2,9 @@
  * progress.c - drives a communicator's queued operations, in issue order, on the calling
  * thread (inside blocking calls, rcoll_test and rcoll_wait; there is no background thread).
  * Owns the deadlines: an operation that sees no progress from the peer it waits on for
- * RCOLL_TIMEOUT fails naming that peer, and failures announced by the bootstrap root fail
- * every queued operation.  Does not validate arguments (api.c) or move bytes (algo/, transport/).
+ * RCOLL_TIMEOUT fails naming that peer, one without progress for RCOLL_WATCHDOG_S is reported
+ * once (the watchdog: who reached it, who did not), and failures announced by the bootstrap
+ * root fail every queued operation.  Does not validate arguments (api.c) or move bytes (algo/, transport/).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->last_progress_ns = 0;
     r->alg_id = -1;
     r->stall_sent = 0;
+    r->wdog_sent = 0;
     r->aop.nwant = 0;
     r->aop.waiting_peer = r->aop.err_peer = -1;
     for (int i = 0; i < RCOLL_V_NUM; i++) r->v[i] = NULL;
@@ -688,11 +690,16 @@ static void root_failed(rcoll_comm_t comm, rcoll_status_t cst, int culprit)
  * signature to the root, which compares the stalled calls of all ranks (no shared memory
  * needed: ranks that wait on peers running something else may never exchange a message). */
 #define STALL_REPORT_NS 1000000000ull
+static double watchdog_s(const rcoll_comm_t comm);
 static int stall_check(rcoll_comm_t comm, struct rcoll_request *r, uint64_t now)
 {
     if (!r->started || r->kind == RCOLL_OP_P2P) return 0;
     uint64_t after = (uint64_t)(comm->cfg.timeout_s * 1e9 / 4);
     if (after > STALL_REPORT_NS) after = STALL_REPORT_NS;
+    /* The watchdog's answer is made of these reports: half its wait before it fires, the
+     * ranks that entered the call at about the same time have all reported. */
+    double wd = watchdog_s(comm);
+    if (wd > 0 && (uint64_t)(wd * 1e9 / 2) < after) after = (uint64_t)(wd * 1e9 / 2);
     if (!r->stall_sent && now - r->last_progress_ns >= after) {
         sig_send(comm, &r->sig, 1);
         r->stall_sent = 1;
@@ -707,6 +714,161 @@ static int stall_check(rcoll_comm_t comm, struct rcoll_request *r, uint64_t now)
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The watchdog (RCOLL_WATCHDOG_S).  When a collective has made no progress that long, this
+ * rank asks the root what every rank last reported of its waits (each rank reports a wait
+ * after half the watchdog's time: stall_check), adds what the host segment shows of the
+ * peers on this host, and logs one report: the call, what this rank waits on, which ranks
+ * reached the call and which did not (and where those were last seen).  Once per operation;
+ * the operation goes on (RCOLL_TIMEOUT fails it).
+ * ---------------------------------------------------------------------------------------- */
+
+#define WDOG_REPLY_WAIT_NS 200000000ull /* the root answers at once; a lost root: this long */
+#define WDOG_DETAILED 8                 /* ranks not reached described one by one, at most */
+
+static double watchdog_s(const rcoll_comm_t comm)
+{
+    double w = comm->cfg.watchdog_s;
+    if (w >= 0) return w;
+    w = comm->cfg.timeout_s / 3;
+    return w < 60 ? w : 60;
+}
+
+/* Append a list of ranks ("0,2-3") of the n flags set in in[]. */
+static size_t ranks_list(char *buf, size_t len, size_t o, const uint8_t *in, int n)
+{
+    int first = 1;
+    for (int p = 0; p < n && o < len; p++) {
+        if (!in[p] || (p > 0 && in[p - 1])) continue;
+        int q = p;
+        while (q + 1 < n && in[q + 1]) q++;
+        if (q == p)
+            o += (size_t)snprintf(buf + o, len - o, "%s%d", first ? "" : ",", p);
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%s%d-%d", first ? "" : ",", p, q);
+        first = 0;
+    }
+    return o < len ? o : len;
+}
+
+static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t idle_ns)
+{
+    int n = comm->nranks, me = comm->rank;
+    uint8_t *reached = calloc((size_t)n, 1);
+    if (!reached) return;
+    /* The root's view (a missing answer leaves this rank with what the host segment says). */
+    rcoll_bs_sig_t m;
+    memset(&m, 0, sizeof(m));
+    m.ctx = comm->ctx;
+    m.rank = me;
+    m.flags = comm->bs_ranks ? RCOLL_BS_SIG_MEMBERS : 0;
+    memcpy(m.sig, &r->sig, sizeof(r->sig));
+    rcoll_bs_send_wdog(comm->bs, &m);
+    rcoll_bs_wdog_t w;
+    int answered = 0;
+    for (uint64_t until = rcoll_now_ns() + WDOG_REPLY_WAIT_NS; !answered;) {
+        answered = rcoll_bs_wdog_reply(comm->bs, comm->ctx, r->sig.seq, &w);
+        if (answered || rcoll_now_ns() >= until) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    reached[me] = 1;
+    for (int p = 0; answered && p < n && p < RCOLL_BS_WDOG_BITS; p++)
+        if (w.reached[p / 8] & (1u << (p % 8))) reached[p] = 1;
+    /* Peers on this host announce every call they start: exact, and no report needed. */
+    rcoll_sig_t seen;
+    for (int p = 0; comm->sig_area && p < n; p++)
+        if (p != me && rcoll_sig_latest(comm->sig_area, p, &seen) &&
+            (seen.seq > r->sig.seq || rcoll_sig_equal(&seen, &r->sig)))
+            reached[p] = 1;
+    int nreached = 0;
+    for (int p = 0; p < n; p++) nreached += reached[p];
+
+    char *out = comm->wdog_report, call[160], num[48], pbuf[128];
+    size_t len = sizeof(comm->wdog_report), o;
+    rcoll_sig_format(&r->sig, 0, call, sizeof(call));
+    rcoll_sig_op_number(r->sig.seq, comm->seq0, num, sizeof(num));
+    o = (size_t)snprintf(out, len, "watchdog: communicator %s%s%s(id %016llx) %s %s: no progress "
+                         "for %.3g s on rank %d, ", comm->cfg.comm_name[0] ? "\"" : "",
+                         comm->cfg.comm_name, comm->cfg.comm_name[0] ? "\" " : "",
+                         (unsigned long long)comm->ctx, num, call, idle_ns / 1e9, me);
+    int peer = r->aop.waiting_peer;
+    if (o < len && peer >= 0 && peer < n)
+        o += (size_t)snprintf(out + o, len - o, "waiting %s %s",
+                              r->aop.waiting_recv ? "for data from" : "for its data to be "
+                              "taken by", rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
+    else if (o < len)
+        o += (size_t)snprintf(out + o, len - o, "waiting on its peers");
+    if (o < len && r->alg && r->alg->progress == rcoll_algo_sched_progress) {
+        const rcoll_exec_t *e = rcoll_algo_exec(&r->aop);
+        o += (size_t)snprintf(out + o, len - o, " at step %llu of %llu",
+                              (unsigned long long)e->k_proc + 1,
+                              (unsigned long long)e->sched.nsteps);
+    }
+    if (o < len) o += (size_t)snprintf(out + o, len - o, "; reached by %d of %d ranks (", nreached, n);
+    o = ranks_list(out, len, o, reached, n);
+    if (o < len && nreached < n) {
+        o += (size_t)snprintf(out + o, len - o, "); not reached by rank%s ", n - nreached > 1 ? "s" : "");
+        for (int p = 0; p < n; p++) reached[p] = !reached[p];
+        o = ranks_list(out, len, o, reached, n);
+        int described = 0;
+        for (int p = 0; p < n && o < len; p++) {
+            if (!reached[p]) continue;
+            if (described++ == WDOG_DETAILED) {
+                o += (size_t)snprintf(out + o, len - o, "; ...");
+                break;
+            }
+            char what[320] = "", sc[160], sn[48];
+            size_t wo = 0;
+            int k = -1;
+            for (int i = 0; answered && i < w.nlast && k < 0; i++)
+                if (w.last[i].rank == p) k = i;
+            if (comm->sig_area && rcoll_sig_latest(comm->sig_area, p, &seen)) {
+                rcoll_sig_format(&seen, 0, sc, sizeof(sc));
+                rcoll_sig_op_number(seen.seq, comm->seq0, sn, sizeof(sn));
+                wo = (size_t)snprintf(what, sizeof(what), "%s %s %s", seen.seq == r->sig.seq ?
+                                      "called a different collective as" : "last seen in",
+                                      sn, sc);
+            }
+            if (k >= 0 && w.last[k].ctx != comm->ctx && wo < sizeof(what)) {
+                /* numbered with the set-up collectives: that communicator's first is unknown */
+                snprintf(what + wo, sizeof(what) - wo, "%slast reported waiting in %s (call "
+                         "#%llu, set-up included) of communicator id %016llx", wo ? ", " : "",
+                         rcoll_sig_kind_name(w.last[k].kind),
+                         (unsigned long long)w.last[k].seq + 1,
+                         (unsigned long long)w.last[k].ctx);
+            } else if (k >= 0 && !wo) {
+                rcoll_sig_op_number(w.last[k].seq, comm->seq0, sn, sizeof(sn));
+                snprintf(what, sizeof(what), "last reported waiting in %s (%s)", sn,
+                         rcoll_sig_kind_name(w.last[k].kind));
+            } else if (!wo) {
+                snprintf(what, sizeof(what), "%s", answered ? "no wait reported on this "
+                         "communicator" : "no answer from the bootstrap root");
+            }
+            o += (size_t)snprintf(out + o, len - o, "; rank %d: %s", p, what);
+        }
+    } else if (o < len) {
+        o += (size_t)snprintf(out + o, len - o, ")");
+    }
+    free(reached);
+    RCOLL_WARN(COLL, "%s", out);
+}
+
+/* Called while operation r makes no progress: report it once when the watchdog's time has
+ * passed. */
+static void watchdog_check(rcoll_comm_t comm, struct rcoll_request *r, uint64_t now)
+{
+    if (r->wdog_sent || !r->started || r->kind == RCOLL_OP_P2P) return;
+    double wd = watchdog_s(comm);
+    if (wd <= 0 || now - r->last_progress_ns < (uint64_t)(wd * 1e9)) return;
+    r->wdog_sent = 1;
+    if (!r->stall_sent) { /* the root's answer counts this rank among the ranks reached */
+        sig_send(comm, &r->sig, 1);
+        r->stall_sent = 1;
+    }
+    watchdog_report(comm, r, now - r->last_progress_ns);
 }
 
 /* Wait up to wait_ns for the root's verdict on a failure; 1 (and the comm failed with it)
@@ -855,7 +1017,10 @@ static int progress_once(rcoll_comm_t comm)
                 rcoll_comm_fail(comm, cst, culprit, text);
                 return 1;
             }
-            if (!progressed && !stall_check(comm, r, now)) check_timeout(comm, r, now);
+            if (!progressed && !stall_check(comm, r, now)) {
+                watchdog_check(comm, r, now);
+                check_timeout(comm, r, now);
+            }
         }
         break;
     }

@@ -119,6 +119,11 @@ static const char *const kind_names[] = {"allreduce", "bcast",         "barrier"
 #define NAME_OF(tab, i, unknown)                                                           \
     ((i) >= 0 && (size_t)(i) < sizeof(tab) / sizeof((tab)[0]) ? (tab)[i] : (unknown))
 
+const char *rcoll_sig_kind_name(int kind)
+{
+    return NAME_OF(kind_names, kind, "an unknown collective");
+}
+
 void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
 {
     const char *kind = NAME_OF(kind_names, s->kind, "an unknown collective");
@@ -150,8 +155,7 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
     if (o < len) snprintf(buf + o, len - o, ")");
 }
 
-/* "#17", or "#0 of the set-up" for the communicator's own set-up collectives. */
-static void op_number(uint64_t seq, uint64_t seq0, char *buf, size_t len)
+void rcoll_sig_op_number(uint64_t seq, uint64_t seq0, char *buf, size_t len)
 {
     if (seq >= seq0)
         snprintf(buf, len, "operation #%llu", (unsigned long long)(seq - seq0 + 1));
@@ -169,8 +173,8 @@ void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_s
     char ts[160], ms[160], tn[48], mn[48];
     rcoll_sig_format(theirs, with_alg, ts, sizeof(ts));
     rcoll_sig_format(mine, with_alg, ms, sizeof(ms));
-    op_number(theirs->seq, seq0, tn, sizeof(tn));
-    op_number(mine->seq, seq0, mn, sizeof(mn));
+    rcoll_sig_op_number(theirs->seq, seq0, tn, sizeof(tn));
+    rcoll_sig_op_number(mine->seq, seq0, mn, sizeof(mn));
     char me[32] = "this rank";
     if (my_rank >= 0) snprintf(me, sizeof(me), "rank %d", my_rank);
     size_t o;
@@ -212,4 +216,11 @@ int rcoll_sig_announced(const char *area, int p, uint64_t seq, rcoll_sig_t *out)
     if (atomic_load_explicit(&l[0], memory_order_relaxed) != seq + 1) return 0;
     memcpy(out, w, sizeof(w));
     return 1;
+}
+
+int rcoll_sig_latest(const char *area, int p, rcoll_sig_t *out)
+{
+    _Atomic uint64_t *l = line(area, p);
+    uint64_t v = atomic_load_explicit(&l[0], memory_order_acquire);
+    return v != 0 && rcoll_sig_announced(area, p, v - 1, out);
 }

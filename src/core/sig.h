@@ -54,10 +54,18 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
  * the second side "rank N" instead of "this rank"). */
 void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_sig_t *mine,
                         int my_rank, uint64_t seq0, char *buf, size_t len);
+/* "allreduce", "bcast", ... for an rcoll_op_kind_t. */
+const char *rcoll_sig_kind_name(int kind);
+/* "operation #17" (numbered from 1 after the communicator's set-up, seq0), or "set-up
+ * operation #2" for the communicator's own set-up collectives. */
+void rcoll_sig_op_number(uint64_t seq, uint64_t seq0, char *buf, size_t len);
 
 /* Host segment: publish this rank's signature of the operation being started, and read
  * peer p's (1 when p has announced the operation numbered seq, its signature in *out). */
 void rcoll_sig_announce(char *area, int rank, const rcoll_sig_t *s);
 int rcoll_sig_announced(const char *area, int p, uint64_t seq, rcoll_sig_t *out);
+/* Peer p's latest announcement, whatever its number (1 when there is one: the collective p
+ * started last). */
+int rcoll_sig_latest(const char *area, int p, rcoll_sig_t *out);
 
 #endif

@@ -107,6 +107,8 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
         memcpy(c->peers[i].handles, all[members[i].rank].handles, sizeof(c->peers[i].handles));
     }
     c->bs = rcoll_bs_ref(comm->bs);
+    c->bs_ranks = comm->bs_ranks && size == n; /* every rank, so far as the watchdog cares */
+    for (int i = 0; i < size && c->bs_ranks; i++) c->bs_ranks = members[i].rank == i;
     st = rcoll_comm_links(c, rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9));
     c->tuning = comm->tuning; /* the parent's measured constants: same machine, same paths */
     if (st == RCOLL_OK) st = rcoll_family_join(c, comm->family);
