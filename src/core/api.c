@@ -18,6 +18,7 @@
 #include "algo/reduce.h"
 #include "core/api_int.h"
 #include "core/comm.h"
+#include "cuda/gpu.h"
 #include "rcoll_build.h"
 #include "util/log.h"
 #include "util/net.h"
@@ -625,9 +626,45 @@ static rcoll_status_t new_request(rcoll_comm_t comm, rcoll_op_kind_t kind, const
     return RCOLL_OK;
 }
 
+/* The kinds of a call's buffers, when a CUDA driver is in use (cuda/gpu.h): CUDA device and
+ * managed memory are refused until the device path exists (docs/gpu.md), and one call may not
+ * mix host and CUDA buffers.  s or r NULL (not used on this rank) or RCOLL_IN_PLACE: skipped. */
+static rcoll_status_t check_mem_kinds(rcoll_comm_t comm, const char *fn, const char *sname,
+                                      const void *s, const char *rname, const void *r)
+{
+    int has_s = s && s != RCOLL_IN_PLACE && s != r, has_r = r != NULL;
+    rcoll_memkind_t sk = has_s ? rcoll_gpu_classify(s) : RCOLL_MEM_HOST;
+    rcoll_memkind_t rk = has_r ? rcoll_gpu_classify(r) : RCOLL_MEM_HOST;
+    if (has_s && has_r && rcoll_memkind_on_device(sk) != rcoll_memkind_on_device(rk))
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG,
+                         "%s: %s %p is %s but %s %p is %s: the buffers of one call must be all "
+                         "host memory or all CUDA memory", fn, sname, s, rcoll_memkind_name(sk),
+                         rname, r, rcoll_memkind_name(rk));
+    if ((has_s && rcoll_memkind_on_device(sk)) || (has_r && rcoll_memkind_on_device(rk))) {
+        int first = has_s && rcoll_memkind_on_device(sk);
+        return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
+                         "%s: %s %p is %s: the CUDA device path is not built yet (host and "
+                         "pinned host buffers only; docs/gpu.md)", fn, first ? sname : rname,
+                         first ? s : r, rcoll_memkind_name(first ? sk : rk));
+    }
+    return RCOLL_OK;
+}
+
+/* One branch while no CUDA driver is in use. */
+static inline rcoll_status_t check_mem(rcoll_comm_t comm, const char *fn, const char *sname,
+                                       const void *s, const char *rname, const void *r)
+{
+    if (__builtin_expect(!rcoll_gpu_active(), 1)) return RCOLL_OK;
+    return check_mem_kinds(comm, fn, sname, s, rname, r);
+}
+
 static rcoll_status_t queue_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a, rcoll_request_t *req,
                                  const char *fn)
 {
+    rcoll_status_t mst = a->kind == RCOLL_OP_BCAST
+                             ? check_mem(comm, fn, "buf", NULL, "buf", a->dst)
+                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst);
+    if (mst != RCOLL_OK) return mst;
     struct rcoll_request *r;
     rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
     if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
@@ -1242,6 +1279,7 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: a message to oneself needs its matching %s in the same group "
                          "(rcoll_group_start/end)", fn, is_send ? "rcoll_recv" : "rcoll_send");
+    if (count && (st = check_mem(comm, fn, "buf", NULL, "buf", buf)) != RCOLL_OK) return st;
     size_t bytes = count * rcoll_dt_size(dt);
     struct rcoll_request *r = group_depth ? comm->open_group : NULL;
     if (!r) {
@@ -1403,8 +1441,10 @@ rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t 
                                      const char *fn)
 {
     if (!v) return queue_coll(comm, a, req, fn);
+    rcoll_status_t st = check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst);
+    if (st != RCOLL_OK) return st;
     struct rcoll_request *r;
-    rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
+    st = rcoll_req_alloc_coll(comm, a, &r);
     if (st == RCOLL_OK && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
     if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
     return submit_coll(comm, r, req);

@@ -181,6 +181,10 @@ static rcoll_status_t load_tuning(const char *path, rcoll_tuning_t *t)
 rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p)
 {
+    /* RCOLL_CUDA: the driver, when the process uses CUDA (cuda/gpu.h); before anything is
+     * allocated, so that RCOLL_CUDA=1 without a usable driver fails cleanly */
+    rcoll_status_t gst = rcoll_gpu_setup(&cfg->gpu);
+    if (gst != RCOLL_OK) return gst;
     rcoll_comm_t c = calloc(1, sizeof(*c));
     if (!c) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     c->rank = rank;

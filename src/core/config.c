@@ -83,13 +83,15 @@ static const rcoll_knob_t core_knobs[] = {
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, netif, rcoll_net_config_table),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, conn, rcoll_transport_config_table),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, topo, rcoll_topo_config_table),
+    RCOLL_KNOB_SUBTABLE(rcoll_config_t, gpu, rcoll_gpu_config_table),
 };
 const rcoll_config_table_t rcoll_core_config_table =
     RCOLL_CONFIG_TABLE("core", core_knobs, rcoll_config_t);
 
 /* Lower layers first: the order rcoll-info -c prints them in. */
 static const rcoll_config_table_t *const all_tables[] = {
-    &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_topo_config_table,
+    &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_gpu_config_table,
+    &rcoll_topo_config_table,
     &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_tcp_config_table,
     &rcoll_vrb_config_table,    &rcoll_ncclnet_config_table, &rcoll_algo_config_table,
     &rcoll_core_config_table,

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "algo/algo.h"
+#include "cuda/gpu.h"
 #include "rcoll.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
@@ -62,6 +63,7 @@ typedef struct rcoll_config {
     rcoll_net_config_t netif;      /* RCOLL_SOCKET_IFNAME: bootstrap address */
     rcoll_transport_config_t conn; /* RCOLL_BUFFSIZE: staging per peer */
     rcoll_topo_config_t topo;      /* RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE, levels */
+    rcoll_gpu_config_t gpu;        /* RCOLL_CUDA, RCOLL_CUDA_LIB */
 } rcoll_config_t;
 
 extern const rcoll_config_table_t rcoll_core_config_table;

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The layers of src/ (util -> topo -> transport -> algo -> core) use only themselves and the
+# The layers of src/ (util -> cuda -> topo -> transport -> algo -> core) use only themselves and the
 # layers below them: (1) a file of src/L includes headers of L and lower layers only (plus
 # rcoll.h and rcoll_build.h); (2) the undefined symbols of L's static library that some layer
 # defines are defined by L or a lower layer.  The build already refuses a wrong arrow at link
 # time (src/meson.build: layer_check_*); this names the offending file or symbol.
-# Usage: layers.sh SRC_ROOT LIB_util LIB_topo LIB_transport LIB_algo LIB_core
+# Usage: layers.sh SRC_ROOT LIB_util LIB_cuda LIB_topo LIB_transport LIB_algo LIB_core
 set -u
 src=$1
 shift
-layers=(util topo transport algo core)
+layers=(util cuda topo transport algo core)
 [ $# -eq ${#layers[@]} ] || { echo "usage: layers.sh SRC_ROOT LIB_util ... LIB_core" >&2; exit 2; }
 libs=("$@")
 passed=0
@@ -19,7 +19,8 @@ rank_of() { for i in "${!layers[@]}"; do [ "${layers[$i]}" = "$1" ] && { echo "$
 for i in "${!layers[@]}"; do
     L=${layers[$i]}
     bad=""
-    for f in "$src/src/$L"/*.[ch]; do
+    for f in "$src/src/$L"/*.[ch] "$src/src/$L"/*.cu; do
+        [ -f "$f" ] || continue
         while IFS= read -r inc; do
             dir=${inc%%/*}
             [ "$dir" = "$inc" ] && continue # rcoll.h, rcoll_build.h

@@ -1,0 +1,201 @@
+/*
+ * cuda_drv.c - loads the CUDA driver at run time and fills the driver function table (see
+ * cuda_drv.h).  Entry points are bound with cuGetProcAddress for CUDA_VERSION, so that the
+ * versioned symbols (cuMemAlloc_v2 ...) are those of the header rcoll was built with.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/cuda_drv.h"
+#include "util/log.h"
+#include "util/status.h"
+
+const rcoll_cu_api_t *rcoll_cu;
+
+static rcoll_cu_api_t loaded;
+static void *lib;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static rcoll_status_t load_status = RCOLL_ERR_UNSUPPORTED;
+static char load_text[RCOLL_ERR_TEXT_MAX];
+static int load_done;
+
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+
+const char *rcoll_cu_strerror(CUresult res, char *buf, size_t len)
+{
+    const char *name = NULL, *text = NULL;
+    if (rcoll_cu && rcoll_cu->cuGetErrorName) rcoll_cu->cuGetErrorName(res, &name);
+    if (rcoll_cu && rcoll_cu->cuGetErrorString) rcoll_cu->cuGetErrorString(res, &text);
+    if (name && text)
+        snprintf(buf, len, "%s (%s)", name, text);
+    else
+        snprintf(buf, len, "CUDA error %d", (int)res);
+    return buf;
+}
+
+/* The checks every table passes before use: the driver's version, then cuInit. */
+static rcoll_status_t start(const rcoll_cu_api_t *api, const char *what)
+{
+    int version = 0;
+    CUresult res = api->cuDriverGetVersion(&version);
+    if (res != CUDA_SUCCESS)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                             "%s: cuDriverGetVersion failed (error %d): not a usable CUDA driver",
+                             what, (int)res);
+    if (version < RCOLL_CUDA_MIN_DRIVER)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                             "CUDA driver %d.%d (%s) is too old: rcoll's kernels were built with "
+                             "CUDA %d.%d and need a driver of CUDA %d.0 or newer (update the "
+                             "NVIDIA driver)", version / 1000, version % 1000 / 10, what,
+                             CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+                             RCOLL_CUDA_MIN_DRIVER / 1000);
+    res = api->cuInit(0);
+    if (res != CUDA_SUCCESS) {
+        const rcoll_cu_api_t *saved = rcoll_cu;
+        char text[160];
+        rcoll_cu = api; /* for the error's name and text */
+        rcoll_cu_strerror(res, text, sizeof(text));
+        rcoll_cu = saved;
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                             "cuInit failed: %s: the CUDA driver (%s) cannot start, so no CUDA "
+                             "device can be used", text, what);
+    }
+    return RCOLL_OK;
+}
+
+#define BIND(name)                                                                         \
+    do {                                                                                   \
+        void *p_ = NULL;                                                                   \
+        CUdriverProcAddressQueryResult q_ = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;          \
+        if (get_proc(#name, &p_, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q_) !=        \
+                CUDA_SUCCESS ||                                                            \
+            q_ != CU_GET_PROC_ADDRESS_SUCCESS || !p_) {                                    \
+            if (!missing) missing = #name;                                                 \
+        }                                                                                  \
+        memcpy(&loaded.name, &p_, sizeof(p_));                                             \
+    } while (0)
+
+static rcoll_status_t load_locked(const char *path)
+{
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver (%s)", dlerror());
+    void *v = dlsym(lib, "cuDriverGetVersion");
+    void *g = dlsym(lib, "cuGetProcAddress_v2");
+    void *i = dlsym(lib, "cuInit");
+    rcoll_status_t st = RCOLL_OK;
+    if (!v || !i) {
+        st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                           "no CUDA driver (%s lacks cuDriverGetVersion or cuInit: not a CUDA "
+                           "driver library)", path);
+    } else {
+        memcpy(&loaded.cuDriverGetVersion, &v, sizeof(v));
+        memcpy(&loaded.cuInit, &i, sizeof(i));
+        int version = 0;
+        /* An old driver lacks cuGetProcAddress_v2: say "too old", not "missing symbol". */
+        if (!g && loaded.cuDriverGetVersion(&version) == CUDA_SUCCESS &&
+            version >= RCOLL_CUDA_MIN_DRIVER)
+            st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                               "no CUDA driver (%s lacks cuGetProcAddress_v2)", path);
+        else if (!g)
+            st = start(&loaded, path); /* reports the version */
+    }
+    if (st == RCOLL_OK) {
+        get_proc_fn get_proc;
+        memcpy(&get_proc, &g, sizeof(g));
+        const char *missing = NULL;
+        BIND(cuInit);
+        BIND(cuDriverGetVersion);
+        BIND(cuGetErrorName);
+        BIND(cuGetErrorString);
+        BIND(cuPointerGetAttributes);
+        BIND(cuCtxGetCurrent);
+        BIND(cuCtxSetCurrent);
+        BIND(cuCtxGetDevice);
+        BIND(cuCtxSynchronize);
+        BIND(cuDeviceGetCount);
+        BIND(cuDeviceGet);
+        BIND(cuDeviceGetAttribute);
+        BIND(cuDeviceGetName);
+        BIND(cuDevicePrimaryCtxRetain);
+        BIND(cuDevicePrimaryCtxRelease);
+        BIND(cuModuleLoadData);
+        BIND(cuModuleUnload);
+        BIND(cuModuleGetFunction);
+        BIND(cuLaunchKernel);
+        BIND(cuMemAlloc);
+        BIND(cuMemAllocManaged);
+        BIND(cuMemAllocHost);
+        BIND(cuMemFree);
+        BIND(cuMemFreeHost);
+        BIND(cuMemcpyHtoD);
+        BIND(cuMemcpyDtoH);
+        BIND(cuMemcpyDtoD);
+        BIND(cuMemsetD8);
+        BIND(cuEventCreate);
+        BIND(cuEventRecord);
+        BIND(cuEventSynchronize);
+        BIND(cuEventElapsedTime);
+        BIND(cuEventDestroy);
+        if (missing)
+            st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                               "no CUDA driver (%s has no %s for CUDA %d.%d)", path, missing,
+                               CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+        else
+            st = start(&loaded, path);
+    }
+    if (st != RCOLL_OK) {
+        dlclose(lib);
+        lib = NULL;
+        return st;
+    }
+    int version = 0;
+    loaded.cuDriverGetVersion(&version);
+    RCOLL_INFO(CUDA, "loaded %s (CUDA driver %d.%d)", path, version / 1000, version % 1000 / 10);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_cu_load(const char *path)
+{
+    pthread_mutex_lock(&load_lock);
+    if (!load_done) {
+        load_status = load_locked(path);
+        snprintf(load_text, sizeof(load_text), "%s", load_status == RCOLL_OK ? "" : rcoll_err_get());
+        load_done = 1;
+        if (load_status == RCOLL_OK && !rcoll_cu) rcoll_cu = &loaded;
+    }
+    rcoll_status_t st = load_status;
+    pthread_mutex_unlock(&load_lock);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", load_text);
+    return RCOLL_OK;
+}
+
+int rcoll_cu_present(const char *path)
+{
+    void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h) return 0;
+    dlclose(h);
+    return 1;
+}
+
+rcoll_status_t rcoll_cu_set_api(const rcoll_cu_api_t *api)
+{
+    pthread_mutex_lock(&load_lock);
+    rcoll_status_t st = RCOLL_OK;
+    if (api) {
+        st = start(api, "scripted driver");
+        load_status = st;
+        snprintf(load_text, sizeof(load_text), "%s", st == RCOLL_OK ? "" : rcoll_err_get());
+        load_done = 1;
+        rcoll_cu = st == RCOLL_OK ? api : NULL;
+    } else {
+        rcoll_cu = NULL;
+        load_done = 0;
+        load_status = RCOLL_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_unlock(&load_lock);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "%s", load_text);
+    return st;
+}

@@ -1,0 +1,79 @@
+/*
+ * cuda_drv.h - the one function table through which rcoll calls the CUDA driver.  libcuda is
+ * never linked: rcoll_cu_load() dlopen()s it (RCOLL_CUDA_LIB, default libcuda.so.1), checks
+ * cuDriverGetVersion against what the embedded kernels need, binds every entry point with
+ * cuGetProcAddress for the CUDA version rcoll was built with, and calls cuInit(0).  Unit
+ * tests install a scripted table with rcoll_cu_set_api() (the same version and cuInit
+ * checks run on it).  Only src/cuda/ (and the tests of it) include this header: it is the
+ * one that includes <cuda.h>.
+ */
+#ifndef RCOLL_CUDA_CUDA_DRV_H
+#define RCOLL_CUDA_CUDA_DRV_H
+
+#include <cuda.h>
+#include "rcoll.h"
+
+/* The driver the kernels need: the major version of the toolkit that built them (a fatbin
+ * of CUDA 13 cubins and PTX loads on a 13.x driver, not on 12.x). */
+#define RCOLL_CUDA_MIN_DRIVER ((CUDA_VERSION / 1000) * 1000)
+
+typedef struct rcoll_cu_api {
+    CUresult (*cuInit)(unsigned int flags);
+    CUresult (*cuDriverGetVersion)(int *version);
+    CUresult (*cuGetErrorName)(CUresult error, const char **str);
+    CUresult (*cuGetErrorString)(CUresult error, const char **str);
+    CUresult (*cuPointerGetAttributes)(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                       CUdeviceptr ptr);
+    CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+    CUresult (*cuCtxGetDevice)(CUdevice *dev);
+    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuDeviceGetCount)(int *count);
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuDeviceGetAttribute)(int *value, CUdevice_attribute attr, CUdevice dev);
+    CUresult (*cuDeviceGetName)(char *name, int len, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*cuModuleLoadData)(CUmodule *module, const void *image);
+    CUresult (*cuModuleUnload)(CUmodule module);
+    CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule module, const char *name);
+    CUresult (*cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shared, CUstream stream, void **params,
+                               void **extra);
+    CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t bytes);
+    CUresult (*cuMemAllocManaged)(CUdeviceptr *p, size_t bytes, unsigned int flags);
+    CUresult (*cuMemAllocHost)(void **p, size_t bytes);
+    CUresult (*cuMemFree)(CUdeviceptr p);
+    CUresult (*cuMemFreeHost)(void *p);
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
+    CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);
+    CUresult (*cuMemcpyDtoD)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+    CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t n);
+    CUresult (*cuEventCreate)(CUevent *ev, unsigned int flags);
+    CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
+    CUresult (*cuEventSynchronize)(CUevent ev);
+    CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+    CUresult (*cuEventDestroy)(CUevent ev);
+} rcoll_cu_api_t;
+
+/* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */
+extern const rcoll_cu_api_t *rcoll_cu;
+
+/* Load the driver from path once per process (later calls return the first result):
+ *   RCOLL_ERR_UNSUPPORTED "no CUDA driver (libcuda.so.1: <dlerror>)" when it cannot be
+ *   opened or lacks an entry point, "CUDA driver 12.4 is too old ..." below
+ *   RCOLL_CUDA_MIN_DRIVER, and "cuInit failed: CUDA_ERROR_... (<text>)" when it does not
+ *   start (no device, driver/kernel module mismatch). */
+rcoll_status_t rcoll_cu_load(const char *path);
+/* Would loading path find the library already mapped into this process (dlopen RTLD_NOLOAD)?
+ * An application that uses CUDA has loaded it; one that does not cannot hold CUDA memory. */
+int rcoll_cu_present(const char *path);
+/* Put a scripted table behind every driver call (tests), running the version and cuInit
+ * checks on it; the status is that of rcoll_cu_load.  NULL forgets the table and the load
+ * result (the library, if one was opened, stays mapped), so that a test may load again. */
+rcoll_status_t rcoll_cu_set_api(const rcoll_cu_api_t *api);
+/* "CUDA_ERROR_INVALID_VALUE (invalid argument)" for res, from the table when there is one. */
+const char *rcoll_cu_strerror(CUresult res, char *buf, size_t len);
+
+#endif

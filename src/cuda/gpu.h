@@ -1,0 +1,75 @@
+/*
+ * gpu.h - what the rest of rcoll sees of CUDA: whether the driver is in use, and the kind of
+ * memory a pointer is.  No CUDA header here: the interface exists in every build; built
+ * without CUDA (-Dcuda=disabled, or no toolkit at configure time) every pointer is host
+ * memory and RCOLL_CUDA=1 is refused with a sentence (gpu_stub.c).
+ *
+ * When is the driver used?  RCOLL_CUDA=auto (the default) loads it at communicator creation
+ * only when the process has already mapped libcuda (an application that holds CUDA memory
+ * has: its runtime loaded the driver); a process that never touched CUDA pays nothing, not
+ * even a dlopen.  RCOLL_CUDA=1 loads it at communicator creation or fails the creation with
+ * the reason; RCOLL_CUDA=0 never loads it.  Once loaded it stays for the process.
+ *
+ * The collective entry points call rcoll_gpu_active() (one relaxed load and a branch) and
+ * classify their buffers only when it is 1.  See docs/gpu.md.
+ */
+#ifndef RCOLL_CUDA_GPU_H
+#define RCOLL_CUDA_GPU_H
+
+#include <stddef.h>
+#include "rcoll.h"
+#include "util/config.h"
+
+typedef enum {
+    RCOLL_MEM_HOST = 0,        /* pageable host memory, or anything the driver does not know */
+    RCOLL_MEM_HOST_PINNED = 1, /* page-locked host memory (cuMemAllocHost, cuMemHostRegister) */
+    RCOLL_MEM_DEVICE = 2,      /* device memory (cuMemAlloc, cudaMalloc, VMM) */
+    RCOLL_MEM_MANAGED = 3      /* managed memory (cuMemAllocManaged, cudaMallocManaged) */
+} rcoll_memkind_t;
+
+/* RCOLL_CUDA values. */
+typedef enum { RCOLL_GPU_AUTO = 0, RCOLL_GPU_OFF = 1, RCOLL_GPU_ON = 2 } rcoll_gpu_mode_t;
+
+typedef struct {
+    int mode;                        /* rcoll_gpu_mode_t */
+    char cuda_lib[RCOLL_CFG_STR_MAX]; /* RCOLL_CUDA_LIB: the driver library dlopen()ed */
+} rcoll_gpu_config_t;
+
+extern const rcoll_config_table_t rcoll_gpu_config_table;
+
+/* 1 once the driver is loaded and started (rcoll_gpu_setup); never goes back to 0 except
+ * through rcoll_gpu_test_reset. */
+extern int rcoll_gpu_on;
+
+static inline int rcoll_gpu_active(void)
+{
+    return __atomic_load_n(&rcoll_gpu_on, __ATOMIC_RELAXED);
+}
+
+/* At communicator creation: load the driver as cfg->mode says (above).  RCOLL_OK when nothing
+ * was to be done or the driver started; with RCOLL_CUDA=1 the driver's failure, with its
+ * sentence ("no CUDA driver (libcuda.so.1: ...)", "... too old ...", "cuInit failed: ...");
+ * with auto a failure is logged at INFO and RCOLL_OK returned (the process then cannot hold
+ * CUDA memory rcoll could classify: no device, or a driver rcoll cannot use). */
+rcoll_status_t rcoll_gpu_setup(const rcoll_gpu_config_t *cfg);
+
+/* The kind of memory at p (its first byte).  RCOLL_MEM_HOST while the driver is not in use.
+ * CUDA allocations are cached by their range (base and size from the driver), so a second
+ * buffer inside the same allocation costs no driver call; pageable host memory is not cached
+ * (a driver call per classification while the driver is in use).  Cache rules: docs/gpu.md. */
+rcoll_memkind_t rcoll_gpu_classify(const void *p);
+/* "host memory", "pinned host memory", "CUDA device memory", "CUDA managed memory". */
+const char *rcoll_memkind_name(rcoll_memkind_t kind);
+static inline int rcoll_memkind_on_device(rcoll_memkind_t kind)
+{
+    return kind == RCOLL_MEM_DEVICE || kind == RCOLL_MEM_MANAGED;
+}
+
+/* The range cache: entries held (tests), and dropping every entry (tests; and for the later
+ * parts of the device path where a stale entry would matter, docs/gpu.md). */
+size_t rcoll_gpu_cache_count(void);
+void rcoll_gpu_cache_flush(void);
+/* Tests: forget the loaded state (rcoll_gpu_active() == 0, cache empty). */
+void rcoll_gpu_test_reset(void);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * gpu_config.c - the CUDA knobs.  Built with or without CUDA, so that a job that sets them
+ * gets no "unknown variable" warning and rcoll-info -c lists them; and the kinds' names.
+ */
+#include "cuda/gpu.h"
+
+static const char *const mode_names[] = {"auto", "0", "1", NULL}; /* rcoll_gpu_mode_t */
+
+static const rcoll_knob_t gpu_knobs[] = {
+    RCOLL_KNOB_ENUM_OF(rcoll_gpu_config_t, "RCOLL_CUDA", "auto", mode, mode_names,
+                       "CUDA driver use: auto loads it at communicator creation when the "
+                       "process has already loaded libcuda (the application uses CUDA), 1 "
+                       "loads it or fails the creation, 0 never (buffers are then all host "
+                       "memory)"),
+    RCOLL_KNOB_STR(rcoll_gpu_config_t, "RCOLL_CUDA_LIB", "libcuda.so.1", cuda_lib,
+                   "the CUDA driver library loaded with dlopen (rcoll never links it)"),
+};
+const rcoll_config_table_t rcoll_gpu_config_table =
+    RCOLL_CONFIG_TABLE("cuda", gpu_knobs, rcoll_gpu_config_t);
+
+const char *rcoll_memkind_name(rcoll_memkind_t kind)
+{
+    switch (kind) {
+    case RCOLL_MEM_HOST_PINNED:
+        return "pinned host memory";
+    case RCOLL_MEM_DEVICE:
+        return "CUDA device memory";
+    case RCOLL_MEM_MANAGED:
+        return "CUDA managed memory";
+    default:
+        return "host memory";
+    }
+}

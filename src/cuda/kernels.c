@@ -1,0 +1,152 @@
+/*
+ * kernels.c - the host side of the device reductions: the kernels' names (stamped from
+ * reduce_elem.h's list, as the kernels are), the module per context, the launch geometry.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/kernels.h"
+#include "cuda/reduce_elem.h"
+#include "util/status.h"
+
+#define NAME_OF(DT, OP, T, fn) [DT][OP] = "rcoll_reduce_" #DT "_" #OP,
+static const char *const kernel_names[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS] = {
+    RCOLL_ELEM_LIST(NAME_OF)};
+#undef NAME_OF
+
+#define SIZE_OF(DT, OP, T, fn) [DT][OP] = sizeof(T),
+static const size_t elem_size[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS] = {RCOLL_ELEM_LIST(SIZE_OF)};
+#undef SIZE_OF
+
+#define MAX_CONTEXTS 16
+#define THREADS 256
+
+typedef struct {
+    CUcontext ctx;
+    CUmodule module;
+    int sms;
+    CUfunction fn[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS];
+} module_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static module_t modules[MAX_CONTEXTS];
+static int nmodules;
+
+const char *rcoll_cuda_kernel_name(rcoll_datatype_t dt, rcoll_op_t op)
+{
+    if ((unsigned)dt >= RCOLL_NUM_DATATYPES || (unsigned)op >= RCOLL_NUM_OPS) return NULL;
+    return kernel_names[dt][op];
+}
+
+static rcoll_status_t cu_fail(CUresult res, const char *what)
+{
+    char text[160];
+    return rcoll_err_set(RCOLL_ERR_SYSTEM, "%s failed: %s", what,
+                         rcoll_cu_strerror(res, text, sizeof(text)));
+}
+
+/* The module of the current context, loaded on first use. */
+static rcoll_status_t module_get(module_t **out)
+{
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    CUcontext ctx = NULL;
+    CUresult res = cu->cuCtxGetCurrent(&ctx);
+    if (res != CUDA_SUCCESS) return cu_fail(res, "cuCtxGetCurrent");
+    if (!ctx)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                             "no current CUDA context on this thread: the device reduction runs "
+                             "on the context of its buffers");
+    rcoll_status_t st = RCOLL_OK;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nmodules; i++) {
+        if (modules[i].ctx == ctx) {
+            *out = &modules[i];
+            goto done;
+        }
+    }
+    if (nmodules == MAX_CONTEXTS) {
+        st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "more than %d CUDA contexts used",
+                           MAX_CONTEXTS);
+        goto done;
+    }
+    module_t *m = &modules[nmodules];
+    memset(m, 0, sizeof(*m));
+    CUdevice dev;
+    if ((res = cu->cuModuleLoadData(&m->module, rcoll_cuda_fatbin)) != CUDA_SUCCESS) {
+        st = cu_fail(res, "loading rcoll's CUDA kernels (cuModuleLoadData)");
+        goto done;
+    }
+    if ((res = cu->cuCtxGetDevice(&dev)) != CUDA_SUCCESS ||
+        (res = cu->cuDeviceGetAttribute(&m->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                        dev)) != CUDA_SUCCESS) {
+        cu->cuModuleUnload(m->module);
+        st = cu_fail(res, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+        goto done;
+    }
+    for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++) {
+        for (int op = 0; op < RCOLL_NUM_OPS; op++) {
+            if (!kernel_names[dt][op]) continue;
+            res = cu->cuModuleGetFunction(&m->fn[dt][op], m->module, kernel_names[dt][op]);
+            if (res != CUDA_SUCCESS) {
+                cu->cuModuleUnload(m->module);
+                st = cu_fail(res, kernel_names[dt][op]);
+                goto done;
+            }
+        }
+    }
+    m->ctx = ctx;
+    nmodules++;
+    *out = m;
+done:
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+rcoll_status_t rcoll_cuda_reduce(CUdeviceptr dst, CUdeviceptr dst2, CUdeviceptr a,
+                                 CUdeviceptr b, size_t count, rcoll_datatype_t dt, rcoll_op_t op,
+                                 int avg_divisor, CUstream stream)
+{
+    if ((unsigned)dt >= RCOLL_NUM_DATATYPES || (unsigned)op >= RCOLL_NUM_OPS ||
+        !kernel_names[dt][op])
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "device reduction: datatype %d with op %d "
+                             "is not defined", (int)dt, (int)op);
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "device reduction: no CUDA driver loaded");
+    if (count == 0) return RCOLL_OK;
+    if (op == RCOLL_AVG && avg_divisor <= 1) op = RCOLL_SUM;
+    module_t *m = NULL;
+    rcoll_status_t st = module_get(&m);
+    if (st != RCOLL_OK) return st;
+
+    /* head: elements before the first 16-byte boundary, the same for every pointer, else all
+     * scalar. */
+    size_t es = elem_size[dt][op];
+    uintptr_t off = (uintptr_t)a & 15u;
+    size_t head = count;
+    if (((uintptr_t)b & 15u) == off && ((uintptr_t)dst & 15u) == off &&
+        (!dst2 || ((uintptr_t)dst2 & 15u) == off) && off % es == 0)
+        head = ((16u - off) & 15u) / es;
+    if (head > count) head = count;
+    size_t items = head + (count - head) / (16 / es) + (count - head) % (16 / es);
+    size_t blocks = (items + THREADS - 1) / THREADS;
+    size_t cap = (size_t)(m->sms > 0 ? m->sms : 1) * 8; /* 8 x 256 threads per SM */
+    if (blocks > cap) blocks = cap;
+    if (blocks == 0) blocks = 1;
+    int d = avg_divisor;
+    void *params[] = {&dst, &dst2, &a, &b, &count, &head, &d};
+    CUresult res = rcoll_cu->cuLaunchKernel(m->fn[dt][op], (unsigned)blocks, 1, 1, THREADS, 1,
+                                            1, 0, stream, params, NULL);
+    if (res != CUDA_SUCCESS) return cu_fail(res, kernel_names[dt][op]);
+    return RCOLL_OK;
+}
+
+void rcoll_cuda_kernels_unload(void)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nmodules; i++)
+        if (rcoll_cu) rcoll_cu->cuModuleUnload(modules[i].module);
+    nmodules = 0;
+    pthread_mutex_unlock(&lock);
+}
