@@ -7,6 +7,8 @@
  *    ring over TCP): every rank fails that call with RCOLL_ERR_INVALID_USAGE naming both
  *    calls (the full matrix of mismatches is test_misuse.c), nobody hangs;
  *  - a rank that never joins: init fails on the others within the timeout, naming it;
+ *  - environment launch whose rank 0 (the root's host) never starts: the others fail naming
+ *    rank 0, not only the root's address (found by tools/chaos);
  *  - a process with the wrong secret is rejected (RCOLL_ERR_AUTH) and the job still forms;
  *  - garbage and silent connections on the root's port are dropped; the job still forms.
  */
@@ -278,6 +280,33 @@ static void test_never_joins(void)
           res.codes[1]);
 }
 
+/* Environment launch; rank 0, which would host the root, never starts. */
+static int env_no_root_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg;
+    if (rank == 0) return 0;
+    set_env_rank(rank, n, "s3cret");
+    double t0 = now_s();
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_env(&comm);
+    double took = now_s() - t0;
+    const char *msg = rcoll_last_init_error();
+    int ok = st == RCOLL_ERR_TIMEOUT && strstr(msg, "rank 0 did not start it") &&
+             took < TIMEOUT_S + 4;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, ok ? "ok" : "BAD", took, msg);
+    return ok ? 0 : 1;
+}
+
+static void test_env_root_never_starts(void)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    mp_result_t res;
+    mp_run_raw(3, env_no_root_fn, NULL, 30, &res);
+    CHECK(res.codes[1] == 0 && res.codes[2] == 0,
+          "env launch without rank 0: init fails in time naming rank 0 (codes %d %d)",
+          res.codes[1], res.codes[2]);
+}
+
 int main(void)
 {
     char t[32];
@@ -293,5 +322,6 @@ int main(void)
     test_env_root_killed();
     test_auth_and_garbage();
     test_never_joins();
+    test_env_root_never_starts();
     return check_summary();
 }
