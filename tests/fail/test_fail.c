@@ -2,7 +2,9 @@
  * test_fail.c - failures must become clear errors within the timeout, never hangs:
  *  - a rank killed mid all-reduce: every survivor returns an error naming it (unique-id
  *    launch, and environment launch where the killed rank 0 also hosts the root);
- *  - a rank that stops responding (SIGSTOP): survivors time out naming it;
+ *  - a rank that stops responding (SIGSTOP): survivors time out naming it, also when it is
+ *    rank 0 of an environment launch and so stops the bootstrap root with it (found by
+ *    tools/chaos: the survivors then blamed each other);
  *  - ranks passing different counts to one all-reduce (two-shot over the host segment and
  *    ring over TCP): every rank fails that call with RCOLL_ERR_INVALID_USAGE naming both
  *    calls (the full matrix of mismatches is test_misuse.c), nobody hangs;
@@ -197,6 +199,25 @@ static void test_env_root_killed(void)
           res.codes[0], res.codes[1], res.codes[2]);
 }
 
+static void test_env_root_stopped(int n)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    /* The timeout, then up to 2.5 s for the root's verdict that never comes. */
+    kill_arg_t a = {.victim = 0, .stop = 1, .limit_s = TIMEOUT_S + 4, .word = "rank 0"};
+    mp_result_t res;
+    /* A ring over TCP: rank 2 waits on rank 1, which waits on rank 0 (the chain). */
+    setenv("RCOLL_TRANSPORT", "tcp", 1);
+    setenv("RCOLL_ALGO", "ring", 1);
+    mp_run_raw(n, env_killed_fn, &a, TIMEOUT_S + 10, &res);
+    unsetenv("RCOLL_TRANSPORT");
+    unsetenv("RCOLL_ALGO");
+    int ok = res.codes[0] == MP_TIMEOUT_EXIT;
+    for (int r = 1; r < n; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "env launch, %d ranks: rank 0 (root host) stopped; every survivor names it in "
+          "time (codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2],
+          n > 3 ? res.codes[3] : 0);
+}
+
 /* Ranks 0 and 1 form a job; rank "2" is an impostor with the wrong secret that tries first,
  * and also throws garbage and a silent connection at the root's port. */
 static int auth_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
@@ -320,6 +341,8 @@ int main(void)
     test_mismatched_counts("auto", "twoshot");
     test_mismatched_counts("tcp", "ring");
     test_env_root_killed();
+    test_env_root_stopped(3);
+    test_env_root_stopped(4);
     test_auth_and_garbage();
     test_never_joins();
     test_env_root_never_starts();
