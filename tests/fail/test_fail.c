@@ -199,6 +199,14 @@ static void test_env_root_killed(void)
           res.codes[0], res.codes[1], res.codes[2]);
 }
 
+/* Does msg name rank 0 ("rank 0" not followed by a digit)? */
+static int names_rank0(const char *msg)
+{
+    for (const char *p = strstr(msg, "rank 0"); p; p = strstr(p + 1, "rank 0"))
+        if (p[6] < '0' || p[6] > '9') return 1;
+    return 0;
+}
+
 static void test_env_root_stopped(int n)
 {
     snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
@@ -216,6 +224,56 @@ static void test_env_root_stopped(int n)
     CHECK(ok, "env launch, %d ranks: rank 0 (root host) stopped; every survivor names it in "
           "time (codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2],
           n > 3 ? res.codes[3] : 0);
+}
+
+/* Rank 0 (root host) stops before sending to ranks 1 and 2 and is resumed 7 s later.  Rank 1
+ * (RCOLL_TIMEOUT=2) times out naming it and aborts while the root is still stopped; rank 2
+ * (RCOLL_TIMEOUT=30) is still waiting when the resumed root reads rank 1's timeout report and
+ * then its abort.  Rank 2 must learn that rank 0 stalled, not that rank 1 aborted. */
+static int env_abort_relay_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg;
+    set_env_rank(rank, n, "s3cret");
+    setenv("RCOLL_TIMEOUT", rank == 1 ? "2" : "30", 1);
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 90;
+    }
+    if (rank == 0) {
+        pid_t me = getpid();
+        if (fork() == 0) {
+            struct timespec ts = {7, 0};
+            nanosleep(&ts, NULL);
+            kill(me, SIGCONT);
+            _exit(0);
+        }
+        raise(SIGSTOP);
+        struct timespec ts = {3, 0}; /* let its root thread handle the queued reports first */
+        nanosleep(&ts, NULL);
+        rcoll_comm_abort(comm);
+        return 0;
+    }
+    int v = 0;
+    double t0 = now_s();
+    rcoll_status_t st = rcoll_recv(&v, 1, RCOLL_INT32, 0, comm);
+    double took = now_s() - t0;
+    const char *msg = rcoll_comm_last_error(comm);
+    int ok = st != RCOLL_OK && names_rank0(msg) && took < 12;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s: %s\n", rank, ok ? "ok" : "BAD", took,
+            rcoll_status_string(st), msg);
+    rcoll_comm_abort(comm);
+    return ok ? 0 : 1;
+}
+
+static void test_env_abort_while_root_stopped(void)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    mp_result_t res;
+    mp_run_raw(3, env_abort_relay_fn, NULL, 30, &res);
+    CHECK(res.codes[1] == 0 && res.codes[2] == 0,
+          "root host stopped, resumed after a survivor aborted: the other survivor names rank "
+          "0 (codes %d %d %d)", res.codes[0], res.codes[1], res.codes[2]);
 }
 
 /* Ranks 0 and 1 form a job; rank "2" is an impostor with the wrong secret that tries first,
@@ -343,6 +401,7 @@ int main(void)
     test_env_root_killed();
     test_env_root_stopped(3);
     test_env_root_stopped(4);
+    test_env_abort_while_root_stopped();
     test_auth_and_garbage();
     test_never_joins();
     test_env_root_never_starts();
