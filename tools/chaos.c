@@ -828,6 +828,15 @@ int main(int argc, char **argv)
                     other = 1;
                     continue;
                 }
+                if (t.kind != F_SHMFULL && !(t.kind == F_KILL && t.in_init) &&
+                    s->err_t < fault_t) {
+                    /* Not the fault's doing (a loaded machine can stall a rank past a short
+                     * RCOLL_TIMEOUT): the trial says nothing about the fault. */
+                    snprintf(why, sizeof(why), "rank %d failed %.2f s before the fault: %s", r,
+                             fault_t - s->err_t, s->err_txt);
+                    other = 1;
+                    continue;
+                }
                 if (r != t.victim && !s->late && s->err_t - fault_t > bound) {
                     snprintf(why, sizeof(why), "rank %d: error %.2f s after the fault (bound "
                              "%.1f): %s", r, s->err_t - fault_t, bound, s->err_txt);
