@@ -357,6 +357,15 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
     rcoll_unique_id_t id;
     rcoll_bs_make_id(&addr, secret, &id);
     st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
+    if (st != RCOLL_OK && rank != 0 && st == RCOLL_ERR_TIMEOUT &&
+        strstr(rcoll_err_get(), "could not connect to")) {
+        /* Here the root is rank 0's: name the rank that never served it. */
+        char keep[RCOLL_ERR_TEXT_MAX];
+        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+        rcoll_err_set(st, "%s; in an environment launch rank 0 hosts the root: rank 0 did not "
+                      "start it (not launched, exited or killed before listening)", keep);
+        return init_failed(st);
+    }
     if (st != RCOLL_OK) {
         /* The others must not wait RCOLL_TIMEOUT for this rank: the root it hosts tells them.
          * The first cause stays this rank's message. */

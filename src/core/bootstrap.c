@@ -634,6 +634,8 @@ static void root_wdog_reply(rcoll_bs_root_t *r, int k)
 }
 
 /* Handle one readable member connection in the watch phase. */
+static void root_decide_timeout(rcoll_bs_root_t *r);
+
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
     bs_member_t *m = r->members[k];
@@ -698,6 +700,13 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
                 r->decide_at = rcoll_now_ns() + BS_DECIDE_WINDOW_NS;
                 r->first_named = n.culprit;
             }
+        } else if (!r->failure_sent && r->decide_at) {
+            /* Timeouts are pending: a later report (a rank that gave up and aborted) is their
+             * consequence, so name the end of their chain now instead of relaying it (found
+             * by tools/chaos: a stopped root host, resumed after one survivor aborted, made
+             * the others blame that survivor). */
+            RCOLL_INFO(BOOTSTRAP, "root: rank %d reports (timeouts pending): %s", k, n.text);
+            root_decide_timeout(r);
         } else if (!r->failure_sent) {
             RCOLL_INFO(BOOTSTRAP, "root: rank %d reports: %s", k, n.text);
             root_send_fail(r, k, &n);

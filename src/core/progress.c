@@ -938,11 +938,11 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
      * may only be waiting on in turn.  Name that process's rank when it is a member. */
     int retrans = 0;
     const rcoll_peer_info_t *rh = rcoll_bs_root_host(comm->bs);
+    int root_rank = -1;
+    for (int p = 0; rh && p < comm->nranks && root_rank < 0; p++)
+        if (comm->peers[p].pid == rh->pid && comm->peers[p].host_hash == rh->host_hash)
+            root_rank = p;
     if (rh && rcoll_bs_root_unreachable(comm->bs, &retrans)) {
-        int root_rank = -1;
-        for (int p = 0; p < comm->nranks && root_rank < 0; p++)
-            if (comm->peers[p].pid == rh->pid && comm->peers[p].host_hash == rh->host_hash)
-                root_rank = p;
         if (root_rank >= 0)
             rcoll_comm_peer_name(comm, root_rank, zbuf, sizeof(zbuf));
         else
@@ -956,6 +956,18 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
                      comm->rank, zbuf, VERDICT_WAIT_NS / 1e9, retrans, what);
             if (root_rank >= 0) peer = root_rank;
         }
+    } else if (root_rank >= 0 && root_rank != peer && root_rank != comm->rank) {
+        /* Reachable (its kernel acknowledged the report) but silent: the root decides within
+         * BS_DECIDE_WINDOW_NS of a timeout report, so a process that gives no verdict for
+         * longer is stopped or hung, and the awaited peer may only be waiting on it in turn
+         * (found by tools/chaos: a SIGSTOPped rank 0 made ranks blame each other). */
+        rcoll_comm_peer_name(comm, root_rank, zbuf, sizeof(zbuf));
+        snprintf(text, sizeof(text),
+                 "rank %d: %s does not answer: the bootstrap root it hosts gave no verdict on "
+                 "this rank's report within %.1f s (stopped or hung?); this rank had %s, which "
+                 "may itself be waiting on it",
+                 comm->rank, zbuf, VERDICT_WAIT_NS / 1e9, what);
+        peer = root_rank;
     }
     rcoll_comm_fail(comm, RCOLL_ERR_TIMEOUT, peer, text);
 }

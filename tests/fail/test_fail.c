@@ -2,11 +2,15 @@
  * test_fail.c - failures must become clear errors within the timeout, never hangs:
  *  - a rank killed mid all-reduce: every survivor returns an error naming it (unique-id
  *    launch, and environment launch where the killed rank 0 also hosts the root);
- *  - a rank that stops responding (SIGSTOP): survivors time out naming it;
+ *  - a rank that stops responding (SIGSTOP): survivors time out naming it, also when it is
+ *    rank 0 of an environment launch and so stops the bootstrap root with it (found by
+ *    tools/chaos: the survivors then blamed each other);
  *  - ranks passing different counts to one all-reduce (two-shot over the host segment and
  *    ring over TCP): every rank fails that call with RCOLL_ERR_INVALID_USAGE naming both
  *    calls (the full matrix of mismatches is test_misuse.c), nobody hangs;
  *  - a rank that never joins: init fails on the others within the timeout, naming it;
+ *  - environment launch whose rank 0 (the root's host) never starts: the others fail naming
+ *    rank 0, not only the root's address (found by tools/chaos);
  *  - a process with the wrong secret is rejected (RCOLL_ERR_AUTH) and the job still forms;
  *  - garbage and silent connections on the root's port are dropped; the job still forms.
  */
@@ -195,6 +199,83 @@ static void test_env_root_killed(void)
           res.codes[0], res.codes[1], res.codes[2]);
 }
 
+/* Does msg name rank 0 ("rank 0" not followed by a digit)? */
+static int names_rank0(const char *msg)
+{
+    for (const char *p = strstr(msg, "rank 0"); p; p = strstr(p + 1, "rank 0"))
+        if (p[6] < '0' || p[6] > '9') return 1;
+    return 0;
+}
+
+static void test_env_root_stopped(int n)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    /* The timeout, then up to 2.5 s for the root's verdict that never comes. */
+    kill_arg_t a = {.victim = 0, .stop = 1, .limit_s = TIMEOUT_S + 4, .word = "rank 0"};
+    mp_result_t res;
+    /* A ring over TCP: rank 2 waits on rank 1, which waits on rank 0 (the chain). */
+    setenv("RCOLL_TRANSPORT", "tcp", 1);
+    setenv("RCOLL_ALGO", "ring", 1);
+    mp_run_raw(n, env_killed_fn, &a, TIMEOUT_S + 10, &res);
+    unsetenv("RCOLL_TRANSPORT");
+    unsetenv("RCOLL_ALGO");
+    int ok = res.codes[0] == MP_TIMEOUT_EXIT;
+    for (int r = 1; r < n; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "env launch, %d ranks: rank 0 (root host) stopped; every survivor names it in "
+          "time (codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2],
+          n > 3 ? res.codes[3] : 0);
+}
+
+/* Rank 0 (root host) stops before sending to ranks 1 and 2 and is resumed 7 s later.  Rank 1
+ * (RCOLL_TIMEOUT=2) times out naming it and aborts while the root is still stopped; rank 2
+ * (RCOLL_TIMEOUT=30) is still waiting when the resumed root reads rank 1's timeout report and
+ * then its abort.  Rank 2 must learn that rank 0 stalled, not that rank 1 aborted. */
+static int env_abort_relay_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg;
+    set_env_rank(rank, n, "s3cret");
+    setenv("RCOLL_TIMEOUT", rank == 1 ? "2" : "30", 1);
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 90;
+    }
+    if (rank == 0) {
+        pid_t me = getpid();
+        if (fork() == 0) {
+            struct timespec ts = {7, 0};
+            nanosleep(&ts, NULL);
+            kill(me, SIGCONT);
+            _exit(0);
+        }
+        raise(SIGSTOP);
+        struct timespec ts = {3, 0}; /* let its root thread handle the queued reports first */
+        nanosleep(&ts, NULL);
+        rcoll_comm_abort(comm);
+        return 0;
+    }
+    int v = 0;
+    double t0 = now_s();
+    rcoll_status_t st = rcoll_recv(&v, 1, RCOLL_INT32, 0, comm);
+    double took = now_s() - t0;
+    const char *msg = rcoll_comm_last_error(comm);
+    int ok = st != RCOLL_OK && names_rank0(msg) && took < 12;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s: %s\n", rank, ok ? "ok" : "BAD", took,
+            rcoll_status_string(st), msg);
+    rcoll_comm_abort(comm);
+    return ok ? 0 : 1;
+}
+
+static void test_env_abort_while_root_stopped(void)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    mp_result_t res;
+    mp_run_raw(3, env_abort_relay_fn, NULL, 30, &res);
+    CHECK(res.codes[1] == 0 && res.codes[2] == 0,
+          "root host stopped, resumed after a survivor aborted: the other survivor names rank "
+          "0 (codes %d %d %d)", res.codes[0], res.codes[1], res.codes[2]);
+}
+
 /* Ranks 0 and 1 form a job; rank "2" is an impostor with the wrong secret that tries first,
  * and also throws garbage and a silent connection at the root's port. */
 static int auth_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
@@ -278,6 +359,33 @@ static void test_never_joins(void)
           res.codes[1]);
 }
 
+/* Environment launch; rank 0, which would host the root, never starts. */
+static int env_no_root_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id, (void)arg;
+    if (rank == 0) return 0;
+    set_env_rank(rank, n, "s3cret");
+    double t0 = now_s();
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_env(&comm);
+    double took = now_s() - t0;
+    const char *msg = rcoll_last_init_error();
+    int ok = st == RCOLL_ERR_TIMEOUT && strstr(msg, "rank 0 did not start it") &&
+             took < TIMEOUT_S + 4;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, ok ? "ok" : "BAD", took, msg);
+    return ok ? 0 : 1;
+}
+
+static void test_env_root_never_starts(void)
+{
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
+    mp_result_t res;
+    mp_run_raw(3, env_no_root_fn, NULL, 30, &res);
+    CHECK(res.codes[1] == 0 && res.codes[2] == 0,
+          "env launch without rank 0: init fails in time naming rank 0 (codes %d %d)",
+          res.codes[1], res.codes[2]);
+}
+
 int main(void)
 {
     char t[32];
@@ -291,7 +399,11 @@ int main(void)
     test_mismatched_counts("auto", "twoshot");
     test_mismatched_counts("tcp", "ring");
     test_env_root_killed();
+    test_env_root_stopped(3);
+    test_env_root_stopped(4);
+    test_env_abort_while_root_stopped();
     test_auth_and_garbage();
     test_never_joins();
+    test_env_root_never_starts();
     return check_summary();
 }
