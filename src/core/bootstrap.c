@@ -20,42 +20,17 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
 
-#define BS_MAGIC 0x52434f42u /* "RCOB" */
-#define BS_VERSION 2 /* 2: the peer record carries the rank's affinity mask (cpus) */
 #define BS_PENDING_MAX 64     /* connections accepted and not yet through their hello */
 #define BS_ACCEPT_BURST 16    /* accepts per pass, so hellos already sent are read in between */
 #define BS_HELLO_TIMEOUT_NS (3ull * 1000000000ull) /* a connector must say hello by then */
-#define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
-
-enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL };
 
 #define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
 #define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
-
-typedef struct {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t type;
-    uint32_t len; /* payload bytes */
-    uint32_t pad;
-} bs_hdr_t;
-
-typedef struct {
-    char secret[RCOLL_SECRET_BYTES];
-    int32_t rank;
-    int32_t nranks;
-    rcoll_peer_info_t info;
-} bs_hello_t;
-
-typedef struct {
-    int32_t culprit;
-    int32_t status;
-    char text[RCOLL_BS_TEXT_MAX];
-} bs_note_t; /* NACK, ABORT, FAIL */
 
 _Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
 
@@ -80,7 +55,7 @@ typedef struct {
                 rcoll_bs_sig_t sig; /* BS_SIG */
             };
         } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_note_t)];
+        char raw[RCOLL_BS_CTL_BYTES];
     } buf;
 } bs_rx_t;
 
@@ -98,9 +73,39 @@ static rcoll_status_t bs_send_msg(int fd, int type, const void *payload, uint32_
     return st;
 }
 
-static int hdr_valid(const bs_hdr_t *h, uint32_t max_len)
+int rcoll_bs_hdr_valid(const bs_hdr_t *h, uint32_t max_len)
 {
     return h->magic == BS_MAGIC && h->version == BS_VERSION && h->len <= max_len;
+}
+
+static int hdr_valid(const bs_hdr_t *h, uint32_t max_len) { return rcoll_bs_hdr_valid(h, max_len); }
+
+int rcoll_bs_hello_scan(const void *buf, size_t got)
+{
+    bs_hdr_t h;
+    if (got < sizeof(h)) return 0;
+    memcpy(&h, buf, sizeof(h));
+    if (!hdr_valid(&h, sizeof(bs_hello_t)) || h.type != BS_HELLO || h.len != sizeof(bs_hello_t))
+        return -1;
+    return got >= sizeof(h) + sizeof(bs_hello_t);
+}
+
+void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev)
+{
+    bs_hdr_t h;
+    memcpy(&h, msg, sizeof(h));
+    const char *payload = (const char *)msg + sizeof(h);
+    memset(ev, 0, sizeof(*ev));
+    if ((h.type == BS_SIG || (to_root && h.type == BS_STALL)) && h.len == sizeof(rcoll_bs_sig_t)) {
+        ev->kind = h.type == BS_SIG ? RCOLL_BS_EV_SIG : RCOLL_BS_EV_STALL;
+        memcpy(&ev->sig, payload, sizeof(ev->sig));
+    } else if (to_root ? h.type == BS_BYE : 0) {
+        ev->kind = RCOLL_BS_EV_BYE;
+    } else if (to_root ? h.type == BS_ABORT && h.len == sizeof(bs_note_t) : h.type != BS_SIG) {
+        ev->kind = RCOLL_BS_EV_NOTE;
+        memcpy(&ev->note, payload, sizeof(ev->note));
+        ev->note.text[sizeof(ev->note.text) - 1] = '\0';
+    }
 }
 
 /* Read what has arrived of a control message.  RCOLL_OK with *complete = 1 once the whole
@@ -335,15 +340,12 @@ static void root_read_pending(rcoll_bs_root_t *r, int i)
         pending_drop(r, i, "closed before completing its hello");
         return;
     }
-    if (p->got >= sizeof(bs_hdr_t)) {
-        const bs_hdr_t *h = &p->buf.m.hdr;
-        if (!hdr_valid(h, sizeof(bs_hello_t)) || h->type != BS_HELLO ||
-            h->len != sizeof(bs_hello_t)) {
-            pending_drop(r, i, "not an rcoll bootstrap hello (bad magic, version or size)");
-            return;
-        }
+    int scan = rcoll_bs_hello_scan(p->buf.raw, p->got);
+    if (scan < 0) {
+        pending_drop(r, i, "not an rcoll bootstrap hello (bad magic, version or size)");
+        return;
     }
-    if (p->got == want) root_admit(r, i);
+    if (scan > 0) root_admit(r, i);
 }
 
 static void root_send_fail(rcoll_bs_root_t *r, int except, const bs_note_t *n)
@@ -496,16 +498,18 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         return;
     }
     m->rx.got = 0;
-    if (m->rx.buf.m.hdr.type == BS_STALL && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
-        m->stall = m->rx.buf.m.sig;
+    rcoll_bs_event_t ev;
+    rcoll_bs_ctl_decode(m->rx.buf.raw, 1, &ev);
+    if (ev.kind == RCOLL_BS_EV_STALL) {
+        m->stall = ev.sig;
         m->has_stall = 1;
         root_check_stalls(r, k);
         return;
     }
-    if (m->rx.buf.m.hdr.type == BS_SIG && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
+    if (ev.kind == RCOLL_BS_EV_SIG) {
         /* A rank's call, after a mismatch: every other rank may need it to name both sides. */
         if (m->sigs_relayed++ >= BS_SIGS_PER_MEMBER) return;
-        rcoll_bs_sig_t sig = m->rx.buf.m.sig;
+        rcoll_bs_sig_t sig = ev.sig;
         for (int j = 0; j < r->nranks; j++) {
             bs_member_t *o = r->members[j];
             if (j == k || !o || o->fd < 0 || o->left) continue;
@@ -513,12 +517,11 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         }
         return;
     }
-    if (m->rx.buf.m.hdr.type == BS_BYE) {
+    if (ev.kind == RCOLL_BS_EV_BYE) {
         m->left = 1;
         member_close(m);
-    } else if (m->rx.buf.m.hdr.type == BS_ABORT && m->rx.buf.m.hdr.len == sizeof(bs_note_t)) {
-        n = m->rx.buf.m.note;
-        n.text[sizeof(n.text) - 1] = '\0';
+    } else if (ev.kind == RCOLL_BS_EV_NOTE) {
+        n = ev.note;
         if (n.status == RCOLL_ERR_TIMEOUT && n.culprit >= 0 && n.culprit < r->nranks &&
             !r->failure_sent) {
             /* A timeout names only the peer this rank waited on, which may itself be waiting
@@ -871,10 +874,11 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             return;
         }
         bs->rx.got = 0;
-        const bs_hdr_t *h = &bs->rx.buf.m.hdr;
-        if (h->type == BS_SIG) {
-            if (h->len != sizeof(rcoll_bs_sig_t)) continue;
-            const rcoll_bs_sig_t *g = &bs->rx.buf.m.sig;
+        rcoll_bs_event_t ev;
+        rcoll_bs_ctl_decode(bs->rx.buf.raw, 0, &ev);
+        if (ev.kind == RCOLL_BS_EV_NONE) continue;
+        if (ev.kind == RCOLL_BS_EV_SIG) {
+            const rcoll_bs_sig_t *g = &ev.sig;
             int dup = 0;
             for (int i = 0; i < bs->nsigs && !dup; i++)
                 dup = bs->sigs[i].ctx == g->ctx && !memcmp(bs->sigs[i].sig, g->sig, sizeof(g->sig));
@@ -883,8 +887,7 @@ static void bs_pump(rcoll_bootstrap_t *bs)
         }
         if (bs->failed) continue;
         bs->failed = 1;
-        bs_note_t *n = &bs->rx.buf.m.note;
-        n->text[sizeof(n->text) - 1] = '\0';
+        const bs_note_t *n = &ev.note;
         bs->fail_status = n->status < 0 ? (rcoll_status_t)n->status : RCOLL_ERR_REMOTE;
         bs->fail_culprit = n->culprit;
         snprintf(bs->fail_text, sizeof(bs->fail_text), "%s", n->text);
