@@ -251,9 +251,11 @@ void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c)
  * Setup exchange
  * ------------------------------------------------------------------------------------------ */
 
-/* A record from the peer: right magic, version, nonce and QP count. */
-const char *rcoll_vrb_meta_check(const rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps)
+/* A record from the peer: right magic, version, nonce and QP count.  Its device name is
+ * printed later: terminated here, whatever the peer sent. */
+const char *rcoll_vrb_meta_check(rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps)
 {
+    m->dev[sizeof(m->dev) - 1] = '\0';
     if (m->magic != RCOLL_VRB_META_MAGIC) return "not an rcoll verbs connection record";
     if (m->version != RCOLL_VRB_VERSION) return "connection record of another rcoll version";
     if (m->nonce != nonce) return "connection record for another listener (nonce)";
