@@ -836,6 +836,9 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
         rcoll_err_prefix("rank %d: receiving the rank table: ", rank);
         goto err_close;
     }
+    /* Host names are printed as they are ("rank 2 (node7 pid 12)"): whatever the root sent,
+     * they end inside their records. */
+    for (int k = 0; k < nranks; k++) peers[k].hostname[sizeof(peers[k].hostname) - 1] = '\0';
     rcoll_bootstrap_t *bs = calloc(1, sizeof(*bs));
     if (!bs) {
         st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap state allocation failed");
