@@ -3,7 +3,8 @@
  * (util/config.c: strings, integers, sizes with suffixes, seconds, enums) over each module's
  * table, the formatting of what it accepted (rcoll-info -c), and the knobs whose strings are
  * parsed again where they are used: sizes, path classes (RCOLL_TOPO_GDR_LEVEL and the like),
- * RCOLL_IB_HCA filters, RCOLL_IB_ADDR_RANGE, and RCOLL_TUNING_FILE's text.
+ * RCOLL_IB_HCA filters, RCOLL_IB_ADDR_RANGE, RCOLL_DEBUG_SUBSYS lists, RCOLL_DEBUG_FILE
+ * patterns (%h, %p) and RCOLL_TUNING_FILE's text.
  * Input: two bytes that pick the knob (in the order of rcoll-info -c), then its value (up
  * to the first NUL); the whole input is also read as a tuning file.
  */
@@ -14,6 +15,7 @@
 #include "rcoll_build.h"
 #include "topo/topo.h"
 #include "util/config.h"
+#include "util/log.h"
 #if RCOLL_HAVE_VERBS
 #include "transport/verbs.h"
 #endif
@@ -70,6 +72,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rcoll_vrb_range_t range;
     (void)rcoll_vrb_parse_range(value, &range);
 #endif
+    /* Logging stays off: only the subsystem list is parsed (no file is opened). */
+    rcoll_log_config_t lc = {.level = RCOLL_LOG_NONE};
+    snprintf(lc.subsys, sizeof(lc.subsys), "%s", value);
+    rcoll_log_configure(&lc);
+    char small[16], big[512];
+    rcoll_expand_pattern(value, small, sizeof(small));
+    FZ_ASSERT(strlen(small) < sizeof(small));
+    rcoll_expand_pattern(value, big, sizeof(big));
+    FZ_ASSERT(strlen(big) < sizeof(big));
     free(value);
 
     /* The whole input as RCOLL_TUNING_FILE's text. */
