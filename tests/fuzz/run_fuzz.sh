@@ -77,6 +77,7 @@ ninja -C "$build" "${targets[@]/#/tests/fuzz/fuzz_}" >"$probe/build.log" 2>&1 ||
 
 mkdir -p "$build/fuzz-corpus" "$build/fuzz-artifacts" "$build/fuzz-logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$src/tests/fuzz/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # The library's own warnings about the garbage it is fed: not wanted by the thousand.
 export RCOLL_DEBUG=${RCOLL_DEBUG:-NONE}
