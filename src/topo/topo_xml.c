@@ -259,6 +259,29 @@ static rcoll_status_t parse_doc(topo_text_t *p, xml_elem_t **root)
     }
 }
 
+static const char *attr(const xml_elem_t *e, const char *name);
+
+/* hwloc XML that hwloc itself cannot take safely: hwloc 2.9's import dereferences NULL on an
+ * <object> that has a cpuset or nodeset without its complete_ counterpart (lstopo always
+ * writes both), so such a file is refused here, with its line, before hwloc reads it. */
+static rcoll_status_t hwloc_guard(const char *what, const xml_elem_t *e)
+{
+    static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"},
+                                           {"nodeset", "complete_nodeset"}};
+    for (; e; e = e->next) {
+        if (!strcmp(e->name, "object")) {
+            for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+                if (attr(e, pairs[i][0]) && !attr(e, pairs[i][1]))
+                    return topo_err(what, e->line, "<object> has %s but no %s (lstopo writes "
+                                    "both; hwloc cannot read it safely)", pairs[i][0],
+                                    pairs[i][1]);
+        }
+        rcoll_status_t st = hwloc_guard(what, e->child);
+        if (st) return st;
+    }
+    return RCOLL_OK;
+}
+
 rcoll_status_t topo_xml_check(const char *what, const char *text, size_t len, char *root_name,
                               size_t root_len)
 {
@@ -269,6 +292,7 @@ rcoll_status_t topo_xml_check(const char *what, const char *text, size_t len, ch
     xml_elem_t *root;
     rcoll_status_t st = parse_doc(&p, &root);
     if (!st) topo_strlcpy(root_name, root->name, root_len);
+    if (!st && !strcmp(root->name, "topology")) st = hwloc_guard(what, root->child);
     topo_arena_fini(&arena);
     return st;
 }
