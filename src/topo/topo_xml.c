@@ -262,10 +262,6 @@ static rcoll_status_t parse_doc(topo_text_t *p, xml_elem_t **root)
 
 static const char *attr(const xml_elem_t *e, const char *name);
 
-/* hwloc XML that hwloc itself cannot take safely: hwloc 2.9's import dereferences NULL on an
- * <object> that has a cpuset or nodeset without its complete_ counterpart (lstopo always
- * writes both), and asserts on a bitmap that is not hex chunks, so such a file is refused
- * here, with its line, before hwloc reads it. */
 /* A bitmap as hwloc writes it: comma-separated chunks "0x" + 1..16 hex digits, the first
  * possibly "0xf...f" (infinite).  hwloc 2.9's parser asserts on other text. */
 static int hwloc_bitmap_ok(const char *v)
@@ -286,6 +282,10 @@ static int hwloc_bitmap_ok(const char *v)
     }
 }
 
+/* hwloc XML that hwloc itself cannot take safely: hwloc 2.9's import dereferences NULL on an
+ * <object> that has a cpuset or nodeset without its complete_ counterpart (lstopo always
+ * writes both) or on one without a type, and asserts on a bitmap that is not hex chunks, so
+ * such a file is refused here, with its line, before hwloc reads it. */
 static rcoll_status_t hwloc_guard(const char *what, const xml_elem_t *e)
 {
     static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"},
@@ -294,6 +294,9 @@ static rcoll_status_t hwloc_guard(const char *what, const xml_elem_t *e)
                                           "nodeset", "complete_nodeset", "allowed_nodeset"};
     for (; e; e = e->next) {
         if (!strcmp(e->name, "object")) {
+            if (!attr(e, "type"))
+                return topo_err(what, e->line, "<object> has no type (hwloc cannot read it "
+                                "safely)");
             for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
                 if (attr(e, pairs[i][0]) && !attr(e, pairs[i][1]))
                     return topo_err(what, e->line, "<object> has %s but no %s (lstopo writes "
