@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/dev.sh - the two commands of the README, usable on a fresh Debian 12 machine:
 #   tools/dev.sh bench   build rcoll and run all_reduce_perf across 4 local ranks
-#   tools/dev.sh test    build rcoll (release + ASan/UBSan) and run the whole test suite, then
-#                        the unit and coll suites in a build with every optional dependency off
+#   tools/dev.sh test    build rcoll (release + ASan/UBSan) and run the whole test suite (its
+#                        fuzz suite makes a clang build for the libFuzzer targets), then the
+#                        unit and coll suites in a build with every optional dependency off
 #   tools/dev.sh summary DIR...  the closing summary of `test` for these build dirs' test logs
 # Installs the Debian packages it needs with apt-get when they are missing.
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 need_pkgs=(meson ninja-build gcc pkg-config libc6-dev iproute2 libhwloc-dev libopenmpi-dev openmpi-bin
     libibverbs-dev librdmacm-dev python3 python3-numpy python3-torch
-    python3-matplotlib)
+    python3-matplotlib clang libclang-rt-14-dev)
 # The rdma suite's Soft-RoCE VM (tools/rxe-vm also installs these, and downloads the kernel).
 vm_pkgs=(qemu-system-x86 busybox-static cpio rdma-core ibverbs-utils ibverbs-providers kmod
     xz-utils)
@@ -42,7 +43,7 @@ werror=()
 
 # Tiers this project's CI machines can run: under CI=true a skip of one of these suites is a
 # failure (the machine lost what the tier needs).  Later tiers (torch, gpu-compile) go here.
-ci_tiers=(rdma multinode python torch)
+ci_tiers=(rdma multinode python torch fuzz)
 
 # The third build: every feature option in meson_options.txt (read now, so an option that is
 # added or removed needs no change here) disabled.

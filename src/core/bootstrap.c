@@ -26,64 +26,20 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
 #include "core/sig.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
 
-#define BS_MAGIC 0x52434f42u /* "RCOB" */
-#define BS_VERSION 2 /* 2: the peer record carries the rank's affinity mask (cpus) */
 #define BS_PENDING_MAX 64     /* connections accepted and not yet through their hello */
 #define BS_ACCEPT_BURST 16    /* accepts per pass, so hellos already sent are read in between */
 #define BS_HELLO_TIMEOUT_NS (3ull * 1000000000ull) /* a connector must say hello by then */
-#define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
-
-enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
-       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY };
 
 #define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
 #define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
 
-typedef struct {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t type;
-    uint32_t len; /* payload bytes */
-    uint32_t pad;
-} bs_hdr_t;
-
-typedef struct {
-    char secret[RCOLL_SECRET_BYTES];
-    int32_t rank;
-    int32_t nranks;
-    rcoll_peer_info_t info;
-} bs_hello_t;
-
-typedef struct {
-    int32_t culprit;
-    int32_t status;
-    char text[RCOLL_BS_TEXT_MAX];
-} bs_note_t; /* NACK, ABORT, FAIL */
-
 _Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
-
-/* One member of a shrink's result (BS_SHRUNK), sent as n messages to each survivor. */
-typedef struct {
-    uint32_t round; /* the root's shrink count: part of the new communicator's id */
-    int32_t index;  /* this member's new rank */
-    int32_t count;  /* the new size */
-    int32_t pad;
-    rcoll_bs_member_t member;
-} bs_shrunk_t;
-
-/* The largest control message after the hello and the table. */
-typedef union {
-    bs_note_t note;
-    rcoll_bs_sig_t sig;
-    rcoll_bs_shrink_req_t shrink;
-    bs_shrunk_t shrunk;
-    rcoll_bs_wdog_t wdog;
-} bs_payload_t;
 
 typedef struct {
     uint32_t magic;
@@ -109,7 +65,7 @@ typedef struct {
                 rcoll_bs_wdog_t wdog;         /* BS_WDOG_REPLY */
             };
         } m;
-        char raw[sizeof(bs_hdr_t) + sizeof(bs_payload_t)];
+        char raw[RCOLL_BS_CTL_BYTES];
     } buf;
 } bs_rx_t;
 
@@ -127,9 +83,65 @@ static rcoll_status_t bs_send_msg(int fd, int type, const void *payload, uint32_
     return st;
 }
 
-static int hdr_valid(const bs_hdr_t *h, uint32_t max_len)
+int rcoll_bs_hdr_valid(const bs_hdr_t *h, uint32_t max_len)
 {
     return h->magic == BS_MAGIC && h->version == BS_VERSION && h->len <= max_len;
+}
+
+static int hdr_valid(const bs_hdr_t *h, uint32_t max_len) { return rcoll_bs_hdr_valid(h, max_len); }
+
+int rcoll_bs_hello_scan(const void *buf, size_t got)
+{
+    bs_hdr_t h;
+    if (got < sizeof(h)) return 0;
+    memcpy(&h, buf, sizeof(h));
+    if (!hdr_valid(&h, sizeof(bs_hello_t)) || h.type != BS_HELLO || h.len != sizeof(bs_hello_t))
+        return -1;
+    return got >= sizeof(h) + sizeof(bs_hello_t);
+}
+
+void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev)
+{
+    bs_hdr_t h;
+    memcpy(&h, msg, sizeof(h));
+    const char *payload = (const char *)msg + sizeof(h);
+    memset(ev, 0, sizeof(*ev));
+    int sig_sized = h.len == sizeof(rcoll_bs_sig_t);
+    if (h.type == BS_SIG) {
+        if (!sig_sized) return;
+        ev->kind = RCOLL_BS_EV_SIG;
+        memcpy(&ev->sig, payload, sizeof(ev->sig));
+    } else if (to_root) {
+        if ((h.type == BS_STALL || h.type == BS_WDOG) && sig_sized) {
+            ev->kind = h.type == BS_STALL ? RCOLL_BS_EV_STALL : RCOLL_BS_EV_WDOG;
+            memcpy(&ev->sig, payload, sizeof(ev->sig));
+        } else if (h.type == BS_BYE) {
+            ev->kind = RCOLL_BS_EV_BYE;
+        } else if (h.type == BS_ABORT && h.len == sizeof(bs_note_t)) {
+            ev->kind = RCOLL_BS_EV_NOTE;
+            memcpy(&ev->note, payload, sizeof(ev->note));
+            ev->note.text[sizeof(ev->note.text) - 1] = '\0';
+        } else if (h.type == BS_SHRINK && h.len == sizeof(rcoll_bs_shrink_req_t)) {
+            ev->kind = RCOLL_BS_EV_SHRINK;
+            memcpy(&ev->shrink, payload, sizeof(ev->shrink));
+            ev->shrink.info.hostname[sizeof(ev->shrink.info.hostname) - 1] = '\0';
+        }
+    } else if (h.type == BS_SHRUNK) {
+        if (h.len != sizeof(bs_shrunk_t)) return;
+        ev->kind = RCOLL_BS_EV_SHRUNK;
+        memcpy(&ev->shrunk, payload, sizeof(ev->shrunk));
+        ev->shrunk.member.req.info.hostname[sizeof(ev->shrunk.member.req.info.hostname) - 1] =
+            '\0';
+    } else if (h.type == BS_WDOG_REPLY) {
+        if (h.len != sizeof(rcoll_bs_wdog_t)) return;
+        ev->kind = RCOLL_BS_EV_WDOG_REPLY;
+        memcpy(&ev->wdog, payload, sizeof(ev->wdog));
+    } else {
+        /* FAIL, EXCLUDED (and anything else): a failure note, whatever its length says */
+        ev->kind = h.type == BS_EXCLUDED ? RCOLL_BS_EV_EXCLUDED : RCOLL_BS_EV_NOTE;
+        memcpy(&ev->note, payload, sizeof(ev->note));
+        ev->note.text[sizeof(ev->note.text) - 1] = '\0';
+    }
 }
 
 /* Read what has arrived of a control message.  RCOLL_OK with *complete = 1 once the whole
@@ -369,15 +381,12 @@ static void root_read_pending(rcoll_bs_root_t *r, int i)
         pending_drop(r, i, "closed before completing its hello");
         return;
     }
-    if (p->got >= sizeof(bs_hdr_t)) {
-        const bs_hdr_t *h = &p->buf.m.hdr;
-        if (!hdr_valid(h, sizeof(bs_hello_t)) || h->type != BS_HELLO ||
-            h->len != sizeof(bs_hello_t)) {
-            pending_drop(r, i, "not an rcoll bootstrap hello (bad magic, version or size)");
-            return;
-        }
+    int scan = rcoll_bs_hello_scan(p->buf.raw, p->got);
+    if (scan < 0) {
+        pending_drop(r, i, "not an rcoll bootstrap hello (bad magic, version or size)");
+        return;
     }
-    if (p->got == want) root_admit(r, i);
+    if (scan > 0) root_admit(r, i);
 }
 
 static void root_send_fail(rcoll_bs_root_t *r, int except, const bs_note_t *n)
@@ -512,11 +521,10 @@ static void root_check_stalls(rcoll_bs_root_t *r, int k)
 
 /* Member k asks to shrink: the round opens with the first request and lasts until every
  * member whose connection is still open has asked, or the timeout. */
-static void root_shrink_request(rcoll_bs_root_t *r, int k)
+static void root_shrink_request(rcoll_bs_root_t *r, int k, const rcoll_bs_shrink_req_t *req)
 {
     bs_member_t *m = r->members[k];
-    m->shrink_req = m->rx.buf.m.shrink;
-    m->shrink_req.info.hostname[sizeof(m->shrink_req.info.hostname) - 1] = '\0';
+    m->shrink_req = *req; /* its host name terminated (rcoll_bs_ctl_decode) */
     m->shrink_asked = 1;
     if (!r->shrink_open) {
         r->shrink_open = 1;
@@ -660,18 +668,19 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         return;
     }
     m->rx.got = 0;
-    int type = m->rx.buf.m.hdr.type;
-    if ((type == BS_STALL || type == BS_WDOG) && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
-        m->stall = m->rx.buf.m.sig;
+    rcoll_bs_event_t ev;
+    rcoll_bs_ctl_decode(m->rx.buf.raw, 1, &ev);
+    if (ev.kind == RCOLL_BS_EV_STALL || ev.kind == RCOLL_BS_EV_WDOG) {
+        m->stall = ev.sig;
         m->has_stall = 1;
         root_check_stalls(r, k);
-        if (type == BS_WDOG) root_wdog_reply(r, k);
+        if (ev.kind == RCOLL_BS_EV_WDOG) root_wdog_reply(r, k);
         return;
     }
-    if (m->rx.buf.m.hdr.type == BS_SIG && m->rx.buf.m.hdr.len == sizeof(rcoll_bs_sig_t)) {
+    if (ev.kind == RCOLL_BS_EV_SIG) {
         /* A rank's call, after a mismatch: every other rank may need it to name both sides. */
         if (m->sigs_relayed++ >= BS_SIGS_PER_MEMBER) return;
-        rcoll_bs_sig_t sig = m->rx.buf.m.sig;
+        rcoll_bs_sig_t sig = ev.sig;
         for (int j = 0; j < r->nranks; j++) {
             bs_member_t *o = r->members[j];
             if (j == k || !o || o->fd < 0 || o->left) continue;
@@ -679,17 +688,15 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         }
         return;
     }
-    if (m->rx.buf.m.hdr.type == BS_SHRINK &&
-        m->rx.buf.m.hdr.len == sizeof(rcoll_bs_shrink_req_t)) {
-        root_shrink_request(r, k);
+    if (ev.kind == RCOLL_BS_EV_SHRINK) {
+        root_shrink_request(r, k, &ev.shrink);
         return;
     }
-    if (m->rx.buf.m.hdr.type == BS_BYE) {
+    if (ev.kind == RCOLL_BS_EV_BYE) {
         m->left = 1;
         member_close(m);
-    } else if (m->rx.buf.m.hdr.type == BS_ABORT && m->rx.buf.m.hdr.len == sizeof(bs_note_t)) {
-        n = m->rx.buf.m.note;
-        n.text[sizeof(n.text) - 1] = '\0';
+    } else if (ev.kind == RCOLL_BS_EV_NOTE) {
+        n = ev.note;
         if (n.status == RCOLL_ERR_TIMEOUT && n.culprit >= 0 && n.culprit < r->nranks &&
             !r->failure_sent) {
             /* A timeout names only the peer this rank waited on, which may itself be waiting
@@ -1024,6 +1031,9 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
         rcoll_err_prefix("rank %d: receiving the rank table: ", rank);
         goto err_close;
     }
+    /* Host names are printed as they are ("rank 2 (node7 pid 12)"): whatever the root sent,
+     * they end inside their records. */
+    for (int k = 0; k < nranks; k++) peers[k].hostname[sizeof(peers[k].hostname) - 1] = '\0';
     rcoll_bootstrap_t *bs = calloc(1, sizeof(*bs));
     if (!bs) {
         st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap state allocation failed");
@@ -1055,12 +1065,9 @@ err_close:
 
 /* One member of a shrink's result arrived; the last one completes it and starts a new round
  * of failures (the latch is cleared: what failed before belongs to the old communicator). */
-static void bs_shrunk_take(rcoll_bootstrap_t *bs)
+static void bs_shrunk_take(rcoll_bootstrap_t *bs, const bs_shrunk_t *m)
 {
-    const bs_shrunk_t *m = &bs->rx.buf.m.shrunk;
-    if (bs->rx.buf.m.hdr.len != sizeof(*m) || m->count < 1 || m->index < 0 ||
-        m->index >= m->count)
-        return;
+    if (m->count < 1 || m->index < 0 || m->index >= m->count) return;
     if (m->index == 0) {
         free(bs->shrunk);
         bs->shrunk = calloc((size_t)m->count, sizeof(*bs->shrunk));
@@ -1101,34 +1108,31 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             return;
         }
         bs->rx.got = 0;
-        const bs_hdr_t *h = &bs->rx.buf.m.hdr;
-        if (h->type == BS_SIG) {
-            if (h->len != sizeof(rcoll_bs_sig_t)) continue;
-            const rcoll_bs_sig_t *g = &bs->rx.buf.m.sig;
+        rcoll_bs_event_t ev;
+        rcoll_bs_ctl_decode(bs->rx.buf.raw, 0, &ev);
+        if (ev.kind == RCOLL_BS_EV_NONE) continue;
+        if (ev.kind == RCOLL_BS_EV_SIG) {
+            const rcoll_bs_sig_t *g = &ev.sig;
             int dup = 0;
             for (int i = 0; i < bs->nsigs && !dup; i++)
                 dup = bs->sigs[i].ctx == g->ctx && !memcmp(bs->sigs[i].sig, g->sig, sizeof(g->sig));
             if (!dup && bs->nsigs < BS_SIGS_KEPT) bs->sigs[bs->nsigs++] = *g;
             continue;
         }
-        if (h->type == BS_SHRUNK) {
-            bs_shrunk_take(bs);
+        if (ev.kind == RCOLL_BS_EV_SHRUNK) {
+            bs_shrunk_take(bs, &ev.shrunk);
             continue;
         }
-        if (h->type == BS_WDOG_REPLY) {
-            if (h->len != sizeof(rcoll_bs_wdog_t)) continue;
-            bs->wdog = bs->rx.buf.m.wdog;
+        if (ev.kind == RCOLL_BS_EV_WDOG_REPLY) {
+            bs->wdog = ev.wdog;
             bs->has_wdog = 1;
             continue;
         }
-        if (h->type == BS_EXCLUDED) { /* a shrink left this rank out (a FAIL as well) */
-            bs->rx.buf.m.note.text[sizeof(bs->rx.buf.m.note.text) - 1] = '\0';
-            snprintf(bs->excluded, sizeof(bs->excluded), "%s", bs->rx.buf.m.note.text);
-        }
+        if (ev.kind == RCOLL_BS_EV_EXCLUDED) /* a shrink left this rank out (a FAIL as well) */
+            snprintf(bs->excluded, sizeof(bs->excluded), "%s", ev.note.text);
         if (bs->failed) continue;
         bs->failed = 1;
-        bs_note_t *n = &bs->rx.buf.m.note;
-        n->text[sizeof(n->text) - 1] = '\0';
+        const bs_note_t *n = &ev.note;
         bs->fail_status = n->status < 0 ? (rcoll_status_t)n->status : RCOLL_ERR_REMOTE;
         bs->fail_culprit = n->culprit;
         snprintf(bs->fail_text, sizeof(bs->fail_text), "%s", n->text);

@@ -108,7 +108,8 @@ rcoll_status_t topo_load_json(const char *path, const char *text, size_t len,
                               rcoll_topo_t **out);
 rcoll_status_t topo_load_nccl_xml(const char *path, const char *text, size_t len,
                                   rcoll_topo_t **out);
-/* XML well-formedness only (line-numbered errors), for files handed to hwloc. */
+/* XML well-formedness (line-numbered errors), for files handed to hwloc; for hwloc's
+ * <topology>, also the shapes hwloc cannot read safely (topo_xml.c: hwloc_guard). */
 rcoll_status_t topo_xml_check(const char *what, const char *text, size_t len,
                               char *root_name, size_t root_len);
 #if RCOLL_HAVE_HWLOC

@@ -5,6 +5,7 @@
  * the topology builder.  Also checks hwloc XML for well-formedness before hwloc reads it, so
  * a typo gets a line number.  Nothing else uses this reader.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,62 @@ static rcoll_status_t parse_doc(topo_text_t *p, xml_elem_t **root)
     }
 }
 
+static const char *attr(const xml_elem_t *e, const char *name);
+
+/* A bitmap as hwloc writes it: comma-separated chunks "0x" + 1..16 hex digits, the first
+ * possibly "0xf...f" (infinite).  hwloc 2.9's parser asserts on other text. */
+static int hwloc_bitmap_ok(const char *v)
+{
+    if (!strncmp(v, "0xf...f", 7)) {
+        v += 7;
+        if (!*v) return 1;
+        if (*v++ != ',') return 0;
+    }
+    for (;;) {
+        if (v[0] != '0' || v[1] != 'x') return 0;
+        v += 2;
+        int n = 0;
+        while (isxdigit((unsigned char)*v)) v++, n++;
+        if (n < 1 || n > 16) return 0;
+        if (!*v) return 1;
+        if (*v++ != ',') return 0;
+    }
+}
+
+/* hwloc XML that hwloc itself cannot take safely: hwloc 2.9's import dereferences NULL on an
+ * <object> that has a cpuset or nodeset without its complete_ counterpart (lstopo always
+ * writes both) or on one without a type, and asserts on a bitmap that is not hex chunks, so
+ * such a file is refused here, with its line, before hwloc reads it. */
+static rcoll_status_t hwloc_guard(const char *what, const xml_elem_t *e)
+{
+    static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"},
+                                           {"nodeset", "complete_nodeset"}};
+    static const char *const bitmaps[] = {"cpuset", "complete_cpuset", "allowed_cpuset",
+                                          "nodeset", "complete_nodeset", "allowed_nodeset"};
+    for (; e; e = e->next) {
+        if (!strcmp(e->name, "object")) {
+            if (!attr(e, "type"))
+                return topo_err(what, e->line, "<object> has no type (hwloc cannot read it "
+                                "safely)");
+            for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+                if (attr(e, pairs[i][0]) && !attr(e, pairs[i][1]))
+                    return topo_err(what, e->line, "<object> has %s but no %s (lstopo writes "
+                                    "both; hwloc cannot read it safely)", pairs[i][0],
+                                    pairs[i][1]);
+            for (size_t i = 0; i < sizeof(bitmaps) / sizeof(bitmaps[0]); i++) {
+                const char *v = attr(e, bitmaps[i]);
+                if (v && !hwloc_bitmap_ok(v))
+                    return topo_err(what, e->line, "<object>: %s=\"%.40s\" is not an hwloc "
+                                    "bitmap (0x-prefixed hex chunks separated by commas)",
+                                    bitmaps[i], v);
+            }
+        }
+        rcoll_status_t st = hwloc_guard(what, e->child);
+        if (st) return st;
+    }
+    return RCOLL_OK;
+}
+
 rcoll_status_t topo_xml_check(const char *what, const char *text, size_t len, char *root_name,
                               size_t root_len)
 {
@@ -269,6 +326,7 @@ rcoll_status_t topo_xml_check(const char *what, const char *text, size_t len, ch
     xml_elem_t *root;
     rcoll_status_t st = parse_doc(&p, &root);
     if (!st) topo_strlcpy(root_name, root->name, root_len);
+    if (!st && !strcmp(root->name, "topology")) st = hwloc_guard(what, root->child);
     topo_arena_fini(&arena);
     return st;
 }

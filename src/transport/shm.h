@@ -202,6 +202,16 @@ void shm_comm_free(shm_comm_t *c);
 
 /* shm_conn.c */
 size_t shm_seg_size(uint32_t nslots, uint32_t slot_bytes);
+/* The checks of what a peer sent, apart from the sockets and mappings, so that tests/fuzz can
+ * feed them any bytes.  Each returns why it is unacceptable, or NULL. */
+/* A connect handle (the name is then a terminated, non-empty string). */
+const char *rcoll_shm_handle_check(const rcoll_shm_handle_t *h);
+/* A hello of n bytes received by the listener of this nonce. */
+const char *rcoll_shm_hello_check(const rcoll_shm_hello_t *h, size_t n, uint64_t nonce);
+/* The header of a mapped segment of seg_bytes bytes: each field is read once (the peer may
+ * change them later), the geometry in *nslots and *slot_bytes when acceptable. */
+const char *rcoll_shm_seg_check(const rcoll_shm_seg_t *hdr, uint64_t seg_bytes,
+                                uint32_t *nslots, uint32_t *slot_bytes);
 rcoll_status_t shm_devshm_free(uint64_t *free_p);
 rcoll_status_t shm_devshm_too_small(uint64_t avail, size_t need);
 rcoll_status_t shm_listen(int dev, void *handle, void **listen_comm);

@@ -147,6 +147,25 @@ err_close:
     return st;
 }
 
+const char *rcoll_shm_seg_check(const rcoll_shm_seg_t *hdr, uint64_t seg_bytes,
+                                uint32_t *nslots_p, uint32_t *slot_bytes_p)
+{
+    /* Read once; the peer could change the header later, the copies stay.  nslots is a power
+     * of two so that the data path indexes slots with a mask. */
+    uint32_t nslots = hdr->nslots, slot_bytes = hdr->slot_bytes;
+    if (hdr->magic != RCOLL_SHM_SEG_MAGIC || hdr->version != RCOLL_SHM_VERSION)
+        return "bad segment magic or version";
+    if (nslots < 1 || nslots > 65536 || (nslots & (nslots - 1)) || slot_bytes < 64 ||
+        slot_bytes % 64 != 0 ||
+        slot_bytes > (1u << 30) || shm_seg_size(nslots, slot_bytes) > seg_bytes)
+        return "segment geometry does not fit its size";
+    if (atomic_load(&hdr->consumed) != 0)
+        return "segment already in use";
+    *nslots_p = nslots;
+    *slot_bytes_p = slot_bytes;
+    return NULL;
+}
+
 /* Map a segment a connector passed; NULL return = fine, else why it is unacceptable (the
  * connection is then dropped).  Local failures return an error status in *st_p. */
 static const char *shm_seg_attach(shm_comm_t *c, int fd, const rcoll_shm_hello_t *h,
@@ -177,17 +196,10 @@ static const char *shm_seg_attach(shm_comm_t *c, int fd, const rcoll_shm_hello_t
     c->seg = p;
     c->seg_bytes = (size_t)h->seg_bytes;
     c->hdr = p;
-    /* Read once; the peer could change the header later, the copies stay.  nslots is a power
-     * of two so that the data path indexes slots with a mask. */
-    uint32_t nslots = c->hdr->nslots, slot_bytes = c->hdr->slot_bytes;
-    if (c->hdr->magic != RCOLL_SHM_SEG_MAGIC || c->hdr->version != RCOLL_SHM_VERSION)
-        return "bad segment magic or version";
-    if (nslots < 1 || nslots > 65536 || (nslots & (nslots - 1)) || slot_bytes < 64 ||
-        slot_bytes % 64 != 0 ||
-        slot_bytes > (1u << 30) || shm_seg_size(nslots, slot_bytes) > c->seg_bytes)
-        return "segment geometry does not fit its size";
-    if (atomic_load(&c->hdr->consumed) != 0)
-        return "segment already in use";
+    uint32_t nslots, slot_bytes;
+    const char *bad = rcoll_shm_seg_check(c->hdr, c->seg_bytes, &nslots, &slot_bytes);
+    if (bad)
+        return bad;
     c->nslots = nslots;
     c->slot_bytes = slot_bytes;
     c->stride = sizeof(rcoll_shm_slot_t) + slot_bytes;
@@ -306,6 +318,15 @@ static void shm_pend_drop(shm_listen_t *l, int i, const char *why)
     l->pend[i] = l->pend[--l->npend];
 }
 
+const char *rcoll_shm_hello_check(const rcoll_shm_hello_t *h, size_t n, uint64_t nonce)
+{
+    if (n != sizeof(*h) || h->magic != RCOLL_SHM_HELLO_MAGIC || h->version != RCOLL_SHM_VERSION)
+        return "not an rcoll shm handshake of this version";
+    if (h->nonce != nonce)
+        return "wrong nonce (handshake for another listener)";
+    return NULL;
+}
+
 /* Receive the hello (and segment fd) of pending socket i.  Returns 1 when the socket left
  * the pending list (dropped, or *comm_p set); 0 while its hello has not arrived. */
 static int shm_pend_step(shm_listen_t *l, int i, shm_comm_t **comm_p, rcoll_status_t *st_p)
@@ -345,12 +366,11 @@ static int shm_pend_step(shm_listen_t *l, int i, shm_comm_t **comm_p, rcoll_stat
         bad = "handshake failed";
     else if (n == 0)
         bad = "closed during the handshake";
-    else if ((size_t)n != sizeof(h) || (mh.msg_flags & MSG_TRUNC) ||
-             h.magic != RCOLL_SHM_HELLO_MAGIC || h.version != RCOLL_SHM_VERSION)
+    else if (mh.msg_flags & MSG_TRUNC)
         bad = "not an rcoll shm handshake of this version";
-    else if (h.nonce != l->nonce)
-        bad = "wrong nonce (handshake for another listener)";
-    else if (nfd != 1 || (mh.msg_flags & MSG_CTRUNC))
+    else
+        bad = rcoll_shm_hello_check(&h, (size_t)n, l->nonce);
+    if (!bad && (nfd != 1 || (mh.msg_flags & MSG_CTRUNC)))
         bad = "no segment (or more than one fd) attached";
 
     if (!bad) {
@@ -465,6 +485,14 @@ static int shm_send_hello(int fd, const rcoll_shm_hello_t *h, int segfd, rcoll_s
 
 /* Connect holds no state between calls: when the listener's backlog or socket is full, the
  * attempt is undone and NULL returned, and the next call starts afresh. */
+const char *rcoll_shm_handle_check(const rcoll_shm_handle_t *h)
+{
+    if (h->magic != RCOLL_SHM_HANDLE_MAGIC || h->version != RCOLL_SHM_VERSION ||
+        memchr(h->name, '\0', sizeof(h->name)) == NULL || h->name[0] == '\0')
+        return "not an shm handle of this version";
+    return NULL;
+}
+
 rcoll_status_t shm_connect(int dev, const void *handle, void **send_comm)
 {
     rcoll_shm_handle_t h;
@@ -478,8 +506,7 @@ rcoll_status_t shm_connect(int dev, const void *handle, void **send_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "shm connect: bad device %d or NULL "
                              "handle/send_comm", dev);
     memcpy(&h, handle, sizeof(h));
-    if (h.magic != RCOLL_SHM_HANDLE_MAGIC || h.version != RCOLL_SHM_VERSION ||
-        memchr(h.name, '\0', sizeof(h.name)) == NULL || h.name[0] == '\0')
+    if (rcoll_shm_handle_check(&h))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "shm connect: not an shm handle of version "
                              "%u (magic 0x%08x, version %u)", RCOLL_SHM_VERSION,
                              (unsigned)h.magic, (unsigned)h.version);

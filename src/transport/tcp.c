@@ -127,21 +127,27 @@ static void tcp_req_put(tcp_comm_t *c, tcp_req_t *r)
     c->free_reqs[c->nfree++] = r;
 }
 
-/* Where socket s's part of a len-byte message lies (the split both ends compute). */
-static void tcp_part(const tcp_comm_t *c, uint64_t len, int s, uint64_t *off, uint64_t *plen)
+void rcoll_tcp_part(int nsocks, uint64_t stripe_min, uint64_t len, int s, uint64_t *off,
+                    uint64_t *plen)
 {
-    if (c->nsocks == 1 || len < c->stripe_min) {
+    if (nsocks == 1 || len < stripe_min) {
         *off = 0;
         *plen = s == 0 ? len : 0;
         return;
     }
-    uint64_t chunk = (len + (uint64_t)c->nsocks - 1) / (uint64_t)c->nsocks;
+    uint64_t chunk = (len + (uint64_t)nsocks - 1) / (uint64_t)nsocks;
     chunk = (chunk + SOCK_PART_ALIGN - 1) & ~(SOCK_PART_ALIGN - 1);
     uint64_t lo = (uint64_t)s * chunk, hi = lo + chunk;
     lo = lo < len ? lo : len;
     hi = hi < len ? hi : len;
     *off = lo;
     *plen = hi - lo;
+}
+
+/* Where socket s's part of a len-byte message lies (the split both ends compute). */
+static void tcp_part(const tcp_comm_t *c, uint64_t len, int s, uint64_t *off, uint64_t *plen)
+{
+    rcoll_tcp_part(c->nsocks, c->stripe_min, len, s, off, plen);
 }
 
 static tcp_msg_t *tcp_cursor_msg(tcp_comm_t *c, const tcp_cursor_t *cur)
@@ -282,26 +288,42 @@ static size_t tcp_unstage(tcp_comm_t *c, void *dst, uint64_t len)
     return take;
 }
 
+rcoll_tcp_frame_verdict_t rcoll_tcp_frame_check(const rcoll_tcp_frame_t *h, int posted_tag,
+                                                uint64_t cap)
+{
+    if (h->magic != RCOLL_TCP_FRAME_MAGIC)
+        return RCOLL_TCP_FRAME_BAD_MAGIC;
+    if (posted_tag != -1 && h->tag != -1 && h->tag != posted_tag)
+        return RCOLL_TCP_FRAME_TAG_MISMATCH;
+    if (h->length > cap)
+        return RCOLL_TCP_FRAME_TOO_LONG;
+    return RCOLL_TCP_FRAME_OK;
+}
+
 /* A complete header was read into m->hdr: validate it against the posted buffer. */
 static rcoll_status_t tcp_check_header(tcp_comm_t *c, tcp_msg_t *m)
 {
     const rcoll_tcp_frame_t *h = &m->hdr;
-    if (h->magic != RCOLL_TCP_FRAME_MAGIC)
+    switch (rcoll_tcp_frame_check(h, m->tag, m->cap)) {
+    case RCOLL_TCP_FRAME_BAD_MAGIC:
         return tcp_fail(c, rcoll_err_set(RCOLL_ERR_PROTOCOL,
                                           "malformed frame from %s (magic 0x%08x)", c->peer,
                                           (unsigned)h->magic));
     /* The two sides disagree about this message: a usage error (transport.h). */
-    if (m->tag != -1 && h->tag != -1 && h->tag != m->tag)
+    case RCOLL_TCP_FRAME_TAG_MISMATCH:
         return tcp_fail(c, rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
                                           "tag mismatch from %s: receive posted with tag %d, "
                                           "message has tag %d",
                                           c->peer, m->tag, (int)h->tag));
-    if (h->length > m->cap)
+    case RCOLL_TCP_FRAME_TOO_LONG:
         return tcp_fail(c, rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
                                           "message of %llu bytes from %s is larger than the "
                                           "posted receive buffer of %llu bytes",
                                           (unsigned long long)h->length, c->peer,
                                           (unsigned long long)m->cap));
+    case RCOLL_TCP_FRAME_OK:
+        break;
+    }
     m->length = h->length;
     m->known = 1;
     return RCOLL_OK;

@@ -57,6 +57,29 @@ typedef struct {
     uint64_t length; /* payload bytes (all sockets together) */
 } rcoll_tcp_frame_t;
 
+/* The checks of what a peer sent, apart from the sockets (tcp_conn.c, tcp.c), so that
+ * tests/fuzz can feed them any bytes. */
+/* Why a connect handle is not one of this version's, or NULL. */
+const char *rcoll_tcp_handle_check(const rcoll_tcp_handle_t *h);
+/* Why the first got bytes of a hello are unacceptable to the listener of this nonce and
+ * socket count, or NULL (also while incomplete and fine so far).  The duplicate check
+ * against the listener's other sockets is the caller's. */
+const char *rcoll_tcp_hello_check(const rcoll_tcp_hello_t *m, size_t got, uint64_t nonce,
+                                  uint32_t nsocks);
+/* A complete frame header against the posted receive (tag, -1: any; cap bytes). */
+typedef enum {
+    RCOLL_TCP_FRAME_OK,
+    RCOLL_TCP_FRAME_BAD_MAGIC,
+    RCOLL_TCP_FRAME_TAG_MISMATCH,
+    RCOLL_TCP_FRAME_TOO_LONG
+} rcoll_tcp_frame_verdict_t;
+rcoll_tcp_frame_verdict_t rcoll_tcp_frame_check(const rcoll_tcp_frame_t *h, int posted_tag,
+                                                uint64_t cap);
+/* Where socket s's part of a len-byte message lies, for a connection of nsocks sockets that
+ * stripes messages of at least stripe_min bytes (the split both ends compute). */
+void rcoll_tcp_part(int nsocks, uint64_t stripe_min, uint64_t len, int s, uint64_t *off,
+                    uint64_t *plen);
+
 _Static_assert(sizeof(rcoll_tcp_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
                "tcp handle must fit RCOLL_TRANSPORT_HANDLE_BYTES");
 _Static_assert(sizeof(rcoll_tcp_hello_t) == 32, "hello layout has no padding");

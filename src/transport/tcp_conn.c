@@ -95,20 +95,29 @@ static void tcp_half_make_room(tcp_listen_t *l)
                                         "sockets (oldest dropped)");
 }
 
+const char *rcoll_tcp_hello_check(const rcoll_tcp_hello_t *m, size_t got, uint64_t nonce,
+                                  uint32_t nsocks)
+{
+    if (got >= sizeof(m->magic) && m->magic != RCOLL_TCP_HELLO_MAGIC)
+        return "not an rcoll tcp handshake (bad magic)";
+    if (got >= offsetof(rcoll_tcp_hello_t, nonce) && m->version != RCOLL_TCP_VERSION)
+        return "unsupported handshake version";
+    if (got < sizeof(*m))
+        return NULL;
+    if (m->nonce != nonce)
+        return "wrong nonce (handshake for another listener)";
+    if (m->nsocks != nsocks || m->index >= m->nsocks)
+        return "bad socket count or index";
+    return NULL;
+}
+
 /* Why the hello received so far is unacceptable (checked as its bytes arrive), or NULL. */
 static const char *tcp_hello_check(const tcp_listen_t *l, const tcp_half_t *h)
 {
     const rcoll_tcp_hello_t *m = &h->hello;
-    if (h->got >= sizeof(m->magic) && m->magic != RCOLL_TCP_HELLO_MAGIC)
-        return "not an rcoll tcp handshake (bad magic)";
-    if (h->got >= offsetof(rcoll_tcp_hello_t, nonce) && m->version != RCOLL_TCP_VERSION)
-        return "unsupported handshake version";
-    if (h->got < sizeof(*m))
-        return NULL;
-    if (m->nonce != l->nonce)
-        return "wrong nonce (handshake for another listener)";
-    if (m->nsocks != l->nsocks || m->index >= m->nsocks)
-        return "bad socket count or index";
+    const char *bad = rcoll_tcp_hello_check(m, h->got, l->nonce, l->nsocks);
+    if (bad || h->got < sizeof(*m))
+        return bad;
     for (int j = 0; j < l->nhalf; j++) {
         const tcp_half_t *o = &l->half[j];
         if (o->ready && o->hello.conn_id == m->conn_id && o->hello.index == m->index)
@@ -323,6 +332,15 @@ static rcoll_status_t tcp_conn_step(tcp_connecting_t *e, int *done_p)
     return RCOLL_OK;
 }
 
+const char *rcoll_tcp_handle_check(const rcoll_tcp_handle_t *h)
+{
+    if (h->magic != RCOLL_TCP_HANDLE_MAGIC || h->version != RCOLL_TCP_VERSION)
+        return "not a tcp handle of this version";
+    if (h->nsocks < 1 || h->nsocks > RCOLL_TCP_MAX_NSOCKS)
+        return "bad socket count";
+    return NULL;
+}
+
 rcoll_status_t tcp_connect(int dev, const void *handle, void **send_comm)
 {
     rcoll_tcp_handle_t h;
@@ -336,8 +354,7 @@ rcoll_status_t tcp_connect(int dev, const void *handle, void **send_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: bad device %d or NULL "
                              "handle/send_comm", dev);
     memcpy(&h, handle, sizeof(h));
-    if (h.magic != RCOLL_TCP_HANDLE_MAGIC || h.version != RCOLL_TCP_VERSION || h.nsocks < 1 ||
-        h.nsocks > RCOLL_TCP_MAX_NSOCKS)
+    if (rcoll_tcp_handle_check(&h))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp connect: not a tcp handle of version "
                              "%u (magic 0x%08x, version %u, %u sockets)", RCOLL_TCP_VERSION,
                              (unsigned)h.magic, (unsigned)h.version, (unsigned)h.nsocks);

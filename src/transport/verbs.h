@@ -216,6 +216,13 @@ rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, i
                                    int nqps, uint64_t nonce);
 /* Move every QP to RTR and RTS towards c->remote. */
 rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c);
+/* The checks of what a peer sent, apart from the sockets, so that tests/fuzz can feed them
+ * any bytes.  Each returns why it is unacceptable, or NULL. */
+/* A connection record for the listener of this nonce (want_nqps: the QP count it must have,
+ * 0 for any).  Terminates its device name (m->dev), which the peer may not have. */
+const char *rcoll_vrb_meta_check(rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps);
+/* A connect handle. */
+const char *rcoll_vrb_handle_check(const rcoll_vrb_handle_t *h);
 /* Post the receive WRs that immediates consume (receiver, before RTR). */
 rcoll_status_t rcoll_vrb_post_recvs(rcoll_vrb_comm_t *c, int qi, int count);
 void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c);

@@ -251,9 +251,11 @@ void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c)
  * Setup exchange
  * ------------------------------------------------------------------------------------------ */
 
-/* A record from the peer: right magic, version, nonce and QP count. */
-static const char *meta_check(const rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps)
+/* A record from the peer: right magic, version, nonce and QP count.  Its device name is
+ * printed later: terminated here, whatever the peer sent. */
+const char *rcoll_vrb_meta_check(rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps)
 {
+    m->dev[sizeof(m->dev) - 1] = '\0';
     if (m->magic != RCOLL_VRB_META_MAGIC) return "not an rcoll verbs connection record";
     if (m->version != RCOLL_VRB_VERSION) return "connection record of another rcoll version";
     if (m->nonce != nonce) return "connection record for another listener (nonce)";
@@ -348,7 +350,7 @@ static rcoll_status_t half_step(vrb_listen_t *l, half_t *h, int *ready)
     if (h->stage == 0) {
         if ((st = step_io(h->fd, 0, &h->in, sizeof(h->in), &h->done)) != RCOLL_OK) return st;
         if (h->done < sizeof(h->in)) return RCOLL_OK;
-        const char *bad = meta_check(&h->in, l->nonce, 0);
+        const char *bad = rcoll_vrb_meta_check(&h->in, l->nonce, 0);
         if (bad) return rcoll_err_set(RCOLL_ERR_PROTOCOL, "%s", bad);
         h->comm = calloc(1, sizeof(*h->comm));
         if (!h->comm) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "verbs accept: out of memory");
@@ -485,7 +487,7 @@ static rcoll_status_t connect_step(connecting_t *e, const rcoll_vrb_handle_t *h,
         if ((st = step_io(c->fd, 0, &c->remote, sizeof(c->remote), &e->done)) != RCOLL_OK)
             return st;
         if (e->done < sizeof(c->remote)) return RCOLL_OK;
-        const char *bad = meta_check(&c->remote, h->nonce, c->nqps);
+        const char *bad = rcoll_vrb_meta_check(&c->remote, h->nonce, c->nqps);
         if (bad) return rcoll_err_set(RCOLL_ERR_PROTOCOL, "verbs connect: %s", bad);
         if ((st = rcoll_vrb_comm_connect_qps(c)) != RCOLL_OK) return st;
         e->stage = 3;
@@ -508,6 +510,13 @@ static rcoll_status_t connect_start(connecting_t *e, const rcoll_vrb_handle_t *h
     return rcoll_net_connect_start(&h->addr, &c->fd);
 }
 
+const char *rcoll_vrb_handle_check(const rcoll_vrb_handle_t *h)
+{
+    if (h->magic != RCOLL_VRB_HANDLE_MAGIC || h->version != RCOLL_VRB_VERSION)
+        return "not a verbs handle of this rcoll version";
+    return NULL;
+}
+
 rcoll_status_t rcoll_vrb_connect(int dev, const void *handle, void **send_comm)
 {
     if (!rcoll_vrb_dev(dev) || !handle || !send_comm)
@@ -515,7 +524,7 @@ rcoll_status_t rcoll_vrb_connect(int dev, const void *handle, void **send_comm)
                              "handle/send_comm", dev);
     rcoll_vrb_handle_t h;
     memcpy(&h, handle, sizeof(h));
-    if (h.magic != RCOLL_VRB_HANDLE_MAGIC || h.version != RCOLL_VRB_VERSION)
+    if (rcoll_vrb_handle_check(&h))
         return rcoll_err_set(RCOLL_ERR_PROTOCOL, "verbs connect: not a verbs handle of this "
                              "rcoll version");
     *send_comm = NULL;

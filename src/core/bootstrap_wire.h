@@ -1,0 +1,101 @@
+/*
+ * bootstrap_wire.h - the bootstrap's wire messages (bootstrap.c) and the pure steps that
+ * decode them, apart from its sockets, so that tests/fuzz can feed them any bytes.  Internal
+ * to core/; all fields travel in host byte order (one byte order per job).
+ */
+#ifndef RCOLL_CORE_BOOTSTRAP_WIRE_H
+#define RCOLL_CORE_BOOTSTRAP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/bootstrap.h"
+
+#define BS_MAGIC 0x52434f42u /* "RCOB" */
+#define BS_VERSION 2 /* 2: the peer record carries the rank's affinity mask (cpus) */
+#define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
+
+enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
+       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY };
+
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t len; /* payload bytes */
+    uint32_t pad;
+} bs_hdr_t;
+
+typedef struct {
+    char secret[RCOLL_SECRET_BYTES];
+    int32_t rank;
+    int32_t nranks;
+    rcoll_peer_info_t info;
+} bs_hello_t;
+
+typedef struct {
+    int32_t culprit;
+    int32_t status;
+    char text[RCOLL_BS_TEXT_MAX];
+} bs_note_t; /* NACK, ABORT, FAIL, EXCLUDED */
+
+/* One member of a shrink's result (BS_SHRUNK), sent as n messages to each survivor. */
+typedef struct {
+    uint32_t round; /* the root's shrink count: part of the new communicator's id */
+    int32_t index;  /* this member's new rank */
+    int32_t count;  /* the new size */
+    int32_t pad;
+    rcoll_bs_member_t member;
+} bs_shrunk_t;
+
+/* The largest control message after the hello and the table. */
+typedef union {
+    bs_note_t note;
+    rcoll_bs_sig_t sig;           /* SIG, STALL, WDOG */
+    rcoll_bs_shrink_req_t shrink; /* SHRINK */
+    bs_shrunk_t shrunk;           /* SHRUNK */
+    rcoll_bs_wdog_t wdog;         /* WDOG_REPLY */
+} bs_payload_t;
+
+/* The buffer a control message (header and at most the largest payload) is read into. */
+#define RCOLL_BS_CTL_BYTES (sizeof(bs_hdr_t) + sizeof(bs_payload_t))
+
+/* Whether h is a header of this version with a payload of at most max_len bytes. */
+int rcoll_bs_hdr_valid(const bs_hdr_t *h, uint32_t max_len);
+
+/* Root: the first got bytes a connection sent (header, then hello): -1 not an rcoll
+ * bootstrap hello (drop it), 0 fine so far, 1 a complete hello. */
+int rcoll_bs_hello_scan(const void *buf, size_t got);
+
+/* What one complete control message means. */
+typedef enum {
+    RCOLL_BS_EV_NONE,       /* nothing (ignored) */
+    RCOLL_BS_EV_SIG,        /* a signature to relay or keep: sig */
+    RCOLL_BS_EV_STALL,      /* (to the root) a stalled call: sig */
+    RCOLL_BS_EV_BYE,        /* (to the root) the rank leaves */
+    RCOLL_BS_EV_NOTE,       /* a failure: note (text terminated) */
+    RCOLL_BS_EV_SHRINK,     /* (to the root) a shrink request: shrink (host name terminated) */
+    RCOLL_BS_EV_WDOG,       /* (to the root) a watchdog's question: sig */
+    RCOLL_BS_EV_SHRUNK,     /* (to a rank) one member of a shrink's result: shrunk */
+    RCOLL_BS_EV_EXCLUDED,   /* (to a rank) left out of a shrink, a failure too: note */
+    RCOLL_BS_EV_WDOG_REPLY  /* (to a rank) the root's watchdog answer: wdog */
+} rcoll_bs_event_kind_t;
+
+typedef struct {
+    rcoll_bs_event_kind_t kind;
+    rcoll_bs_sig_t sig;
+    bs_note_t note;
+    rcoll_bs_shrink_req_t shrink;
+    bs_shrunk_t shrunk;
+    rcoll_bs_wdog_t wdog;
+} rcoll_bs_event_t;
+
+/* A complete control message in its buffer of RCOLL_BS_CTL_BYTES (whose header passed
+ * rcoll_bs_hdr_valid with sizeof(bs_payload_t); bytes past its length are those of earlier
+ * messages).  to_root: a rank's message to the root (SIG, STALL, WDOG, BYE, ABORT's note,
+ * SHRINK; anything else is NONE); else the root's message to a rank (SIG, SHRUNK, WDOG_REPLY
+ * of their exact sizes, EXCLUDED's note; those of another size NONE; anything else a failure
+ * note). */
+void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev);
+
+#endif
