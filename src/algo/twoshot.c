@@ -110,8 +110,16 @@ void rcoll_twoshot_op_init(rcoll_twoshot_op_t *o, rcoll_twoshot_t *ts, uint64_t 
     o->dt = dt;
     o->op = op;
     o->esize = rcoll_dt_size(dt);
-    o->shard_elems = ts->shard_bytes / o->esize;
-    size_t per_round = o->shard_elems * (size_t)ts->nranks;
+    /* As few rounds as the slots allow, and the vector cut evenly among the ranks in each:
+     * full-size shards would leave a vector shorter than one round's n shards to the first
+     * ranks (128 KiB on 2 ranks: one rank reduced all of it, the other 64 bytes). */
+    size_t n = (size_t)ts->nranks, cap = ts->shard_bytes / o->esize;
+    size_t line = LINE / o->esize ? LINE / o->esize : 1;
+    size_t rounds = (count + cap * n - 1) / (cap * n);
+    size_t want = rounds ? (count + rounds * n - 1) / (rounds * n) : cap;
+    want = (want + line - 1) / line * line; /* whole cache lines per shard */
+    o->shard_elems = want < cap ? want : cap;
+    size_t per_round = o->shard_elems * n;
     o->nrounds = (count + per_round - 1) / per_round;
     o->g0 = ts->rounds;
     ts->rounds += o->nrounds;

@@ -3,7 +3,8 @@
  * counts and sizes, its formulas match hand-computed values, its choices move the expected
  * way with size, the tuning-file parser accepts and rejects what it should, the algorithm
  * table is complete and its names round-trip, and a forced algorithm that does not apply
- * falls back to the model.
+ * falls back to the model; the two-shot all-reduce splits every vector evenly among the ranks
+ * in as few rounds as its slots allow.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,8 @@
 
 #include "algo/algo.h"
 #include "algo/oneshot.h"
+#include "algo/reduce.h"
+#include "algo/twoshot.h"
 #include "algo/select.h"
 #include "util/status.h"
 #include "check.h"
@@ -19,10 +22,54 @@
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(b) + 1); }
 
+/* Two-shot's split: rounds as few as the slots allow, and in them each rank reduces the same
+ * number of elements give or take a cache line per round (a vector shorter than one round of
+ * full shards went nearly all to the first rank: 128 KiB on 2 ranks, 64 bytes to the other). */
+static int twoshot_split_ok(int n, size_t slot_bytes, size_t count, rcoll_datatype_t dt)
+{
+    rcoll_twoshot_t ts;
+    rcoll_twoshot_attach(&ts, NULL, n, 0, slot_bytes);
+    rcoll_twoshot_op_t o;
+    rcoll_twoshot_op_init(&o, &ts, 1, NULL, NULL, count, dt, RCOLL_SUM);
+    size_t es = rcoll_dt_size(dt), cap = ts.shard_bytes / es, line = 64 / es;
+    size_t min_rounds = (count + cap * n - 1) / (cap * n);
+    if (o.nrounds != min_rounds || o.shard_elems > cap || o.shard_elems * n * o.nrounds < count)
+        return 0;
+    size_t lo = (size_t)-1, hi = 0;
+    for (int j = 0; j < n; j++) { /* elements rank j reduces over all rounds */
+        size_t mine = 0;
+        for (uint64_t r = 0; r < o.nrounds; r++) {
+            size_t start = (size_t)r * o.shard_elems * n + (size_t)j * o.shard_elems;
+            if (start < count) mine += count - start < o.shard_elems ? count - start : o.shard_elems;
+        }
+        lo = mine < lo ? mine : lo;
+        hi = mine > hi ? mine : hi;
+    }
+    return hi - lo <= o.nrounds * line * (size_t)n;
+}
+
 int main(void)
 {
     rcoll_tuning_t t;
     rcoll_tuning_defaults(&t);
+
+    int split_bad = 0, split_cases = 0;
+    static const size_t counts[] = {1, 63, 64, 1000, 16384, 32768, 32769, 65536, 131072,
+                                    262144, 1000003, 4194304};
+    for (int n = 2; n <= 8; n++)
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+            for (int d = 0; d < 3; d++) {
+                rcoll_datatype_t dt = d == 0 ? RCOLL_FLOAT32 : d == 1 ? RCOLL_FLOAT16 : RCOLL_FLOAT64;
+                split_cases++;
+                if (!twoshot_split_ok(n, RCOLL_TWOSHOT_SLOT_BYTES, counts[c], dt) ||
+                    !twoshot_split_ok(n, 4096, counts[c], dt)) {
+                    if (split_bad++ < 5)
+                        fprintf(stderr, "two-shot split uneven: %d ranks, %zu x %s\n", n,
+                                counts[c], rcoll_dt_name(dt));
+                }
+            }
+    CHECK(split_bad == 0, "two-shot splits %d vectors evenly in the fewest rounds (%d uneven)",
+          split_cases, split_bad);
 
     /* The choice is the minimum of the model, everywhere on the grid. */
     int grid = 0;
