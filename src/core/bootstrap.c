@@ -57,13 +57,7 @@ typedef struct {
     union {
         struct {
             bs_hdr_t hdr;
-            union {
-                bs_note_t note;
-                rcoll_bs_sig_t sig;           /* BS_SIG, BS_STALL, BS_WDOG */
-                rcoll_bs_shrink_req_t shrink; /* BS_SHRINK */
-                bs_shrunk_t shrunk;           /* BS_SHRUNK */
-                rcoll_bs_wdog_t wdog;         /* BS_WDOG_REPLY */
-            };
+            bs_payload_t payload; /* decoded by rcoll_bs_ctl_decode */
         } m;
         char raw[RCOLL_BS_CTL_BYTES];
     } buf;

@@ -692,6 +692,18 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     return RCOLL_OK;
 }
 
+void rcoll_comm_take_listeners(rcoll_comm_t c, rcoll_comm_t probe)
+{
+    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++) {
+        c->dev[t] = probe->dev[t];
+        c->tps[t] = probe->tps[t];
+        memcpy(c->tp_why[t], probe->tp_why[t], sizeof(c->tp_why[t]));
+        c->listen_comms[t] = probe->listen_comms[t];
+        probe->listen_comms[t] = NULL;
+    }
+    rcoll_comm_free(probe, 0);
+}
+
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
     rcoll_pt_stop(c);

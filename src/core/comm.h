@@ -196,6 +196,9 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
                                  const rcoll_config_t *cfg, rcoll_bs_root_t *root,
                                  rcoll_comm_t *comm_p);
 void rcoll_comm_free(rcoll_comm_t comm, int graceful);
+/* c takes over the transports and listening endpoints of probe, a one-rank communicator that
+ * listened for it (split and shrink publish probe's handles before c exists); frees probe. */
+void rcoll_comm_take_listeners(rcoll_comm_t c, rcoll_comm_t probe);
 /* Pieces of communicator creation, shared with rcoll_comm_split (split.c): allocate the
  * object; pick the transport and listen (writes this rank's handle); connect to the ring
  * neighbours and doubling partners and allocate the staging memory. */

@@ -146,14 +146,7 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
         free(tab);
         goto fail;
     }
-    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++) {
-        c->dev[t] = probe->dev[t];
-        c->tps[t] = probe->tps[t];
-        memcpy(c->tp_why[t], probe->tp_why[t], sizeof(c->tp_why[t]));
-        c->listen_comms[t] = probe->listen_comms[t];
-        probe->listen_comms[t] = NULL;
-    }
-    rcoll_comm_free(probe, 0);
+    rcoll_comm_take_listeners(c, probe); /* and frees the probe */
     probe = NULL;
     c->ctx = (comm->ctx ^ (0xc2b2ae3d27d4eb4full * round)) * 1099511628211ull;
     for (int i = 0; i < count; i++) c->peers[i] = tab[i].req.info;

@@ -92,14 +92,7 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
         rcoll_comm_free(probe, 0);
         goto fail;
     }
-    for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++) {
-        c->dev[t] = probe->dev[t];
-        c->tps[t] = probe->tps[t];
-        memcpy(c->tp_why[t], probe->tp_why[t], sizeof(c->tp_why[t]));
-        c->listen_comms[t] = probe->listen_comms[t];
-        probe->listen_comms[t] = NULL;
-    }
-    rcoll_comm_free(probe, 0);
+    rcoll_comm_take_listeners(c, probe); /* and frees the probe */
     uint64_t ctx = comm->ctx ^ (0x9e3779b97f4a7c15ull * (split_no + 1));
     c->ctx = (ctx ^ (uint64_t)(uint32_t)color) * 1099511628211ull;
     for (int i = 0; i < size; i++) {
