@@ -53,19 +53,47 @@ def _entry(rank, n, port, fn, results, timeout_s):
         results[rank] = ("error", traceback.format_exc())
 
 
+def _joined(ctx):
+    """ctx.join(timeout=1), but a rank that exited non-zero is one whose result (or its
+    absence) is judged below, not an exception here."""
+    try:
+        return ctx.join(timeout=1)
+    except mp.ProcessExitedException:
+        for p in ctx.processes:
+            p.join(5)
+        return True
+
+
+# torch's TCPStore in rank 0 binds the port free_port() found free a moment earlier; another
+# test running meanwhile may take it first.  That run is repeated with a new port (and said).
+PORT_TAKEN = "Address already in use"
+
+
 def run(n, fn, timeout_s=60):
     """fn(rank, n, gloo_group) on n processes; returns the results by rank."""
-    with mp.Manager() as m:
-        results = m.dict()
-        ctx = mp.start_processes(_entry, args=(n, free_port(), fn, results, timeout_s),
-                                 nprocs=n, join=False, start_method="spawn")
-        deadline = time.monotonic() + 240
-        while not ctx.join(timeout=1):
-            if time.monotonic() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                raise AssertionError("ranks still running after 240 s")
-        out = dict(results)
+    for attempt in range(3):
+        with mp.Manager() as m:
+            results = m.dict()
+            ctx = mp.start_processes(_entry, args=(n, free_port(), fn, results, timeout_s),
+                                     nprocs=n, join=False, start_method="spawn")
+            deadline = time.monotonic() + 240
+            while not _joined(ctx):
+                if time.monotonic() > deadline:
+                    for p in ctx.processes:
+                        p.kill()
+                    raise AssertionError("ranks still running after 240 s")
+                if any(v[0] == "error" and PORT_TAKEN in v[1] for v in results.values()):
+                    for p in ctx.processes:  # the others would wait for the store in vain
+                        p.kill()
+                        p.join(5)
+                    break
+            out = dict(results)
+        taken = [r for r in range(n) if out.get(r, ("", ""))[0] == "error" and
+                 PORT_TAKEN in out[r][1] and "TCPStore" in out[r][1]]
+        if not taken or attempt == 2:
+            break
+        print(f"run: the store's port was taken by another process (rank {taken[0]}); "
+              "again with another port", file=sys.stderr)
     for r in range(n):
         kind, val = out.get(r, ("missing", "no result"))
         if kind != "ok":
