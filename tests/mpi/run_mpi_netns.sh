@@ -61,10 +61,26 @@ mpirun=(env -u RCOLL_RANK -u RCOLL_NRANKS -u RCOLL_ROOT -u RCOLL_SECRET -u RCOLL
     --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include eth0
     --mca oob_tcp_if_include eth0 -x RCOLL_SOCKET_IFNAME=eth0 -x RCOLL_TIMEOUT=30
     -x LD_LIBRARY_PATH -x ASAN_OPTIONS -x LSAN_OPTIONS -np $hosts)
+# Open MPI sometimes never hears back from the daemon it started in a namespace (about 1 run
+# in 10 here: mpirun and one orted alive, no rank process started).  A step that has not
+# ended after 45 s is tried once more; rcoll itself cannot be what waits that long, since
+# RCOLL_TIMEOUT=30 turns any wait of its own into an error exit.  Other failures stand.
+launch() { # OUT ARGS...
+    local out=\$1 r=0 try
+    shift
+    for try in 1 2; do
+        timeout 45 "\${mpirun[@]}" "\$@" >"\$out" 2>&1 && return 0
+        r=\$?
+        [ \$r -eq 124 ] || return \$r
+        cp "\$out" "\$out.hung\$try"
+        echo "launch: mpirun still running after 45 s (try \$try)" >>"$work/relaunch.log"
+    done
+    return \$r
+}
 rc=0
-"\${mpirun[@]}" sh -c 'ip -4 -o addr show eth0' >"$work/where.out" 2>&1 || rc=\$?
-[ \$rc -eq 0 ] && { "\${mpirun[@]}" -x RCOLL_MPI_STATS=1 "$coll" mixed >"$work/coll.out" 2>&1 || rc=\$?; }
-[ \$rc -eq 0 ] && { "\${mpirun[@]}" "$perf" -b 8 -e 1M -f 16 -c 1 -n 2 -w 1 >"$work/perf.out" 2>&1 || rc=\$?; }
+launch "$work/where.out" sh -c 'ip -4 -o addr show eth0' || rc=\$?
+[ \$rc -eq 0 ] && { launch "$work/coll.out" -x RCOLL_MPI_STATS=1 "$coll" mixed || rc=\$?; }
+[ \$rc -eq 0 ] && { launch "$work/perf.out" "$perf" -b 8 -e 1M -f 16 -c 1 -n 2 -w 1 || rc=\$?; }
 touch "$work/done"
 exit \$rc
 EOF
@@ -85,7 +101,7 @@ fail() {
 }
 
 start=$(date +%s)
-"$cluster" --hosts "$hosts" --prefix "$prefix" --timeout 120 -- "$work/host.sh" \
+"$cluster" --hosts "$hosts" --prefix "$prefix" --timeout 280 -- "$work/host.sh" \
     >"$work/cluster.out" 2>&1 || fail "netns-cluster with mpirun in host 0 (exit $?)"
 took=$(( $(date +%s) - start ))
 
@@ -100,4 +116,5 @@ grep -q "^# rcoll: $hosts ranks" "$work/perf.out" || fail "all_reduce_perf: not 
 [ "$(grep -c '^#  Rank  *[0-9]* ' "$work/perf.out")" -eq "$hosts" ] ||
     fail "all_reduce_perf: not $hosts rank lines"
 grep -q "Out of bounds values : 0 OK" "$work/perf.out" || fail "all_reduce_perf: wrong values"
+[ -f "$work/relaunch.log" ] && sed "s/^/note: /" "$work/relaunch.log"
 echo "ok: mpirun over $hosts netns hosts (TCP): test_mpi_coll mixed and all_reduce_perf, 0 wrong, ${took}s"
