@@ -69,7 +69,8 @@ enum { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL
 static const char *const coll_name[NCOLL] = {
     "allreduce", "reduce",  "bcast",      "allgather", "reduce_scatter", "alltoall",
     "gather",    "scatter", "allgatherv", "alltoallv", "barrier",        "sendrecv"};
-static const char *const algo_name[] = {"auto", "ring", "rd", "tree", "oneshot", "twoshot"};
+static const char *const algo_name[] = {"auto", "ring", "rd", "tree", "oneshot", "twoshot",
+                                         "cma"};
 static const char *const dt_nm[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
                                     "half", "bf16", "float", "double", "int16", "uint16", "bool"};
 
@@ -612,7 +613,7 @@ static void draw_trial(trial_t *t, int kind, int min_r, int max_r)
     t->count = bytes / dt_bytes(t->dt) ? bytes / dt_bytes(t->dt) : 1;
     t->root = (int)below((uint64_t)t->n);
     t->nb = below(3) == 0;
-    t->algo = (int)below(6);
+    t->algo = (int)below(sizeof(algo_name) / sizeof(algo_name[0]));
     t->tcp = kind == F_SOCK ? 1 : kind == F_SHMFULL ? 0 : (int)below(2);
     t->in_init = kind == F_KILL && below(5) == 0;
     t->junk_early = kind == F_JUNK && below(2);

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "algo/cma.h"
 #include "algo/exec.h"
 #include "algo/oneshot.h"
 #include "algo/twoshot.h"
@@ -27,6 +28,7 @@
     X(ONESHOT, oneshot) /* oneshot.c */                                                        \
     X(TREE, tree)       /* flat.c: double binary tree */                                       \
     X(TWOSHOT, twoshot) /* twoshot.c */                                                        \
+    X(CMA, cma)         /* cma.c: single-copy over cross-memory attach */                      \
     X(HIER, hier)       /* hier.c */                                                           \
     /* end of the list */
 
@@ -58,6 +60,8 @@ typedef struct rcoll_algo_ctx {
     int has_hostseg;              /* every rank maps the host segment (oneshot, twoshot) */
     rcoll_oneshot_t oneshot;      /* views of the host segment (when has_hostseg) */
     rcoll_twoshot_t twoshot;
+    int has_cma;                  /* every rank can read every peer's memory (cma.h) */
+    rcoll_cma_t cma;              /* (when has_cma) */
     uint64_t oneshot_seq;         /* one-shot operations so far (their numbers) */
     size_t chunk_bytes;           /* staging slot: the largest pipeline chunk */
     int chunk_fixed;              /* RCOLL_CHUNK_SIZE given: chunk_bytes, not the model's */

@@ -8,6 +8,8 @@
  *   tree      2 D alpha + 2 S beta + S gamma                                    flat.c
  *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma       host segment only    oneshot.c
  *   two-shot  2 alpha + (2n-1)/n S beta/2 + (n-1)/n S gamma  host segment only  twoshot.c
+ *   cma       (3 + c) alpha + (n-1)/n S beta + (n-1)/n S gamma   (c: read calls;      cma.c
+ *             host segment and cross-memory attach between every pair of ranks)
  *   hier      ring phases on the hosts and across them    several hosts         hier.c
  *
  * The cheapest applicable one runs unless RCOLL_ALGO forces one that applies.  Pipelining is
@@ -39,7 +41,9 @@ static const rcoll_knob_t algo_knobs[] = {
                        "all-reduce algorithm: auto (the cost model chooses) or one of the "
                        "table's (docs/design.md): ring, rd (recursive doubling), oneshot (host "
                        "segment, up to 16 KiB), tree (double binary tree), twoshot (host "
-                       "segment: reduce-scatter + all-gather through shared memory), hier "
+                       "segment: reduce-scatter + all-gather through shared memory), cma (two-shot "
+                       "reading the peers' buffers directly: host segment and cross-memory "
+                       "attach, RCOLL_CMA), hier "
                        "(several hosts with equal ranks); one that does not apply here leaves "
                        "the choice to the cost model"),
 };

@@ -627,6 +627,39 @@ err_free:
     return st;
 }
 
+/* Cross-memory attach (algo/cma.h) when every rank may read every peer: each rank publishes
+ * its process id and a probe word, reads every peer's, and all agree (RCOLL_CMA on every rank
+ * and every read right), so that the cost model sees the same thing everywhere.  Not being
+ * able to is not an error (containers' seccomp profiles commonly forbid process_vm_readv);
+ * the reason is logged. */
+static rcoll_status_t setup_cma(rcoll_comm_t c, char *area)
+{
+    int32_t ok = c->cfg.cma;
+    char why[200] = "RCOLL_CMA=0";
+    if (ok && rcoll_cma_attach(&c->algo.cma, area, c->nranks, c->rank) != RCOLL_OK) {
+        snprintf(why, sizeof(why), "%s", rcoll_err_get());
+        ok = 0;
+    }
+    if (ok) rcoll_cma_publish_probe(&c->algo.cma);
+    int32_t all = ok;
+    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &all, &all, 1, RCOLL_INT32,
+                                       RCOLL_MIN, 0);
+    if (st == RCOLL_OK && all) {
+        all = ok = rcoll_cma_probe(&c->algo.cma, why, sizeof(why));
+        st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &all, &all, 1, RCOLL_INT32, RCOLL_MIN, 0);
+    }
+    if (st != RCOLL_OK || !all) {
+        if (st == RCOLL_OK)
+            RCOLL_INFO(INIT, "cross-memory attach not used: %s", ok ? "another rank cannot "
+                       "(its log says why)" : why);
+        rcoll_cma_detach(&c->algo.cma);
+        return st;
+    }
+    c->algo.has_cma = 1;
+    RCOLL_INFO(INIT, "cross-memory attach: every rank reads every peer (process_vm_readv)");
+    return RCOLL_OK;
+}
+
 /* When every rank is on this host (and shared memory is allowed), rank 0 creates the host
  * segment for the one-shot and two-shot all-reduces and the call signatures (core/sig.h), and
  * the others map it.  Each rank says
@@ -651,8 +684,9 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     size_t slot = c->cfg.twoshot_slot ? c->cfg.twoshot_slot : c->cfg.conn.buffsize / 16;
     if (slot < 4096) slot = 4096;
     size_t ts_size = algs ? rcoll_twoshot_area_size(c->nranks, slot) : 0;
+    size_t cma_size = algs ? rcoll_cma_area_size(c->nranks) : 0;
     size_t sig_size = (size_t)c->nranks * RCOLL_SIG_ANNOUNCE_BYTES;
-    size_t size = os_size + ts_size + sig_size;
+    size_t size = os_size + ts_size + cma_size + sig_size;
     rcoll_shmseg_ref_t ref;
     memset(&ref, 0, sizeof(ref));
     int32_t ok = 1;
@@ -676,7 +710,7 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
         rcoll_shmseg_detach(&c->hostseg);
         return RCOLL_OK;
     }
-    c->sig_area = c->hostseg.base + os_size + ts_size;
+    c->sig_area = c->hostseg.base + os_size + ts_size + cma_size;
     c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
     if (!algs) {
         RCOLL_INFO(INIT, "host segment: %zu B (call signatures only)", size);
@@ -687,9 +721,9 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     rcoll_twoshot_attach(&c->algo.twoshot, c->hostseg.base + os_size, c->nranks, c->rank, slot);
     c->algo.has_hostseg = 1;
     RCOLL_INFO(INIT, "host segment: %zu B (one-shot %zu B, two-shot %zu B: %d slots of %zu B "
-               "per rank, call signatures %zu B)", size, os_size, ts_size, RCOLL_TWOSHOT_SLOTS,
-               slot, sig_size);
-    return RCOLL_OK;
+               "per rank, CMA %zu B, call signatures %zu B)", size, os_size, ts_size,
+               RCOLL_TWOSHOT_SLOTS, slot, cma_size, sig_size);
+    return setup_cma(c, c->hostseg.base + os_size + ts_size);
 }
 
 void rcoll_comm_take_listeners(rcoll_comm_t c, rcoll_comm_t probe)
@@ -708,6 +742,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
     rcoll_pt_stop(c);
     family_leave(c);
+    rcoll_cma_detach(&c->algo.cma);
     rcoll_shmseg_detach(&c->hostseg);
     if (c->conn) rcoll_conn_fini(c);
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)

@@ -72,6 +72,10 @@ static const rcoll_knob_t core_knobs[] = {
                        "net plugin of RCOLL_NET_PLUGIN, for every peer)"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
          "1: ranks on one host talk over the network transport instead of shared memory"),
+    KNOB("RCOLL_CMA", "1", INT, cma, 0, 1,
+         "1: ranks on one host may read each other's buffers with cross-memory attach "
+         "(process_vm_readv; the cma all-reduce) where a probe at creation shows that every "
+         "rank can; 0: never"),
     KNOB_STR("RCOLL_HOST_ID", "", host_id,
              "this rank's host identity (ranks with equal ids are one host: shared memory, one "
              "ring segment); default: hostname, boot id and network namespace"),

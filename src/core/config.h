@@ -54,6 +54,7 @@ typedef struct rcoll_config {
     int tuning_probe;  /* 1: measure the constants at communicator creation */
     int transport;     /* rcoll_cfg_transport_t */
     int shm_disable;   /* 1: never use shared memory between local ranks */
+    int cma;           /* 1: cross-memory attach between local ranks where it works */
     char host_id[RCOLL_CFG_STR_MAX]; /* "" = hostname + boot id + network namespace */
     /* Not a knob: the caller's name for the communicator (rcoll_comm_config_t; "" = none),
      * shown in its log lines; children of split/dup inherit it with the rest. */

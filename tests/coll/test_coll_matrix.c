@@ -556,21 +556,22 @@ int main(int argc, char **argv)
     setenv("RCOLL_DEBUG_FILE", algo_log, 1);
     /* Every all-reduce algorithm on every rank count (auto would pick doubling for all of
      * these small counts). */
-    static const char *const algos[] = {"ring", "rd", "oneshot", "tree", "twoshot"};
+    static const char *const algos[] = {"ring", "rd", "oneshot", "tree", "twoshot", "cma"};
     /* And both transports between these local ranks: ring over TCP, doubling over shared
      * memory, one- and two-shot over the host segment (the other collectives' tests run
      * over each transport as well). */
-    const char *transports[] = {"tcp", "auto", "auto", "tcp", "auto"};
+    const char *transports[] = {"tcp", "auto", "auto", "tcp", "auto", "auto"};
     /* MATRIX_TRANSPORT=verbs runs everything over that one transport (the rdma suite) */
     const char *only = getenv("MATRIX_TRANSPORT");
-    for (int a = 0; only && a < 5; a++) transports[a] = only;
+    for (int a = 0; only && a < 6; a++) transports[a] = only;
     setenv("RCOLL_TWOSHOT_SLOT", "4096", 0);
     /* MATRIX_V_ONLY=1: the rooted and uneven collectives alone */
     int v_only = getenv("MATRIX_V_ONLY") != NULL;
-    for (int a = 0; a < 5 && !v_only; a++) {
+    for (int a = 0; a < 6 && !v_only; a++) {
         /* one- and two-shot need every peer on shared memory: over one other transport they
          * cannot run, and the library would run another algorithm */
-        if (only && (!strcmp(algos[a], "oneshot") || !strcmp(algos[a], "twoshot"))) {
+        if (only && (!strcmp(algos[a], "oneshot") || !strcmp(algos[a], "twoshot") ||
+                     !strcmp(algos[a], "cma"))) {
             check_skip("%s over %s: needs every peer on shared memory", algos[a], only);
             continue;
         }

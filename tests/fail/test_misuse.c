@@ -152,12 +152,13 @@ enum { K_COUNT_SMALL, K_COUNT_LARGE, K_DATATYPE, K_OP, K_COLL_SMALL, K_COLL_LARG
 
 static void add_allreduce_kinds(int place)
 {
-    static const char *const shm_algos[] = {NULL, "ring", "rd", "tree", "oneshot", "twoshot"};
+    static const char *const shm_algos[] = {NULL,      "ring",    "rd", "tree",
+                                            "oneshot", "twoshot", "cma"};
     static const char *const tcp_algos[] = {NULL, "ring", "rd", "tree"};
     static const char *const mixed_algos[] = {NULL, "ring", "rd", "tree", "hier"};
     const char *const *algos = place == P_SHM ? shm_algos : place == P_TCP ? tcp_algos
                                                                             : mixed_algos;
-    int nalgos = place == P_SHM ? 6 : place == P_TCP ? 4 : 5;
+    int nalgos = place == P_SHM ? 7 : place == P_TCP ? 4 : 5;
     for (int k = 0; k < K_NUM; k++)
         for (int a = 0; a < nalgos; a++) {
             const char *algo = algos[a];
