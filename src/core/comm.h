@@ -165,6 +165,9 @@ struct rcoll_comm {
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;
+    /* Pinned host memory for staging device buffers (cuda/gpu.h; made at the first call with
+     * device buffers, freed by rcoll_comm_free), or NULL. */
+    struct rcoll_gpu_stage *gpu_stage;
     /* The progress thread (RCOLL_PROGRESS_THREAD; progress.c).  When it runs, pt_lock guards
      * the queue and every per-operation state: the thread holds it while it progresses, an
      * API call from comm_enter to comm_leave, rcoll_test/rcoll_wait while they look. */

@@ -1,20 +1,31 @@
 /*
- * test_cuda.c - the CUDA foundation without a GPU: through a scripted driver table (as
+ * test_cuda.c - the CUDA layer without a GPU: through a scripted driver table (as
  * test_verbs.c scripts libibverbs) the driver's refusals (missing library, driver too old,
  * cuInit failing, each with its sentence), pointer classification and its range cache (one
- * driver call per allocation), and the collective entry checks: device and managed buffers
- * refused with a sentence, host and pinned host ones accepted, kinds not mixed in one call.
- * The scripted "device" allocations are host memory underneath, so a check that failed to
- * refuse one would still not crash.  Runs under the ASan build too (nothing may leak).
+ * driver call per allocation), the collective entry checks (kinds not mixed in one call;
+ * nonblocking, grouped and point-to-point calls with device buffers refused with a sentence)
+ * and the staging path: every blocking collective run on real processes with "device"
+ * buffers, results checked against a reference computed here, the bytes copied each way
+ * counted, the staging area's life (lazy, reused, grown, freed), and the driver failing.
+ *
+ * What this does NOT test: a GPU.  The scripted "device" allocations are host memory in an
+ * arena of their own (as the driver's reserved address range keeps device addresses apart
+ * from host ones); the scripted cuMemcpyDtoH/HtoD are memcpy, cuMemAllocHost is calloc.  It
+ * checks rcoll's logic and its sequence of driver calls (which buffers, which bytes, which
+ * context is current), not the driver's behaviour; tests/gpu/test_stage.c runs the same
+ * collectives on a real GPU.  Runs under the ASan build too (nothing may leak).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "cuda/cuda_drv.h"
 #include "cuda/gpu.h"
 #include "cuda/kernels.h"
+#include "mp.h"
 #include "rcoll.h"
 #include "util/status.h"
 
@@ -26,11 +37,29 @@ typedef struct {
     size_t size;
     unsigned memtype, managed;
     unsigned long long id;
+    int heap; /* calloc'd (pinned host fakes); device fakes live in the arena */
 } fake_alloc_t;
 
-#define NALLOCS 80
+#define NALLOCS 256
 static fake_alloc_t allocs[NALLOCS];
 static int nallocs;
+
+/* "Device" memory: an arena never reused, apart from the host heap. */
+#define ARENA_BYTES (64u << 20)
+static char *arena;
+static size_t arena_used;
+
+/* Contexts: every fake device allocation belongs to CTX_DEV; the application's current
+ * context is CTX_APP.  A copy made while the buffer's context is not current is counted. */
+#define CTX_APP ((CUcontext)(uintptr_t)0xa990)
+#define CTX_DEV ((CUcontext)(uintptr_t)0xdef0)
+static CUcontext cur_ctx = CTX_APP;
+static int ctx_wrong, ctx_sets;
+
+/* Staging calls: counters, and failures on demand (the n-th next call fails; 0: none). */
+static size_t bytes_dtoh, bytes_htod;
+static int calls_dtoh, calls_htod, host_allocs, host_frees, host_live;
+static int fail_alloc_host, fail_dtoh, fail_htod;
 
 static CUresult s_version(int *v)
 {
@@ -44,22 +73,33 @@ static CUresult s_init(unsigned flags)
 }
 static CUresult s_err_name(CUresult e, const char **s)
 {
-    *s = e == CUDA_ERROR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : "CUDA_ERROR_UNKNOWN";
+    *s = e == CUDA_ERROR_NO_DEVICE         ? "CUDA_ERROR_NO_DEVICE"
+         : e == CUDA_ERROR_OUT_OF_MEMORY   ? "CUDA_ERROR_OUT_OF_MEMORY"
+         : e == CUDA_ERROR_ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+                                           : "CUDA_ERROR_UNKNOWN";
     return CUDA_SUCCESS;
 }
 static CUresult s_err_string(CUresult e, const char **s)
 {
-    *s = e == CUDA_ERROR_NO_DEVICE ? "no CUDA-capable device is detected" : "unknown error";
+    *s = e == CUDA_ERROR_NO_DEVICE         ? "no CUDA-capable device is detected"
+         : e == CUDA_ERROR_OUT_OF_MEMORY   ? "out of memory"
+         : e == CUDA_ERROR_ILLEGAL_ADDRESS ? "an illegal memory access was encountered"
+                                           : "unknown error";
     return CUDA_SUCCESS;
+}
+static const fake_alloc_t *find(uintptr_t p)
+{
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].size && p >= (uintptr_t)allocs[i].mem &&
+            p < (uintptr_t)allocs[i].mem + allocs[i].size)
+            return &allocs[i];
+    return NULL;
 }
 /* As the driver: attributes of a known allocation, zeros (SUCCESS) for memory it never saw. */
 static CUresult s_attrs(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
     attr_calls++;
-    const fake_alloc_t *a = NULL;
-    for (int i = 0; i < nallocs; i++)
-        if (p >= (CUdeviceptr)allocs[i].mem && p < (CUdeviceptr)allocs[i].mem + allocs[i].size)
-            a = &allocs[i];
+    const fake_alloc_t *a = find((uintptr_t)p);
     for (unsigned i = 0; i < n; i++) {
         switch (attrs[i]) {
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
@@ -77,27 +117,129 @@ static CUresult s_attrs(unsigned n, CUpointer_attribute *attrs, void **data, CUd
         case CU_POINTER_ATTRIBUTE_BUFFER_ID:
             *(unsigned long long *)data[i] = a ? a->id : 0;
             break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+            if (!a) return CUDA_ERROR_INVALID_VALUE;
+            *(CUcontext *)data[i] = a->memtype == CU_MEMORYTYPE_DEVICE ? CTX_DEV : NULL;
+            break;
         default:
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
     return CUDA_SUCCESS;
 }
+static CUresult s_ctx_get(CUcontext *c)
+{
+    *c = cur_ctx;
+    return CUDA_SUCCESS;
+}
+static CUresult s_ctx_set(CUcontext c)
+{
+    ctx_sets++;
+    cur_ctx = c;
+    return CUDA_SUCCESS;
+}
+static fake_alloc_t *fake_add(char *mem, size_t size, unsigned memtype, unsigned managed,
+                              int heap)
+{
+    int slot = nallocs;
+    for (int i = 0; i < nallocs; i++)
+        if (!allocs[i].size) slot = i;
+    if (slot == nallocs) {
+        if (nallocs == NALLOCS) return NULL;
+        nallocs++;
+    }
+    fake_alloc_t *a = &allocs[slot];
+    static unsigned long long ids;
+    *a = (fake_alloc_t){mem, size, memtype, managed, ++ids, heap};
+    return a;
+}
+static CUresult s_alloc_host(void **p, size_t bytes)
+{
+    if (fail_alloc_host && --fail_alloc_host == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    char *m = calloc(1, bytes);
+    if (!m || !fake_add(m, bytes, CU_MEMORYTYPE_HOST, 0, 1)) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    host_allocs++;
+    host_live++;
+    *p = m;
+    return CUDA_SUCCESS;
+}
+static CUresult s_free_host(void *p)
+{
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].size && allocs[i].mem == p && allocs[i].memtype == CU_MEMORYTYPE_HOST) {
+            free(p);
+            allocs[i].size = 0;
+            allocs[i].mem = NULL;
+            host_frees++;
+            host_live--;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+/* A copy: the device side must lie inside one device allocation, with its context current;
+ * the host side inside a pinned allocation (the staging area). */
+static CUresult s_copy(char *dst, const char *src, size_t n, const char *dev, const char *host)
+{
+    const fake_alloc_t *d = find((uintptr_t)dev), *h = find((uintptr_t)host);
+    if (!d || d->memtype != CU_MEMORYTYPE_DEVICE || (uintptr_t)dev + n > (uintptr_t)d->mem + d->size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!h || h->memtype != CU_MEMORYTYPE_HOST || (uintptr_t)host + n > (uintptr_t)h->mem + h->size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur_ctx != CTX_DEV) ctx_wrong++;
+    memcpy(dst, src, n);
+    return CUDA_SUCCESS;
+}
+static CUresult s_dtoh(void *dst, CUdeviceptr src, size_t n)
+{
+    if (fail_dtoh && --fail_dtoh == 0) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    CUresult r = s_copy(dst, (const char *)src, n, (const char *)src, dst);
+    if (r == CUDA_SUCCESS) {
+        calls_dtoh++;
+        bytes_dtoh += n;
+    }
+    return r;
+}
+static CUresult s_htod(CUdeviceptr dst, const void *src, size_t n)
+{
+    if (fail_htod && --fail_htod == 0) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    CUresult r = s_copy((char *)dst, src, n, (const char *)dst, src);
+    if (r == CUDA_SUCCESS) {
+        calls_htod++;
+        bytes_htod += n;
+    }
+    return r;
+}
 
 static const rcoll_cu_api_t scripted = {
     .cuInit = s_init, .cuDriverGetVersion = s_version, .cuGetErrorName = s_err_name,
     .cuGetErrorString = s_err_string, .cuPointerGetAttributes = s_attrs,
+    .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
+    .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
+    .cuMemcpyDtoH = s_dtoh, .cuMemcpyHtoD = s_htod,
 };
 
+/* A fake allocation: device and managed ones from the arena, pinned host ones from the heap. */
 static char *fake(size_t size, unsigned memtype, unsigned managed)
 {
-    fake_alloc_t *a = &allocs[nallocs++];
-    a->mem = calloc(1, size);
-    a->size = size;
-    a->memtype = memtype;
-    a->managed = managed;
-    a->id = (unsigned long long)nallocs;
-    return a->mem;
+    char *mem;
+    int heap = memtype == CU_MEMORYTYPE_HOST;
+    if (heap) {
+        mem = calloc(1, size);
+    } else {
+        size_t at = (arena_used + 255) & ~(size_t)255;
+        if (at + size > ARENA_BYTES) return NULL;
+        mem = arena + at;
+        arena_used = at + size;
+        memset(mem, 0, size);
+    }
+    if (!mem || !fake_add(mem, size, memtype, managed, heap)) {
+        if (heap) free(mem);
+        return NULL;
+    }
+    return mem;
 }
 
 /* ---- the driver's refusals ---- */
@@ -201,45 +343,463 @@ static void test_api(void)
     float *man = (float *)fake(4096, CU_MEMORYTYPE_DEVICE, 1);
     float *pin = (float *)fake(4096, CU_MEMORYTYPE_HOST, 0);
     float host[16] = {1, 2, 3}, out[16];
-    char want[200];
+    char want[300];
 
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
               out[2] == 3, "host buffers: accepted");
     CHECK(rcoll_allreduce(host, pin, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
               pin[1] == 2, "pinned host: the host path");
-    snprintf(want, sizeof(want), "rcoll_allreduce: recvbuf %p is CUDA device memory: the CUDA "
-             "device path is not built yet", (void *)dev);
-    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), want),
-          "device refused: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "sendbuf"),
-          "device send and receive: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_allreduce(man, man + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "CUDA managed"),
-          "managed refused: %s", rcoll_comm_last_error(comm));
+    CHECK(host_allocs == 0 && bytes_dtoh == 0, "host buffers: nothing staged");
     CHECK(rcoll_allreduce(host, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
               RCOLL_ERR_INVALID_ARG && strstr(rcoll_comm_last_error(comm), "host memory but") &&
               strstr(rcoll_comm_last_error(comm), "all host memory or all CUDA memory"),
           "mixed kinds refused: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_bcast(dev, 16, RCOLL_FLOAT32, 0, comm) == RCOLL_ERR_UNSUPPORTED &&
-              strstr(rcoll_comm_last_error(comm), "rcoll_bcast: buf"), "bcast: %s",
-          rcoll_comm_last_error(comm));
-    CHECK(rcoll_allgather(dev, dev + 64, 16, RCOLL_FLOAT32, comm) == RCOLL_ERR_UNSUPPORTED,
-          "allgather: %s", rcoll_comm_last_error(comm));
     size_t counts[1] = {16}, displs[1] = {0};
     CHECK(rcoll_allgatherv(host, 16, man, counts, displs, RCOLL_FLOAT32, comm) ==
               RCOLL_ERR_INVALID_ARG, "allgatherv mixed: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_reduce(dev, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm) ==
-              RCOLL_ERR_UNSUPPORTED, "reduce: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_allreduce(pin, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_INVALID_ARG && strstr(rcoll_comm_last_error(comm), "pinned host memory"),
+          "pinned and device mixed: %s", rcoll_comm_last_error(comm));
+    CHECK(host_allocs == 0, "a refused call stages nothing");
+
+    /* nonblocking, grouped and point-to-point calls: refused with a sentence */
+    rcoll_request_t req = NULL;
+    snprintf(want, sizeof(want), "rcoll_iallreduce: recvbuf %p is CUDA device memory: the "
+             "nonblocking calls do not take device buffers yet (the blocking rcoll_allreduce "
+             "stages them", (void *)dev);
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &req) ==
+              RCOLL_ERR_UNSUPPORTED && !req && strstr(rcoll_comm_last_error(comm), want),
+          "iallreduce refused: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_igather(man, man + 64, 16, RCOLL_FLOAT32, 0, comm, &req) ==
+              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_igather: "
+              "sendbuf") && strstr(rcoll_comm_last_error(comm), "CUDA managed memory") &&
+              strstr(rcoll_comm_last_error(comm), "blocking rcoll_gather"),
+          "igather refused: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_group_start() == RCOLL_OK, "group");
+    CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "inside "
+              "rcoll_group_start/end") && strstr(rcoll_comm_last_error(comm), "outside the "
+              "group"), "grouped allreduce refused: %s", rcoll_comm_last_error(comm));
     rcoll_status_t s1 = rcoll_send(dev, 4, RCOLL_FLOAT32, 0, comm);
-    CHECK(s1 == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_send: buf"),
+    CHECK(s1 == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_send: buf") &&
+              strstr(rcoll_comm_last_error(comm), "point-to-point calls do not take device "
+                                                  "buffers"),
           "send: %s", rcoll_comm_last_error(comm));
-    rcoll_group_end();
+    CHECK(rcoll_group_end() == RCOLL_OK, "empty group ends");
+    CHECK(host_allocs == 0 && bytes_dtoh == 0, "refused calls stage nothing");
+
+    /* the blocking calls stage: one rank, so the result is the input */
+    for (int i = 0; i < 16; i++) dev[i] = (float)i;
+    size_t mem0 = 0, mem1 = 0;
+    rcoll_comm_mem_usage(comm, &mem0);
+    CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              dev[64 + 5] == 5 && dev[64 + 15] == 15, "device allreduce: %s",
+          rcoll_comm_last_error(comm));
+    rcoll_comm_mem_usage(comm, &mem1);
+    CHECK(host_allocs == 1 && host_live == 1 && bytes_dtoh == 64 && bytes_htod == 64 &&
+              calls_dtoh == 1 && calls_htod == 1, "staged: %d area, %zu bytes in, %zu out",
+          host_allocs, bytes_dtoh, bytes_htod);
+    CHECK(mem1 >= mem0 + 64, "rcoll_comm_mem_usage counts the staging area: %zu -> %zu", mem0,
+          mem1);
+    CHECK(cur_ctx == CTX_APP && ctx_wrong == 0, "copies in the buffer's context, the "
+          "caller's restored (%d wrong)", ctx_wrong);
+    for (int i = 0; i < 16; i++) man[i] = (float)(2 * i);
+    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, man, 16, RCOLL_FLOAT32, RCOLL_MAX, comm) == RCOLL_OK &&
+              man[7] == 14 && host_allocs == 1 && bytes_dtoh == 128 && bytes_htod == 128,
+          "managed, in place, the area reused: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_bcast(dev, 16, RCOLL_FLOAT32, 0, comm) == RCOLL_OK && bytes_dtoh == 192 &&
+              bytes_htod == 128, "bcast on the root: copied in only");
+    CHECK(rcoll_reduce(dev, NULL, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm) ==
+              RCOLL_ERR_INVALID_ARG, "reduce: recvbuf NULL on the root still refused");
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
           "still usable after the refusals: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_comm_destroy(comm) == RCOLL_OK, "destroy");
+    CHECK(host_live == 0 && host_frees == 1, "the staging area freed with the communicator");
+}
+
+/* ---- the staging path on real processes ---- */
+
+typedef int32_t elem_t;
+static elem_t val(int rank, size_t i, int salt) { return rank * 1000 + (elem_t)i * 3 + salt; }
+
+typedef struct {
+    long fails0;
+    rcoll_comm_t comm;
+    int rank, n;
+} ctx_t;
+
+/* The copies of one call, from the counters. */
+static size_t in0, out0;
+static void mark(void)
+{
+    in0 = bytes_dtoh;
+    out0 = bytes_htod;
+}
+static void copied(ctx_t *c, const char *what, size_t in, size_t out)
+{
+    CHECK(bytes_dtoh - in0 == in && bytes_htod - out0 == out,
+          "rank %d/%d %s: copied %zu bytes in and %zu out (expected %zu and %zu)", c->rank, c->n,
+          what, bytes_dtoh - in0, bytes_htod - out0, in, out);
+    CHECK(cur_ctx == CTX_APP, "rank %d %s: the caller's context is current again", c->rank,
+          what);
+}
+static int ok(ctx_t *c, rcoll_status_t st, const char *what)
+{
+    CHECK(st == RCOLL_OK, "rank %d/%d %s: %s: %s", c->rank, c->n, what, rcoll_status_string(st),
+          rcoll_comm_last_error(c->comm));
+    return st == RCOLL_OK;
+}
+/* Elements [0, count) of buf against want(i); returns the number wrong (the first printed). */
+#define EXPECT(c, what, buf, count, want_expr)                                                \
+    do {                                                                                      \
+        size_t bad_ = 0, first_ = 0;                                                          \
+        for (size_t i = 0; i < (count); i++)                                                  \
+            if ((buf)[i] != (elem_t)(want_expr) && !bad_++) first_ = i;                       \
+        CHECK(!bad_, "rank %d/%d %s: %zu wrong, first [%zu] = %d", (c)->rank, (c)->n, what,   \
+              bad_, first_, bad_ ? (int)(buf)[first_] : 0);                                   \
+    } while (0)
+
+#define POISON ((elem_t)0x5a5a5a5a)
+static elem_t *dalloc(size_t count)
+{
+    elem_t *p = (elem_t *)fake(count * sizeof(elem_t) + 64, CU_MEMORYTYPE_DEVICE, 0);
+    for (size_t i = 0; p && i < count + 16; i++) p[i] = POISON;
+    return p;
+}
+
+static void stage_block(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n;
+    size_t es = sizeof(elem_t), B = cnt * es;
+    rcoll_comm_t comm = c->comm;
+    elem_t *s = dalloc(cnt * (size_t)n), *r = dalloc(cnt * (size_t)n);
+    if (!s || !r) {
+        CHECK(0, "arena full");
+        return;
+    }
+
+    /* all-reduce, out of place and in place */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 1);
+    mark();
+    if (ok(c, rcoll_allreduce(s, r, cnt, RCOLL_INT32, RCOLL_SUM, comm), "allreduce")) {
+        EXPECT(c, "allreduce", r, cnt, (n * (n - 1) / 2) * 1000 + n * (elem_t)(i * 3 + 1));
+        copied(c, "allreduce", B, B);
+        CHECK(r[cnt] == POISON, "allreduce: nothing past the end");
+    }
+    for (size_t i = 0; i < cnt; i++) r[i] = val(me, i, 2);
+    mark();
+    if (ok(c, rcoll_allreduce(RCOLL_IN_PLACE, r, cnt, RCOLL_INT32, RCOLL_MAX, comm), "in place")) {
+        EXPECT(c, "allreduce in place", r, cnt, val(n - 1, i, 2));
+        copied(c, "in place", B, B);
+    }
+
+    /* broadcast from the last rank */
+    int root = n - 1;
+    for (size_t i = 0; i < cnt; i++) r[i] = me == root ? val(me, i, 3) : POISON;
+    mark();
+    if (ok(c, rcoll_bcast(r, cnt, RCOLL_INT32, root, comm), "bcast")) {
+        EXPECT(c, "bcast", r, cnt, val(root, i, 3));
+        copied(c, "bcast", me == root ? B : 0, me == root ? 0 : B);
+    }
+
+    /* reduce to rank 0: recvbuf NULL elsewhere; in place on the root */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 4), r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_reduce(s, me == 0 ? r : NULL, cnt, RCOLL_INT32, RCOLL_SUM, 0, comm),
+           "reduce")) {
+        if (me == 0) EXPECT(c, "reduce", r, cnt, (n * (n - 1) / 2) * 1000 + n * (elem_t)(i * 3 + 4));
+        copied(c, "reduce", B, me == 0 ? B : 0);
+    }
+    for (size_t i = 0; i < cnt; i++) r[i] = val(me, i, 5);
+    mark();
+    if (ok(c, rcoll_reduce(me == 0 ? RCOLL_IN_PLACE : r, me == 0 ? r : NULL, cnt, RCOLL_INT32,
+                           RCOLL_MIN, 0, comm), "reduce in place")) {
+        if (me == 0) EXPECT(c, "reduce in place", r, cnt, val(0, i, 5));
+        copied(c, "reduce in place", B, me == 0 ? B : 0);
+    }
+
+    /* all-gather, out of place and in place */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 6);
+    for (size_t i = 0; i < cnt * (size_t)n; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_allgather(s, r, cnt, RCOLL_INT32, comm), "allgather")) {
+        EXPECT(c, "allgather", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 6));
+        copied(c, "allgather", B, (size_t)n * B);
+    }
+    for (size_t i = 0; i < cnt * (size_t)n; i++)
+        r[i] = i / cnt == (size_t)me ? val(me, i % cnt, 7) : POISON;
+    mark();
+    if (ok(c, rcoll_allgather(RCOLL_IN_PLACE, r, cnt, RCOLL_INT32, comm), "allgather in place")) {
+        EXPECT(c, "allgather in place", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 7));
+        copied(c, "allgather in place", B, (size_t)n * B);
+    }
+
+    /* reduce-scatter, out of place and in place (the result at recvbuf's start) */
+    for (size_t i = 0; i < cnt * (size_t)n; i++) s[i] = val(me, i, 8);
+    for (size_t i = 0; i < cnt; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_reduce_scatter(s, r, cnt, RCOLL_INT32, RCOLL_SUM, comm), "reduce_scatter")) {
+        EXPECT(c, "reduce_scatter", r, cnt,
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 8));
+        copied(c, "reduce_scatter", (size_t)n * B, B);
+    }
+    for (size_t i = 0; i < cnt * (size_t)n; i++) r[i] = val(me, i, 9);
+    mark();
+    if (ok(c, rcoll_reduce_scatter(RCOLL_IN_PLACE, r, cnt, RCOLL_INT32, RCOLL_SUM, comm),
+           "reduce_scatter in place")) {
+        EXPECT(c, "reduce_scatter in place", r, cnt,
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 9));
+        copied(c, "reduce_scatter in place", (size_t)n * B, B);
+    }
+
+    /* all-to-all: block j of rank i holds i, j */
+    for (size_t i = 0; i < cnt * (size_t)n; i++)
+        s[i] = val(me, (i / cnt) * 100 + i % cnt, 10);
+    mark();
+    if (ok(c, rcoll_alltoall(s, r, cnt, RCOLL_INT32, comm), "alltoall")) {
+        EXPECT(c, "alltoall", r, cnt * (size_t)n, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 10));
+        copied(c, "alltoall", (size_t)n * B, (size_t)n * B);
+    }
+
+    /* gather to rank 1 % n and scatter from it; recvbuf / sendbuf NULL elsewhere */
+    root = 1 % n;
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 11);
+    mark();
+    if (ok(c, rcoll_gather(s, me == root ? r : NULL, cnt, RCOLL_INT32, root, comm), "gather")) {
+        if (me == root) EXPECT(c, "gather", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 11));
+        copied(c, "gather", B, me == root ? (size_t)n * B : 0);
+    }
+    for (size_t i = 0; i < cnt * (size_t)n; i++) s[i] = val(root, i, 12);
+    for (size_t i = 0; i < cnt; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_scatter(me == root ? s : NULL, r, cnt, RCOLL_INT32, root, comm), "scatter")) {
+        EXPECT(c, "scatter", r, cnt, val(root, (size_t)me * cnt + i, 12));
+        copied(c, "scatter", me == root ? (size_t)n * B : 0, B);
+    }
+    /* scatter in place on the root: its block stays, nothing is copied back there */
+    mark();
+    if (ok(c, rcoll_scatter(me == root ? s : NULL, me == root ? (void *)RCOLL_IN_PLACE : r, cnt,
+                            RCOLL_INT32, root, comm), "scatter in place")) {
+        EXPECT(c, "scatter in place", (me == root ? s + (size_t)root * cnt : r), cnt,
+               val(root, (size_t)me * cnt + i, 12));
+        copied(c, "scatter in place", me == root ? (size_t)n * B : 0, me == root ? 0 : B);
+    }
+    /* gather in place on the root */
+    for (size_t i = 0; i < cnt * (size_t)n; i++)
+        r[i] = me == root && i / cnt == (size_t)root ? val(me, i % cnt, 13) : POISON;
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 13);
+    mark();
+    if (ok(c, rcoll_gather(me == root ? RCOLL_IN_PLACE : s, me == root ? r : NULL, cnt,
+                           RCOLL_INT32, root, comm), "gather in place")) {
+        if (me == root)
+            EXPECT(c, "gather in place", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 13));
+        copied(c, "gather in place", B, me == root ? (size_t)n * B : 0);
+    }
+}
+
+/* The uneven collectives, with gaps between the blocks that must stay untouched. */
+static void stage_v(ctx_t *c)
+{
+    int me = c->rank, n = c->n;
+    size_t es = sizeof(elem_t);
+    rcoll_comm_t comm = c->comm;
+    size_t counts[64], displs[64], scounts[64], sdispls[64], rcounts[64], rdispls[64];
+    size_t total = 0, ext = 0;
+    for (int i = 0; i < n; i++) {
+        counts[i] = (size_t)i + 2;
+        displs[i] = ext + 3; /* a gap of 3 before every block */
+        ext = displs[i] + counts[i];
+        total += counts[i];
+    }
+    elem_t *s = dalloc(4096), *r = dalloc(4096);
+    if (!s || !r) {
+        CHECK(0, "arena full");
+        return;
+    }
+    for (size_t i = 0; i < counts[me]; i++) s[i] = val(me, i, 20);
+    for (size_t i = 0; i < ext + 8; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_allgatherv(s, counts[me], r, counts, displs, RCOLL_INT32, comm),
+           "allgatherv")) {
+        size_t bad = 0;
+        for (int b = 0; b < n; b++) {
+            for (size_t i = 0; i < counts[b]; i++) bad += r[displs[b] + i] != val(b, i, 20);
+            for (size_t i = displs[b] - 3; i < displs[b]; i++) bad += r[i] != POISON;
+        }
+        CHECK(!bad && r[ext] == POISON, "rank %d allgatherv: %zu wrong (blocks, gaps)", me, bad);
+        copied(c, "allgatherv", counts[me] * es, total * es);
+        CHECK(calls_htod > 0, "counted");
+    }
+    /* in place: the own block already at displs[me] */
+    for (size_t i = 0; i < ext + 8; i++) r[i] = POISON;
+    for (size_t i = 0; i < counts[me]; i++) r[displs[me] + i] = val(me, i, 21);
+    mark();
+    if (ok(c, rcoll_allgatherv(RCOLL_IN_PLACE, counts[me], r, counts, displs, RCOLL_INT32, comm),
+           "allgatherv in place")) {
+        size_t bad = 0;
+        for (int b = 0; b < n; b++) {
+            for (size_t i = 0; i < counts[b]; i++) bad += r[displs[b] + i] != val(b, i, 21);
+            for (size_t i = displs[b] - 3; i < displs[b]; i++) bad += r[i] != POISON;
+        }
+        CHECK(!bad, "rank %d allgatherv in place: %zu wrong", me, bad);
+        copied(c, "allgatherv in place", counts[me] * es, total * es);
+    }
+
+    /* all-to-all-v: rank i sends (i + 2j) % 3 + 1 elements to rank j; gaps on both sides */
+    size_t sext = 0, rext = 0, stot = 0, rtot = 0;
+    for (int j = 0; j < n; j++) {
+        scounts[j] = (size_t)((me + 2 * j) % 3 + 1);
+        sdispls[j] = sext + 1;
+        sext = sdispls[j] + scounts[j];
+        stot += scounts[j];
+        rcounts[j] = (size_t)((j + 2 * me) % 3 + 1);
+        rdispls[j] = rext + 2;
+        rext = rdispls[j] + rcounts[j];
+        rtot += rcounts[j];
+    }
+    for (size_t i = 0; i < sext; i++) s[i] = POISON;
+    for (int j = 0; j < n; j++)
+        for (size_t k = 0; k < scounts[j]; k++) s[sdispls[j] + k] = val(me, (size_t)j * 100 + k, 22);
+    for (size_t i = 0; i < rext + 8; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_alltoallv(s, scounts, sdispls, r, rcounts, rdispls, RCOLL_INT32, comm),
+           "alltoallv")) {
+        size_t bad = 0;
+        for (int i = 0; i < n; i++) {
+            for (size_t k = 0; k < rcounts[i]; k++)
+                bad += r[rdispls[i] + k] != val(i, (size_t)me * 100 + k, 22);
+            bad += r[rdispls[i] - 1] != POISON || r[rdispls[i] - 2] != POISON;
+        }
+        CHECK(!bad && r[rext] == POISON, "rank %d alltoallv: %zu wrong", me, bad);
+        copied(c, "alltoallv", stot * es, rtot * es);
+    }
+
+    /* reduce-scatter-v: block i of counts[i] elements to rank i; in place at the start */
+    for (size_t i = 0; i < total; i++) s[i] = val(me, i, 23);
+    for (size_t i = 0; i < counts[me] + 8; i++) r[i] = POISON;
+    size_t before = 0;
+    for (int i = 0; i < me; i++) before += counts[i];
+    mark();
+    if (ok(c, rcoll_reduce_scatterv(s, r, counts, RCOLL_INT32, RCOLL_SUM, comm),
+           "reduce_scatterv")) {
+        EXPECT(c, "reduce_scatterv", r, counts[me],
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)((before + i) * 3 + 23));
+        CHECK(r[counts[me]] == POISON, "rank %d reduce_scatterv: nothing past the block", me);
+        copied(c, "reduce_scatterv", total * es, counts[me] * es);
+    }
+    for (size_t i = 0; i < total; i++) r[i] = val(me, i, 24);
+    mark();
+    if (ok(c, rcoll_reduce_scatterv(RCOLL_IN_PLACE, r, counts, RCOLL_INT32, RCOLL_SUM, comm),
+           "reduce_scatterv in place")) {
+        EXPECT(c, "reduce_scatterv in place", r, counts[me],
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)((before + i) * 3 + 24));
+        copied(c, "reduce_scatterv in place", total * es, counts[me] * es);
+    }
+}
+
+static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
+{
+    (void)arg;
+    ctx_t c = {check_failed, comm, rank, nranks};
+    CHECK(rcoll_gpu_active(), "rank %d: the scripted driver is in use", rank);
+    int allocs0 = host_allocs;
+    stage_block(&c, 1);
+    stage_block(&c, 37);
+    stage_v(&c);
+    int after_small = host_allocs;
+    CHECK(after_small - allocs0 == 1 && host_live == 1, "rank %d: the area made at the first "
+          "call and reused by the small ones (%d allocations)", rank, after_small - allocs0);
+    stage_block(&c, 40000); /* 160 KB blocks: the area grows (at least doubling) */
+    int after_large = host_allocs;
+    CHECK(after_large > after_small && after_large - after_small <= 3 && host_live == 1,
+          "rank %d: grown %d times, one area live", rank, after_large - after_small);
+    stage_block(&c, 40000);
+    stage_block(&c, 5);
+    CHECK(host_allocs == after_large && host_live == 1, "rank %d: the same calls again reuse "
+          "it (%d allocations)", rank, host_allocs - after_large);
+    CHECK(ctx_wrong == 0 && cur_ctx == CTX_APP, "rank %d: %d copies outside the buffer's "
+          "context", rank, ctx_wrong);
+    size_t mem = 0;
+    rcoll_comm_mem_usage(comm, &mem);
+    CHECK(mem > 40000 * sizeof(elem_t) * (size_t)nranks, "rank %d: memory usage %zu counts the "
+          "area", rank, mem);
+
+    /* a second communicator has its own area, freed with it */
+    rcoll_comm_t dup = NULL;
+    if (ok(&c, rcoll_comm_dup(comm, &dup), "dup")) {
+        elem_t *d = dalloc(8);
+        for (int i = 0; i < 8; i++) d[i] = rank;
+        ok(&c, rcoll_allreduce(RCOLL_IN_PLACE, d, 8, RCOLL_INT32, RCOLL_SUM, dup), "dup allreduce");
+        CHECK(d[3] == nranks * (nranks - 1) / 2 && host_live == 2, "rank %d: dup's own area", rank);
+        CHECK(rcoll_comm_destroy(dup) == RCOLL_OK && host_live == 1, "rank %d: dup's area freed "
+              "with it (%d live)", rank, host_live);
+    }
+    return check_failed != c.fails0;
+}
+
+static void test_stage_mp(void)
+{
+    rcoll_gpu_cache_flush();
+    for (int n = 2; n <= 4; n++) {
+        mp_result_t res;
+        int bad = mp_run(n, stage_rank, NULL, 120, &res);
+        CHECK(bad == 0, "%d ranks: every blocking collective on staged device buffers (exit "
+              "codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2], res.codes[3]);
+    }
+}
+
+/* ---- the driver failing: the call says which driver call, the communicator lives on ---- */
+static void test_stage_errors(void)
+{
+    rcoll_unique_id_t id;
+    rcoll_comm_t comm = NULL;
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
+              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    if (!comm) return;
+    int live0 = host_live;
+    elem_t *d = dalloc(64);
+    for (int i = 0; i < 16; i++) d[i] = i;
+
+    fail_alloc_host = 1;
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_ERR_NO_MEMORY &&
+              strstr(rcoll_comm_last_error(comm), "rcoll_allreduce: staging sendbuf") &&
+              strstr(rcoll_comm_last_error(comm), "cuMemAllocHost(") &&
+              strstr(rcoll_comm_last_error(comm), "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"),
+          "cuMemAllocHost failing: %s", rcoll_comm_last_error(comm));
+    CHECK(host_live == live0 && d[32] == POISON, "nothing allocated, nothing written");
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              d[32 + 7] == 7 && host_live == live0 + 1, "the next call works: %s",
+          rcoll_comm_last_error(comm));
+
+    for (int i = 0; i < 16; i++) d[32 + i] = POISON;
+    fail_dtoh = 1;
+    char want[200];
+    snprintf(want, sizeof(want), "cuMemcpyDtoH of 64 bytes from %p failed: "
+             "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)", (void *)d);
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_ERR_SYSTEM &&
+              strstr(rcoll_comm_last_error(comm), want) &&
+              strstr(rcoll_comm_last_error(comm), "not started on this rank"),
+          "cuMemcpyDtoH failing: %s", rcoll_comm_last_error(comm));
+    CHECK(d[32] == POISON && cur_ctx == CTX_APP, "nothing written, the caller's context back");
+
+    fail_htod = 1;
+    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, d, 16, RCOLL_INT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_SYSTEM && strstr(rcoll_comm_last_error(comm), "cuMemcpyHtoD of 64 "
+                                         "bytes to") &&
+              strstr(rcoll_comm_last_error(comm), "the collective itself completed"),
+          "cuMemcpyHtoD failing: %s", rcoll_comm_last_error(comm));
+    CHECK(cur_ctx == CTX_APP, "the caller's context back");
+    /* a larger call, whose new area cannot be allocated: the old one is gone, not leaked */
+    elem_t *big = dalloc(100000);
+    fail_alloc_host = 1;
+    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, big, 100000, RCOLL_INT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_NO_MEMORY && host_live == live0, "growing fails: %s (%d live)",
+          rcoll_comm_last_error(comm), host_live);
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              d[32 + 9] == 9, "usable after every failure: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "freed: %d live",
+          host_live);
+    CHECK(fail_alloc_host == 0 && fail_dtoh == 0 && fail_htod == 0, "every failure happened");
 }
 
 /* ---- kernels: names and the embedded fatbin ---- */
@@ -273,12 +833,18 @@ static void test_kernels(void)
 int main(void)
 {
     check_set_note(rcoll_err_get);
+    arena = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena == MAP_FAILED) return 1;
     test_refusals();
     test_classify();
     test_api();
+    test_stage_mp();
+    test_stage_errors();
     test_kernels();
     rcoll_cu_set_api(NULL);
     rcoll_gpu_test_reset();
-    for (int i = 0; i < nallocs; i++) free(allocs[i].mem);
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].heap && allocs[i].size) free(allocs[i].mem);
+    munmap(arena, ARENA_BYTES);
     return check_summary();
 }
