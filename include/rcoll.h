@@ -269,6 +269,17 @@ const char *rcoll_comm_watchdog_report(rcoll_comm_t comm);
  * Once a collective on a communicator fails (peer death, timeout), the communicator is failed:
  * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
  * rcoll_comm_last_error(); destroy or abort it.
+ * Buffers: host memory (pageable or pinned), or, while the CUDA driver is in use (RCOLL_CUDA;
+ * docs/gpu.md), CUDA device or managed memory.  Every blocking collective stages device and
+ * managed buffers through a pinned host area of the communicator (allocated at the first such
+ * call, freed with the communicator): the inputs are copied in, the outputs out, both complete
+ * when the call returns; work on the application's own streams is not waited for (synchronize
+ * the stream that wrote the input first).  One call's buffers are all host memory or all
+ * CUDA memory (RCOLL_ERR_INVALID_ARG otherwise).  Nonblocking calls, collectives inside a
+ * group and point-to-point calls refuse device buffers (RCOLL_ERR_UNSUPPORTED, with a
+ * sentence).  A failing cuMemAllocHost is RCOLL_ERR_NO_MEMORY, a failing copy
+ * RCOLL_ERR_SYSTEM, each naming the driver call and its CUresult; the communicator stays
+ * usable.
  * Common errors: RCOLL_ERR_INVALID_ARG (NULL buffer with count > 0, bad datatype/op/root,
  * an op the datatype lacks (BAND/BOR/BXOR on a floating type, AVG on BOOL), count >
  * RCOLL_MAX_COUNT, partially overlapping send and receive buffers), RCOLL_ERR_REMOTE,
