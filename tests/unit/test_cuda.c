@@ -746,6 +746,12 @@ static void test_stage_mp(void)
         CHECK(bad == 0, "%d ranks: every blocking collective on staged device buffers (exit "
               "codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2], res.codes[3]);
     }
+    /* with the progress thread: blocking calls stage the same way */
+    setenv("RCOLL_PROGRESS_THREAD", "1", 1);
+    mp_result_t res;
+    CHECK(mp_run(3, stage_rank, NULL, 120, &res) == 0, "3 ranks with the progress thread (exit "
+          "codes %d %d %d)", res.codes[0], res.codes[1], res.codes[2]);
+    unsetenv("RCOLL_PROGRESS_THREAD");
 }
 
 /* ---- the driver failing: the call says which driver call, the communicator lives on ---- */
