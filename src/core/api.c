@@ -675,18 +675,20 @@ static inline rcoll_status_t check_mem(rcoll_comm_t comm, const char *fn, const 
 }
 
 rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                  const size_t *const *v, const char *fn)
+                                  const size_t *const *v, rcoll_request_t *req,
+                                  struct rcoll_stage_job *job, const char *fn)
 {
     struct rcoll_request *r;
     rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
     if (st == RCOLL_OK && v && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
     if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    return submit_coll(comm, r, NULL);
+    r->stage_job = job;
+    return submit_coll(comm, r, req);
 }
 
 /* Queue a checked collective (v: its count arrays, NULL for none): host buffers take the host
- * path; CUDA device or managed ones are staged through pinned host memory by a blocking call
- * outside a group (api_stage.c), refused otherwise. */
+ * path; CUDA device or managed ones are staged through pinned host memory outside a group
+ * (api_stage.c), refused inside one. */
 static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                    const size_t *const *v, rcoll_request_t *req, const char *fn)
 {
@@ -696,12 +698,6 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst, &dev);
     if (st != RCOLL_OK) return st;
     if (__builtin_expect(dev.ptr != NULL, 0)) {
-        if (req)
-            return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
-                             "%s: %s %p is %s: the nonblocking calls do not take device buffers "
-                             "yet (the blocking rcoll_%s stages them through pinned host "
-                             "memory; docs/gpu.md)", fn, dev.name, dev.ptr,
-                             rcoll_memkind_name(dev.kind), fn + strlen("rcoll_i"));
         if (group_depth)
             return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
                              "%s: %s %p is %s: inside rcoll_group_start/end a collective "
@@ -709,7 +705,7 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
                              "by a collective that completes in its own call (call it outside "
                              "the group; docs/gpu.md)", fn, dev.name, dev.ptr,
                              rcoll_memkind_name(dev.kind));
-        return rcoll_api_stage_coll(comm, a, v, fn);
+        return rcoll_api_stage_coll(comm, a, v, req, fn);
     }
     struct rcoll_request *r;
     st = rcoll_req_alloc_coll(comm, a, &r);
@@ -837,7 +833,7 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
             *done = 0;
             return RCOLL_OK;
         }
-        rcoll_status_t st = r->status;
+        rcoll_status_t st = rcoll_stage_job_finish(r, r->status);
         rcoll_req_release(r);
         pthread_mutex_unlock(&comm->pt_lock);
         *req = NULL;
@@ -854,7 +850,7 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
         *done = 0;
         return RCOLL_OK;
     }
-    rcoll_status_t st = r->status;
+    rcoll_status_t st = rcoll_stage_job_finish(r, r->status);
     rcoll_req_release(r);
     *req = NULL;
     *done = 1;
@@ -871,7 +867,8 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
     }
     rcoll_status_t ent = comm_enter(r->comm, "rcoll_wait");
     if (ent != RCOLL_OK) return ent;
-    rcoll_status_t st = comm_leave(r->comm, rcoll_req_wait(r));
+    rcoll_status_t st = rcoll_req_wait(r);
+    st = comm_leave(r->comm, rcoll_stage_job_finish(r, st));
     rcoll_req_release(r);
     *req = NULL;
     return st;
@@ -1338,8 +1335,8 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
     if (count && dev.ptr)
         return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
                          "%s: buf %p is %s: point-to-point calls do not take device buffers "
-                         "yet (the blocking collectives stage them through pinned host "
-                         "memory; docs/gpu.md)", fn, dev.ptr, rcoll_memkind_name(dev.kind));
+                         "yet (the collectives stage them through pinned host memory; "
+                         "docs/gpu.md)", fn, dev.ptr, rcoll_memkind_name(dev.kind));
     size_t bytes = count * rcoll_dt_size(dt);
     struct rcoll_request *r = group_depth ? comm->open_group : NULL;
     if (!r) {

@@ -10,6 +10,7 @@
  * A buffer that overlaps the other (in place, or a block of it) shares one staged region
  * with it, at the same relative offsets, so the host collective sees the same aliasing.
  */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -104,26 +105,43 @@ static void call_spans(rcoll_comm_t comm, const rcoll_coll_args_t *a,
 
 #define REGION_ALIGN 64
 
-rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                    const size_t *const *v, const char *fn)
+/* One staged call: what was copied in, and where its outputs go. */
+typedef struct {
+    spans_t in, out;
+    char *dev_out;     /* the device buffer the outputs go to (NULL: none) */
+    char *host_out;    /* its staged copy */
+    rcoll_coll_args_t h; /* the call on the staged copies */
+} plan_t;
+
+static void plan_free(plan_t *p)
+{
+    free(p->in.span);
+    free(p->out.span);
+    p->in.span = p->out.span = NULL;
+}
+
+/* Work out the call's bytes, reserve them in *area and copy the inputs in.  On failure the
+ * sentence is in the last error and p holds nothing. */
+static rcoll_status_t stage_in(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                               const size_t *const *v, const char *fn,
+                               rcoll_gpu_stage_t **area, plan_t *p)
 {
     size_t n = (size_t)comm->nranks + 1;
     const char *sname = a->kind == RCOLL_OP_BCAST ? "buf" : "sendbuf";
     const char *rname = a->kind == RCOLL_OP_BCAST ? "buf" : "recvbuf";
-    spans_t in = {.cap = n}, out = {.cap = n};
-    in.span = malloc(n * sizeof(*in.span));
-    out.span = malloc(n * sizeof(*out.span));
-    if (!in.span || !out.span) {
-        free(in.span);
-        free(out.span);
+    *p = (plan_t){.in = {.cap = n}, .out = {.cap = n}, .h = *a};
+    p->in.span = malloc(n * sizeof(*p->in.span));
+    p->out.span = malloc(n * sizeof(*p->out.span));
+    if (!p->in.span || !p->out.span) {
+        plan_free(p);
         return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
     }
-    call_spans(comm, a, v, &in, &out);
+    call_spans(comm, a, v, &p->in, &p->out);
 
     /* Regions: src's and dst's extents; one region when they overlap (in place). */
-    const char *s = in.extent ? a->src : NULL;
-    char *d = out.extent ? a->dst : NULL;
-    size_t sext = in.extent, dext = out.extent;
+    const char *s = p->in.extent ? a->src : NULL;
+    char *d = p->out.extent ? a->dst : NULL;
+    size_t sext = p->in.extent, dext = p->out.extent;
     if (a->src && a->src == a->dst) { /* in place: the same pointer, whatever is copied */
         s = a->src;
         d = a->dst;
@@ -143,43 +161,151 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
         doff = (sext + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1);
         total = doff + dext;
     }
+    if (!total) return RCOLL_OK; /* nothing read or written here: the call as it is */
 
-    rcoll_coll_args_t h = *a;
-    rcoll_status_t st = RCOLL_OK;
     char *host = NULL;
-    if (total) {
-        st = rcoll_gpu_stage_reserve(&comm->gpu_stage, s ? (const void *)s : d, total,
-                                     (void **)&host);
-        if (st != RCOLL_OK) {
-            st = rcoll_api_arg_error(comm, st, "%s: staging %s %p through pinned host memory: "
-                                     "%s", fn, s ? sname : rname, s ? (const void *)s : d,
-                                     rcoll_err_get());
-            goto out;
-        }
-        if (s) h.src = host + soff;
-        if (d) h.dst = host + doff;
-        /* a dst this rank writes nothing to, inside src's region (an own block): keep the
-         * aliasing the host collective may look at */
-        if (!d && s && a->dst && (uintptr_t)a->dst >= (uintptr_t)s &&
-            (uintptr_t)a->dst <= (uintptr_t)s + sext)
-            h.dst = host + soff + ((uintptr_t)a->dst - (uintptr_t)s);
-        st = rcoll_gpu_stage_copy(0, (void *)s, host + soff, in.span, in.n);
-        if (st != RCOLL_OK) {
-            st = rcoll_api_arg_error(comm, st, "%s: copying %s %p to the staging area: %s "
-                                     "(the collective was not started on this rank)", fn,
-                                     sname, (const void *)s, rcoll_err_get());
-            goto out;
-        }
+    rcoll_status_t st = rcoll_gpu_stage_reserve(area, s ? (const void *)s : d, total,
+                                                (void **)&host);
+    if (st != RCOLL_OK) {
+        plan_free(p);
+        return rcoll_api_arg_error(comm, st, "%s: staging %s %p through pinned host memory: %s",
+                                   fn, s ? sname : rname, s ? (const void *)s : d,
+                                   rcoll_err_get());
     }
-    st = rcoll_api_run_host(comm, &h, v, fn);
-    if (st != RCOLL_OK || !out.n) goto out;
-    st = rcoll_gpu_stage_copy(1, d, host + doff, out.span, out.n);
+    if (s) p->h.src = host + soff;
+    if (d) p->h.dst = host + doff;
+    /* a dst this rank writes nothing to, inside src's region (an own block): keep the
+     * aliasing the host collective may look at */
+    if (!d && s && a->dst && (uintptr_t)a->dst >= (uintptr_t)s &&
+        (uintptr_t)a->dst <= (uintptr_t)s + sext)
+        p->h.dst = host + soff + ((uintptr_t)a->dst - (uintptr_t)s);
+    if (d && p->out.n) {
+        p->dev_out = d;
+        p->host_out = host + doff;
+    }
+    st = rcoll_gpu_stage_copy(0, (void *)s, host + soff, p->in.span, p->in.n);
+    if (st != RCOLL_OK) {
+        plan_free(p);
+        return rcoll_api_arg_error(comm, st, "%s: copying %s %p to the staging area: %s (the "
+                                   "collective was not started on this rank)", fn, sname,
+                                   (const void *)s, rcoll_err_get());
+    }
+    return RCOLL_OK;
+}
+
+static rcoll_status_t stage_out(rcoll_comm_t comm, rcoll_op_kind_t kind, void *dev, void *host,
+                                const rcoll_gpu_span_t *spans, size_t n, const char *fn)
+{
+    if (!dev || !n) return RCOLL_OK;
+    rcoll_status_t st = rcoll_gpu_stage_copy(1, dev, host, spans, n);
     if (st != RCOLL_OK)
         st = rcoll_api_arg_error(comm, st, "%s: copying the result from the staging area to %s "
-                                 "%p: %s (the collective itself completed)", fn, rname,
-                                 (void *)d, rcoll_err_get());
-out:
-    free(in.span);
-    free(out.span);
+                                 "%p: %s (the collective itself completed)", fn,
+                                 kind == RCOLL_OP_BCAST ? "buf" : "recvbuf", dev,
+                                 rcoll_err_get());
+    return st;
+}
+
+/* ---- nonblocking calls: an area per call in flight ---- */
+
+struct rcoll_stage_job {
+    struct rcoll_stage_job *next; /* every job of the communicator */
+    _Atomic int busy;             /* attached to a request in flight */
+    rcoll_gpu_stage_t *area;
+    rcoll_op_kind_t kind;
+    char *dev_out, *host_out;
+    rcoll_gpu_span_t *out;        /* owned */
+    size_t nout;
+    const char *fn;               /* the call's name (a literal) */
+};
+
+/* A free job of comm (the first found, or a new one); NULL when out of memory. */
+static struct rcoll_stage_job *job_take(rcoll_comm_t comm)
+{
+    struct rcoll_stage_job *j;
+    for (j = comm->stage_jobs; j; j = j->next)
+        if (!atomic_load_explicit(&j->busy, memory_order_acquire)) break;
+    if (!j) {
+        j = calloc(1, sizeof(*j));
+        if (!j) return NULL;
+        j->next = comm->stage_jobs;
+        comm->stage_jobs = j;
+    }
+    atomic_store_explicit(&j->busy, 1, memory_order_relaxed);
+    return j;
+}
+
+static void job_put(struct rcoll_stage_job *j)
+{
+    free(j->out);
+    j->out = NULL;
+    j->nout = 0;
+    atomic_store_explicit(&j->busy, 0, memory_order_release);
+}
+
+rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st)
+{
+    struct rcoll_stage_job *j = r->stage_job;
+    if (!j) return st;
+    r->stage_job = NULL;
+    if (st == RCOLL_OK)
+        st = stage_out(r->comm, j->kind, j->dev_out, j->host_out, j->out, j->nout, j->fn);
+    job_put(j);
+    return st;
+}
+
+void rcoll_stage_job_drop(struct rcoll_request *r)
+{
+    struct rcoll_stage_job *j = r->stage_job;
+    r->stage_job = NULL;
+    if (j) job_put(j);
+}
+
+void rcoll_stage_jobs_free(rcoll_comm_t comm)
+{
+    struct rcoll_stage_job *j = comm->stage_jobs;
+    while (j) {
+        struct rcoll_stage_job *nx = j->next;
+        rcoll_gpu_stage_free(&j->area);
+        free(j->out);
+        free(j);
+        j = nx;
+    }
+    comm->stage_jobs = NULL;
+}
+
+rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                    const size_t *const *v, rcoll_request_t *req,
+                                    const char *fn)
+{
+    plan_t p;
+    rcoll_status_t st;
+    if (!req) { /* blocking: the communicator's area, the outputs copied before returning */
+        st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p);
+        if (st != RCOLL_OK) return st;
+        st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, fn);
+        if (st == RCOLL_OK)
+            st = stage_out(comm, a->kind, p.dev_out, p.host_out, p.out.span, p.out.n, fn);
+        plan_free(&p);
+        return st;
+    }
+    /* nonblocking: an area of its own, the outputs copied when its completion is seen */
+    struct rcoll_stage_job *j = job_take(comm);
+    if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    st = stage_in(comm, a, v, fn, &j->area, &p);
+    if (st != RCOLL_OK) {
+        job_put(j);
+        return st;
+    }
+    j->kind = a->kind;
+    j->dev_out = p.dev_out;
+    j->host_out = p.host_out;
+    j->out = p.out.span;
+    j->nout = p.out.n;
+    j->fn = fn;
+    p.out.span = NULL;
+    plan_free(&p);
+    st = rcoll_api_run_host(comm, &p.h, v, req, j, fn);
+    if (st != RCOLL_OK) job_put(j);
     return st;
 }

@@ -6,6 +6,7 @@
  * every buffer checked untouched; managed memory (cuMemAllocManaged) through all-reduce.
  * Then the cost of staging: a 64 MiB float32 sum all-reduce on 2 ranks with device buffers
  * against the same with host buffers, printed (not judged).
+ * Nonblocking calls too: two in flight, waited for in reverse order.
  * Each rank process loads the driver itself (CUDA must not be started before fork); only
  * rcoll's driver table is used (no libcudart).  Exit 77 with the reason where there is no GPU
  * or no usable driver.
@@ -275,6 +276,33 @@ static void cost(rk_t *k)
     free(h);
 }
 
+/* Nonblocking: two calls in flight on device buffers, waited for in reverse order. */
+static void nonblocking(rk_t *k, size_t cnt)
+{
+    const rcoll_cu_api_t *cu = k->cu;
+    int me = k->rank, n = k->n;
+    CUdeviceptr dx = 0;
+    if (!cu_ok(k, cu->cuMemAlloc(&dx, k->cap * sizeof(elem_t)), "cuMemAlloc")) return;
+    elem_t *hx = malloc(k->cap * sizeof(elem_t));
+    poison(k->hs, k->cap), poison(k->hr, k->cap), poison(hx, k->cap);
+    for (size_t i = 0; i < cnt; i++) k->hs[i] = val(me, i, 50);
+    for (size_t i = 0; i < cnt; i++) hx[(size_t)me * cnt + i] = val(me, i, 51);
+    rcoll_request_t r1 = NULL, r2 = NULL;
+    if (hx && put(k) &&
+        cu_ok(k, cu->cuMemcpyHtoD(dx, hx, k->cap * sizeof(elem_t)), "HtoD") &&
+        ran(k, rcoll_iallreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
+                                k->comm, &r1), "iallreduce") &&
+        ran(k, rcoll_iallgather(RCOLL_IN_PLACE, (void *)dx, cnt, RCOLL_INT32, k->comm, &r2),
+            "iallgather") &&
+        ran(k, rcoll_wait(&r2), "wait iallgather") && ran(k, rcoll_wait(&r1), "wait iallreduce") &&
+        get(k, k->dr, k->hr) && get(k, dx, hx)) {
+        EXPECT(k, "iallreduce", k->hr, cnt, n * (n - 1) / 2 * 1000 + n * (elem_t)(i * 3 + 50));
+        EXPECT(k, "iallgather in place", hx, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 51));
+    }
+    free(hx);
+    cu->cuMemFree(dx);
+}
+
 /* Managed memory: staged the same way; the host reads the result directly. */
 static void managed(rk_t *k)
 {
@@ -331,6 +359,7 @@ static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *ar
             blocks(&k, 37);
             blocks(&k, 5000);
             uneven(&k);
+            nonblocking(&k, 1000);
             managed(&k);
             CUcontext now = NULL;
             cu->cuCtxGetCurrent(&now);

@@ -3,10 +3,11 @@
  * test_verbs.c scripts libibverbs) the driver's refusals (missing library, driver too old,
  * cuInit failing, each with its sentence), pointer classification and its range cache (one
  * driver call per allocation), the collective entry checks (kinds not mixed in one call;
- * nonblocking, grouped and point-to-point calls with device buffers refused with a sentence)
- * and the staging path: every blocking collective run on real processes with "device"
- * buffers, results checked against a reference computed here, the bytes copied each way
- * counted, the staging area's life (lazy, reused, grown, freed), and the driver failing.
+ * grouped and point-to-point calls with device buffers refused with a sentence) and the
+ * staging path: every collective, blocking and nonblocking, run on real processes with
+ * "device" buffers, results checked against a reference computed here, the bytes copied
+ * each way counted (nothing copied out before rcoll_wait), the staging areas' life (lazy,
+ * reused, grown, freed), and the driver failing.
  *
  * What this does NOT test: a GPU.  The scripted "device" allocations are host memory in an
  * arena of their own (as the driver's reserved address range keeps device addresses apart
@@ -343,7 +344,6 @@ static void test_api(void)
     float *man = (float *)fake(4096, CU_MEMORYTYPE_DEVICE, 1);
     float *pin = (float *)fake(4096, CU_MEMORYTYPE_HOST, 0);
     float host[16] = {1, 2, 3}, out[16];
-    char want[300];
 
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
               out[2] == 3, "host buffers: accepted");
@@ -362,19 +362,7 @@ static void test_api(void)
           "pinned and device mixed: %s", rcoll_comm_last_error(comm));
     CHECK(host_allocs == 0, "a refused call stages nothing");
 
-    /* nonblocking, grouped and point-to-point calls: refused with a sentence */
-    rcoll_request_t req = NULL;
-    snprintf(want, sizeof(want), "rcoll_iallreduce: recvbuf %p is CUDA device memory: the "
-             "nonblocking calls do not take device buffers yet (the blocking rcoll_allreduce "
-             "stages them", (void *)dev);
-    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &req) ==
-              RCOLL_ERR_UNSUPPORTED && !req && strstr(rcoll_comm_last_error(comm), want),
-          "iallreduce refused: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_igather(man, man + 64, 16, RCOLL_FLOAT32, 0, comm, &req) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_igather: "
-              "sendbuf") && strstr(rcoll_comm_last_error(comm), "CUDA managed memory") &&
-              strstr(rcoll_comm_last_error(comm), "blocking rcoll_gather"),
-          "igather refused: %s", rcoll_comm_last_error(comm));
+    /* grouped and point-to-point calls: refused with a sentence */
     CHECK(rcoll_group_start() == RCOLL_OK, "group");
     CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
               RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "inside "
@@ -387,6 +375,8 @@ static void test_api(void)
           "send: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_group_end() == RCOLL_OK, "empty group ends");
     CHECK(host_allocs == 0 && bytes_dtoh == 0, "refused calls stage nothing");
+    CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
+          "usable after the refusals: %s", rcoll_comm_last_error(comm));
 
     /* the blocking calls stage: one rank, so the result is the input */
     for (int i = 0; i < 16; i++) dev[i] = (float)i;
@@ -411,10 +401,47 @@ static void test_api(void)
               bytes_htod == 128, "bcast on the root: copied in only");
     CHECK(rcoll_reduce(dev, NULL, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm) ==
               RCOLL_ERR_INVALID_ARG, "reduce: recvbuf NULL on the root still refused");
+
+    /* nonblocking: copied in at the post, out when rcoll_wait / rcoll_test sees completion,
+     * in an area of its own per call in flight */
+    rcoll_request_t r1 = NULL, r2 = NULL;
+    int allocs0 = host_allocs, done = 0;
+    size_t out0 = bytes_htod;
+    for (int i = 0; i < 16; i++) dev[i] = (float)(3 * i), man[i] = (float)(5 * i);
+    CHECK(rcoll_iallreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_iallgather(RCOLL_IN_PLACE, man, 16, RCOLL_FLOAT32, comm, &r2) ==
+              RCOLL_OK, "two nonblocking calls posted: %s", rcoll_comm_last_error(comm));
+    CHECK(bytes_htod == out0 && host_allocs == allocs0 + 2, "nothing copied out yet, an area "
+          "each (%d)", host_allocs - allocs0);
+    CHECK(rcoll_wait(&r2) == RCOLL_OK && man[9] == 45 && bytes_htod == out0 + 64,
+          "iallgather in place completed by rcoll_wait: %s", rcoll_comm_last_error(comm));
+    for (int k = 0; k < 1000 && !done; k++)
+        if (rcoll_test(&r1, &done) != RCOLL_OK) break;
+    CHECK(done && !r1 && dev[64 + 7] == 21 && bytes_htod == out0 + 128 && cur_ctx == CTX_APP,
+          "iallreduce completed by rcoll_test: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_wait(&r1) == RCOLL_OK && host_allocs == allocs0 + 2,
+          "the next nonblocking call reuses a free area");
+    fail_htod = 1;
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_wait(&r1) == RCOLL_ERR_SYSTEM && !r1 &&
+              strstr(rcoll_comm_last_error(comm), "rcoll_iallreduce: copying the result from "
+                     "the staging area to recvbuf") &&
+              strstr(rcoll_comm_last_error(comm), "cuMemcpyHtoD"),
+          "a failing copy out is rcoll_wait's error: %s", rcoll_comm_last_error(comm));
+    fail_dtoh = 1;
+    r1 = NULL;
+    CHECK(rcoll_ireduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm, &r1) ==
+              RCOLL_ERR_SYSTEM && !r1 && strstr(rcoll_comm_last_error(comm), "cuMemcpyDtoH"),
+          "a failing copy in is the post's error: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_wait(&r1) == RCOLL_OK && host_allocs == allocs0 + 2,
+          "usable, the areas reused after the failures: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
           "still usable after the refusals: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_comm_destroy(comm) == RCOLL_OK, "destroy");
-    CHECK(host_live == 0 && host_frees == 1, "the staging area freed with the communicator");
+    CHECK(host_live == 0 && host_frees == 3, "the staging areas freed with the communicator "
+          "(%d live, %d freed)", host_live, host_frees);
 }
 
 /* ---- the staging path on real processes ---- */
@@ -697,6 +724,89 @@ static void stage_v(ctx_t *c)
     }
 }
 
+/* Nonblocking: every call posted first, then waited for in reverse order. */
+static void stage_nb(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n, root = n - 1;
+    size_t es = sizeof(elem_t), B = cnt * es, nb = cnt * (size_t)n;
+    rcoll_comm_t comm = c->comm;
+    enum { AR, BC, RD, AG, RS, A2A, GA, SC, AGV, RSV, NREQ };
+    elem_t *s[NREQ], *r[NREQ];
+    for (int q = 0; q < NREQ; q++) {
+        s[q] = dalloc(nb + 64), r[q] = dalloc(nb + 64);
+        if (!s[q] || !r[q]) {
+            CHECK(0, "arena full");
+            return;
+        }
+    }
+    size_t counts[64], displs[64], total = 0, before = 0, ext = 0;
+    for (int b = 0; b < n; b++) {
+        counts[b] = (size_t)b + 1;
+        displs[b] = ext + (size_t)b; /* a gap of b elements before block b */
+        ext = displs[b] + counts[b];
+        if (b < me) before += counts[b];
+        total += counts[b];
+    }
+    for (size_t i = 0; i < nb + 64; i++) {
+        s[AR][i] = val(me, i, 40), s[RD][i] = val(me, i, 41), s[AG][i] = val(me, i, 42);
+        s[RS][i] = val(me, i, 43), s[A2A][i] = val(me, (i / cnt) * 100 + i % cnt, 44);
+        s[GA][i] = val(me, i, 45), s[SC][i] = val(root, i, 46), s[AGV][i] = val(me, i, 47);
+        s[RSV][i] = val(me, i, 48);
+        r[BC][i] = me == root ? val(me, i, 49) : POISON;
+    }
+    rcoll_request_t q[NREQ] = {0};
+    mark();
+    int posted = ok(c, rcoll_iallreduce(s[AR], r[AR], cnt, RCOLL_INT32, RCOLL_SUM, comm, &q[AR]),
+                    "iallreduce") &&
+                 ok(c, rcoll_ibcast(r[BC], cnt, RCOLL_INT32, root, comm, &q[BC]), "ibcast") &&
+                 ok(c, rcoll_ireduce(s[RD], me == 0 ? r[RD] : NULL, cnt, RCOLL_INT32, RCOLL_SUM,
+                                     0, comm, &q[RD]), "ireduce") &&
+                 ok(c, rcoll_iallgather(s[AG], r[AG], cnt, RCOLL_INT32, comm, &q[AG]),
+                    "iallgather") &&
+                 ok(c, rcoll_ireduce_scatter(s[RS], r[RS], cnt, RCOLL_INT32, RCOLL_SUM, comm,
+                                             &q[RS]), "ireduce_scatter") &&
+                 ok(c, rcoll_ialltoall(s[A2A], r[A2A], cnt, RCOLL_INT32, comm, &q[A2A]),
+                    "ialltoall") &&
+                 ok(c, rcoll_igather(s[GA], me == root ? r[GA] : NULL, cnt, RCOLL_INT32, root,
+                                     comm, &q[GA]), "igather") &&
+                 ok(c, rcoll_iscatter(me == root ? s[SC] : NULL, r[SC], cnt, RCOLL_INT32, root,
+                                      comm, &q[SC]), "iscatter") &&
+                 ok(c, rcoll_iallgatherv(s[AGV], counts[me], r[AGV], counts, displs,
+                                         RCOLL_INT32, comm, &q[AGV]), "iallgatherv") &&
+                 ok(c, rcoll_ireduce_scatterv(s[RSV], r[RSV], counts, RCOLL_INT32, RCOLL_SUM,
+                                              comm, &q[RSV]), "ireduce_scatterv");
+    if (!posted) return;
+    size_t want_in = B + (me == root ? B : 0) + B + B + (size_t)n * B + (size_t)n * B + B +
+                     (me == root ? (size_t)n * B : 0) + counts[me] * es + total * es;
+    size_t want_out = B + (me == root ? 0 : B) + (me == 0 ? B : 0) + (size_t)n * B + B +
+                      (size_t)n * B + (me == root ? (size_t)n * B : 0) + B + total * es +
+                      counts[me] * es;
+    CHECK(bytes_dtoh - in0 == want_in && bytes_htod == out0, "rank %d: copied in at the posts "
+          "(%zu of %zu), nothing out before the waits (%zu)", me, bytes_dtoh - in0, want_in,
+          bytes_htod - out0);
+    for (int k = NREQ - 1; k >= 0; k--) ok(c, rcoll_wait(&q[k]), "rcoll_wait");
+    copied(c, "nonblocking calls", want_in, want_out);
+    int sum0 = n * (n - 1) / 2 * 1000;
+    EXPECT(c, "iallreduce", r[AR], cnt, sum0 + n * (elem_t)(i * 3 + 40));
+    EXPECT(c, "ibcast", r[BC], cnt, val(root, i, 49));
+    if (me == 0) EXPECT(c, "ireduce", r[RD], cnt, sum0 + n * (elem_t)(i * 3 + 41));
+    EXPECT(c, "iallgather", r[AG], nb, val((int)(i / cnt), i % cnt, 42));
+    EXPECT(c, "ireduce_scatter", r[RS], cnt,
+           sum0 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 43));
+    EXPECT(c, "ialltoall", r[A2A], nb, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 44));
+    if (me == root) EXPECT(c, "igather", r[GA], nb, val((int)(i / cnt), i % cnt, 45));
+    EXPECT(c, "iscatter", r[SC], cnt, val(root, (size_t)me * cnt + i, 46));
+    size_t bad = 0;
+    for (int b = 0; b < n; b++) {
+        for (size_t i = 0; i < counts[b]; i++) bad += r[AGV][displs[b] + i] != val(b, i, 47);
+        for (size_t i = displs[b] - (size_t)b; i < displs[b]; i++) bad += r[AGV][i] != POISON;
+    }
+    CHECK(!bad, "rank %d iallgatherv: %zu wrong (blocks, gaps)", me, bad);
+    EXPECT(c, "ireduce_scatterv", r[RSV], counts[me],
+           sum0 + n * (elem_t)((before + i) * 3 + 48));
+    CHECK(r[RSV][counts[me]] == POISON, "rank %d ireduce_scatterv: nothing past its block", me);
+}
+
 static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
 {
     (void)arg;
@@ -717,6 +827,15 @@ static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
     stage_block(&c, 5);
     CHECK(host_allocs == after_large && host_live == 1, "rank %d: the same calls again reuse "
           "it (%d allocations)", rank, host_allocs - after_large);
+    /* nonblocking: ten calls in flight, an area each; a second round reuses them */
+    stage_nb(&c, 33);
+    int after_nb = host_allocs;
+    CHECK(after_nb - after_large == 10 && host_live == 11, "rank %d: an area per nonblocking "
+          "call in flight (%d)", rank, after_nb - after_large);
+    stage_nb(&c, 33);
+    stage_nb(&c, 2);
+    CHECK(host_allocs == after_nb && host_live == 11, "rank %d: reused by the next calls (%d "
+          "allocations)", rank, host_allocs - after_nb);
     CHECK(ctx_wrong == 0 && cur_ctx == CTX_APP, "rank %d: %d copies outside the buffer's "
           "context", rank, ctx_wrong);
     size_t mem = 0;
@@ -730,9 +849,10 @@ static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
         elem_t *d = dalloc(8);
         for (int i = 0; i < 8; i++) d[i] = rank;
         ok(&c, rcoll_allreduce(RCOLL_IN_PLACE, d, 8, RCOLL_INT32, RCOLL_SUM, dup), "dup allreduce");
-        CHECK(d[3] == nranks * (nranks - 1) / 2 && host_live == 2, "rank %d: dup's own area", rank);
-        CHECK(rcoll_comm_destroy(dup) == RCOLL_OK && host_live == 1, "rank %d: dup's area freed "
-              "with it (%d live)", rank, host_live);
+        CHECK(d[3] == nranks * (nranks - 1) / 2 && host_live == 12, "rank %d: dup's own area",
+              rank);
+        CHECK(rcoll_comm_destroy(dup) == RCOLL_OK && host_live == 11, "rank %d: dup's area "
+              "freed with it (%d live)", rank, host_live);
     }
     return check_failed != c.fails0;
 }
