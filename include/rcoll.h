@@ -278,9 +278,10 @@ const char *rcoll_comm_watchdog_report(rcoll_comm_t comm);
  * when the call returns; work on the application's own streams is not waited for (synchronize
  * the stream that wrote the input first).  A nonblocking collective copies its inputs in when
  * posted and its outputs out in the rcoll_wait / rcoll_test that sees it complete (whose
- * status a failing copy becomes), in an area of its own.  One call's buffers are all host
- * memory or all CUDA memory (RCOLL_ERR_INVALID_ARG otherwise).  Collectives inside a group
- * and point-to-point calls refuse device buffers (RCOLL_ERR_UNSUPPORTED, with a sentence).  A failing cuMemAllocHost is RCOLL_ERR_NO_MEMORY, a failing copy
+ * status a failing copy becomes), in an area of its own; inside a group, the copy out is made
+ * by rcoll_group_end.  One call's buffers are all host memory or all CUDA memory
+ * (RCOLL_ERR_INVALID_ARG otherwise).  Point-to-point calls refuse device buffers
+ * (RCOLL_ERR_UNSUPPORTED, with a sentence).  A failing cuMemAllocHost is RCOLL_ERR_NO_MEMORY, a failing copy
  * RCOLL_ERR_SYSTEM, each naming the driver call and its CUresult; the communicator stays
  * usable.
  * Common errors: RCOLL_ERR_INVALID_ARG (NULL buffer with count > 0, bad datatype/op/root,

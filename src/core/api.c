@@ -687,8 +687,7 @@ rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
 }
 
 /* Queue a checked collective (v: its count arrays, NULL for none): host buffers take the host
- * path; CUDA device or managed ones are staged through pinned host memory outside a group
- * (api_stage.c), refused inside one. */
+ * path; CUDA device or managed ones are staged through pinned host memory (api_stage.c). */
 static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                    const size_t *const *v, rcoll_request_t *req, const char *fn)
 {
@@ -697,16 +696,8 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
                             ? check_mem(comm, fn, "buf", NULL, "buf", a->dst, &dev)
                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst, &dev);
     if (st != RCOLL_OK) return st;
-    if (__builtin_expect(dev.ptr != NULL, 0)) {
-        if (group_depth)
-            return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
-                             "%s: %s %p is %s: inside rcoll_group_start/end a collective "
-                             "completes at rcoll_group_end, and device buffers are staged only "
-                             "by a collective that completes in its own call (call it outside "
-                             "the group; docs/gpu.md)", fn, dev.name, dev.ptr,
-                             rcoll_memkind_name(dev.kind));
-        return rcoll_api_stage_coll(comm, a, v, req, fn);
-    }
+    if (__builtin_expect(dev.ptr != NULL, 0))
+        return rcoll_api_stage_coll(comm, a, v, req, group_depth != 0, fn);
     struct rcoll_request *r;
     st = rcoll_req_alloc_coll(comm, a, &r);
     if (st == RCOLL_OK && v && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
@@ -1018,8 +1009,9 @@ static rcoll_status_t group_wait_all(void)
     for (int i = 0; i < group_nreqs; i++) {
         rcoll_comm_t c = group_reqs[i]->comm;
         rcoll_pt_lock(c);
-        rcoll_status_t st = rcoll_req_wait(group_reqs[i]);
-        rcoll_req_release(group_reqs[i]);
+        struct rcoll_request *r = group_reqs[i];
+        rcoll_status_t st = rcoll_stage_job_finish(r, rcoll_req_wait(r)); /* staged: copy out */
+        rcoll_req_release(r);
         rcoll_pt_unlock(c);
         if (st != RCOLL_OK && first == RCOLL_OK) first = st;
     }

@@ -276,11 +276,11 @@ void rcoll_stage_jobs_free(rcoll_comm_t comm)
 
 rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                     const size_t *const *v, rcoll_request_t *req,
-                                    const char *fn)
+                                    int deferred, const char *fn)
 {
     plan_t p;
     rcoll_status_t st;
-    if (!req) { /* blocking: the communicator's area, the outputs copied before returning */
+    if (!req && !deferred) { /* blocking: the communicator's area, outputs copied at once */
         st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p);
         if (st != RCOLL_OK) return st;
         st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, fn);
@@ -289,7 +289,8 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
         plan_free(&p);
         return st;
     }
-    /* nonblocking: an area of its own, the outputs copied when its completion is seen */
+    /* nonblocking or grouped: an area of its own, the outputs copied when its completion is
+     * seen (rcoll_test, rcoll_wait, rcoll_group_end) */
     struct rcoll_stage_job *j = job_take(comm);
     if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
     st = stage_in(comm, a, v, fn, &j->area, &p);

@@ -6,7 +6,8 @@
  * every buffer checked untouched; managed memory (cuMemAllocManaged) through all-reduce.
  * Then the cost of staging: a 64 MiB float32 sum all-reduce on 2 ranks with device buffers
  * against the same with host buffers, printed (not judged).
- * Nonblocking calls too: two in flight, waited for in reverse order.
+ * Nonblocking calls too (two in flight, waited for in reverse order), and blocking calls
+ * inside a group.
  * Each rank process loads the driver itself (CUDA must not be started before fork); only
  * rcoll's driver table is used (no libcudart).  Exit 77 with the reason where there is no GPU
  * or no usable driver.
@@ -276,8 +277,9 @@ static void cost(rk_t *k)
     free(h);
 }
 
-/* Nonblocking: two calls in flight on device buffers, waited for in reverse order. */
-static void nonblocking(rk_t *k, size_t cnt)
+/* Two calls in flight on device buffers: nonblocking, waited for in reverse order, or
+ * (grouped) blocking calls inside rcoll_group_start/end. */
+static void two_in_flight(rk_t *k, size_t cnt, int grouped)
 {
     const rcoll_cu_api_t *cu = k->cu;
     int me = k->rank, n = k->n;
@@ -288,14 +290,23 @@ static void nonblocking(rk_t *k, size_t cnt)
     for (size_t i = 0; i < cnt; i++) k->hs[i] = val(me, i, 50);
     for (size_t i = 0; i < cnt; i++) hx[(size_t)me * cnt + i] = val(me, i, 51);
     rcoll_request_t r1 = NULL, r2 = NULL;
-    if (hx && put(k) &&
-        cu_ok(k, cu->cuMemcpyHtoD(dx, hx, k->cap * sizeof(elem_t)), "HtoD") &&
-        ran(k, rcoll_iallreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
-                                k->comm, &r1), "iallreduce") &&
-        ran(k, rcoll_iallgather(RCOLL_IN_PLACE, (void *)dx, cnt, RCOLL_INT32, k->comm, &r2),
-            "iallgather") &&
-        ran(k, rcoll_wait(&r2), "wait iallgather") && ran(k, rcoll_wait(&r1), "wait iallreduce") &&
-        get(k, k->dr, k->hr) && get(k, dx, hx)) {
+    int ok = hx && put(k) && cu_ok(k, cu->cuMemcpyHtoD(dx, hx, k->cap * sizeof(elem_t)), "HtoD");
+    if (ok && grouped) {
+        rcoll_group_start();
+        ok = ran(k, rcoll_allreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
+                                    k->comm), "grouped allreduce");
+        ok &= ran(k, rcoll_allgather(RCOLL_IN_PLACE, (void *)dx, cnt, RCOLL_INT32, k->comm),
+                  "grouped allgather");
+        ok &= ran(k, rcoll_group_end(), "rcoll_group_end");
+    } else if (ok) {
+        ok = ran(k, rcoll_iallreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
+                                     k->comm, &r1), "iallreduce") &&
+             ran(k, rcoll_iallgather(RCOLL_IN_PLACE, (void *)dx, cnt, RCOLL_INT32, k->comm,
+                                     &r2), "iallgather") &&
+             ran(k, rcoll_wait(&r2), "wait iallgather") &&
+             ran(k, rcoll_wait(&r1), "wait iallreduce");
+    }
+    if (ok && get(k, k->dr, k->hr) && get(k, dx, hx)) {
         EXPECT(k, "iallreduce", k->hr, cnt, n * (n - 1) / 2 * 1000 + n * (elem_t)(i * 3 + 50));
         EXPECT(k, "iallgather in place", hx, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 51));
     }
@@ -359,7 +370,8 @@ static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *ar
             blocks(&k, 37);
             blocks(&k, 5000);
             uneven(&k);
-            nonblocking(&k, 1000);
+            two_in_flight(&k, 1000, 0);
+            two_in_flight(&k, 1000, 1);
             managed(&k);
             CUcontext now = NULL;
             cu->cuCtxGetCurrent(&now);

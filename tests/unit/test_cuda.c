@@ -3,8 +3,8 @@
  * test_verbs.c scripts libibverbs) the driver's refusals (missing library, driver too old,
  * cuInit failing, each with its sentence), pointer classification and its range cache (one
  * driver call per allocation), the collective entry checks (kinds not mixed in one call;
- * grouped and point-to-point calls with device buffers refused with a sentence) and the
- * staging path: every collective, blocking and nonblocking, run on real processes with
+ * point-to-point calls with device buffers refused with a sentence) and the staging path:
+ * every collective, blocking, nonblocking and grouped, run on real processes with
  * "device" buffers, results checked against a reference computed here, the bytes copied
  * each way counted (nothing copied out before rcoll_wait), the staging areas' life (lazy,
  * reused, grown, freed), and the driver failing.
@@ -364,10 +364,6 @@ static void test_api(void)
 
     /* grouped and point-to-point calls: refused with a sentence */
     CHECK(rcoll_group_start() == RCOLL_OK, "group");
-    CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "inside "
-              "rcoll_group_start/end") && strstr(rcoll_comm_last_error(comm), "outside the "
-              "group"), "grouped allreduce refused: %s", rcoll_comm_last_error(comm));
     rcoll_status_t s1 = rcoll_send(dev, 4, RCOLL_FLOAT32, 0, comm);
     CHECK(s1 == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_send: buf") &&
               strstr(rcoll_comm_last_error(comm), "point-to-point calls do not take device "
@@ -437,10 +433,25 @@ static void test_api(void)
     CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
               RCOLL_OK && rcoll_wait(&r1) == RCOLL_OK && host_allocs == allocs0 + 2,
           "usable, the areas reused after the failures: %s", rcoll_comm_last_error(comm));
+
+    /* blocking calls inside a group: copied in at the call, out at rcoll_group_end */
+    for (int i = 0; i < 16; i++) dev[i] = (float)(7 * i), man[i] = (float)i;
+    out0 = bytes_htod;
+    CHECK(rcoll_group_start() == RCOLL_OK &&
+              rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              rcoll_bcast(man, 16, RCOLL_FLOAT32, 0, comm) == RCOLL_OK &&
+              rcoll_reduce_scatter(RCOLL_IN_PLACE, man + 64, 16, RCOLL_FLOAT32, RCOLL_SUM,
+                                   comm) == RCOLL_OK && bytes_htod == out0,
+          "grouped device calls queued, nothing copied out yet: %s",
+          rcoll_comm_last_error(comm));
+    CHECK(rcoll_group_end() == RCOLL_OK && dev[64 + 3] == 21 && bytes_htod == out0 + 128 &&
+              host_allocs == allocs0 + 2 + 1 && cur_ctx == CTX_APP,
+          "copied out at rcoll_group_end (%zu bytes, %d areas): %s", bytes_htod - out0,
+          host_allocs - allocs0, rcoll_comm_last_error(comm));
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
           "still usable after the refusals: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_comm_destroy(comm) == RCOLL_OK, "destroy");
-    CHECK(host_live == 0 && host_frees == 3, "the staging areas freed with the communicator "
+    CHECK(host_live == 0 && host_frees == 4, "the staging areas freed with the communicator "
           "(%d live, %d freed)", host_live, host_frees);
 }
 
@@ -807,6 +818,37 @@ static void stage_nb(ctx_t *c, size_t cnt)
     CHECK(r[RSV][counts[me]] == POISON, "rank %d ireduce_scatterv: nothing past its block", me);
 }
 
+/* Blocking calls inside a group: copied out at rcoll_group_end. */
+static void stage_group(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n;
+    size_t es = sizeof(elem_t), B = cnt * es, nb = cnt * (size_t)n;
+    rcoll_comm_t comm = c->comm;
+    elem_t *s1 = dalloc(nb), *r1 = dalloc(nb), *s2 = dalloc(nb), *r2 = dalloc(nb);
+    elem_t *g = dalloc(nb);
+    if (!s1 || !r1 || !s2 || !r2 || !g) {
+        CHECK(0, "arena full");
+        return;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        s1[i] = val(me, i, 60);
+        s2[i] = val(me, (i / cnt) * 100 + i % cnt, 61);
+        g[i] = i / cnt == (size_t)me ? val(me, i % cnt, 62) : POISON;
+    }
+    mark();
+    CHECK(rcoll_group_start() == RCOLL_OK, "group");
+    int ok1 = ok(c, rcoll_allreduce(s1, r1, cnt, RCOLL_INT32, RCOLL_SUM, comm), "grouped allreduce");
+    int ok2 = ok(c, rcoll_alltoall(s2, r2, cnt, RCOLL_INT32, comm), "grouped alltoall");
+    int ok3 = ok(c, rcoll_allgather(RCOLL_IN_PLACE, g, cnt, RCOLL_INT32, comm),
+                 "grouped allgather");
+    CHECK(bytes_htod == out0, "rank %d: nothing copied out before rcoll_group_end", me);
+    if (!ok(c, rcoll_group_end(), "rcoll_group_end") || !ok1 || !ok2 || !ok3) return;
+    copied(c, "group", B + (size_t)n * B + B, B + (size_t)n * B + (size_t)n * B);
+    EXPECT(c, "grouped allreduce", r1, cnt, n * (n - 1) / 2 * 1000 + n * (elem_t)(i * 3 + 60));
+    EXPECT(c, "grouped alltoall", r2, nb, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 61));
+    EXPECT(c, "grouped allgather", g, nb, val((int)(i / cnt), i % cnt, 62));
+}
+
 static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
 {
     (void)arg;
@@ -834,6 +876,7 @@ static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
           "call in flight (%d)", rank, after_nb - after_large);
     stage_nb(&c, 33);
     stage_nb(&c, 2);
+    stage_group(&c, 17); /* three calls: areas of the nonblocking calls, reused */
     CHECK(host_allocs == after_nb && host_live == 11, "rank %d: reused by the next calls (%d "
           "allocations)", rank, host_allocs - after_nb);
     CHECK(ctx_wrong == 0 && cur_ctx == CTX_APP, "rank %d: %d copies outside the buffer's "
