@@ -698,11 +698,7 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
     if (st != RCOLL_OK) return st;
     if (__builtin_expect(dev.ptr != NULL, 0))
         return rcoll_api_stage_coll(comm, a, v, req, group_depth != 0, fn);
-    struct rcoll_request *r;
-    st = rcoll_req_alloc_coll(comm, a, &r);
-    if (st == RCOLL_OK && v && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    return submit_coll(comm, r, req);
+    return rcoll_api_run_host(comm, a, v, req, NULL, fn);
 }
 
 static rcoll_status_t queue_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a, rcoll_request_t *req,
