@@ -223,8 +223,9 @@ rcoll_status_t rcoll_comm_host(rcoll_comm_t comm, int rank, int *host, int *nhos
 
 /* Bytes the communicator has allocated for itself (staging buffers, per-connection state),
  * excluding user buffers and kernel socket buffers.  Bounded by RCOLL_BUFFSIZE per peer
- * connection plus a small fixed part, plus, once a collective had CUDA device buffers, the
- * pinned host area they are staged through (about the largest such call's buffers; see the
+ * connection plus a small fixed part, plus, once collectives had CUDA device buffers, the
+ * pinned host areas they are staged through (about the largest such call's buffers for the
+ * blocking calls, and as much per nonblocking or grouped call in flight at once; see the
  * collectives below).  Errors: RCOLL_ERR_INVALID_ARG. */
 rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes);
 

@@ -451,7 +451,7 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 {
     if (check_live(comm, "rcoll_comm_mem_usage") != RCOLL_OK || !bytes)
         return RCOLL_ERR_INVALID_ARG;
-    size_t total = comm->mem_bytes + rcoll_gpu_stage_bytes(comm->gpu_stage);
+    size_t total = comm->mem_bytes + rcoll_stage_bytes(comm);
     for (struct rcoll_request *r = comm->free_reqs; r; r = r->next) total += sizeof(*r);
     *bytes = total;
     return RCOLL_OK;

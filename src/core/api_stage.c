@@ -261,6 +261,14 @@ void rcoll_stage_job_drop(struct rcoll_request *r)
     if (j) job_put(j);
 }
 
+size_t rcoll_stage_bytes(rcoll_comm_t comm)
+{
+    size_t total = rcoll_gpu_stage_bytes(comm->gpu_stage);
+    for (struct rcoll_stage_job *j = comm->stage_jobs; j; j = j->next)
+        total += sizeof(*j) + rcoll_gpu_stage_bytes(j->area);
+    return total;
+}
+
 void rcoll_stage_jobs_free(rcoll_comm_t comm)
 {
     struct rcoll_stage_job *j = comm->stage_jobs;

@@ -285,6 +285,8 @@ rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req);
 rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st);
 /* The same without the copy (a request released unfinished). */
 void rcoll_stage_job_drop(struct rcoll_request *r);
+/* Bytes of pinned staging memory the communicator holds (all its areas). */
+size_t rcoll_stage_bytes(rcoll_comm_t comm);
 /* Free every staging area of the nonblocking calls (rcoll_comm_free). */
 void rcoll_stage_jobs_free(rcoll_comm_t comm);
 

@@ -877,6 +877,10 @@ static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
     stage_nb(&c, 33);
     stage_nb(&c, 2);
     stage_group(&c, 17); /* three calls: areas of the nonblocking calls, reused */
+    size_t mem_nb = 0;
+    rcoll_comm_mem_usage(comm, &mem_nb);
+    CHECK(mem_nb >= 40000 * sizeof(elem_t) * (size_t)nranks + 10 * 65536, "rank %d: memory "
+          "usage %zu counts the nonblocking calls' areas too", rank, mem_nb);
     CHECK(host_allocs == after_nb && host_live == 11, "rank %d: reused by the next calls (%d "
           "allocations)", rank, host_allocs - after_nb);
     CHECK(ctx_wrong == 0 && cur_ctx == CTX_APP, "rank %d: %d copies outside the buffer's "
