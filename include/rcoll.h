@@ -223,7 +223,10 @@ rcoll_status_t rcoll_comm_host(rcoll_comm_t comm, int rank, int *host, int *nhos
 
 /* Bytes the communicator has allocated for itself (staging buffers, per-connection state),
  * excluding user buffers and kernel socket buffers.  Bounded by RCOLL_BUFFSIZE per peer
- * connection plus a small fixed part.  Errors: RCOLL_ERR_INVALID_ARG. */
+ * connection plus a small fixed part, plus, once collectives had CUDA device buffers, the
+ * pinned host areas they are staged through (about the largest such call's buffers for the
+ * blocking calls, and as much per nonblocking or grouped call in flight at once; see the
+ * collectives below).  Errors: RCOLL_ERR_INVALID_ARG. */
 rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes);
 
 /* Release a communicator.  Outstanding requests must have completed (rcoll_wait) or their
@@ -269,6 +272,19 @@ const char *rcoll_comm_watchdog_report(rcoll_comm_t comm);
  * Once a collective on a communicator fails (peer death, timeout), the communicator is failed:
  * every later call returns RCOLL_ERR_INVALID_USAGE with the original cause in
  * rcoll_comm_last_error(); destroy or abort it.
+ * Buffers: host memory (pageable or pinned), or, while the CUDA driver is in use (RCOLL_CUDA;
+ * docs/gpu.md), CUDA device or managed memory.  Every blocking collective stages device and
+ * managed buffers through a pinned host area of the communicator (allocated at the first such
+ * call, freed with the communicator): the inputs are copied in, the outputs out, both complete
+ * when the call returns; work on the application's own streams is not waited for (synchronize
+ * the stream that wrote the input first).  A nonblocking collective copies its inputs in when
+ * posted and its outputs out in the rcoll_wait / rcoll_test that sees it complete (whose
+ * status a failing copy becomes), in an area of its own; inside a group, the copy out is made
+ * by rcoll_group_end.  One call's buffers are all host memory or all CUDA memory
+ * (RCOLL_ERR_INVALID_ARG otherwise).  Point-to-point calls refuse device buffers
+ * (RCOLL_ERR_UNSUPPORTED, with a sentence).  A failing cuMemAllocHost is RCOLL_ERR_NO_MEMORY, a failing copy
+ * RCOLL_ERR_SYSTEM, each naming the driver call and its CUresult; the communicator stays
+ * usable.
  * Common errors: RCOLL_ERR_INVALID_ARG (NULL buffer with count > 0, bad datatype/op/root,
  * an op the datatype lacks (BAND/BOR/BXOR on a floating type, AVG on BOOL), count >
  * RCOLL_MAX_COUNT, partially overlapping send and receive buffers), RCOLL_ERR_REMOTE,

@@ -451,7 +451,7 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 {
     if (check_live(comm, "rcoll_comm_mem_usage") != RCOLL_OK || !bytes)
         return RCOLL_ERR_INVALID_ARG;
-    size_t total = comm->mem_bytes;
+    size_t total = comm->mem_bytes + rcoll_stage_bytes(comm);
     for (struct rcoll_request *r = comm->free_reqs; r; r = r->next) total += sizeof(*r);
     *bytes = total;
     return RCOLL_OK;
@@ -635,11 +635,19 @@ static rcoll_status_t new_request(rcoll_comm_t comm, rcoll_op_kind_t kind, const
     return RCOLL_OK;
 }
 
-/* The kinds of a call's buffers, when a CUDA driver is in use (cuda/gpu.h): CUDA device and
- * managed memory are refused until the device path exists (docs/gpu.md), and one call may not
- * mix host and CUDA buffers.  s or r NULL (not used on this rank) or RCOLL_IN_PLACE: skipped. */
+/* What the memory check found: the first CUDA device or managed buffer of the call, if any. */
+typedef struct {
+    const char *name;
+    const void *ptr;
+    rcoll_memkind_t kind;
+} mem_device_t;
+
+/* The kinds of a call's buffers, when a CUDA driver is in use (cuda/gpu.h): one call may not
+ * mix host and CUDA buffers; *dev names its first device or managed buffer (ptr NULL: none).
+ * s or r NULL (not used on this rank) or RCOLL_IN_PLACE: skipped. */
 static rcoll_status_t check_mem_kinds(rcoll_comm_t comm, const char *fn, const char *sname,
-                                      const void *s, const char *rname, const void *r)
+                                      const void *s, const char *rname, const void *r,
+                                      mem_device_t *dev)
 {
     int has_s = s && s != RCOLL_IN_PLACE && s != r, has_r = r != NULL;
     rcoll_memkind_t sk = has_s ? rcoll_gpu_classify(s) : RCOLL_MEM_HOST;
@@ -649,35 +657,54 @@ static rcoll_status_t check_mem_kinds(rcoll_comm_t comm, const char *fn, const c
                          "%s: %s %p is %s but %s %p is %s: the buffers of one call must be all "
                          "host memory or all CUDA memory", fn, sname, s, rcoll_memkind_name(sk),
                          rname, r, rcoll_memkind_name(rk));
-    if ((has_s && rcoll_memkind_on_device(sk)) || (has_r && rcoll_memkind_on_device(rk))) {
-        int first = has_s && rcoll_memkind_on_device(sk);
-        return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
-                         "%s: %s %p is %s: the CUDA device path is not built yet (host and "
-                         "pinned host buffers only; docs/gpu.md)", fn, first ? sname : rname,
-                         first ? s : r, rcoll_memkind_name(first ? sk : rk));
-    }
+    if (has_s && rcoll_memkind_on_device(sk))
+        *dev = (mem_device_t){sname, s, sk};
+    else if (has_r && rcoll_memkind_on_device(rk))
+        *dev = (mem_device_t){rname, r, rk};
     return RCOLL_OK;
 }
 
 /* One branch while no CUDA driver is in use. */
 static inline rcoll_status_t check_mem(rcoll_comm_t comm, const char *fn, const char *sname,
-                                       const void *s, const char *rname, const void *r)
+                                       const void *s, const char *rname, const void *r,
+                                       mem_device_t *dev)
 {
+    dev->ptr = NULL;
     if (__builtin_expect(!rcoll_gpu_active(), 1)) return RCOLL_OK;
-    return check_mem_kinds(comm, fn, sname, s, rname, r);
+    return check_mem_kinds(comm, fn, sname, s, rname, r, dev);
+}
+
+rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                  const size_t *const *v, rcoll_request_t *req,
+                                  struct rcoll_stage_job *job, const char *fn)
+{
+    struct rcoll_request *r;
+    rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
+    if (st == RCOLL_OK && v && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
+    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    r->stage_job = job;
+    return submit_coll(comm, r, req);
+}
+
+/* Queue a checked collective (v: its count arrays, NULL for none): host buffers take the host
+ * path; CUDA device or managed ones are staged through pinned host memory (api_stage.c). */
+static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                   const size_t *const *v, rcoll_request_t *req, const char *fn)
+{
+    mem_device_t dev;
+    rcoll_status_t st = a->kind == RCOLL_OP_BCAST
+                            ? check_mem(comm, fn, "buf", NULL, "buf", a->dst, &dev)
+                            : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst, &dev);
+    if (st != RCOLL_OK) return st;
+    if (__builtin_expect(dev.ptr != NULL, 0))
+        return rcoll_api_stage_coll(comm, a, v, req, group_depth != 0, fn);
+    return rcoll_api_run_host(comm, a, v, req, NULL, fn);
 }
 
 static rcoll_status_t queue_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a, rcoll_request_t *req,
                                  const char *fn)
 {
-    rcoll_status_t mst = a->kind == RCOLL_OP_BCAST
-                             ? check_mem(comm, fn, "buf", NULL, "buf", a->dst)
-                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst);
-    if (mst != RCOLL_OK) return mst;
-    struct rcoll_request *r;
-    rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    return submit_coll(comm, r, req);
+    return queue_coll_v(comm, a, NULL, req, fn);
 }
 
 static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -793,7 +820,7 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
             *done = 0;
             return RCOLL_OK;
         }
-        rcoll_status_t st = r->status;
+        rcoll_status_t st = rcoll_stage_job_finish(r, r->status);
         rcoll_req_release(r);
         pthread_mutex_unlock(&comm->pt_lock);
         *req = NULL;
@@ -810,7 +837,7 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
         *done = 0;
         return RCOLL_OK;
     }
-    rcoll_status_t st = r->status;
+    rcoll_status_t st = rcoll_stage_job_finish(r, r->status);
     rcoll_req_release(r);
     *req = NULL;
     *done = 1;
@@ -827,7 +854,8 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
     }
     rcoll_status_t ent = comm_enter(r->comm, "rcoll_wait");
     if (ent != RCOLL_OK) return ent;
-    rcoll_status_t st = comm_leave(r->comm, rcoll_req_wait(r));
+    rcoll_status_t st = rcoll_req_wait(r);
+    st = comm_leave(r->comm, rcoll_stage_job_finish(r, st));
     rcoll_req_release(r);
     *req = NULL;
     return st;
@@ -977,8 +1005,9 @@ static rcoll_status_t group_wait_all(void)
     for (int i = 0; i < group_nreqs; i++) {
         rcoll_comm_t c = group_reqs[i]->comm;
         rcoll_pt_lock(c);
-        rcoll_status_t st = rcoll_req_wait(group_reqs[i]);
-        rcoll_req_release(group_reqs[i]);
+        struct rcoll_request *r = group_reqs[i];
+        rcoll_status_t st = rcoll_stage_job_finish(r, rcoll_req_wait(r)); /* staged: copy out */
+        rcoll_req_release(r);
         rcoll_pt_unlock(c);
         if (st != RCOLL_OK && first == RCOLL_OK) first = st;
     }
@@ -1288,7 +1317,14 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: a message to oneself needs its matching %s in the same group "
                          "(rcoll_group_start/end)", fn, is_send ? "rcoll_recv" : "rcoll_send");
-    if (count && (st = check_mem(comm, fn, "buf", NULL, "buf", buf)) != RCOLL_OK) return st;
+    mem_device_t dev;
+    if (count && (st = check_mem(comm, fn, "buf", NULL, "buf", buf, &dev)) != RCOLL_OK)
+        return st;
+    if (count && dev.ptr)
+        return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
+                         "%s: buf %p is %s: point-to-point calls do not take device buffers "
+                         "yet (the collectives stage them through pinned host memory; "
+                         "docs/gpu.md)", fn, dev.ptr, rcoll_memkind_name(dev.kind));
     size_t bytes = count * rcoll_dt_size(dt);
     struct rcoll_request *r = group_depth ? comm->open_group : NULL;
     if (!r) {
@@ -1449,12 +1485,5 @@ rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t 
                                      const size_t *const v[RCOLL_V_NUM], rcoll_request_t *req,
                                      const char *fn)
 {
-    if (!v) return queue_coll(comm, a, req, fn);
-    rcoll_status_t st = check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst);
-    if (st != RCOLL_OK) return st;
-    struct rcoll_request *r;
-    st = rcoll_req_alloc_coll(comm, a, &r);
-    if (st == RCOLL_OK && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    return submit_coll(comm, r, req);
+    return queue_coll_v(comm, a, v, req, fn);
 }

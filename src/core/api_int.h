@@ -30,5 +30,25 @@ int rcoll_api_spans_overlap(const void *a, size_t alen, const void *b, size_t bl
 rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                      const size_t *const v[RCOLL_V_NUM], rcoll_request_t *req,
                                      const char *fn);
+/* Queue a checked collective on host (or pinned host) buffers, v as for
+ * rcoll_api_queue_vcoll: blocking (req NULL: completed before returning, or at the group's
+ * end inside a group) or nonblocking, its request carrying job (NULL: none; api_stage.c).  The staging path's way to the host
+ * collective. */
+struct rcoll_stage_job;
+rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                  const size_t *const *v, rcoll_request_t *req,
+                                  struct rcoll_stage_job *job, const char *fn);
+/* api_stage.c: a checked collective whose buffers are CUDA device or managed memory, run on
+ * copies in pinned host memory (docs/gpu.md): blocking (req NULL, not deferred) in the
+ * communicator's staging area, the outputs copied back before returning; nonblocking, or
+ * deferred to the end of a group (a blocking call inside rcoll_group_start/end), in an area
+ * of its own, the outputs copied back when rcoll_test/rcoll_wait/rcoll_group_end see it
+ * complete.
+ * Errors: the host collective's, and the staging's (RCOLL_ERR_NO_MEMORY: cuMemAllocHost
+ * failed; RCOLL_ERR_SYSTEM: a copy failed), each with a sentence in the last error naming the
+ * driver call. */
+rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                    const size_t *const *v, rcoll_request_t *req,
+                                    int deferred, const char *fn);
 
 #endif

@@ -15,6 +15,7 @@
 #include "algo/tree.h"
 #include "core/comm.h"
 #include "core/pair.h"
+#include "cuda/gpu.h"
 #include "topo/topo.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -748,6 +749,8 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
         if (c->listen_comms[t]) c->tps[t]->close_listen(c->listen_comms[t]);
     rcoll_bs_leave(c->bs, graceful);
+    rcoll_gpu_stage_free(&c->gpu_stage); /* after the transports: nothing writes it now */
+    rcoll_stage_jobs_free(c);
     free(c->link.staging);
     free(c->peers);
     free(c->ring_map);

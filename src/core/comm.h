@@ -105,6 +105,9 @@ struct rcoll_request {
     size_t vcap;             /* elements vbuf holds */
     size_t vmove;            /* reduce-scatter-v in place: the result is computed at dst +
                               * vmove elements and moved to dst at the end (0: none) */
+    /* A nonblocking collective on staged device buffers: its outputs are copied out when its
+     * completion is seen (rcoll_test, rcoll_wait; api_stage.c), or NULL. */
+    struct rcoll_stage_job *stage_job;
 };
 
 struct rcoll_comm {
@@ -165,6 +168,12 @@ struct rcoll_comm {
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;
+    /* Pinned host memory for staging device buffers (cuda/gpu.h; made at the first call with
+     * device buffers, freed by rcoll_comm_free), or NULL. */
+    struct rcoll_gpu_stage *gpu_stage;
+    /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);
+     * freed by rcoll_comm_free. */
+    struct rcoll_stage_job *stage_jobs;
     /* The progress thread (RCOLL_PROGRESS_THREAD; progress.c).  When it runs, pt_lock guards
      * the queue and every per-operation state: the thread holds it while it progresses, an
      * API call from comm_enter to comm_leave, rcoll_test/rcoll_wait while they look. */
@@ -269,6 +278,17 @@ static inline void rcoll_pt_unlock(rcoll_comm_t comm)
 /* rcoll_wait's loop when the thread runs: the caller holds no lock and may run beside
  * another thread's calls on comm; returns the status and releases req. */
 rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req);
+
+/* api_stage.c: a nonblocking staged collective seen complete with status st: its outputs
+ * copied to the device (when st is RCOLL_OK), its area free for the next call; returns st or
+ * the copy's error (with its sentence in the last error).  Nothing for other requests. */
+rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st);
+/* The same without the copy (a request released unfinished). */
+void rcoll_stage_job_drop(struct rcoll_request *r);
+/* Bytes of pinned staging memory the communicator holds (all its areas). */
+size_t rcoll_stage_bytes(rcoll_comm_t comm);
+/* Free every staging area of the nonblocking calls (rcoll_comm_free). */
+void rcoll_stage_jobs_free(rcoll_comm_t comm);
 
 /* Progress comm's queue once (non-blocking). */
 void rcoll_comm_progress(rcoll_comm_t comm);

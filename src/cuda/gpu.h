@@ -72,4 +72,36 @@ void rcoll_gpu_cache_flush(void);
 /* Tests: forget the loaded state (rcoll_gpu_active() == 0, cache empty). */
 void rcoll_gpu_test_reset(void);
 
+/* ---- Staging: device buffers through pinned host memory (docs/gpu.md) ----
+ * A communicator owns at most one staging area: pinned host memory (cuMemAllocHost), made at
+ * its first call with device buffers, grown (freed and allocated again, never copied) when a
+ * call needs more, freed with the communicator.  The copies are synchronous (cuMemcpyDtoH /
+ * cuMemcpyHtoD) with the device pointer's own context current (CU_POINTER_ATTRIBUTE_CONTEXT;
+ * the caller's context is current again afterwards).  Each failure is one sentence naming the
+ * driver call and its CUresult.  Not thread safe: the communicator's caller serializes. */
+typedef struct rcoll_gpu_stage rcoll_gpu_stage_t;
+
+/* A piece of a staged buffer: bytes at offset `off` of the device buffer, and at the same
+ * offset of its staging copy. */
+typedef struct {
+    size_t off, len;
+} rcoll_gpu_span_t;
+
+/* *host_p: at least `bytes` of pinned host memory from *stage_p (created at the first call).
+ * dev: a device pointer of the call, whose context is current while memory is allocated.
+ * Errors: RCOLL_ERR_NO_MEMORY "cuMemAllocHost(N bytes) failed: CUDA_ERROR_... (...)" (the
+ * previous area is then gone: *stage_p holds none, and the next call allocates again). */
+rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *dev,
+                                       size_t bytes, void **host_p);
+/* Copy spans of dev to the same offsets of host (to_device 0: cuMemcpyDtoH) or back
+ * (to_device 1: cuMemcpyHtoD).  Empty spans are skipped.  Errors: RCOLL_ERR_SYSTEM, "cuMemcpy
+ * DtoH of N bytes from 0x... failed: ..." (or the context lookup / switch that failed). */
+rcoll_status_t rcoll_gpu_stage_copy(int to_device, void *dev, void *host,
+                                    const rcoll_gpu_span_t *spans, size_t nspans);
+/* Bytes of pinned host memory the area holds now (0 for NULL). */
+size_t rcoll_gpu_stage_bytes(const rcoll_gpu_stage_t *stage);
+/* Free the area (cuMemFreeHost, in the context it was allocated in); *stage_p becomes NULL.
+ * A failure is logged at WARN (nothing else can be done at that point). */
+void rcoll_gpu_stage_free(rcoll_gpu_stage_t **stage_p);
+
 #endif

@@ -34,3 +34,29 @@ void rcoll_gpu_cache_flush(void)
 void rcoll_gpu_test_reset(void)
 {
 }
+
+/* Without CUDA nothing is ever classified as device memory: staging is never asked for. */
+rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *dev,
+                                       size_t bytes, void **host_p)
+{
+    (void)stage_p, (void)dev, (void)bytes, (void)host_p;
+    return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA: no staging");
+}
+
+rcoll_status_t rcoll_gpu_stage_copy(int to_device, void *dev, void *host,
+                                    const rcoll_gpu_span_t *spans, size_t nspans)
+{
+    (void)to_device, (void)dev, (void)host, (void)spans, (void)nspans;
+    return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA: no staging");
+}
+
+size_t rcoll_gpu_stage_bytes(const rcoll_gpu_stage_t *stage)
+{
+    (void)stage;
+    return 0;
+}
+
+void rcoll_gpu_stage_free(rcoll_gpu_stage_t **stage_p)
+{
+    *stage_p = NULL;
+}

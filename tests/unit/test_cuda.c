@@ -1,20 +1,32 @@
 /*
- * test_cuda.c - the CUDA foundation without a GPU: through a scripted driver table (as
+ * test_cuda.c - the CUDA layer without a GPU: through a scripted driver table (as
  * test_verbs.c scripts libibverbs) the driver's refusals (missing library, driver too old,
  * cuInit failing, each with its sentence), pointer classification and its range cache (one
- * driver call per allocation), and the collective entry checks: device and managed buffers
- * refused with a sentence, host and pinned host ones accepted, kinds not mixed in one call.
- * The scripted "device" allocations are host memory underneath, so a check that failed to
- * refuse one would still not crash.  Runs under the ASan build too (nothing may leak).
+ * driver call per allocation), the collective entry checks (kinds not mixed in one call;
+ * point-to-point calls with device buffers refused with a sentence) and the staging path:
+ * every collective, blocking, nonblocking and grouped, run on real processes with
+ * "device" buffers, results checked against a reference computed here, the bytes copied
+ * each way counted (nothing copied out before rcoll_wait), the staging areas' life (lazy,
+ * reused, grown, freed), and the driver failing.
+ *
+ * What this does NOT test: a GPU.  The scripted "device" allocations are host memory in an
+ * arena of their own (as the driver's reserved address range keeps device addresses apart
+ * from host ones); the scripted cuMemcpyDtoH/HtoD are memcpy, cuMemAllocHost is calloc.  It
+ * checks rcoll's logic and its sequence of driver calls (which buffers, which bytes, which
+ * context is current), not the driver's behaviour; tests/gpu/test_stage.c runs the same
+ * collectives on a real GPU.  Runs under the ASan build too (nothing may leak).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "cuda/cuda_drv.h"
 #include "cuda/gpu.h"
 #include "cuda/kernels.h"
+#include "mp.h"
 #include "rcoll.h"
 #include "util/status.h"
 
@@ -26,11 +38,29 @@ typedef struct {
     size_t size;
     unsigned memtype, managed;
     unsigned long long id;
+    int heap; /* calloc'd (pinned host fakes); device fakes live in the arena */
 } fake_alloc_t;
 
-#define NALLOCS 80
+#define NALLOCS 256
 static fake_alloc_t allocs[NALLOCS];
 static int nallocs;
+
+/* "Device" memory: an arena never reused, apart from the host heap. */
+#define ARENA_BYTES (64u << 20)
+static char *arena;
+static size_t arena_used;
+
+/* Contexts: every fake device allocation belongs to CTX_DEV; the application's current
+ * context is CTX_APP.  A copy made while the buffer's context is not current is counted. */
+#define CTX_APP ((CUcontext)(uintptr_t)0xa990)
+#define CTX_DEV ((CUcontext)(uintptr_t)0xdef0)
+static CUcontext cur_ctx = CTX_APP;
+static int ctx_wrong, ctx_sets;
+
+/* Staging calls: counters, and failures on demand (the n-th next call fails; 0: none). */
+static size_t bytes_dtoh, bytes_htod;
+static int calls_dtoh, calls_htod, host_allocs, host_frees, host_live;
+static int fail_alloc_host, fail_dtoh, fail_htod;
 
 static CUresult s_version(int *v)
 {
@@ -44,22 +74,33 @@ static CUresult s_init(unsigned flags)
 }
 static CUresult s_err_name(CUresult e, const char **s)
 {
-    *s = e == CUDA_ERROR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : "CUDA_ERROR_UNKNOWN";
+    *s = e == CUDA_ERROR_NO_DEVICE         ? "CUDA_ERROR_NO_DEVICE"
+         : e == CUDA_ERROR_OUT_OF_MEMORY   ? "CUDA_ERROR_OUT_OF_MEMORY"
+         : e == CUDA_ERROR_ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+                                           : "CUDA_ERROR_UNKNOWN";
     return CUDA_SUCCESS;
 }
 static CUresult s_err_string(CUresult e, const char **s)
 {
-    *s = e == CUDA_ERROR_NO_DEVICE ? "no CUDA-capable device is detected" : "unknown error";
+    *s = e == CUDA_ERROR_NO_DEVICE         ? "no CUDA-capable device is detected"
+         : e == CUDA_ERROR_OUT_OF_MEMORY   ? "out of memory"
+         : e == CUDA_ERROR_ILLEGAL_ADDRESS ? "an illegal memory access was encountered"
+                                           : "unknown error";
     return CUDA_SUCCESS;
+}
+static const fake_alloc_t *find(uintptr_t p)
+{
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].size && p >= (uintptr_t)allocs[i].mem &&
+            p < (uintptr_t)allocs[i].mem + allocs[i].size)
+            return &allocs[i];
+    return NULL;
 }
 /* As the driver: attributes of a known allocation, zeros (SUCCESS) for memory it never saw. */
 static CUresult s_attrs(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
     attr_calls++;
-    const fake_alloc_t *a = NULL;
-    for (int i = 0; i < nallocs; i++)
-        if (p >= (CUdeviceptr)allocs[i].mem && p < (CUdeviceptr)allocs[i].mem + allocs[i].size)
-            a = &allocs[i];
+    const fake_alloc_t *a = find((uintptr_t)p);
     for (unsigned i = 0; i < n; i++) {
         switch (attrs[i]) {
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
@@ -77,27 +118,129 @@ static CUresult s_attrs(unsigned n, CUpointer_attribute *attrs, void **data, CUd
         case CU_POINTER_ATTRIBUTE_BUFFER_ID:
             *(unsigned long long *)data[i] = a ? a->id : 0;
             break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+            if (!a) return CUDA_ERROR_INVALID_VALUE;
+            *(CUcontext *)data[i] = a->memtype == CU_MEMORYTYPE_DEVICE ? CTX_DEV : NULL;
+            break;
         default:
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
     return CUDA_SUCCESS;
 }
+static CUresult s_ctx_get(CUcontext *c)
+{
+    *c = cur_ctx;
+    return CUDA_SUCCESS;
+}
+static CUresult s_ctx_set(CUcontext c)
+{
+    ctx_sets++;
+    cur_ctx = c;
+    return CUDA_SUCCESS;
+}
+static fake_alloc_t *fake_add(char *mem, size_t size, unsigned memtype, unsigned managed,
+                              int heap)
+{
+    int slot = nallocs;
+    for (int i = 0; i < nallocs; i++)
+        if (!allocs[i].size) slot = i;
+    if (slot == nallocs) {
+        if (nallocs == NALLOCS) return NULL;
+        nallocs++;
+    }
+    fake_alloc_t *a = &allocs[slot];
+    static unsigned long long ids;
+    *a = (fake_alloc_t){mem, size, memtype, managed, ++ids, heap};
+    return a;
+}
+static CUresult s_alloc_host(void **p, size_t bytes)
+{
+    if (fail_alloc_host && --fail_alloc_host == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    char *m = calloc(1, bytes);
+    if (!m || !fake_add(m, bytes, CU_MEMORYTYPE_HOST, 0, 1)) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    host_allocs++;
+    host_live++;
+    *p = m;
+    return CUDA_SUCCESS;
+}
+static CUresult s_free_host(void *p)
+{
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].size && allocs[i].mem == p && allocs[i].memtype == CU_MEMORYTYPE_HOST) {
+            free(p);
+            allocs[i].size = 0;
+            allocs[i].mem = NULL;
+            host_frees++;
+            host_live--;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+/* A copy: the device side must lie inside one device allocation, with its context current;
+ * the host side inside a pinned allocation (the staging area). */
+static CUresult s_copy(char *dst, const char *src, size_t n, const char *dev, const char *host)
+{
+    const fake_alloc_t *d = find((uintptr_t)dev), *h = find((uintptr_t)host);
+    if (!d || d->memtype != CU_MEMORYTYPE_DEVICE || (uintptr_t)dev + n > (uintptr_t)d->mem + d->size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!h || h->memtype != CU_MEMORYTYPE_HOST || (uintptr_t)host + n > (uintptr_t)h->mem + h->size)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur_ctx != CTX_DEV) ctx_wrong++;
+    memcpy(dst, src, n);
+    return CUDA_SUCCESS;
+}
+static CUresult s_dtoh(void *dst, CUdeviceptr src, size_t n)
+{
+    if (fail_dtoh && --fail_dtoh == 0) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    CUresult r = s_copy(dst, (const char *)src, n, (const char *)src, dst);
+    if (r == CUDA_SUCCESS) {
+        calls_dtoh++;
+        bytes_dtoh += n;
+    }
+    return r;
+}
+static CUresult s_htod(CUdeviceptr dst, const void *src, size_t n)
+{
+    if (fail_htod && --fail_htod == 0) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    CUresult r = s_copy((char *)dst, src, n, (const char *)dst, src);
+    if (r == CUDA_SUCCESS) {
+        calls_htod++;
+        bytes_htod += n;
+    }
+    return r;
+}
 
 static const rcoll_cu_api_t scripted = {
     .cuInit = s_init, .cuDriverGetVersion = s_version, .cuGetErrorName = s_err_name,
     .cuGetErrorString = s_err_string, .cuPointerGetAttributes = s_attrs,
+    .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
+    .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
+    .cuMemcpyDtoH = s_dtoh, .cuMemcpyHtoD = s_htod,
 };
 
+/* A fake allocation: device and managed ones from the arena, pinned host ones from the heap. */
 static char *fake(size_t size, unsigned memtype, unsigned managed)
 {
-    fake_alloc_t *a = &allocs[nallocs++];
-    a->mem = calloc(1, size);
-    a->size = size;
-    a->memtype = memtype;
-    a->managed = managed;
-    a->id = (unsigned long long)nallocs;
-    return a->mem;
+    char *mem;
+    int heap = memtype == CU_MEMORYTYPE_HOST;
+    if (heap) {
+        mem = calloc(1, size);
+    } else {
+        size_t at = (arena_used + 255) & ~(size_t)255;
+        if (at + size > ARENA_BYTES) return NULL;
+        mem = arena + at;
+        arena_used = at + size;
+        memset(mem, 0, size);
+    }
+    if (!mem || !fake_add(mem, size, memtype, managed, heap)) {
+        if (heap) free(mem);
+        return NULL;
+    }
+    return mem;
 }
 
 /* ---- the driver's refusals ---- */
@@ -201,45 +344,635 @@ static void test_api(void)
     float *man = (float *)fake(4096, CU_MEMORYTYPE_DEVICE, 1);
     float *pin = (float *)fake(4096, CU_MEMORYTYPE_HOST, 0);
     float host[16] = {1, 2, 3}, out[16];
-    char want[200];
 
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
               out[2] == 3, "host buffers: accepted");
     CHECK(rcoll_allreduce(host, pin, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
               pin[1] == 2, "pinned host: the host path");
-    snprintf(want, sizeof(want), "rcoll_allreduce: recvbuf %p is CUDA device memory: the CUDA "
-             "device path is not built yet", (void *)dev);
-    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), want),
-          "device refused: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "sendbuf"),
-          "device send and receive: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_allreduce(man, man + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
-              RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "CUDA managed"),
-          "managed refused: %s", rcoll_comm_last_error(comm));
+    CHECK(host_allocs == 0 && bytes_dtoh == 0, "host buffers: nothing staged");
     CHECK(rcoll_allreduce(host, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
               RCOLL_ERR_INVALID_ARG && strstr(rcoll_comm_last_error(comm), "host memory but") &&
               strstr(rcoll_comm_last_error(comm), "all host memory or all CUDA memory"),
           "mixed kinds refused: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_bcast(dev, 16, RCOLL_FLOAT32, 0, comm) == RCOLL_ERR_UNSUPPORTED &&
-              strstr(rcoll_comm_last_error(comm), "rcoll_bcast: buf"), "bcast: %s",
-          rcoll_comm_last_error(comm));
-    CHECK(rcoll_allgather(dev, dev + 64, 16, RCOLL_FLOAT32, comm) == RCOLL_ERR_UNSUPPORTED,
-          "allgather: %s", rcoll_comm_last_error(comm));
     size_t counts[1] = {16}, displs[1] = {0};
     CHECK(rcoll_allgatherv(host, 16, man, counts, displs, RCOLL_FLOAT32, comm) ==
               RCOLL_ERR_INVALID_ARG, "allgatherv mixed: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_reduce(dev, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm) ==
-              RCOLL_ERR_UNSUPPORTED, "reduce: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_allreduce(pin, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_INVALID_ARG && strstr(rcoll_comm_last_error(comm), "pinned host memory"),
+          "pinned and device mixed: %s", rcoll_comm_last_error(comm));
+    CHECK(host_allocs == 0, "a refused call stages nothing");
+
+    /* grouped and point-to-point calls: refused with a sentence */
     CHECK(rcoll_group_start() == RCOLL_OK, "group");
     rcoll_status_t s1 = rcoll_send(dev, 4, RCOLL_FLOAT32, 0, comm);
-    CHECK(s1 == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_send: buf"),
+    CHECK(s1 == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_send: buf") &&
+              strstr(rcoll_comm_last_error(comm), "point-to-point calls do not take device "
+                                                  "buffers"),
           "send: %s", rcoll_comm_last_error(comm));
-    rcoll_group_end();
+    CHECK(rcoll_group_end() == RCOLL_OK, "empty group ends");
+    CHECK(host_allocs == 0 && bytes_dtoh == 0, "refused calls stage nothing");
+    CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
+          "usable after the refusals: %s", rcoll_comm_last_error(comm));
+
+    /* the blocking calls stage: one rank, so the result is the input */
+    for (int i = 0; i < 16; i++) dev[i] = (float)i;
+    size_t mem0 = 0, mem1 = 0;
+    rcoll_comm_mem_usage(comm, &mem0);
+    CHECK(rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              dev[64 + 5] == 5 && dev[64 + 15] == 15, "device allreduce: %s",
+          rcoll_comm_last_error(comm));
+    rcoll_comm_mem_usage(comm, &mem1);
+    CHECK(host_allocs == 1 && host_live == 1 && bytes_dtoh == 64 && bytes_htod == 64 &&
+              calls_dtoh == 1 && calls_htod == 1, "staged: %d area, %zu bytes in, %zu out",
+          host_allocs, bytes_dtoh, bytes_htod);
+    CHECK(mem1 >= mem0 + 64, "rcoll_comm_mem_usage counts the staging area: %zu -> %zu", mem0,
+          mem1);
+    CHECK(cur_ctx == CTX_APP && ctx_wrong == 0, "copies in the buffer's context, the "
+          "caller's restored (%d wrong)", ctx_wrong);
+    for (int i = 0; i < 16; i++) man[i] = (float)(2 * i);
+    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, man, 16, RCOLL_FLOAT32, RCOLL_MAX, comm) == RCOLL_OK &&
+              man[7] == 14 && host_allocs == 1 && bytes_dtoh == 128 && bytes_htod == 128,
+          "managed, in place, the area reused: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_bcast(dev, 16, RCOLL_FLOAT32, 0, comm) == RCOLL_OK && bytes_dtoh == 192 &&
+              bytes_htod == 128, "bcast on the root: copied in only");
+    CHECK(rcoll_reduce(dev, NULL, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm) ==
+              RCOLL_ERR_INVALID_ARG, "reduce: recvbuf NULL on the root still refused");
+
+    /* nonblocking: copied in at the post, out when rcoll_wait / rcoll_test sees completion,
+     * in an area of its own per call in flight */
+    rcoll_request_t r1 = NULL, r2 = NULL;
+    int allocs0 = host_allocs, done = 0;
+    size_t out0 = bytes_htod;
+    for (int i = 0; i < 16; i++) dev[i] = (float)(3 * i), man[i] = (float)(5 * i);
+    CHECK(rcoll_iallreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_iallgather(RCOLL_IN_PLACE, man, 16, RCOLL_FLOAT32, comm, &r2) ==
+              RCOLL_OK, "two nonblocking calls posted: %s", rcoll_comm_last_error(comm));
+    CHECK(bytes_htod == out0 && host_allocs == allocs0 + 2, "nothing copied out yet, an area "
+          "each (%d)", host_allocs - allocs0);
+    CHECK(rcoll_wait(&r2) == RCOLL_OK && man[9] == 45 && bytes_htod == out0 + 64,
+          "iallgather in place completed by rcoll_wait: %s", rcoll_comm_last_error(comm));
+    for (int k = 0; k < 1000 && !done; k++)
+        if (rcoll_test(&r1, &done) != RCOLL_OK) break;
+    CHECK(done && !r1 && dev[64 + 7] == 21 && bytes_htod == out0 + 128 && cur_ctx == CTX_APP,
+          "iallreduce completed by rcoll_test: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_wait(&r1) == RCOLL_OK && host_allocs == allocs0 + 2,
+          "the next nonblocking call reuses a free area");
+    fail_htod = 1;
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_wait(&r1) == RCOLL_ERR_SYSTEM && !r1 &&
+              strstr(rcoll_comm_last_error(comm), "rcoll_iallreduce: copying the result from "
+                     "the staging area to recvbuf") &&
+              strstr(rcoll_comm_last_error(comm), "cuMemcpyHtoD"),
+          "a failing copy out is rcoll_wait's error: %s", rcoll_comm_last_error(comm));
+    fail_dtoh = 1;
+    r1 = NULL;
+    CHECK(rcoll_ireduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, 0, comm, &r1) ==
+              RCOLL_ERR_SYSTEM && !r1 && strstr(rcoll_comm_last_error(comm), "cuMemcpyDtoH"),
+          "a failing copy in is the post's error: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_iallreduce(RCOLL_IN_PLACE, dev, 16, RCOLL_FLOAT32, RCOLL_SUM, comm, &r1) ==
+              RCOLL_OK && rcoll_wait(&r1) == RCOLL_OK && host_allocs == allocs0 + 2,
+          "usable, the areas reused after the failures: %s", rcoll_comm_last_error(comm));
+
+    /* blocking calls inside a group: copied in at the call, out at rcoll_group_end */
+    for (int i = 0; i < 16; i++) dev[i] = (float)(7 * i), man[i] = (float)i;
+    out0 = bytes_htod;
+    CHECK(rcoll_group_start() == RCOLL_OK &&
+              rcoll_allreduce(dev, dev + 64, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              rcoll_bcast(man, 16, RCOLL_FLOAT32, 0, comm) == RCOLL_OK &&
+              rcoll_reduce_scatter(RCOLL_IN_PLACE, man + 64, 16, RCOLL_FLOAT32, RCOLL_SUM,
+                                   comm) == RCOLL_OK && bytes_htod == out0,
+          "grouped device calls queued, nothing copied out yet: %s",
+          rcoll_comm_last_error(comm));
+    CHECK(rcoll_group_end() == RCOLL_OK && dev[64 + 3] == 21 && bytes_htod == out0 + 128 &&
+              host_allocs == allocs0 + 2 + 1 && cur_ctx == CTX_APP,
+          "copied out at rcoll_group_end (%zu bytes, %d areas): %s", bytes_htod - out0,
+          host_allocs - allocs0, rcoll_comm_last_error(comm));
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
           "still usable after the refusals: %s", rcoll_comm_last_error(comm));
     CHECK(rcoll_comm_destroy(comm) == RCOLL_OK, "destroy");
+    CHECK(host_live == 0 && host_frees == 4, "the staging areas freed with the communicator "
+          "(%d live, %d freed)", host_live, host_frees);
+}
+
+/* ---- the staging path on real processes ---- */
+
+typedef int32_t elem_t;
+static elem_t val(int rank, size_t i, int salt) { return rank * 1000 + (elem_t)i * 3 + salt; }
+
+typedef struct {
+    long fails0;
+    rcoll_comm_t comm;
+    int rank, n;
+} ctx_t;
+
+/* The copies of one call, from the counters. */
+static size_t in0, out0;
+static void mark(void)
+{
+    in0 = bytes_dtoh;
+    out0 = bytes_htod;
+}
+static void copied(ctx_t *c, const char *what, size_t in, size_t out)
+{
+    CHECK(bytes_dtoh - in0 == in && bytes_htod - out0 == out,
+          "rank %d/%d %s: copied %zu bytes in and %zu out (expected %zu and %zu)", c->rank, c->n,
+          what, bytes_dtoh - in0, bytes_htod - out0, in, out);
+    CHECK(cur_ctx == CTX_APP, "rank %d %s: the caller's context is current again", c->rank,
+          what);
+}
+static int ok(ctx_t *c, rcoll_status_t st, const char *what)
+{
+    CHECK(st == RCOLL_OK, "rank %d/%d %s: %s: %s", c->rank, c->n, what, rcoll_status_string(st),
+          rcoll_comm_last_error(c->comm));
+    return st == RCOLL_OK;
+}
+/* Elements [0, count) of buf against want(i); returns the number wrong (the first printed). */
+#define EXPECT(c, what, buf, count, want_expr)                                                \
+    do {                                                                                      \
+        size_t bad_ = 0, first_ = 0;                                                          \
+        for (size_t i = 0; i < (count); i++)                                                  \
+            if ((buf)[i] != (elem_t)(want_expr) && !bad_++) first_ = i;                       \
+        CHECK(!bad_, "rank %d/%d %s: %zu wrong, first [%zu] = %d", (c)->rank, (c)->n, what,   \
+              bad_, first_, bad_ ? (int)(buf)[first_] : 0);                                   \
+    } while (0)
+
+#define POISON ((elem_t)0x5a5a5a5a)
+static elem_t *dalloc(size_t count)
+{
+    elem_t *p = (elem_t *)fake(count * sizeof(elem_t) + 64, CU_MEMORYTYPE_DEVICE, 0);
+    for (size_t i = 0; p && i < count + 16; i++) p[i] = POISON;
+    return p;
+}
+
+static void stage_block(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n;
+    size_t es = sizeof(elem_t), B = cnt * es;
+    rcoll_comm_t comm = c->comm;
+    elem_t *s = dalloc(cnt * (size_t)n), *r = dalloc(cnt * (size_t)n);
+    if (!s || !r) {
+        CHECK(0, "arena full");
+        return;
+    }
+
+    /* all-reduce, out of place and in place */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 1);
+    mark();
+    if (ok(c, rcoll_allreduce(s, r, cnt, RCOLL_INT32, RCOLL_SUM, comm), "allreduce")) {
+        EXPECT(c, "allreduce", r, cnt, (n * (n - 1) / 2) * 1000 + n * (elem_t)(i * 3 + 1));
+        copied(c, "allreduce", B, B);
+        CHECK(r[cnt] == POISON, "allreduce: nothing past the end");
+    }
+    for (size_t i = 0; i < cnt; i++) r[i] = val(me, i, 2);
+    mark();
+    if (ok(c, rcoll_allreduce(RCOLL_IN_PLACE, r, cnt, RCOLL_INT32, RCOLL_MAX, comm), "in place")) {
+        EXPECT(c, "allreduce in place", r, cnt, val(n - 1, i, 2));
+        copied(c, "in place", B, B);
+    }
+
+    /* broadcast from the last rank */
+    int root = n - 1;
+    for (size_t i = 0; i < cnt; i++) r[i] = me == root ? val(me, i, 3) : POISON;
+    mark();
+    if (ok(c, rcoll_bcast(r, cnt, RCOLL_INT32, root, comm), "bcast")) {
+        EXPECT(c, "bcast", r, cnt, val(root, i, 3));
+        copied(c, "bcast", me == root ? B : 0, me == root ? 0 : B);
+    }
+
+    /* reduce to rank 0: recvbuf NULL elsewhere; in place on the root */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 4), r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_reduce(s, me == 0 ? r : NULL, cnt, RCOLL_INT32, RCOLL_SUM, 0, comm),
+           "reduce")) {
+        if (me == 0) EXPECT(c, "reduce", r, cnt, (n * (n - 1) / 2) * 1000 + n * (elem_t)(i * 3 + 4));
+        copied(c, "reduce", B, me == 0 ? B : 0);
+    }
+    for (size_t i = 0; i < cnt; i++) r[i] = val(me, i, 5);
+    mark();
+    if (ok(c, rcoll_reduce(me == 0 ? RCOLL_IN_PLACE : r, me == 0 ? r : NULL, cnt, RCOLL_INT32,
+                           RCOLL_MIN, 0, comm), "reduce in place")) {
+        if (me == 0) EXPECT(c, "reduce in place", r, cnt, val(0, i, 5));
+        copied(c, "reduce in place", B, me == 0 ? B : 0);
+    }
+
+    /* all-gather, out of place and in place */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 6);
+    for (size_t i = 0; i < cnt * (size_t)n; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_allgather(s, r, cnt, RCOLL_INT32, comm), "allgather")) {
+        EXPECT(c, "allgather", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 6));
+        copied(c, "allgather", B, (size_t)n * B);
+    }
+    for (size_t i = 0; i < cnt * (size_t)n; i++)
+        r[i] = i / cnt == (size_t)me ? val(me, i % cnt, 7) : POISON;
+    mark();
+    if (ok(c, rcoll_allgather(RCOLL_IN_PLACE, r, cnt, RCOLL_INT32, comm), "allgather in place")) {
+        EXPECT(c, "allgather in place", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 7));
+        copied(c, "allgather in place", B, (size_t)n * B);
+    }
+
+    /* reduce-scatter, out of place and in place (the result at recvbuf's start) */
+    for (size_t i = 0; i < cnt * (size_t)n; i++) s[i] = val(me, i, 8);
+    for (size_t i = 0; i < cnt; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_reduce_scatter(s, r, cnt, RCOLL_INT32, RCOLL_SUM, comm), "reduce_scatter")) {
+        EXPECT(c, "reduce_scatter", r, cnt,
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 8));
+        copied(c, "reduce_scatter", (size_t)n * B, B);
+    }
+    for (size_t i = 0; i < cnt * (size_t)n; i++) r[i] = val(me, i, 9);
+    mark();
+    if (ok(c, rcoll_reduce_scatter(RCOLL_IN_PLACE, r, cnt, RCOLL_INT32, RCOLL_SUM, comm),
+           "reduce_scatter in place")) {
+        EXPECT(c, "reduce_scatter in place", r, cnt,
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 9));
+        copied(c, "reduce_scatter in place", (size_t)n * B, B);
+    }
+
+    /* all-to-all: block j of rank i holds i, j */
+    for (size_t i = 0; i < cnt * (size_t)n; i++)
+        s[i] = val(me, (i / cnt) * 100 + i % cnt, 10);
+    mark();
+    if (ok(c, rcoll_alltoall(s, r, cnt, RCOLL_INT32, comm), "alltoall")) {
+        EXPECT(c, "alltoall", r, cnt * (size_t)n, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 10));
+        copied(c, "alltoall", (size_t)n * B, (size_t)n * B);
+    }
+
+    /* gather to rank 1 % n and scatter from it; recvbuf / sendbuf NULL elsewhere */
+    root = 1 % n;
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 11);
+    mark();
+    if (ok(c, rcoll_gather(s, me == root ? r : NULL, cnt, RCOLL_INT32, root, comm), "gather")) {
+        if (me == root) EXPECT(c, "gather", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 11));
+        copied(c, "gather", B, me == root ? (size_t)n * B : 0);
+    }
+    for (size_t i = 0; i < cnt * (size_t)n; i++) s[i] = val(root, i, 12);
+    for (size_t i = 0; i < cnt; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_scatter(me == root ? s : NULL, r, cnt, RCOLL_INT32, root, comm), "scatter")) {
+        EXPECT(c, "scatter", r, cnt, val(root, (size_t)me * cnt + i, 12));
+        copied(c, "scatter", me == root ? (size_t)n * B : 0, B);
+    }
+    /* scatter in place on the root: its block stays, nothing is copied back there */
+    mark();
+    if (ok(c, rcoll_scatter(me == root ? s : NULL, me == root ? (void *)RCOLL_IN_PLACE : r, cnt,
+                            RCOLL_INT32, root, comm), "scatter in place")) {
+        EXPECT(c, "scatter in place", (me == root ? s + (size_t)root * cnt : r), cnt,
+               val(root, (size_t)me * cnt + i, 12));
+        copied(c, "scatter in place", me == root ? (size_t)n * B : 0, me == root ? 0 : B);
+    }
+    /* gather in place on the root */
+    for (size_t i = 0; i < cnt * (size_t)n; i++)
+        r[i] = me == root && i / cnt == (size_t)root ? val(me, i % cnt, 13) : POISON;
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 13);
+    mark();
+    if (ok(c, rcoll_gather(me == root ? RCOLL_IN_PLACE : s, me == root ? r : NULL, cnt,
+                           RCOLL_INT32, root, comm), "gather in place")) {
+        if (me == root)
+            EXPECT(c, "gather in place", r, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 13));
+        copied(c, "gather in place", B, me == root ? (size_t)n * B : 0);
+    }
+}
+
+/* The uneven collectives, with gaps between the blocks that must stay untouched. */
+static void stage_v(ctx_t *c)
+{
+    int me = c->rank, n = c->n;
+    size_t es = sizeof(elem_t);
+    rcoll_comm_t comm = c->comm;
+    size_t counts[64], displs[64], scounts[64], sdispls[64], rcounts[64], rdispls[64];
+    size_t total = 0, ext = 0;
+    for (int i = 0; i < n; i++) {
+        counts[i] = (size_t)i + 2;
+        displs[i] = ext + 3; /* a gap of 3 before every block */
+        ext = displs[i] + counts[i];
+        total += counts[i];
+    }
+    elem_t *s = dalloc(4096), *r = dalloc(4096);
+    if (!s || !r) {
+        CHECK(0, "arena full");
+        return;
+    }
+    for (size_t i = 0; i < counts[me]; i++) s[i] = val(me, i, 20);
+    for (size_t i = 0; i < ext + 8; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_allgatherv(s, counts[me], r, counts, displs, RCOLL_INT32, comm),
+           "allgatherv")) {
+        size_t bad = 0;
+        for (int b = 0; b < n; b++) {
+            for (size_t i = 0; i < counts[b]; i++) bad += r[displs[b] + i] != val(b, i, 20);
+            for (size_t i = displs[b] - 3; i < displs[b]; i++) bad += r[i] != POISON;
+        }
+        CHECK(!bad && r[ext] == POISON, "rank %d allgatherv: %zu wrong (blocks, gaps)", me, bad);
+        copied(c, "allgatherv", counts[me] * es, total * es);
+        CHECK(calls_htod > 0, "counted");
+    }
+    /* in place: the own block already at displs[me] */
+    for (size_t i = 0; i < ext + 8; i++) r[i] = POISON;
+    for (size_t i = 0; i < counts[me]; i++) r[displs[me] + i] = val(me, i, 21);
+    mark();
+    if (ok(c, rcoll_allgatherv(RCOLL_IN_PLACE, counts[me], r, counts, displs, RCOLL_INT32, comm),
+           "allgatherv in place")) {
+        size_t bad = 0;
+        for (int b = 0; b < n; b++) {
+            for (size_t i = 0; i < counts[b]; i++) bad += r[displs[b] + i] != val(b, i, 21);
+            for (size_t i = displs[b] - 3; i < displs[b]; i++) bad += r[i] != POISON;
+        }
+        CHECK(!bad, "rank %d allgatherv in place: %zu wrong", me, bad);
+        copied(c, "allgatherv in place", counts[me] * es, total * es);
+    }
+
+    /* all-to-all-v: rank i sends (i + 2j) % 3 + 1 elements to rank j; gaps on both sides */
+    size_t sext = 0, rext = 0, stot = 0, rtot = 0;
+    for (int j = 0; j < n; j++) {
+        scounts[j] = (size_t)((me + 2 * j) % 3 + 1);
+        sdispls[j] = sext + 1;
+        sext = sdispls[j] + scounts[j];
+        stot += scounts[j];
+        rcounts[j] = (size_t)((j + 2 * me) % 3 + 1);
+        rdispls[j] = rext + 2;
+        rext = rdispls[j] + rcounts[j];
+        rtot += rcounts[j];
+    }
+    for (size_t i = 0; i < sext; i++) s[i] = POISON;
+    for (int j = 0; j < n; j++)
+        for (size_t k = 0; k < scounts[j]; k++) s[sdispls[j] + k] = val(me, (size_t)j * 100 + k, 22);
+    for (size_t i = 0; i < rext + 8; i++) r[i] = POISON;
+    mark();
+    if (ok(c, rcoll_alltoallv(s, scounts, sdispls, r, rcounts, rdispls, RCOLL_INT32, comm),
+           "alltoallv")) {
+        size_t bad = 0;
+        for (int i = 0; i < n; i++) {
+            for (size_t k = 0; k < rcounts[i]; k++)
+                bad += r[rdispls[i] + k] != val(i, (size_t)me * 100 + k, 22);
+            bad += r[rdispls[i] - 1] != POISON || r[rdispls[i] - 2] != POISON;
+        }
+        CHECK(!bad && r[rext] == POISON, "rank %d alltoallv: %zu wrong", me, bad);
+        copied(c, "alltoallv", stot * es, rtot * es);
+    }
+
+    /* reduce-scatter-v: block i of counts[i] elements to rank i; in place at the start */
+    for (size_t i = 0; i < total; i++) s[i] = val(me, i, 23);
+    for (size_t i = 0; i < counts[me] + 8; i++) r[i] = POISON;
+    size_t before = 0;
+    for (int i = 0; i < me; i++) before += counts[i];
+    mark();
+    if (ok(c, rcoll_reduce_scatterv(s, r, counts, RCOLL_INT32, RCOLL_SUM, comm),
+           "reduce_scatterv")) {
+        EXPECT(c, "reduce_scatterv", r, counts[me],
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)((before + i) * 3 + 23));
+        CHECK(r[counts[me]] == POISON, "rank %d reduce_scatterv: nothing past the block", me);
+        copied(c, "reduce_scatterv", total * es, counts[me] * es);
+    }
+    for (size_t i = 0; i < total; i++) r[i] = val(me, i, 24);
+    mark();
+    if (ok(c, rcoll_reduce_scatterv(RCOLL_IN_PLACE, r, counts, RCOLL_INT32, RCOLL_SUM, comm),
+           "reduce_scatterv in place")) {
+        EXPECT(c, "reduce_scatterv in place", r, counts[me],
+               (n * (n - 1) / 2) * 1000 + n * (elem_t)((before + i) * 3 + 24));
+        copied(c, "reduce_scatterv in place", total * es, counts[me] * es);
+    }
+}
+
+/* Nonblocking: every call posted first, then waited for in reverse order. */
+static void stage_nb(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n, root = n - 1;
+    size_t es = sizeof(elem_t), B = cnt * es, nb = cnt * (size_t)n;
+    rcoll_comm_t comm = c->comm;
+    enum { AR, BC, RD, AG, RS, A2A, GA, SC, AGV, RSV, NREQ };
+    elem_t *s[NREQ], *r[NREQ];
+    for (int q = 0; q < NREQ; q++) {
+        s[q] = dalloc(nb + 64), r[q] = dalloc(nb + 64);
+        if (!s[q] || !r[q]) {
+            CHECK(0, "arena full");
+            return;
+        }
+    }
+    size_t counts[64], displs[64], total = 0, before = 0, ext = 0;
+    for (int b = 0; b < n; b++) {
+        counts[b] = (size_t)b + 1;
+        displs[b] = ext + (size_t)b; /* a gap of b elements before block b */
+        ext = displs[b] + counts[b];
+        if (b < me) before += counts[b];
+        total += counts[b];
+    }
+    for (size_t i = 0; i < nb + 64; i++) {
+        s[AR][i] = val(me, i, 40), s[RD][i] = val(me, i, 41), s[AG][i] = val(me, i, 42);
+        s[RS][i] = val(me, i, 43), s[A2A][i] = val(me, (i / cnt) * 100 + i % cnt, 44);
+        s[GA][i] = val(me, i, 45), s[SC][i] = val(root, i, 46), s[AGV][i] = val(me, i, 47);
+        s[RSV][i] = val(me, i, 48);
+        r[BC][i] = me == root ? val(me, i, 49) : POISON;
+    }
+    rcoll_request_t q[NREQ] = {0};
+    mark();
+    int posted = ok(c, rcoll_iallreduce(s[AR], r[AR], cnt, RCOLL_INT32, RCOLL_SUM, comm, &q[AR]),
+                    "iallreduce") &&
+                 ok(c, rcoll_ibcast(r[BC], cnt, RCOLL_INT32, root, comm, &q[BC]), "ibcast") &&
+                 ok(c, rcoll_ireduce(s[RD], me == 0 ? r[RD] : NULL, cnt, RCOLL_INT32, RCOLL_SUM,
+                                     0, comm, &q[RD]), "ireduce") &&
+                 ok(c, rcoll_iallgather(s[AG], r[AG], cnt, RCOLL_INT32, comm, &q[AG]),
+                    "iallgather") &&
+                 ok(c, rcoll_ireduce_scatter(s[RS], r[RS], cnt, RCOLL_INT32, RCOLL_SUM, comm,
+                                             &q[RS]), "ireduce_scatter") &&
+                 ok(c, rcoll_ialltoall(s[A2A], r[A2A], cnt, RCOLL_INT32, comm, &q[A2A]),
+                    "ialltoall") &&
+                 ok(c, rcoll_igather(s[GA], me == root ? r[GA] : NULL, cnt, RCOLL_INT32, root,
+                                     comm, &q[GA]), "igather") &&
+                 ok(c, rcoll_iscatter(me == root ? s[SC] : NULL, r[SC], cnt, RCOLL_INT32, root,
+                                      comm, &q[SC]), "iscatter") &&
+                 ok(c, rcoll_iallgatherv(s[AGV], counts[me], r[AGV], counts, displs,
+                                         RCOLL_INT32, comm, &q[AGV]), "iallgatherv") &&
+                 ok(c, rcoll_ireduce_scatterv(s[RSV], r[RSV], counts, RCOLL_INT32, RCOLL_SUM,
+                                              comm, &q[RSV]), "ireduce_scatterv");
+    if (!posted) return;
+    size_t want_in = B + (me == root ? B : 0) + B + B + (size_t)n * B + (size_t)n * B + B +
+                     (me == root ? (size_t)n * B : 0) + counts[me] * es + total * es;
+    size_t want_out = B + (me == root ? 0 : B) + (me == 0 ? B : 0) + (size_t)n * B + B +
+                      (size_t)n * B + (me == root ? (size_t)n * B : 0) + B + total * es +
+                      counts[me] * es;
+    CHECK(bytes_dtoh - in0 == want_in && bytes_htod == out0, "rank %d: copied in at the posts "
+          "(%zu of %zu), nothing out before the waits (%zu)", me, bytes_dtoh - in0, want_in,
+          bytes_htod - out0);
+    for (int k = NREQ - 1; k >= 0; k--) ok(c, rcoll_wait(&q[k]), "rcoll_wait");
+    copied(c, "nonblocking calls", want_in, want_out);
+    int sum0 = n * (n - 1) / 2 * 1000;
+    EXPECT(c, "iallreduce", r[AR], cnt, sum0 + n * (elem_t)(i * 3 + 40));
+    EXPECT(c, "ibcast", r[BC], cnt, val(root, i, 49));
+    if (me == 0) EXPECT(c, "ireduce", r[RD], cnt, sum0 + n * (elem_t)(i * 3 + 41));
+    EXPECT(c, "iallgather", r[AG], nb, val((int)(i / cnt), i % cnt, 42));
+    EXPECT(c, "ireduce_scatter", r[RS], cnt,
+           sum0 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 43));
+    EXPECT(c, "ialltoall", r[A2A], nb, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 44));
+    if (me == root) EXPECT(c, "igather", r[GA], nb, val((int)(i / cnt), i % cnt, 45));
+    EXPECT(c, "iscatter", r[SC], cnt, val(root, (size_t)me * cnt + i, 46));
+    size_t bad = 0;
+    for (int b = 0; b < n; b++) {
+        for (size_t i = 0; i < counts[b]; i++) bad += r[AGV][displs[b] + i] != val(b, i, 47);
+        for (size_t i = displs[b] - (size_t)b; i < displs[b]; i++) bad += r[AGV][i] != POISON;
+    }
+    CHECK(!bad, "rank %d iallgatherv: %zu wrong (blocks, gaps)", me, bad);
+    EXPECT(c, "ireduce_scatterv", r[RSV], counts[me],
+           sum0 + n * (elem_t)((before + i) * 3 + 48));
+    CHECK(r[RSV][counts[me]] == POISON, "rank %d ireduce_scatterv: nothing past its block", me);
+}
+
+/* Blocking calls inside a group: copied out at rcoll_group_end. */
+static void stage_group(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n;
+    size_t es = sizeof(elem_t), B = cnt * es, nb = cnt * (size_t)n;
+    rcoll_comm_t comm = c->comm;
+    elem_t *s1 = dalloc(nb), *r1 = dalloc(nb), *s2 = dalloc(nb), *r2 = dalloc(nb);
+    elem_t *g = dalloc(nb);
+    if (!s1 || !r1 || !s2 || !r2 || !g) {
+        CHECK(0, "arena full");
+        return;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        s1[i] = val(me, i, 60);
+        s2[i] = val(me, (i / cnt) * 100 + i % cnt, 61);
+        g[i] = i / cnt == (size_t)me ? val(me, i % cnt, 62) : POISON;
+    }
+    mark();
+    CHECK(rcoll_group_start() == RCOLL_OK, "group");
+    int ok1 = ok(c, rcoll_allreduce(s1, r1, cnt, RCOLL_INT32, RCOLL_SUM, comm), "grouped allreduce");
+    int ok2 = ok(c, rcoll_alltoall(s2, r2, cnt, RCOLL_INT32, comm), "grouped alltoall");
+    int ok3 = ok(c, rcoll_allgather(RCOLL_IN_PLACE, g, cnt, RCOLL_INT32, comm),
+                 "grouped allgather");
+    CHECK(bytes_htod == out0, "rank %d: nothing copied out before rcoll_group_end", me);
+    if (!ok(c, rcoll_group_end(), "rcoll_group_end") || !ok1 || !ok2 || !ok3) return;
+    copied(c, "group", B + (size_t)n * B + B, B + (size_t)n * B + (size_t)n * B);
+    EXPECT(c, "grouped allreduce", r1, cnt, n * (n - 1) / 2 * 1000 + n * (elem_t)(i * 3 + 60));
+    EXPECT(c, "grouped alltoall", r2, nb, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 61));
+    EXPECT(c, "grouped allgather", g, nb, val((int)(i / cnt), i % cnt, 62));
+}
+
+static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
+{
+    (void)arg;
+    ctx_t c = {check_failed, comm, rank, nranks};
+    CHECK(rcoll_gpu_active(), "rank %d: the scripted driver is in use", rank);
+    int allocs0 = host_allocs;
+    stage_block(&c, 1);
+    stage_block(&c, 37);
+    stage_v(&c);
+    int after_small = host_allocs;
+    CHECK(after_small - allocs0 == 1 && host_live == 1, "rank %d: the area made at the first "
+          "call and reused by the small ones (%d allocations)", rank, after_small - allocs0);
+    stage_block(&c, 40000); /* 160 KB blocks: the area grows (at least doubling) */
+    int after_large = host_allocs;
+    CHECK(after_large > after_small && after_large - after_small <= 3 && host_live == 1,
+          "rank %d: grown %d times, one area live", rank, after_large - after_small);
+    stage_block(&c, 40000);
+    stage_block(&c, 5);
+    CHECK(host_allocs == after_large && host_live == 1, "rank %d: the same calls again reuse "
+          "it (%d allocations)", rank, host_allocs - after_large);
+    /* nonblocking: ten calls in flight, an area each; a second round reuses them */
+    stage_nb(&c, 33);
+    int after_nb = host_allocs;
+    CHECK(after_nb - after_large == 10 && host_live == 11, "rank %d: an area per nonblocking "
+          "call in flight (%d)", rank, after_nb - after_large);
+    stage_nb(&c, 33);
+    stage_nb(&c, 2);
+    stage_group(&c, 17); /* three calls: areas of the nonblocking calls, reused */
+    size_t mem_nb = 0;
+    rcoll_comm_mem_usage(comm, &mem_nb);
+    CHECK(mem_nb >= 40000 * sizeof(elem_t) * (size_t)nranks + 10 * 65536, "rank %d: memory "
+          "usage %zu counts the nonblocking calls' areas too", rank, mem_nb);
+    CHECK(host_allocs == after_nb && host_live == 11, "rank %d: reused by the next calls (%d "
+          "allocations)", rank, host_allocs - after_nb);
+    CHECK(ctx_wrong == 0 && cur_ctx == CTX_APP, "rank %d: %d copies outside the buffer's "
+          "context", rank, ctx_wrong);
+    size_t mem = 0;
+    rcoll_comm_mem_usage(comm, &mem);
+    CHECK(mem > 40000 * sizeof(elem_t) * (size_t)nranks, "rank %d: memory usage %zu counts the "
+          "area", rank, mem);
+
+    /* a second communicator has its own area, freed with it */
+    rcoll_comm_t dup = NULL;
+    if (ok(&c, rcoll_comm_dup(comm, &dup), "dup")) {
+        elem_t *d = dalloc(8);
+        for (int i = 0; i < 8; i++) d[i] = rank;
+        ok(&c, rcoll_allreduce(RCOLL_IN_PLACE, d, 8, RCOLL_INT32, RCOLL_SUM, dup), "dup allreduce");
+        CHECK(d[3] == nranks * (nranks - 1) / 2 && host_live == 12, "rank %d: dup's own area",
+              rank);
+        CHECK(rcoll_comm_destroy(dup) == RCOLL_OK && host_live == 11, "rank %d: dup's area "
+              "freed with it (%d live)", rank, host_live);
+    }
+    return check_failed != c.fails0;
+}
+
+static void test_stage_mp(void)
+{
+    rcoll_gpu_cache_flush();
+    for (int n = 2; n <= 4; n++) {
+        mp_result_t res;
+        int bad = mp_run(n, stage_rank, NULL, 120, &res);
+        CHECK(bad == 0, "%d ranks: every blocking collective on staged device buffers (exit "
+              "codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2], res.codes[3]);
+    }
+    /* with the progress thread: blocking calls stage the same way */
+    setenv("RCOLL_PROGRESS_THREAD", "1", 1);
+    mp_result_t res;
+    CHECK(mp_run(3, stage_rank, NULL, 120, &res) == 0, "3 ranks with the progress thread (exit "
+          "codes %d %d %d)", res.codes[0], res.codes[1], res.codes[2]);
+    unsetenv("RCOLL_PROGRESS_THREAD");
+}
+
+/* ---- the driver failing: the call says which driver call, the communicator lives on ---- */
+static void test_stage_errors(void)
+{
+    rcoll_unique_id_t id;
+    rcoll_comm_t comm = NULL;
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
+              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    if (!comm) return;
+    int live0 = host_live;
+    elem_t *d = dalloc(64);
+    for (int i = 0; i < 16; i++) d[i] = i;
+
+    fail_alloc_host = 1;
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_ERR_NO_MEMORY &&
+              strstr(rcoll_comm_last_error(comm), "rcoll_allreduce: staging sendbuf") &&
+              strstr(rcoll_comm_last_error(comm), "cuMemAllocHost(") &&
+              strstr(rcoll_comm_last_error(comm), "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"),
+          "cuMemAllocHost failing: %s", rcoll_comm_last_error(comm));
+    CHECK(host_live == live0 && d[32] == POISON, "nothing allocated, nothing written");
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              d[32 + 7] == 7 && host_live == live0 + 1, "the next call works: %s",
+          rcoll_comm_last_error(comm));
+
+    for (int i = 0; i < 16; i++) d[32 + i] = POISON;
+    fail_dtoh = 1;
+    char want[200];
+    snprintf(want, sizeof(want), "cuMemcpyDtoH of 64 bytes from %p failed: "
+             "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)", (void *)d);
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_ERR_SYSTEM &&
+              strstr(rcoll_comm_last_error(comm), want) &&
+              strstr(rcoll_comm_last_error(comm), "not started on this rank"),
+          "cuMemcpyDtoH failing: %s", rcoll_comm_last_error(comm));
+    CHECK(d[32] == POISON && cur_ctx == CTX_APP, "nothing written, the caller's context back");
+
+    fail_htod = 1;
+    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, d, 16, RCOLL_INT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_SYSTEM && strstr(rcoll_comm_last_error(comm), "cuMemcpyHtoD of 64 "
+                                         "bytes to") &&
+              strstr(rcoll_comm_last_error(comm), "the collective itself completed"),
+          "cuMemcpyHtoD failing: %s", rcoll_comm_last_error(comm));
+    CHECK(cur_ctx == CTX_APP, "the caller's context back");
+    /* a larger call, whose new area cannot be allocated: the old one is gone, not leaked */
+    elem_t *big = dalloc(100000);
+    fail_alloc_host = 1;
+    CHECK(rcoll_allreduce(RCOLL_IN_PLACE, big, 100000, RCOLL_INT32, RCOLL_SUM, comm) ==
+              RCOLL_ERR_NO_MEMORY && host_live == live0, "growing fails: %s (%d live)",
+          rcoll_comm_last_error(comm), host_live);
+    CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK &&
+              d[32 + 9] == 9, "usable after every failure: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "freed: %d live",
+          host_live);
+    CHECK(fail_alloc_host == 0 && fail_dtoh == 0 && fail_htod == 0, "every failure happened");
 }
 
 /* ---- kernels: names and the embedded fatbin ---- */
@@ -273,12 +1006,18 @@ static void test_kernels(void)
 int main(void)
 {
     check_set_note(rcoll_err_get);
+    arena = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena == MAP_FAILED) return 1;
     test_refusals();
     test_classify();
     test_api();
+    test_stage_mp();
+    test_stage_errors();
     test_kernels();
     rcoll_cu_set_api(NULL);
     rcoll_gpu_test_reset();
-    for (int i = 0; i < nallocs; i++) free(allocs[i].mem);
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].heap && allocs[i].size) free(allocs[i].mem);
+    munmap(arena, ARENA_BYTES);
     return check_summary();
 }

@@ -1,0 +1,320 @@
+/*
+ * api_stage.c - the device path's first piece: a blocking collective whose buffers are CUDA
+ * device or managed memory runs the host collective on copies of them in the communicator's
+ * pinned staging area (cuda/gpu.h rcoll_gpu_stage_*).  This file knows which bytes each
+ * collective reads and writes on this rank (rooted calls, displacements, in place) and copies
+ * exactly those: the inputs before, the outputs after.  It never calls the driver itself.
+ *
+ *   device sendbuf --DtoH--> staging (pinned) --host collective--> staging --HtoD--> recvbuf
+ *
+ * A buffer that overlaps the other (in place, or a block of it) shares one staged region
+ * with it, at the same relative offsets, so the host collective sees the same aliasing.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "algo/reduce.h"
+#include "core/api_int.h"
+#include "core/comm.h"
+#include "cuda/gpu.h"
+#include "util/status.h"
+
+/* The pieces of one buffer this rank reads (in) or writes (out), offsets from the buffer. */
+typedef struct {
+    rcoll_gpu_span_t *span;
+    size_t n, cap;
+    size_t extent; /* the largest off + len: bytes of the region */
+} spans_t;
+
+static void span_add(spans_t *s, size_t off, size_t len)
+{
+    if (!len) return;
+    if (s->n && s->span[s->n - 1].off + s->span[s->n - 1].len == off) {
+        s->span[s->n - 1].len += len; /* contiguous with the previous piece: one copy */
+    } else {
+        s->span[s->n].off = off;
+        s->span[s->n].len = len;
+        s->n++;
+    }
+    if (off + len > s->extent) s->extent = off + len;
+}
+
+/* The bytes of src read and of dst written on this rank by the collective a. */
+static void call_spans(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                       const size_t *const *v, spans_t *in, spans_t *out)
+{
+    size_t es = rcoll_dt_size(a->dt), n = (size_t)comm->nranks, me = (size_t)comm->rank;
+    size_t bytes = a->count * es;
+    int is_root = comm->rank == a->root;
+    switch (a->kind) {
+    case RCOLL_OP_ALLREDUCE:
+        span_add(in, 0, bytes);
+        span_add(out, 0, bytes);
+        break;
+    case RCOLL_OP_BCAST: /* the root's buffer is read, every other rank's written */
+        if (is_root)
+            span_add(in, 0, bytes);
+        else
+            span_add(out, 0, bytes);
+        break;
+    case RCOLL_OP_REDUCE: /* recvbuf on the root only */
+        span_add(in, 0, bytes);
+        if (a->dst) span_add(out, 0, bytes);
+        break;
+    case RCOLL_OP_ALLGATHER: /* count: per rank */
+        if (a->src) span_add(in, 0, bytes);
+        span_add(out, 0, n * bytes);
+        break;
+    case RCOLL_OP_REDUCE_SCATTER: /* in place: the result at recvbuf's start (or own block) */
+        span_add(in, 0, n * bytes);
+        span_add(out, 0, bytes);
+        break;
+    case RCOLL_OP_ALLTOALL:
+        span_add(in, 0, n * bytes);
+        span_add(out, 0, n * bytes);
+        break;
+    case RCOLL_OP_GATHER: /* src: this rank's block (NULL when count is 0); dst: root only */
+        if (a->src) span_add(in, 0, bytes);
+        if (a->dst) span_add(out, 0, n * bytes);
+        break;
+    case RCOLL_OP_SCATTER: /* src: root only; the root's own block in place is not moved */
+        if (a->src) span_add(in, 0, n * bytes);
+        if (a->dst && !(a->src && (const char *)a->dst == (const char *)a->src + me * bytes))
+            span_add(out, 0, bytes);
+        break;
+    case RCOLL_OP_ALLGATHERV: /* count: the sum; v: recvcounts, displs */
+        if (a->src) span_add(in, 0, v[RCOLL_V_COUNT][me] * es);
+        for (size_t i = 0; a->dst && i < n; i++)
+            span_add(out, v[RCOLL_V_DISPL][i] * es, v[RCOLL_V_COUNT][i] * es);
+        break;
+    case RCOLL_OP_ALLTOALLV: /* v: sendcounts, sdispls, recvcounts, rdispls */
+        for (size_t i = 0; a->src && i < n; i++)
+            span_add(in, v[RCOLL_V_DISPL][i] * es, v[RCOLL_V_COUNT][i] * es);
+        for (size_t i = 0; a->dst && i < n; i++)
+            span_add(out, v[RCOLL_V_RDISPL][i] * es, v[RCOLL_V_RCOUNT][i] * es);
+        break;
+    case RCOLL_OP_REDUCE_SCATTERV: /* count: the sum; v: recvcounts */
+        span_add(in, 0, bytes);
+        if (a->dst) span_add(out, 0, v[RCOLL_V_COUNT][me] * es);
+        break;
+    default:
+        break;
+    }
+}
+
+#define REGION_ALIGN 64
+
+/* One staged call: what was copied in, and where its outputs go. */
+typedef struct {
+    spans_t in, out;
+    char *dev_out;     /* the device buffer the outputs go to (NULL: none) */
+    char *host_out;    /* its staged copy */
+    rcoll_coll_args_t h; /* the call on the staged copies */
+} plan_t;
+
+static void plan_free(plan_t *p)
+{
+    free(p->in.span);
+    free(p->out.span);
+    p->in.span = p->out.span = NULL;
+}
+
+/* Work out the call's bytes, reserve them in *area and copy the inputs in.  On failure the
+ * sentence is in the last error and p holds nothing. */
+static rcoll_status_t stage_in(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                               const size_t *const *v, const char *fn,
+                               rcoll_gpu_stage_t **area, plan_t *p)
+{
+    size_t n = (size_t)comm->nranks + 1;
+    const char *sname = a->kind == RCOLL_OP_BCAST ? "buf" : "sendbuf";
+    const char *rname = a->kind == RCOLL_OP_BCAST ? "buf" : "recvbuf";
+    *p = (plan_t){.in = {.cap = n}, .out = {.cap = n}, .h = *a};
+    p->in.span = malloc(n * sizeof(*p->in.span));
+    p->out.span = malloc(n * sizeof(*p->out.span));
+    if (!p->in.span || !p->out.span) {
+        plan_free(p);
+        return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    }
+    call_spans(comm, a, v, &p->in, &p->out);
+
+    /* Regions: src's and dst's extents; one region when they overlap (in place). */
+    const char *s = p->in.extent ? a->src : NULL;
+    char *d = p->out.extent ? a->dst : NULL;
+    size_t sext = p->in.extent, dext = p->out.extent;
+    if (a->src && a->src == a->dst) { /* in place: the same pointer, whatever is copied */
+        s = a->src;
+        d = a->dst;
+    }
+    int shared = s && d &&
+                 (s == d || rcoll_api_spans_overlap(s, sext ? sext : 1, d, dext ? dext : 1));
+    uintptr_t base = 0;
+    size_t total = 0, soff = 0, doff = 0;
+    if (shared) {
+        base = (uintptr_t)s < (uintptr_t)d ? (uintptr_t)s : (uintptr_t)d;
+        uintptr_t end = (uintptr_t)s + sext > (uintptr_t)d + dext ? (uintptr_t)s + sext
+                                                                 : (uintptr_t)d + dext;
+        total = end - base;
+        soff = (uintptr_t)s - base;
+        doff = (uintptr_t)d - base;
+    } else {
+        doff = (sext + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1);
+        total = doff + dext;
+    }
+    if (!total) return RCOLL_OK; /* nothing read or written here: the call as it is */
+
+    char *host = NULL;
+    rcoll_status_t st = rcoll_gpu_stage_reserve(area, s ? (const void *)s : d, total,
+                                                (void **)&host);
+    if (st != RCOLL_OK) {
+        plan_free(p);
+        return rcoll_api_arg_error(comm, st, "%s: staging %s %p through pinned host memory: %s",
+                                   fn, s ? sname : rname, s ? (const void *)s : d,
+                                   rcoll_err_get());
+    }
+    if (s) p->h.src = host + soff;
+    if (d) p->h.dst = host + doff;
+    /* a dst this rank writes nothing to, inside src's region (an own block): keep the
+     * aliasing the host collective may look at */
+    if (!d && s && a->dst && (uintptr_t)a->dst >= (uintptr_t)s &&
+        (uintptr_t)a->dst <= (uintptr_t)s + sext)
+        p->h.dst = host + soff + ((uintptr_t)a->dst - (uintptr_t)s);
+    if (d && p->out.n) {
+        p->dev_out = d;
+        p->host_out = host + doff;
+    }
+    st = rcoll_gpu_stage_copy(0, (void *)s, host + soff, p->in.span, p->in.n);
+    if (st != RCOLL_OK) {
+        plan_free(p);
+        return rcoll_api_arg_error(comm, st, "%s: copying %s %p to the staging area: %s (the "
+                                   "collective was not started on this rank)", fn, sname,
+                                   (const void *)s, rcoll_err_get());
+    }
+    return RCOLL_OK;
+}
+
+static rcoll_status_t stage_out(rcoll_comm_t comm, rcoll_op_kind_t kind, void *dev, void *host,
+                                const rcoll_gpu_span_t *spans, size_t n, const char *fn)
+{
+    if (!dev || !n) return RCOLL_OK;
+    rcoll_status_t st = rcoll_gpu_stage_copy(1, dev, host, spans, n);
+    if (st != RCOLL_OK)
+        st = rcoll_api_arg_error(comm, st, "%s: copying the result from the staging area to %s "
+                                 "%p: %s (the collective itself completed)", fn,
+                                 kind == RCOLL_OP_BCAST ? "buf" : "recvbuf", dev,
+                                 rcoll_err_get());
+    return st;
+}
+
+/* ---- nonblocking calls: an area per call in flight ---- */
+
+struct rcoll_stage_job {
+    struct rcoll_stage_job *next; /* every job of the communicator */
+    _Atomic int busy;             /* attached to a request in flight */
+    rcoll_gpu_stage_t *area;
+    rcoll_op_kind_t kind;
+    char *dev_out, *host_out;
+    rcoll_gpu_span_t *out;        /* owned */
+    size_t nout;
+    const char *fn;               /* the call's name (a literal) */
+};
+
+/* A free job of comm (the first found, or a new one); NULL when out of memory. */
+static struct rcoll_stage_job *job_take(rcoll_comm_t comm)
+{
+    struct rcoll_stage_job *j;
+    for (j = comm->stage_jobs; j; j = j->next)
+        if (!atomic_load_explicit(&j->busy, memory_order_acquire)) break;
+    if (!j) {
+        j = calloc(1, sizeof(*j));
+        if (!j) return NULL;
+        j->next = comm->stage_jobs;
+        comm->stage_jobs = j;
+    }
+    atomic_store_explicit(&j->busy, 1, memory_order_relaxed);
+    return j;
+}
+
+static void job_put(struct rcoll_stage_job *j)
+{
+    free(j->out);
+    j->out = NULL;
+    j->nout = 0;
+    atomic_store_explicit(&j->busy, 0, memory_order_release);
+}
+
+rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st)
+{
+    struct rcoll_stage_job *j = r->stage_job;
+    if (!j) return st;
+    r->stage_job = NULL;
+    if (st == RCOLL_OK)
+        st = stage_out(r->comm, j->kind, j->dev_out, j->host_out, j->out, j->nout, j->fn);
+    job_put(j);
+    return st;
+}
+
+void rcoll_stage_job_drop(struct rcoll_request *r)
+{
+    struct rcoll_stage_job *j = r->stage_job;
+    r->stage_job = NULL;
+    if (j) job_put(j);
+}
+
+size_t rcoll_stage_bytes(rcoll_comm_t comm)
+{
+    size_t total = rcoll_gpu_stage_bytes(comm->gpu_stage);
+    for (struct rcoll_stage_job *j = comm->stage_jobs; j; j = j->next)
+        total += sizeof(*j) + rcoll_gpu_stage_bytes(j->area);
+    return total;
+}
+
+void rcoll_stage_jobs_free(rcoll_comm_t comm)
+{
+    struct rcoll_stage_job *j = comm->stage_jobs;
+    while (j) {
+        struct rcoll_stage_job *nx = j->next;
+        rcoll_gpu_stage_free(&j->area);
+        free(j->out);
+        free(j);
+        j = nx;
+    }
+    comm->stage_jobs = NULL;
+}
+
+rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                    const size_t *const *v, rcoll_request_t *req,
+                                    int deferred, const char *fn)
+{
+    plan_t p;
+    rcoll_status_t st;
+    if (!req && !deferred) { /* blocking: the communicator's area, outputs copied at once */
+        st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p);
+        if (st != RCOLL_OK) return st;
+        st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, fn);
+        if (st == RCOLL_OK)
+            st = stage_out(comm, a->kind, p.dev_out, p.host_out, p.out.span, p.out.n, fn);
+        plan_free(&p);
+        return st;
+    }
+    /* nonblocking or grouped: an area of its own, the outputs copied when its completion is
+     * seen (rcoll_test, rcoll_wait, rcoll_group_end) */
+    struct rcoll_stage_job *j = job_take(comm);
+    if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    st = stage_in(comm, a, v, fn, &j->area, &p);
+    if (st != RCOLL_OK) {
+        job_put(j);
+        return st;
+    }
+    j->kind = a->kind;
+    j->dev_out = p.dev_out;
+    j->host_out = p.host_out;
+    j->out = p.out.span;
+    j->nout = p.out.n;
+    j->fn = fn;
+    p.out.span = NULL;
+    plan_free(&p);
+    st = rcoll_api_run_host(comm, &p.h, v, req, j, fn);
+    if (st != RCOLL_OK) job_put(j);
+    return st;
+}

@@ -1,0 +1,166 @@
+/*
+ * stage.c - the staging area of the device path: pinned host memory per communicator and
+ * the synchronous copies between it and device (or managed) buffers, each made with the
+ * buffer's own CUDA context current.  What is copied, and when, is core's business
+ * (core/api_stage.c); this file only talks to the driver and says which call failed.
+ */
+#include <stdlib.h>
+
+#include "cuda/cuda_drv.h"
+#include "cuda/gpu.h"
+#include "util/log.h"
+#include "util/status.h"
+
+struct rcoll_gpu_stage {
+    void *host;     /* cuMemAllocHost, or NULL */
+    size_t bytes;
+    CUcontext ctx;  /* current when host was allocated: freed in it */
+};
+
+/* Make the context of dev current (when it has one other than the current): *saved gets the
+ * context to put back, *switched whether anything changed. */
+static rcoll_status_t ctx_enter(const void *dev, CUcontext *saved, int *switched)
+{
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    char text[160];
+    CUcontext ctx = NULL, cur = NULL;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_CONTEXT;
+    void *data = &ctx;
+    *switched = 0;
+    CUresult res = cu->cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)dev);
+    if (res != CUDA_SUCCESS)
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "cuPointerGetAttributes(%p, CONTEXT) failed: %s",
+                             dev, rcoll_cu_strerror(res, text, sizeof(text)));
+    res = cu->cuCtxGetCurrent(&cur);
+    if (res != CUDA_SUCCESS)
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "cuCtxGetCurrent failed: %s",
+                             rcoll_cu_strerror(res, text, sizeof(text)));
+    *saved = cur;
+    if (!ctx || ctx == cur) return RCOLL_OK; /* no context of its own (VMM), or current */
+    res = cu->cuCtxSetCurrent(ctx);
+    if (res != CUDA_SUCCESS)
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "cuCtxSetCurrent(the context of %p) failed: %s",
+                             dev, rcoll_cu_strerror(res, text, sizeof(text)));
+    *switched = 1;
+    return RCOLL_OK;
+}
+
+static void ctx_leave(CUcontext saved, int switched)
+{
+    if (!switched) return;
+    CUresult res = rcoll_cu->cuCtxSetCurrent(saved);
+    if (res != CUDA_SUCCESS) {
+        char text[160];
+        RCOLL_WARN(CUDA, "cuCtxSetCurrent(the caller's context) failed: %s",
+                   rcoll_cu_strerror(res, text, sizeof(text)));
+    }
+}
+
+static void host_free(rcoll_gpu_stage_t *s)
+{
+    if (!s->host) return;
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    CUcontext cur = NULL;
+    int switched = 0;
+    char text[160];
+    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && s->ctx && s->ctx != cur)
+        switched = cu->cuCtxSetCurrent(s->ctx) == CUDA_SUCCESS;
+    CUresult res = cu->cuMemFreeHost(s->host);
+    if (res != CUDA_SUCCESS)
+        RCOLL_WARN(CUDA, "cuMemFreeHost(%p, the %zu-byte staging area) failed: %s", s->host,
+                   s->bytes, rcoll_cu_strerror(res, text, sizeof(text)));
+    if (switched) cu->cuCtxSetCurrent(cur);
+    s->host = NULL;
+    s->bytes = 0;
+    s->ctx = NULL;
+}
+
+rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *dev,
+                                       size_t bytes, void **host_p)
+{
+    rcoll_gpu_stage_t *s = *stage_p;
+    if (s && s->host && s->bytes >= bytes) {
+        *host_p = s->host;
+        return RCOLL_OK;
+    }
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use: nothing to stage");
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory (staging area)");
+        *stage_p = s;
+    }
+    size_t had = s->bytes;
+    host_free(s); /* grown: the old contents are not needed */
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = ctx_enter(dev, &saved, &switched);
+    if (st != RCOLL_OK) return st;
+    /* At least double, and round up to 64 KiB: counts creeping up reallocate a few times,
+     * not at every call. */
+    size_t want = bytes;
+    if (had && had <= ((size_t)-1 >> 2) && want < 2 * had) want = 2 * had;
+    if (want <= ((size_t)-1 >> 1)) want = (want + 0xffff) & ~(size_t)0xffff;
+    void *host = NULL;
+    CUcontext ctx = NULL;
+    rcoll_cu->cuCtxGetCurrent(&ctx);
+    CUresult res = rcoll_cu->cuMemAllocHost(&host, want);
+    ctx_leave(saved, switched);
+    if (res != CUDA_SUCCESS || !host) {
+        char text[160];
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cuMemAllocHost(%zu bytes) for the staging "
+                             "area failed: %s", want,
+                             res != CUDA_SUCCESS ? rcoll_cu_strerror(res, text, sizeof(text))
+                                                 : "no memory returned");
+    }
+    s->host = host;
+    s->bytes = want;
+    s->ctx = ctx;
+    RCOLL_INFO(CUDA, "staging area: %zu bytes of pinned host memory at %p", want, host);
+    *host_p = host;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_stage_copy(int to_device, void *dev, void *host,
+                                    const rcoll_gpu_span_t *spans, size_t nspans)
+{
+    size_t i = 0;
+    while (i < nspans && !spans[i].len) i++;
+    if (i == nspans) return RCOLL_OK;
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use: nothing to stage");
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = ctx_enter(dev, &saved, &switched);
+    for (; st == RCOLL_OK && i < nspans; i++) {
+        size_t off = spans[i].off, len = spans[i].len;
+        if (!len) continue;
+        CUdeviceptr d = (CUdeviceptr)((char *)dev + off);
+        char *h = (char *)host + off;
+        CUresult res = to_device ? rcoll_cu->cuMemcpyHtoD(d, h, len)
+                                 : rcoll_cu->cuMemcpyDtoH(h, d, len);
+        if (res != CUDA_SUCCESS) {
+            char text[160];
+            st = rcoll_err_set(RCOLL_ERR_SYSTEM, "%s of %zu bytes %s %p failed: %s",
+                               to_device ? "cuMemcpyHtoD" : "cuMemcpyDtoH", len,
+                               to_device ? "to" : "from", (void *)d,
+                               rcoll_cu_strerror(res, text, sizeof(text)));
+        }
+    }
+    ctx_leave(saved, switched);
+    return st;
+}
+
+size_t rcoll_gpu_stage_bytes(const rcoll_gpu_stage_t *stage)
+{
+    return stage ? stage->bytes : 0;
+}
+
+void rcoll_gpu_stage_free(rcoll_gpu_stage_t **stage_p)
+{
+    rcoll_gpu_stage_t *s = *stage_p;
+    if (!s) return;
+    if (s->host && rcoll_cu) host_free(s);
+    free(s);
+    *stage_p = NULL;
+}

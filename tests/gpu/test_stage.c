@@ -1,0 +1,421 @@
+/*
+ * test_stage.c - the staging path on a real GPU (suite gpu; tests/gpu/run.sh): every blocking
+ * collective with CUDA device buffers (cuMemAlloc) across 2, 3 and 4 processes sharing the
+ * one GPU, results copied back and checked against a reference computed here on the host
+ * (integers, so exact), gaps between the blocks of the uneven calls and guard elements behind
+ * every buffer checked untouched; managed memory (cuMemAllocManaged) through all-reduce.
+ * Then the cost of staging: a 64 MiB float32 sum all-reduce on 2 ranks with device buffers
+ * against the same with host buffers, printed (not judged).
+ * Nonblocking calls too (two in flight, waited for in reverse order), and blocking calls
+ * inside a group.
+ * Each rank process loads the driver itself (CUDA must not be started before fork); only
+ * rcoll's driver table is used (no libcudart).  Exit 77 with the reason where there is no GPU
+ * or no usable driver.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "cuda/cuda_drv.h"
+#include "mp.h"
+#include "rcoll.h"
+#include "util/status.h"
+
+#define SKIP_CODE 77
+#define GUARD 16
+typedef int32_t elem_t;
+#define POISON ((elem_t)0x5a5a5a5a)
+
+static const char *lib;
+
+static elem_t val(int rank, size_t i, int salt) { return rank * 1000 + (elem_t)i * 3 + salt; }
+
+typedef struct {
+    rcoll_comm_t comm;
+    int rank, n, fails;
+    const rcoll_cu_api_t *cu;
+    CUdeviceptr ds, dr;  /* device send and receive buffers */
+    elem_t *hs, *hr;     /* their host images */
+    size_t cap;          /* elements each, guards included */
+} rk_t;
+
+static void fail(rk_t *k, const char *fmt, const char *what, long a, long b)
+{
+    if (k->fails++ < 8) {
+        fprintf(stderr, "rank %d/%d %s: ", k->rank, k->n, what);
+        fprintf(stderr, fmt, a, b);
+        fprintf(stderr, "\n");
+    }
+}
+
+static int cu_ok(rk_t *k, CUresult r, const char *what)
+{
+    if (r == CUDA_SUCCESS) return 1;
+    char text[160];
+    fprintf(stderr, "rank %d: %s: %s\n", k->rank, what, rcoll_cu_strerror(r, text, sizeof(text)));
+    k->fails++;
+    return 0;
+}
+
+/* Host images to the device (both buffers, guards included), and the receive buffer back. */
+static int put(rk_t *k)
+{
+    return cu_ok(k, k->cu->cuMemcpyHtoD(k->ds, k->hs, k->cap * sizeof(elem_t)), "HtoD send") &&
+           cu_ok(k, k->cu->cuMemcpyHtoD(k->dr, k->hr, k->cap * sizeof(elem_t)), "HtoD recv");
+}
+static int get(rk_t *k, CUdeviceptr d, elem_t *h)
+{
+    return cu_ok(k, k->cu->cuMemcpyDtoH(h, d, k->cap * sizeof(elem_t)), "DtoH");
+}
+static int ran(rk_t *k, rcoll_status_t st, const char *what)
+{
+    if (st == RCOLL_OK) return 1;
+    fprintf(stderr, "rank %d/%d %s: %s: %s\n", k->rank, k->n, what, rcoll_status_string(st),
+            rcoll_comm_last_error(k->comm));
+    k->fails++;
+    return 0;
+}
+static void poison(elem_t *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h[i] = POISON;
+}
+/* got[0, count) against want(i), then `guard` elements of poison behind. */
+#define EXPECT_G(k, what, got, count, guard, want_expr)                                       \
+    do {                                                                                      \
+        size_t n_ = (count), g_ = (guard);                                                    \
+        for (size_t i = 0; i < n_; i++)                                                       \
+            if ((got)[i] != (elem_t)(want_expr)) {                                            \
+                fail(k, "[%ld] = %ld wrong", what, (long)i, (long)(got)[i]);                  \
+                break;                                                                        \
+            }                                                                                 \
+        for (size_t i = n_; i < n_ + g_; i++)                                                 \
+            if ((got)[i] != POISON) {                                                         \
+                fail(k, "guard [%ld] = %ld written", what, (long)i, (long)(got)[i]);          \
+                break;                                                                        \
+            }                                                                                 \
+    } while (0)
+#define EXPECT(k, what, got, count, want_expr) EXPECT_G(k, what, got, count, GUARD, want_expr)
+
+static void blocks(rk_t *k, size_t cnt)
+{
+    int me = k->rank, n = k->n, root = n - 1;
+    size_t nb = cnt * (size_t)n;
+    void *S = (void *)k->ds, *R = (void *)k->dr;
+    elem_t *hs = k->hs, *hr = k->hr;
+    rcoll_comm_t c = k->comm;
+    int sum0 = n * (n - 1) / 2 * 1000;
+
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < cnt; i++) hs[i] = val(me, i, 1);
+    if (put(k) && ran(k, rcoll_allreduce(S, R, cnt, RCOLL_INT32, RCOLL_SUM, c), "allreduce") &&
+        get(k, k->dr, hr))
+        EXPECT(k, "allreduce", hr, cnt, sum0 + n * (elem_t)(i * 3 + 1));
+    poison(hr, k->cap);
+    for (size_t i = 0; i < cnt; i++) hr[i] = val(me, i, 2);
+    if (put(k) && ran(k, rcoll_allreduce(RCOLL_IN_PLACE, R, cnt, RCOLL_INT32, RCOLL_MAX, c),
+                       "allreduce in place") && get(k, k->dr, hr))
+        EXPECT(k, "allreduce in place", hr, cnt, val(n - 1, i, 2));
+
+    poison(hr, k->cap);
+    for (size_t i = 0; me == root && i < cnt; i++) hr[i] = val(me, i, 3);
+    if (put(k) && ran(k, rcoll_bcast(R, cnt, RCOLL_INT32, root, c), "bcast") && get(k, k->dr, hr))
+        EXPECT(k, "bcast", hr, cnt, val(root, i, 3));
+
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < cnt; i++) hs[i] = val(me, i, 4);
+    if (put(k) && ran(k, rcoll_reduce(S, me == 0 ? R : NULL, cnt, RCOLL_INT32, RCOLL_SUM, 0, c),
+                       "reduce") && get(k, k->dr, hr)) {
+        if (me == 0)
+            EXPECT(k, "reduce", hr, cnt, sum0 + n * (elem_t)(i * 3 + 4));
+        else
+            EXPECT(k, "reduce (recvbuf not used here)", hr, 0, 0);
+    }
+
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < cnt; i++) hs[i] = val(me, i, 6);
+    if (put(k) && ran(k, rcoll_allgather(S, R, cnt, RCOLL_INT32, c), "allgather") &&
+        get(k, k->dr, hr))
+        EXPECT(k, "allgather", hr, nb, val((int)(i / cnt), i % cnt, 6));
+    poison(hr, k->cap);
+    for (size_t i = 0; i < cnt; i++) hr[(size_t)me * cnt + i] = val(me, i, 7);
+    if (put(k) && ran(k, rcoll_allgather(RCOLL_IN_PLACE, R, cnt, RCOLL_INT32, c),
+                       "allgather in place") && get(k, k->dr, hr))
+        EXPECT(k, "allgather in place", hr, nb, val((int)(i / cnt), i % cnt, 7));
+
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < nb; i++) hs[i] = val(me, i, 8);
+    if (put(k) && ran(k, rcoll_reduce_scatter(S, R, cnt, RCOLL_INT32, RCOLL_SUM, c),
+                       "reduce_scatter") && get(k, k->dr, hr))
+        EXPECT(k, "reduce_scatter", hr, cnt, sum0 + n * (elem_t)(((size_t)me * cnt + i) * 3 + 8));
+
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < nb; i++) hs[i] = val(me, (i / cnt) * 100 + i % cnt, 10);
+    if (put(k) && ran(k, rcoll_alltoall(S, R, cnt, RCOLL_INT32, c), "alltoall") &&
+        get(k, k->dr, hr))
+        EXPECT(k, "alltoall", hr, nb, val((int)(i / cnt), (size_t)me * 100 + i % cnt, 10));
+
+    root = 1 % n;
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < cnt; i++) hs[i] = val(me, i, 11);
+    if (put(k) && ran(k, rcoll_gather(S, me == root ? R : NULL, cnt, RCOLL_INT32, root, c),
+                       "gather") && get(k, k->dr, hr))
+        EXPECT(k, "gather", hr, me == root ? nb : 0, val((int)(i / cnt), i % cnt, 11));
+
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; me == root && i < nb; i++) hs[i] = val(root, i, 12);
+    if (put(k) && ran(k, rcoll_scatter(me == root ? S : NULL, R, cnt, RCOLL_INT32, root, c),
+                       "scatter") && get(k, k->dr, hr))
+        EXPECT(k, "scatter", hr, cnt, val(root, (size_t)me * cnt + i, 12));
+}
+
+/* n elements at h must be poison (the gaps between the blocks of the uneven calls). */
+static void untouched(rk_t *k, const char *what, const elem_t *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != POISON) {
+            fail(k, "[%ld] = %ld written", what, (long)i, (long)h[i]);
+            return;
+        }
+}
+
+static void uneven(rk_t *k)
+{
+    int me = k->rank, n = k->n;
+    size_t counts[8], displs[8], sc[8], sd[8], rc[8], rd[8], total = 0, ext = 0;
+    for (int b = 0; b < n; b++) {
+        counts[b] = (size_t)b * 50 + 2;
+        displs[b] = ext + 3; /* a gap of 3 elements before each block */
+        ext = displs[b] + counts[b];
+        total += counts[b];
+    }
+    void *S = (void *)k->ds, *R = (void *)k->dr;
+    elem_t *hs = k->hs, *hr = k->hr;
+    rcoll_comm_t c = k->comm;
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < counts[me]; i++) hs[i] = val(me, i, 20);
+    if (put(k) && ran(k, rcoll_allgatherv(S, counts[me], R, counts, displs, RCOLL_INT32, c),
+                       "allgatherv") && get(k, k->dr, hr)) {
+        for (int b = 0; b < n; b++) {
+            EXPECT_G(k, "allgatherv block", hr + displs[b], counts[b], 0, val(b, i, 20));
+            untouched(k, "allgatherv gap", hr + displs[b] - 3, 3);
+        }
+        untouched(k, "allgatherv guard", hr + ext, GUARD);
+    }
+    size_t sext = 0, rext = 0;
+    for (int b = 0; b < n; b++) {
+        sc[b] = (size_t)((me + 2 * b) % 3) * 40 + 1;
+        sd[b] = sext + 1;
+        sext = sd[b] + sc[b];
+        rc[b] = (size_t)((b + 2 * me) % 3) * 40 + 1;
+        rd[b] = rext + GUARD;
+        rext = rd[b] + rc[b];
+    }
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (int b = 0; b < n; b++)
+        for (size_t q = 0; q < sc[b]; q++) hs[sd[b] + q] = val(me, (size_t)b * 1000 + q, 22);
+    if (put(k) && ran(k, rcoll_alltoallv(S, sc, sd, R, rc, rd, RCOLL_INT32, c), "alltoallv") &&
+        get(k, k->dr, hr)) {
+        for (int b = 0; b < n; b++) {
+            untouched(k, "alltoallv gap", hr + rd[b] - GUARD, GUARD);
+            EXPECT_G(k, "alltoallv block", hr + rd[b], rc[b], 0,
+                     val(b, (size_t)me * 1000 + i, 22));
+        }
+        untouched(k, "alltoallv guard", hr + rext, GUARD);
+    }
+    size_t before = 0;
+    for (int b = 0; b < me; b++) before += counts[b];
+    poison(hs, k->cap), poison(hr, k->cap);
+    for (size_t i = 0; i < total; i++) hs[i] = val(me, i, 23);
+    if (put(k) && ran(k, rcoll_reduce_scatterv(S, R, counts, RCOLL_INT32, RCOLL_SUM, c),
+                       "reduce_scatterv") && get(k, k->dr, hr))
+        EXPECT(k, "reduce_scatterv", hr, counts[me],
+               n * (n - 1) / 2 * 1000 + n * (elem_t)((before + i) * 3 + 23));
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The cost of staging: a 64 MiB float32 sum, device buffers against host buffers (rank 0
+ * prints the best of 5 after a warm-up of each). */
+static void cost(rk_t *k)
+{
+    const rcoll_cu_api_t *cu = k->cu;
+    size_t count = (size_t)16 << 20, bytes = count * 4;
+    CUdeviceptr d = 0;
+    float *h = calloc(count, 4);
+    if (!h || !cu_ok(k, cu->cuMemAlloc(&d, bytes), "cuMemAlloc 64 MiB")) {
+        free(h);
+        return;
+    }
+    cu_ok(k, cu->cuMemsetD8(d, 0, bytes), "cuMemsetD8");
+    double best[2] = {1e9, 1e9};
+    for (int kind = 0; kind < 2; kind++) {
+        void *buf = kind ? (void *)d : (void *)h;
+        for (int it = 0; it < 6; it++) {
+            rcoll_barrier(k->comm);
+            double t0 = now_s();
+            if (!ran(k, rcoll_allreduce(RCOLL_IN_PLACE, buf, count, RCOLL_FLOAT32, RCOLL_SUM,
+                                        k->comm), "allreduce 64 MiB"))
+                break;
+            double t = now_s() - t0;
+            if (it && t < best[kind]) best[kind] = t;
+        }
+    }
+    if (k->rank == 0)
+        printf("allreduce 64 MiB float32 sum, %d ranks on one GPU, in place, best of 5: host "
+               "buffers %.2f ms, device buffers (staged) %.2f ms\n", k->n, best[0] * 1e3,
+               best[1] * 1e3);
+    cu->cuMemFree(d);
+    free(h);
+}
+
+/* Two calls in flight on device buffers: nonblocking, waited for in reverse order, or
+ * (grouped) blocking calls inside rcoll_group_start/end. */
+static void two_in_flight(rk_t *k, size_t cnt, int grouped)
+{
+    const rcoll_cu_api_t *cu = k->cu;
+    int me = k->rank, n = k->n;
+    CUdeviceptr dx = 0;
+    if (!cu_ok(k, cu->cuMemAlloc(&dx, k->cap * sizeof(elem_t)), "cuMemAlloc")) return;
+    elem_t *hx = malloc(k->cap * sizeof(elem_t));
+    poison(k->hs, k->cap), poison(k->hr, k->cap), poison(hx, k->cap);
+    for (size_t i = 0; i < cnt; i++) k->hs[i] = val(me, i, 50);
+    for (size_t i = 0; i < cnt; i++) hx[(size_t)me * cnt + i] = val(me, i, 51);
+    rcoll_request_t r1 = NULL, r2 = NULL;
+    int ok = hx && put(k) && cu_ok(k, cu->cuMemcpyHtoD(dx, hx, k->cap * sizeof(elem_t)), "HtoD");
+    if (ok && grouped) {
+        rcoll_group_start();
+        ok = ran(k, rcoll_allreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
+                                    k->comm), "grouped allreduce");
+        ok &= ran(k, rcoll_allgather(RCOLL_IN_PLACE, (void *)dx, cnt, RCOLL_INT32, k->comm),
+                  "grouped allgather");
+        ok &= ran(k, rcoll_group_end(), "rcoll_group_end");
+    } else if (ok) {
+        ok = ran(k, rcoll_iallreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
+                                     k->comm, &r1), "iallreduce") &&
+             ran(k, rcoll_iallgather(RCOLL_IN_PLACE, (void *)dx, cnt, RCOLL_INT32, k->comm,
+                                     &r2), "iallgather") &&
+             ran(k, rcoll_wait(&r2), "wait iallgather") &&
+             ran(k, rcoll_wait(&r1), "wait iallreduce");
+    }
+    if (ok && get(k, k->dr, k->hr) && get(k, dx, hx)) {
+        EXPECT(k, "iallreduce", k->hr, cnt, n * (n - 1) / 2 * 1000 + n * (elem_t)(i * 3 + 50));
+        EXPECT(k, "iallgather in place", hx, cnt * (size_t)n, val((int)(i / cnt), i % cnt, 51));
+    }
+    free(hx);
+    cu->cuMemFree(dx);
+}
+
+/* Managed memory: staged the same way; the host reads the result directly. */
+static void managed(rk_t *k)
+{
+    const rcoll_cu_api_t *cu = k->cu;
+    CUdeviceptr m = 0;
+    size_t count = 1000;
+    if (!cu_ok(k, cu->cuMemAllocManaged(&m, (count + GUARD) * sizeof(elem_t),
+                                        CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged"))
+        return;
+    elem_t *p = (elem_t *)m;
+    for (size_t i = 0; i < count + GUARD; i++) p[i] = i < count ? val(k->rank, i, 30) : POISON;
+    if (ran(k, rcoll_allreduce(RCOLL_IN_PLACE, p, count, RCOLL_INT32, RCOLL_SUM, k->comm),
+            "managed allreduce") && cu_ok(k, cu->cuCtxSynchronize(), "cuCtxSynchronize"))
+        EXPECT(k, "managed allreduce", p, count,
+               k->n * (k->n - 1) / 2 * 1000 + k->n * (elem_t)(i * 3 + 30));
+    cu->cuMemFree(m);
+}
+
+/* One rank process: the driver, the primary context of device 0, then the communicator. */
+static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *arg)
+{
+    int timing = arg != NULL;
+    rk_t k = {.rank = rank, .n = nranks};
+    if (rcoll_cu_load(lib) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: SKIP: %s\n", rank, rcoll_err_get());
+        return SKIP_CODE;
+    }
+    const rcoll_cu_api_t *cu = k.cu = rcoll_cu;
+    CUdevice dev;
+    CUcontext ctx;
+    int ndev = 0;
+    if (cu->cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev == 0) {
+        fprintf(stderr, "rank %d: SKIP: the CUDA driver sees no device\n", rank);
+        return SKIP_CODE;
+    }
+    if (!cu_ok(&k, cu->cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+        !cu_ok(&k, cu->cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+        !cu_ok(&k, cu->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"))
+        return 1;
+    rcoll_status_t st = rcoll_comm_init_rank(nranks, id, rank, &k.comm);
+    if (st != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
+        return 1;
+    }
+    if (timing) {
+        cost(&k);
+    } else {
+        k.cap = (size_t)nranks * 5000 + 4 * 200 + 64 + GUARD;
+        k.hs = malloc(k.cap * sizeof(elem_t));
+        k.hr = malloc(k.cap * sizeof(elem_t));
+        if (k.hs && k.hr && cu_ok(&k, cu->cuMemAlloc(&k.ds, k.cap * sizeof(elem_t)), "cuMemAlloc") &&
+            cu_ok(&k, cu->cuMemAlloc(&k.dr, k.cap * sizeof(elem_t)), "cuMemAlloc")) {
+            blocks(&k, 1);
+            blocks(&k, 37);
+            blocks(&k, 5000);
+            uneven(&k);
+            two_in_flight(&k, 1000, 0);
+            two_in_flight(&k, 1000, 1);
+            managed(&k);
+            CUcontext now = NULL;
+            cu->cuCtxGetCurrent(&now);
+            if (now != ctx) fail(&k, "%ld %ld", "the caller's context is not current after", 0, 0);
+        }
+        if (k.ds) cu->cuMemFree(k.ds);
+        if (k.dr) cu->cuMemFree(k.dr);
+        free(k.hs);
+        free(k.hr);
+    }
+    if (rcoll_comm_destroy(k.comm) != RCOLL_OK) k.fails++;
+    cu->cuDevicePrimaryCtxRelease(dev);
+    return k.fails ? 1 : 0;
+}
+
+int main(void)
+{
+    check_set_note(NULL);
+    if (access("/dev/nvidia0", F_OK) != 0) {
+        printf("SKIP: no NVIDIA GPU here (/dev/nvidia0 missing)\n");
+        return 77;
+    }
+    /* The driver is not even opened here: this process forks the ranks, and CUDA does not
+     * survive a fork.  A rank that cannot load it exits 77 with the reason. */
+    lib = getenv("RCOLL_CUDA_LIB") ? getenv("RCOLL_CUDA_LIB") : "libcuda.so.1";
+    int skipped = 0;
+    for (int n = 2; n <= 4; n++) {
+        mp_result_t res;
+        int bad = mp_run_raw(n, rank_main, NULL, 300, &res);
+        int skips = 0;
+        for (int r = 0; r < n; r++) skips += res.codes[r] == SKIP_CODE;
+        if (skips == n) {
+            skipped = 1;
+            break;
+        }
+        CHECK(bad == 0, "%d ranks on one GPU: every blocking collective with device buffers "
+              "(exit codes %d %d %d %d)", n, res.codes[0], res.codes[1], res.codes[2],
+              res.codes[3]);
+    }
+    if (skipped) {
+        printf("SKIP: the ranks could not use the CUDA driver (see above)\n");
+        return check_passed || check_failed ? check_summary() : 77;
+    }
+    mp_result_t res;
+    CHECK(mp_run_raw(2, rank_main, (void *)1, 300, &res) == 0, "timing run");
+    return check_summary();
+}
