@@ -304,10 +304,16 @@ rcoll_status_t rcoll_cma_progress(rcoll_cma_op_t *o, int *progressed)
     }
 }
 
-/* The table entry.  Model: 3 alpha for the three waits, one alpha per process_vm_readv call,
- * plus per rank (n-1)/n S copied twice by the kernel (the peers' send chunks, then their
- * reduced shards) at a single copy's rate (beta/2: a shared-memory transfer is two copies)
- * and (n-1)/n S reduced. */
+/* The table entry.  The model takes it only from CMA_AUTO_MIN bytes (RCOLL_ALGO=cma forces it
+ * at any size), as two-shot's cost for the bytes times CMA_BYTE_RATIO plus three latencies.
+ * Fewer passes over the data would suggest far less (2(n-1)/n S at one copy's cost against
+ * two-shot's (2n-1)/n), but the kernel copies cache-resident data several times slower than a
+ * user-space copy does: on the development VM (2 ranks, docs/benchmarks.md) cma lost 1-6 us at
+ * 16-128 KiB, tied from 256 KiB to 2 MiB and won 5-10% from 4 MiB.  A threshold, because the
+ * probe's constants (core/probe.c) vary too much from run to run for a fitted overhead term to
+ * put the crossover at the same place twice. */
+#define CMA_BYTE_RATIO 0.93
+#define CMA_AUTO_MIN ((size_t)4 << 20)
 _Static_assert(sizeof(rcoll_cma_op_t) <= RCOLL_ALGO_STATE_BYTES, "CMA state too big");
 
 static rcoll_cma_op_t *cma_state(rcoll_algo_op_t *op)
@@ -321,9 +327,10 @@ static double cma_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
     double S = (double)bytes, N = ctx->nranks;
     if (ctx->nranks <= 1) return 0;
     if (!rcoll_algo_flat_shm(ctx) || !ctx->has_hostseg || !ctx->has_cma) return HUGE_VAL;
-    double calls = (N - 1) * (S / N / RCOLL_CMA_CHUNK + 2);
-    return 3 * t->shm.alpha_us + calls * t->shm.alpha_us +
-           (N - 1) / N * S * t->shm.beta_us_per_b + (N - 1) / N * S * t->gamma_us_per_b;
+    if (bytes < CMA_AUTO_MIN && ctx->forced != RCOLL_ALG_CMA) return HUGE_VAL;
+    double twoshot_bytes = (2 * N - 1) / N * S * t->shm.beta_us_per_b / 2 +
+                           (N - 1) / N * S * t->gamma_us_per_b;
+    return 3 * t->shm.alpha_us + CMA_BYTE_RATIO * twoshot_bytes;
 }
 
 static void cma_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)

@@ -8,8 +8,8 @@
  *   tree      2 D alpha + 2 S beta + S gamma                                    flat.c
  *   one-shot  alpha/2 + (n-1) S beta + (n-1) S gamma       host segment only    oneshot.c
  *   two-shot  2 alpha + (2n-1)/n S beta/2 + (n-1)/n S gamma  host segment only  twoshot.c
- *   cma       (3 + c) alpha + (n-1)/n S beta + (n-1)/n S gamma   (c: read calls;      cma.c
- *             host segment and cross-memory attach between every pair of ranks)
+ *   cma       3 alpha + 0.93 x two-shot's byte terms, from 4 MiB (measured)     cma.c
+ *             host segment and cross-memory attach between every pair of ranks
  *   hier      ring phases on the hosts and across them    several hosts         hier.c
  *
  * The cheapest applicable one runs unless RCOLL_ALGO forces one that applies.  Pipelining is
