@@ -185,6 +185,17 @@ static inline rcoll_exec_t *rcoll_algo_exec(rcoll_algo_op_t *op)
 {
     return (rcoll_exec_t *)(void *)op->state.bytes;
 }
+/* The host-segment algorithms' progress ends here: the peer their state waits on (or that
+ * failed, when st is an error) into op; they wait for data (waiting_recv = 1).  Returns st. */
+static inline rcoll_status_t rcoll_algo_hostseg_report(rcoll_algo_op_t *op, rcoll_status_t st,
+                                                       int waiting_peer)
+{
+    op->waiting_peer = waiting_peer;
+    op->waiting_recv = 1;
+    if (st < 0) op->err_peer = waiting_peer;
+    return st;
+}
+
 /* Ops that only progress an operation started with rcoll_algo_sched_start. */
 extern const rcoll_algo_ops_t rcoll_algo_sched;
 

@@ -345,11 +345,7 @@ static rcoll_status_t cma_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_op_t 
 {
     (void)ctx;
     rcoll_cma_op_t *o = cma_state(op);
-    rcoll_status_t st = rcoll_cma_progress(o, progressed);
-    op->waiting_peer = o->waiting_peer;
-    if (st < 0) op->err_peer = o->waiting_peer;
-    op->waiting_recv = 1;
-    return st;
+    return rcoll_algo_hostseg_report(op, rcoll_cma_progress(o, progressed), o->waiting_peer);
 }
 
 const rcoll_algo_ops_t rcoll_algo_cma = {

@@ -120,11 +120,7 @@ static rcoll_status_t oneshot_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_o
 {
     (void)ctx;
     rcoll_oneshot_op_t *o = oneshot_state(op);
-    rcoll_status_t st = rcoll_oneshot_progress(o, progressed);
-    op->waiting_peer = o->waiting_peer;
-    op->waiting_recv = 1;
-    if (st < 0) op->err_peer = o->waiting_peer;
-    return st;
+    return rcoll_algo_hostseg_report(op, rcoll_oneshot_progress(o, progressed), o->waiting_peer);
 }
 
 const rcoll_algo_ops_t rcoll_algo_oneshot = {
