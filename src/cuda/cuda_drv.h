@@ -55,6 +55,13 @@ typedef struct rcoll_cu_api {
     CUresult (*cuEventSynchronize)(CUevent ev);
     CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*cuEventDestroy)(CUevent ev);
+    /* The stream-ordered calls (core/api_stream.c, cuda/stream.c). */
+    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes,
+                                  CUstream stream);
+    CUresult (*cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void *data);
+    CUresult (*cuStreamSynchronize)(CUstream stream);
+    CUresult (*cuStreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);
 } rcoll_cu_api_t;
 
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */
