@@ -62,6 +62,14 @@ typedef struct rcoll_cu_api {
     CUresult (*cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void *data);
     CUresult (*cuStreamSynchronize)(CUstream stream);
     CUresult (*cuStreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);
+    /* Used by the tests on a GPU (tests/gpu/test_stream.c), not by rcoll itself. */
+    CUresult (*cuStreamCreate)(CUstream *stream, unsigned int flags);
+    CUresult (*cuStreamDestroy)(CUstream stream);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr dst, unsigned int value, size_t n,
+                                 CUstream stream);
+    CUresult (*cuStreamBeginCapture)(CUstream stream, CUstreamCaptureMode mode);
+    CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph *graph);
+    CUresult (*cuGraphDestroy)(CUgraph graph);
 } rcoll_cu_api_t;
 
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */
