@@ -11,8 +11,8 @@
  * stream order; the jobs' areas (one per call in flight, reused); the refusals (a blocking
  * call while stream calls are pending, a capturing stream, a group, nonblocking operations
  * in flight); a rank killed while a stream call waits for it (the next call names the stream
- * call and the rank); and, on one rank, each driver call failing at enqueue, and destroy
- * waiting for a held stream.
+ * call and the rank); and, on one rank, each driver call failing at enqueue, and destroy and
+ * abort waiting for a held stream.
  *
  * What this does NOT test: a GPU.  "Device" memory is host memory in an arena of its own,
  * the async copies are memcpy run by the fake stream's thread, cuLaunchHostFunc runs the
@@ -771,6 +771,25 @@ static void test_stream_errors(void)
     EXPECT(&((ctx_t){comm, 0, 1, 0}), "its result", r, 64, 2 * i);
     CHECK(host_live == live0, "the areas freed with the communicator (%d live, %d before)",
           (int)host_live, live0);
+
+    /* abort with two calls held: it waits for them, and they run nothing */
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
+              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    if (comm) {
+        for (int i = 0; i < 64; i++) d[i] = 3 * i;
+        fs_hold(s, 1);
+        ok(&(ctx_t){comm, 0, 1, 0}, rcoll_allreduce_stream(d, r, 64, RCOLL_INT32, RCOLL_SUM,
+                                                           comm, s), "held call 1");
+        ok(&(ctx_t){comm, 0, 1, 0}, rcoll_bcast_stream(r, 64, RCOLL_INT32, 0, comm, s),
+           "held call 2");
+        pthread_create(&th, NULL, release_later, s);
+        runs1 = hostfn_runs;
+        CHECK(rcoll_comm_abort(comm) == RCOLL_OK && hostfn_runs >= runs1 + 3,
+              "abort waited for the held calls (%d host functions ran)", hostfn_runs - runs1);
+        pthread_join(th, NULL);
+        fs_sync(s);
+        CHECK(host_live == live0, "the areas freed by abort (%d live)", (int)host_live);
+    }
     fs_free(s);
     if (default_stream) fs_free(default_stream);
     default_stream = NULL;
