@@ -1474,6 +1474,11 @@ rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *new
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: not allowed inside rcoll_group_start/end (call it before the "
                          "group or after rcoll_group_end)", fn);
+    long pending = atomic_load_explicit(&comm->stream_pending, memory_order_acquire);
+    if (pending) /* their host functions still use comm (after a failure they run nothing) */
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: %ld stream call%s enqueued on "
+                         "this communicator %s not run yet: synchronize the stream first", fn,
+                         pending, pending == 1 ? "" : "s", pending == 1 ? "has" : "have");
     st = comm_enter(comm, fn);
     if (st != RCOLL_OK) return st;
     return comm_leave(comm, rcoll_comm_shrink_run(comm, flags, newcomm));

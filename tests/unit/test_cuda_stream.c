@@ -11,7 +11,7 @@
  * stream order; the jobs' areas (one per call in flight, reused); the refusals (a blocking
  * call while stream calls are pending, a capturing stream, a group, nonblocking operations
  * in flight); a rank killed while a stream call waits for it (the next call names the stream
- * call and the rank); and, on one rank, each driver call failing at enqueue, and destroy and
+ * call and the rank; the survivors shrink and go on in stream order); and, on one rank, each driver call failing at enqueue, and destroy and
  * abort waiting for a held stream.
  *
  * What this does NOT test: a GPU.  "Device" memory is host memory in an arena of its own,
@@ -672,6 +672,17 @@ static int dying_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
                                                   "communicator failed earlier") &&
               strstr(rcoll_comm_last_error(comm), "rcoll_allreduce_stream (stream call #2"),
           "rank %d: the next call says so: %s", rank, rcoll_comm_last_error(comm));
+    /* the survivors go on without the victim */
+    rcoll_comm_t small = NULL;
+    ok(&c, rcoll_comm_shrink(comm, 0, &small), "shrink");
+    if (small) {
+        for (int i = 0; i < 64; i++) d[i] = rank + 1;
+        ok(&c, rcoll_allreduce_stream(RCOLL_IN_PLACE, d, 64, RCOLL_INT32, RCOLL_SUM, small, s),
+           "a stream call on the shrunk communicator");
+        fs_sync(s);
+        CHECK(d[7] == 3, "rank %d: its result (%d)", rank, d[7]);
+        ok(&c, rcoll_comm_destroy(small), "destroy the shrunk communicator");
+    }
     fs_free(s);
     return check_failed != c.fails0;
 }
