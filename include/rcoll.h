@@ -560,6 +560,85 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done);
  * Errors: RCOLL_ERR_INVALID_ARG (NULL), or the operation's error. */
 rcoll_status_t rcoll_wait(rcoll_request_t *req);
 
+/* ---------------------------------------------------------------------------------------------
+ * Stream-ordered operations (docs/gpu.md, "Stream order").  rcoll_<op>_stream takes the
+ * arguments of rcoll_<op> and a CUDA stream: stream is a CUstream / cudaStream_t passed as
+ * void * (rcoll.h does not include cuda.h); NULL is the legacy default stream, and
+ * CU_STREAM_PER_THREAD / cudaStreamPerThread the per-thread one.  The call checks its
+ * arguments (the same errors, with the same sentences, as rcoll_<op>), enqueues the operation
+ * on stream and returns without waiting: work enqueued on stream after it sees the result,
+ * work before it is what the operation reads.  Buffers may be CUDA device or managed memory
+ * (staged through pinned host memory in stream order: a copy in, the host collective in a
+ * host function, a copy out) or host memory (read and written by the host function when the
+ * stream reaches it: leave them alone until then).  Nothing is linked against CUDA: the
+ * driver must be in use (RCOLL_CUDA=1, or auto with libcuda loaded before the communicator
+ * was created), else RCOLL_ERR_UNSUPPORTED.
+ *
+ * Rules (the refusals are RCOLL_ERR_INVALID_USAGE with a sentence):
+ * - every rank enqueues the stream operations of a communicator in the same order (one stream
+ *   per communicator is the simple way; operations on several streams run in the order the
+ *   streams reach them, which must match across ranks);
+ * - while a stream operation of the communicator has not run, its other calls (blocking,
+ *   nonblocking, group, split) are refused: synchronize the stream first; a stream call is
+ *   refused while nonblocking operations of the communicator are in flight, inside
+ *   rcoll_group_start/end, and while another thread is in a call on it;
+ * - a stream being captured into a CUDA graph is refused (RCOLL_ERR_UNSUPPORTED): capture is
+ *   not supported yet;
+ * - rcoll_comm_destroy / rcoll_comm_abort wait (up to RCOLL_TIMEOUT + 10 s) until the
+ *   communicator's stream operations have run; abort makes those not started run nothing.
+ *
+ * Errors: those of rcoll_<op>'s checks, and of enqueueing (RCOLL_ERR_NO_MEMORY: the staging
+ * area; RCOLL_ERR_SYSTEM: a driver call failed to enqueue, the sentence saying whether the
+ * collective was enqueued on this rank).  An error while the operation runs (a peer lost,
+ * RCOLL_TIMEOUT) cannot be returned by the call: the communicator fails, rcoll_comm_last_error
+ * names the stream operation ("rcoll_allreduce_stream (stream call #3 on this communicator,
+ * on stream 0x...) failed in stream order: ..."), the next call on it returns
+ * RCOLL_ERR_INVALID_USAGE ("communicator failed earlier ..."), and the later stream
+ * operations already enqueued run nothing.  The outputs of a failed operation and of those
+ * later ones are unspecified (staged ones receive the staging area's contents).
+ * ------------------------------------------------------------------------------------------ */
+
+/* rcoll_allreduce in stream order.  stream (in): a CUstream / cudaStream_t, NULL the legacy
+ * default stream. */
+rcoll_status_t rcoll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                      rcoll_datatype_t datatype, rcoll_op_t op,
+                                      rcoll_comm_t comm, void *stream);
+
+/* The other collectives in stream order: the arguments of rcoll_<op>, plus stream. */
+rcoll_status_t rcoll_bcast_stream(void *buf, size_t count, rcoll_datatype_t datatype, int root,
+                                  rcoll_comm_t comm, void *stream);
+rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream);
+rcoll_status_t rcoll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   rcoll_datatype_t datatype, rcoll_op_t op, int root,
+                                   rcoll_comm_t comm, void *stream);
+rcoll_status_t rcoll_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      rcoll_datatype_t datatype, rcoll_comm_t comm,
+                                      void *stream);
+rcoll_status_t rcoll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+                                           size_t recvcount, rcoll_datatype_t datatype,
+                                           rcoll_op_t op, rcoll_comm_t comm, void *stream);
+rcoll_status_t rcoll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                     rcoll_datatype_t datatype, rcoll_comm_t comm,
+                                     void *stream);
+rcoll_status_t rcoll_gather_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   rcoll_datatype_t datatype, int root, rcoll_comm_t comm,
+                                   void *stream);
+rcoll_status_t rcoll_scatter_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                    rcoll_datatype_t datatype, int root, rcoll_comm_t comm,
+                                    void *stream);
+rcoll_status_t rcoll_allgatherv_stream(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                       const size_t *recvcounts, const size_t *displs,
+                                       rcoll_datatype_t datatype, rcoll_comm_t comm,
+                                       void *stream);
+rcoll_status_t rcoll_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
+                                      const size_t *sdispls, void *recvbuf,
+                                      const size_t *recvcounts, const size_t *rdispls,
+                                      rcoll_datatype_t datatype, rcoll_comm_t comm,
+                                      void *stream);
+rcoll_status_t rcoll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
+                                            const size_t *recvcounts, rcoll_datatype_t datatype,
+                                            rcoll_op_t op, rcoll_comm_t comm, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

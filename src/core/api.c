@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "algo/reduce.h"
@@ -27,6 +28,11 @@
 
 static __thread char init_error[RCOLL_LAST_ERROR_MAX];
 static __thread int group_depth; /* rcoll_group_start minus rcoll_group_end, this thread */
+/* A stream call being enqueued by this thread (stream_enter to stream_leave): the checked
+ * collective goes to api_stream.c for that stream.  stream_in_host: this thread runs a
+ * stream call's host function (rcoll_api_stream_exec). */
+static __thread int stream_enq, stream_in_host;
+static __thread void *stream_enq_stream;
 
 static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
                                   rcoll_request_t *req);
@@ -451,16 +457,43 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
 {
     if (check_live(comm, "rcoll_comm_mem_usage") != RCOLL_OK || !bytes)
         return RCOLL_ERR_INVALID_ARG;
-    size_t total = comm->mem_bytes + rcoll_stage_bytes(comm);
+    size_t total = comm->mem_bytes + rcoll_stage_bytes(comm) + rcoll_stream_bytes(comm);
     for (struct rcoll_request *r = comm->free_reqs; r; r = r->next) total += sizeof(*r);
     *bytes = total;
+    return RCOLL_OK;
+}
+
+/* Before destroy or abort: wait until the stream calls enqueued on comm have all run (their
+ * host functions use it); abort first tells those not started to run nothing.  Refused
+ * (the communicator left alive) when they have not run within RCOLL_TIMEOUT + 10 s. */
+static rcoll_status_t stream_drain(rcoll_comm_t comm, int abort, const char *fn)
+{
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (!atomic_load_explicit(&comm->stream_pending, memory_order_acquire)) return RCOLL_OK;
+    if (abort) atomic_store_explicit(&comm->stream_abort, 1, memory_order_release);
+    double wait_s = comm->cfg.timeout_s + 10;
+    uint64_t deadline = rcoll_now_ns() + (uint64_t)(wait_s * 1e9);
+    long pending;
+    while ((pending = atomic_load_explicit(&comm->stream_pending, memory_order_acquire))) {
+        if (rcoll_now_ns() > deadline)
+            return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                             "%s: %ld stream call%s enqueued on this communicator did not run "
+                             "within %.0f s (is the stream blocked, or never synchronized?): "
+                             "synchronize the streams before destroying it (it is still alive)",
+                             fn, pending, pending == 1 ? "" : "s", wait_s);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_comm_destroy"); /* freed: never left */
+    rcoll_status_t ent = stream_drain(comm, 0, "rcoll_comm_destroy");
+    if (ent != RCOLL_OK) return ent;
+    ent = comm_enter(comm, "rcoll_comm_destroy"); /* freed: never left */
     if (ent != RCOLL_OK) return ent;
     rcoll_bs_root_t *root = comm->root;
     /* The root serves the whole family: hand it to a member that lives on. */
@@ -483,7 +516,9 @@ rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
 rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
 {
     if (!comm) return RCOLL_OK;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_comm_abort"); /* freed: never left */
+    rcoll_status_t ent = stream_drain(comm, 1, "rcoll_comm_abort");
+    if (ent != RCOLL_OK) return ent;
+    ent = comm_enter(comm, "rcoll_comm_abort"); /* freed: never left */
     if (ent != RCOLL_OK) return ent;
     char text[160];
     snprintf(text, sizeof(text), "rank %d called rcoll_comm_abort", comm->rank);
@@ -539,6 +574,15 @@ static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
         }
         return RCOLL_ERR_INVALID_USAGE;
     }
+    /* Stream calls not run yet come first in this communicator's order: a call that is not
+     * stream-ordered would overtake them (and other ranks would pair it with one of them). */
+    long pending = atomic_load_explicit(&comm->stream_pending, memory_order_acquire);
+    if (__builtin_expect(pending != 0, 0) && !stream_enq && !stream_in_host)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                         "%s: %ld stream call%s enqueued on this communicator %s not run yet: "
+                         "synchronize the stream%s before a call that is not stream-ordered "
+                         "(docs/gpu.md, \"Stream order\")", fn, pending, pending == 1 ? "" : "s",
+                         pending == 1 ? "has" : "have", pending == 1 ? "" : "s");
     return RCOLL_OK;
 }
 
@@ -696,6 +740,8 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
                             ? check_mem(comm, fn, "buf", NULL, "buf", a->dst, &dev)
                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst, &dev);
     if (st != RCOLL_OK) return st;
+    if (__builtin_expect(stream_enq, 0))
+        return rcoll_api_stream_coll(comm, a, v, dev.ptr != NULL, stream_enq_stream, fn);
     if (__builtin_expect(dev.ptr != NULL, 0))
         return rcoll_api_stage_coll(comm, a, v, req, group_depth != 0, fn);
     return rcoll_api_run_host(comm, a, v, req, NULL, fn);
@@ -769,6 +815,10 @@ static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const 
 {
     rcoll_status_t st = check_comm(comm, fn);
     if (st != RCOLL_OK) return st;
+    if (stream_enq) { /* a barrier in stream order: the host function's */
+        rcoll_coll_args_t a = {RCOLL_OP_BARRIER, NULL, NULL, 0, RCOLL_UINT8, RCOLL_MAX, 0};
+        return rcoll_api_stream_coll(comm, &a, NULL, 0, stream_enq_stream, fn);
+    }
     struct rcoll_request *r;
     st = rcoll_req_alloc(comm, RCOLL_OP_BARRIER, &r);
     if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
@@ -1424,6 +1474,11 @@ rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *new
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: not allowed inside rcoll_group_start/end (call it before the "
                          "group or after rcoll_group_end)", fn);
+    long pending = atomic_load_explicit(&comm->stream_pending, memory_order_acquire);
+    if (pending) /* their host functions still use comm (after a failure they run nothing) */
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: %ld stream call%s enqueued on "
+                         "this communicator %s not run yet: synchronize the stream first", fn,
+                         pending, pending == 1 ? "" : "s", pending == 1 ? "has" : "have");
     st = comm_enter(comm, fn);
     if (st != RCOLL_OK) return st;
     return comm_leave(comm, rcoll_comm_shrink_run(comm, flags, newcomm));
@@ -1486,4 +1541,177 @@ rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t 
                                      const char *fn)
 {
     return queue_coll_v(comm, a, v, req, fn);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Stream-ordered calls (api_stream.c enqueues them; docs/gpu.md, "Stream order")
+ * ---------------------------------------------------------------------------------------- */
+
+/* Take the communicator for enqueueing one stream call.  Not comm_enter: a host function of
+ * an earlier stream call may be inside it (running its collective) meanwhile, which is the
+ * point.  Refused, with a sentence: inside a group; without the CUDA driver; a second thread
+ * enqueueing; no stream call pending and another thread inside a call, or nonblocking
+ * operations in flight (they would be ordered before the stream's work on this rank only). */
+static rcoll_status_t stream_enter(rcoll_comm_t comm, void *stream, const char *fn)
+{
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (group_depth)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: stream calls are not allowed "
+                         "inside rcoll_group_start/end (their stream orders them)", fn);
+    if (!rcoll_gpu_active())
+        return arg_error(comm, RCOLL_ERR_UNSUPPORTED, "%s: stream calls need the CUDA driver, "
+                         "which this process does not use (rcoll built without CUDA, "
+                         "RCOLL_CUDA=0, or RCOLL_CUDA=auto and libcuda not loaded when the "
+                         "communicator was created: set RCOLL_CUDA=1)", fn);
+    if (atomic_exchange_explicit(&comm->stream_busy, 1, memory_order_acquire))
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: another thread is enqueueing a "
+                         "stream call on this communicator: a communicator is used by one "
+                         "thread at a time", fn);
+    if (!atomic_load_explicit(&comm->stream_pending, memory_order_acquire)) {
+        const char *other = NULL;
+        int inflight = 0;
+        if (atomic_load_explicit(&comm->in_use, memory_order_acquire)) {
+            other = atomic_load_explicit(&comm->in_use_fn, memory_order_relaxed);
+        } else {
+            rcoll_pt_lock(comm);
+            inflight = comm->head != NULL;
+            rcoll_pt_unlock(comm);
+        }
+        if (other || inflight) {
+            atomic_store_explicit(&comm->stream_busy, 0, memory_order_release);
+            if (inflight)
+                return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: nonblocking operations of "
+                                 "this communicator are in flight: complete them (rcoll_wait) "
+                                 "before a stream call", fn);
+            return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: another thread is using this "
+                             "communicator (in %s): a communicator is used by one thread at a "
+                             "time", fn, other ? other : "a call");
+        }
+    }
+    stream_enq = 1;
+    stream_enq_stream = stream;
+    return RCOLL_OK;
+}
+
+static rcoll_status_t stream_leave(rcoll_comm_t comm, rcoll_status_t st)
+{
+    stream_enq = 0;
+    stream_enq_stream = NULL;
+    atomic_store_explicit(&comm->stream_busy, 0, memory_order_release);
+    return st;
+}
+
+rcoll_status_t rcoll_api_stream_enter(rcoll_comm_t comm, void *stream, const char *fn)
+{
+    return stream_enter(comm, stream, fn);
+}
+
+rcoll_status_t rcoll_api_stream_leave(rcoll_comm_t comm, rcoll_status_t st)
+{
+    return stream_leave(comm, st);
+}
+
+void rcoll_api_stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h,
+                           const size_t *const *v, const char *fn, uint64_t seq, void *stream)
+{
+    /* Wait for the communicator: the enqueuing thread never holds in_use, so whoever does
+     * (a call refused because stream calls are pending, mem queries) leaves soon. */
+    for (unsigned spins = 0;
+         atomic_exchange_explicit(&comm->in_use, 1, memory_order_acquire); spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    atomic_store_explicit(&comm->in_use_fn, fn, memory_order_relaxed);
+    rcoll_pt_lock(comm);
+    if (comm->failed == RCOLL_OK &&
+        !atomic_load_explicit(&comm->stream_abort, memory_order_acquire)) {
+        stream_in_host = 1;
+        rcoll_status_t st = h->kind == RCOLL_OP_BARRIER
+                                ? do_barrier(comm, NULL, fn)
+                                : rcoll_api_run_host(comm, h, v, NULL, NULL, fn);
+        stream_in_host = 0;
+        if (st != RCOLL_OK) {
+            /* No caller to return it to: the communicator fails, and its next call says
+             * which stream call did. */
+            if (comm->failed == RCOLL_OK) comm->failed = st;
+            char keep[RCOLL_LAST_ERROR_MAX];
+            snprintf(keep, sizeof(keep), "%s", comm->last_error);
+            snprintf(comm->last_error, sizeof(comm->last_error),
+                     "%s (stream call #%llu on this communicator, on stream %p) failed in "
+                     "stream order: %.480s", fn, (unsigned long long)seq, stream, keep);
+            RCOLL_WARN(COLL, "%s", comm->last_error);
+        }
+    }
+    comm_leave(comm, RCOLL_OK);
+}
+
+rcoll_status_t rcoll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                      rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
+                                      void *stream)
+{
+    const char *fn = "rcoll_allreduce_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_bcast_stream(void *buf, size_t count, rcoll_datatype_t dt, int root,
+                                  rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_bcast_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm, do_bcast(buf, count, dt, root, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_barrier_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm, do_barrier(comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   rcoll_datatype_t dt, rcoll_op_t op, int root,
+                                   rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_reduce_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_allgather_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+                                           size_t recvcount, rcoll_datatype_t dt, rcoll_op_t op,
+                                           rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_reduce_scatter_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm,
+                        do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                     rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_alltoall_stream";
+    rcoll_status_t ent = stream_enter(comm, stream, fn);
+    if (ent != RCOLL_OK) return ent;
+    return stream_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL, fn));
 }

@@ -6,6 +6,7 @@
 #define RCOLL_CORE_API_INT_H
 
 #include "core/comm.h"
+#include "cuda/gpu.h"
 
 /* Take / release the communicator for one call (one thread at a time). */
 rcoll_status_t rcoll_api_enter(rcoll_comm_t comm, const char *fn);
@@ -50,5 +51,49 @@ rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
 rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                     const size_t *const *v, rcoll_request_t *req,
                                     int deferred, const char *fn);
+
+/* A staged call prepared but not copied (the stream-ordered calls copy in stream order): the
+ * spans of dev_in to copy to host_in before the host collective h runs, and of host_out to
+ * copy to dev_out after (dev_* NULL or n* 0: nothing that way).  in and out are owned. */
+typedef struct {
+    void *dev_in, *host_in;
+    rcoll_gpu_span_t *in;
+    size_t nin;
+    void *dev_out, *host_out;
+    rcoll_gpu_span_t *out;
+    size_t nout;
+    rcoll_coll_args_t h;
+} rcoll_stage_call_t;
+/* Work out the bytes the collective a reads and writes on this rank and reserve them in
+ * *area (as rcoll_api_stage_coll does, without copying); errors as its, sentence in the
+ * last error. */
+rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                       const size_t *const *v, const char *fn,
+                                       rcoll_gpu_stage_t **area, rcoll_stage_call_t *call);
+void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
+
+/* ---- stream-ordered calls (api_stream.c; docs/gpu.md "Stream order") ---- */
+/* Around the checks of one stream call (api.c): refusals with a sentence (inside a group, no
+ * CUDA driver, another thread in the communicator, nonblocking operations in flight); while
+ * entered, rcoll_api_queue_vcoll enqueues on stream instead of queueing. */
+rcoll_status_t rcoll_api_stream_enter(rcoll_comm_t comm, void *stream, const char *fn);
+rcoll_status_t rcoll_api_stream_leave(rcoll_comm_t comm, rcoll_status_t st);
+/* Enqueue the checked collective a (a->kind RCOLL_OP_BARRIER: a barrier) on stream: its
+ * device inputs copied to a staging area of this call (staged: a buffer is CUDA device or
+ * managed memory), the host collective in a host function, the outputs copied back.  Host
+ * buffers (staged 0) are used in place by the host function.  v: copied.  Returns once
+ * enqueued; errors: the stream captured (RCOLL_ERR_UNSUPPORTED), staging
+ * (RCOLL_ERR_NO_MEMORY), a driver call failing to enqueue (RCOLL_ERR_SYSTEM), each with a
+ * sentence in the last error saying how far the call got. */
+rcoll_status_t rcoll_api_stream_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                     const size_t *const *v, int staged, void *stream,
+                                     const char *fn);
+/* In the host function: run the host collective h (v as for rcoll_api_run_host) now, on the
+ * callback thread, taking the communicator (waiting while another thread is inside it).  On
+ * failure the communicator is marked failed, its last error prefixed with the stream call
+ * (fn, seq, stream).  A communicator already failed (or aborted) runs nothing. */
+void rcoll_api_stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h,
+                           const size_t *const *v, const char *fn, uint64_t seq,
+                           void *stream);
 
 #endif

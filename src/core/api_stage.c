@@ -108,6 +108,8 @@ static void call_spans(rcoll_comm_t comm, const rcoll_coll_args_t *a,
 /* One staged call: what was copied in, and where its outputs go. */
 typedef struct {
     spans_t in, out;
+    const char *dev_in; /* the device buffer the inputs come from (NULL: none) */
+    char *host_in;      /* its staged copy */
     char *dev_out;     /* the device buffer the outputs go to (NULL: none) */
     char *host_out;    /* its staged copy */
     rcoll_coll_args_t h; /* the call on the staged copies */
@@ -120,11 +122,11 @@ static void plan_free(plan_t *p)
     p->in.span = p->out.span = NULL;
 }
 
-/* Work out the call's bytes, reserve them in *area and copy the inputs in.  On failure the
- * sentence is in the last error and p holds nothing. */
+/* Work out the call's bytes, reserve them in *area and (copy_in) copy the inputs in.  On
+ * failure the sentence is in the last error and p holds nothing. */
 static rcoll_status_t stage_in(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                const size_t *const *v, const char *fn,
-                               rcoll_gpu_stage_t **area, plan_t *p)
+                               rcoll_gpu_stage_t **area, plan_t *p, int copy_in)
 {
     size_t n = (size_t)comm->nranks + 1;
     const char *sname = a->kind == RCOLL_OP_BCAST ? "buf" : "sendbuf";
@@ -183,6 +185,11 @@ static rcoll_status_t stage_in(rcoll_comm_t comm, const rcoll_coll_args_t *a,
         p->dev_out = d;
         p->host_out = host + doff;
     }
+    if (s && p->in.n) {
+        p->dev_in = s;
+        p->host_in = host + soff;
+    }
+    if (!copy_in) return RCOLL_OK;
     st = rcoll_gpu_stage_copy(0, (void *)s, host + soff, p->in.span, p->in.n);
     if (st != RCOLL_OK) {
         plan_free(p);
@@ -289,7 +296,7 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
     plan_t p;
     rcoll_status_t st;
     if (!req && !deferred) { /* blocking: the communicator's area, outputs copied at once */
-        st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p);
+        st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p, 1);
         if (st != RCOLL_OK) return st;
         st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, fn);
         if (st == RCOLL_OK)
@@ -301,7 +308,7 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
      * seen (rcoll_test, rcoll_wait, rcoll_group_end) */
     struct rcoll_stage_job *j = job_take(comm);
     if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
-    st = stage_in(comm, a, v, fn, &j->area, &p);
+    st = stage_in(comm, a, v, fn, &j->area, &p, 1);
     if (st != RCOLL_OK) {
         job_put(j);
         return st;
@@ -317,4 +324,26 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
     st = rcoll_api_run_host(comm, &p.h, v, req, j, fn);
     if (st != RCOLL_OK) job_put(j);
     return st;
+}
+
+rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                       const size_t *const *v, const char *fn,
+                                       rcoll_gpu_stage_t **area, rcoll_stage_call_t *call)
+{
+    plan_t p;
+    rcoll_status_t st = stage_in(comm, a, v, fn, area, &p, 0);
+    if (st != RCOLL_OK) return st;
+    *call = (rcoll_stage_call_t){
+        .dev_in = (void *)p.dev_in, .host_in = p.host_in, .in = p.in.span, .nin = p.in.n,
+        .dev_out = p.dev_out, .host_out = p.host_out, .out = p.out.span, .nout = p.out.n,
+        .h = p.h};
+    return RCOLL_OK;
+}
+
+void rcoll_api_stage_call_free(rcoll_stage_call_t *call)
+{
+    free(call->in);
+    free(call->out);
+    call->in = call->out = NULL;
+    call->nin = call->nout = 0;
 }

@@ -361,3 +361,61 @@ rcoll_status_t rcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
     return reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm, req, 1,
                            "rcoll_ireduce_scatterv");
 }
+
+/* ---- stream order (api_stream.c): the same checks, the collective enqueued on stream ---- */
+
+rcoll_status_t rcoll_gather_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                                   void *stream)
+{
+    const char *fn = "rcoll_gather_stream";
+    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
+    if (st != RCOLL_OK) return st;
+    return rcoll_api_stream_leave(comm, do_rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt,
+                                                  root, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_scatter_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                    rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                                    void *stream)
+{
+    const char *fn = "rcoll_scatter_stream";
+    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
+    if (st != RCOLL_OK) return st;
+    return rcoll_api_stream_leave(comm, do_rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt,
+                                                  root, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_allgatherv_stream(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                       const size_t *recvcounts, const size_t *displs,
+                                       rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_allgatherv_stream";
+    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
+    if (st != RCOLL_OK) return st;
+    return rcoll_api_stream_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts,
+                                                      displs, dt, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
+                                      const size_t *sdispls, void *recvbuf,
+                                      const size_t *recvcounts, const size_t *rdispls,
+                                      rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_alltoallv_stream";
+    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
+    if (st != RCOLL_OK) return st;
+    return rcoll_api_stream_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls, recvbuf,
+                                                     recvcounts, rdispls, dt, comm, NULL, fn));
+}
+
+rcoll_status_t rcoll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
+                                            const size_t *recvcounts, rcoll_datatype_t dt,
+                                            rcoll_op_t op, rcoll_comm_t comm, void *stream)
+{
+    const char *fn = "rcoll_reduce_scatterv_stream";
+    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
+    if (st != RCOLL_OK) return st;
+    return rcoll_api_stream_leave(comm, do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op,
+                                                           comm, NULL, fn));
+}

@@ -751,6 +751,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_bs_leave(c->bs, graceful);
     rcoll_gpu_stage_free(&c->gpu_stage); /* after the transports: nothing writes it now */
     rcoll_stage_jobs_free(c);
+    rcoll_stream_jobs_free(c);
     free(c->link.staging);
     free(c->peers);
     free(c->ring_map);

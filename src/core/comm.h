@@ -174,6 +174,15 @@ struct rcoll_comm {
     /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);
      * freed by rcoll_comm_free. */
     struct rcoll_stage_job *stage_jobs;
+    /* Stream-ordered calls (api_stream.c): their jobs (one per call whose work has not all
+     * run, kept for reuse; freed by rcoll_comm_free), the flag of the thread enqueuing one,
+     * how many jobs are not done yet (other calls are refused meanwhile; destroy waits for
+     * 0), calls enqueued so far, and abort's "run nothing more". */
+    struct rcoll_stream_job *stream_jobs;
+    _Atomic int stream_busy;
+    _Atomic long stream_pending;
+    uint64_t stream_seq;
+    _Atomic int stream_abort;
     /* The progress thread (RCOLL_PROGRESS_THREAD; progress.c).  When it runs, pt_lock guards
      * the queue and every per-operation state: the thread holds it while it progresses, an
      * API call from comm_enter to comm_leave, rcoll_test/rcoll_wait while they look. */
@@ -289,6 +298,10 @@ void rcoll_stage_job_drop(struct rcoll_request *r);
 size_t rcoll_stage_bytes(rcoll_comm_t comm);
 /* Free every staging area of the nonblocking calls (rcoll_comm_free). */
 void rcoll_stage_jobs_free(rcoll_comm_t comm);
+/* api_stream.c: free the stream calls' jobs and their areas (rcoll_comm_free: none may be
+ * pending), and the bytes they hold (rcoll_comm_mem_usage). */
+void rcoll_stream_jobs_free(rcoll_comm_t comm);
+size_t rcoll_stream_bytes(rcoll_comm_t comm);
 
 /* Progress comm's queue once (non-blocking). */
 void rcoll_comm_progress(rcoll_comm_t comm);

@@ -139,6 +139,17 @@ static rcoll_status_t load_locked(const char *path)
         BIND(cuEventSynchronize);
         BIND(cuEventElapsedTime);
         BIND(cuEventDestroy);
+        BIND(cuMemcpyDtoHAsync);
+        BIND(cuMemcpyHtoDAsync);
+        BIND(cuLaunchHostFunc);
+        BIND(cuStreamSynchronize);
+        BIND(cuStreamIsCapturing);
+        BIND(cuStreamCreate);
+        BIND(cuStreamDestroy);
+        BIND(cuMemsetD32Async);
+        BIND(cuStreamBeginCapture);
+        BIND(cuStreamEndCapture);
+        BIND(cuGraphDestroy);
         if (missing)
             st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
                                "no CUDA driver (%s has no %s for CUDA %d.%d)", path, missing,

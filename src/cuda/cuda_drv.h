@@ -55,6 +55,21 @@ typedef struct rcoll_cu_api {
     CUresult (*cuEventSynchronize)(CUevent ev);
     CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*cuEventDestroy)(CUevent ev);
+    /* The stream-ordered calls (core/api_stream.c, cuda/stream.c). */
+    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes,
+                                  CUstream stream);
+    CUresult (*cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void *data);
+    CUresult (*cuStreamSynchronize)(CUstream stream);
+    CUresult (*cuStreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);
+    /* Used by the tests on a GPU (tests/gpu/test_stream.c), not by rcoll itself. */
+    CUresult (*cuStreamCreate)(CUstream *stream, unsigned int flags);
+    CUresult (*cuStreamDestroy)(CUstream stream);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr dst, unsigned int value, size_t n,
+                                 CUstream stream);
+    CUresult (*cuStreamBeginCapture)(CUstream stream, CUstreamCaptureMode mode);
+    CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph *graph);
+    CUresult (*cuGraphDestroy)(CUgraph graph);
 } rcoll_cu_api_t;
 
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */

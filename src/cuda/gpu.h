@@ -104,4 +104,28 @@ size_t rcoll_gpu_stage_bytes(const rcoll_gpu_stage_t *stage);
  * A failure is logged at WARN (nothing else can be done at that point). */
 void rcoll_gpu_stage_free(rcoll_gpu_stage_t **stage_p);
 
+/* ---- Stream order (cuda/stage.c; core/api_stream.c decides what is enqueued) ----
+ * stream: a CUstream / cudaStream_t (NULL: the legacy default stream).  Each call only
+ * enqueues; each failure is one sentence naming the driver call and its CUresult. */
+typedef void (*rcoll_gpu_host_fn_t)(void *arg);
+
+/* RCOLL_OK when work may be enqueued on stream: it is not being captured into a CUDA graph
+ * (RCOLL_ERR_UNSUPPORTED with the reason; docs/gpu.md says why), and the driver answered
+ * cuStreamIsCapturing (RCOLL_ERR_SYSTEM otherwise: not a stream of this process, ...). */
+rcoll_status_t rcoll_gpu_stream_check(void *stream);
+/* Enqueue the copies of spans between dev and host (pinned) on stream, as
+ * rcoll_gpu_stage_copy does synchronously: to_device 0 cuMemcpyDtoHAsync, 1
+ * cuMemcpyHtoDAsync, dev's context current while they are enqueued.  *enqueued_p: 1 when at
+ * least one copy was enqueued (also on failure).  Errors: RCOLL_ERR_SYSTEM. */
+rcoll_status_t rcoll_gpu_stream_copy(int to_device, void *dev, void *host,
+                                     const rcoll_gpu_span_t *spans, size_t nspans,
+                                     void *stream, int *enqueued_p);
+/* Enqueue fn(arg) on stream (cuLaunchHostFunc): it runs on the driver's callback thread once
+ * the work before it on stream is done, and the work after it waits for its return; fn must
+ * not call CUDA.  Errors: RCOLL_ERR_SYSTEM. */
+rcoll_status_t rcoll_gpu_stream_host_fn(void *stream, rcoll_gpu_host_fn_t fn, void *arg);
+/* Wait for everything enqueued on stream so far (cuStreamSynchronize); errors:
+ * RCOLL_ERR_SYSTEM (a sticky error of the stream or context). */
+rcoll_status_t rcoll_gpu_stream_sync(void *stream);
+
 #endif

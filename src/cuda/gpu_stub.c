@@ -60,3 +60,33 @@ void rcoll_gpu_stage_free(rcoll_gpu_stage_t **stage_p)
 {
     *stage_p = NULL;
 }
+
+rcoll_status_t rcoll_gpu_stream_check(void *stream)
+{
+    (void)stream;
+    return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA: no stream "
+                         "calls");
+}
+
+rcoll_status_t rcoll_gpu_stream_copy(int to_device, void *dev, void *host,
+                                     const rcoll_gpu_span_t *spans, size_t nspans,
+                                     void *stream, int *enqueued_p)
+{
+    (void)to_device, (void)dev, (void)host, (void)spans, (void)nspans, (void)stream;
+    *enqueued_p = 0;
+    return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA: no stream "
+                         "calls");
+}
+
+rcoll_status_t rcoll_gpu_stream_host_fn(void *stream, rcoll_gpu_host_fn_t fn, void *arg)
+{
+    (void)stream, (void)fn, (void)arg;
+    return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA: no stream "
+                         "calls");
+}
+
+rcoll_status_t rcoll_gpu_stream_sync(void *stream)
+{
+    (void)stream;
+    return RCOLL_OK;
+}

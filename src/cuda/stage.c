@@ -2,7 +2,8 @@
  * stage.c - the staging area of the device path: pinned host memory per communicator and
  * the synchronous copies between it and device (or managed) buffers, each made with the
  * buffer's own CUDA context current.  What is copied, and when, is core's business
- * (core/api_stage.c); this file only talks to the driver and says which call failed.
+ * (core/api_stage.c, core/api_stream.c); this file only talks to the driver and says which
+ * call failed.  The stream-ordered forms only enqueue (cuMemcpy*Async, cuLaunchHostFunc).
  */
 #include <stdlib.h>
 
@@ -163,4 +164,89 @@ void rcoll_gpu_stage_free(rcoll_gpu_stage_t **stage_p)
     if (s->host && rcoll_cu) host_free(s);
     free(s);
     *stage_p = NULL;
+}
+
+/* ---- stream order: enqueue only (core/api_stream.c) ---- */
+
+rcoll_status_t rcoll_gpu_stream_check(void *stream)
+{
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use: stream calls need "
+                             "it (RCOLL_CUDA=1, docs/gpu.md)");
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult res = rcoll_cu->cuStreamIsCapturing((CUstream)stream, &cs);
+    if (res != CUDA_SUCCESS) {
+        char text[160];
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "cuStreamIsCapturing(stream %p) failed: %s",
+                             stream, rcoll_cu_strerror(res, text, sizeof(text)));
+    }
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "stream %p is %s: rcoll's stream calls "
+                             "cannot be captured into a CUDA graph (each would run its "
+                             "collective once per replay in a host function holding state of "
+                             "this call; not supported yet, docs/gpu.md): enqueue the call "
+                             "outside the capture", stream,
+                             cs == CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                 ? "being captured into a CUDA graph"
+                                 : "in a capture that was invalidated");
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_stream_copy(int to_device, void *dev, void *host,
+                                     const rcoll_gpu_span_t *spans, size_t nspans,
+                                     void *stream, int *enqueued_p)
+{
+    size_t i = 0;
+    *enqueued_p = 0;
+    while (i < nspans && !spans[i].len) i++;
+    if (i == nspans) return RCOLL_OK;
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use: nothing to stage");
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = ctx_enter(dev, &saved, &switched);
+    for (; st == RCOLL_OK && i < nspans; i++) {
+        size_t off = spans[i].off, len = spans[i].len;
+        if (!len) continue;
+        CUdeviceptr d = (CUdeviceptr)((char *)dev + off);
+        char *h = (char *)host + off;
+        CUresult res = to_device ? rcoll_cu->cuMemcpyHtoDAsync(d, h, len, (CUstream)stream)
+                                 : rcoll_cu->cuMemcpyDtoHAsync(h, d, len, (CUstream)stream);
+        if (res != CUDA_SUCCESS) {
+            char text[160];
+            st = rcoll_err_set(RCOLL_ERR_SYSTEM, "%s of %zu bytes %s %p on stream %p failed: "
+                               "%s", to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync",
+                               len, to_device ? "to" : "from", (void *)d, stream,
+                               rcoll_cu_strerror(res, text, sizeof(text)));
+        } else {
+            *enqueued_p = 1;
+        }
+    }
+    ctx_leave(saved, switched);
+    return st;
+}
+
+rcoll_status_t rcoll_gpu_stream_host_fn(void *stream, rcoll_gpu_host_fn_t fn, void *arg)
+{
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use");
+    CUresult res = rcoll_cu->cuLaunchHostFunc((CUstream)stream, fn, arg);
+    if (res != CUDA_SUCCESS) {
+        char text[160];
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "cuLaunchHostFunc(stream %p) failed: %s", stream,
+                             rcoll_cu_strerror(res, text, sizeof(text)));
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_stream_sync(void *stream)
+{
+    if (!rcoll_cu) return RCOLL_OK;
+    CUresult res = rcoll_cu->cuStreamSynchronize((CUstream)stream);
+    if (res != CUDA_SUCCESS) {
+        char text[160];
+        return rcoll_err_set(RCOLL_ERR_SYSTEM, "cuStreamSynchronize(stream %p) failed: %s",
+                             stream, rcoll_cu_strerror(res, text, sizeof(text)));
+    }
+    return RCOLL_OK;
 }

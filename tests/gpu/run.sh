@@ -7,7 +7,9 @@
 # /usr/local/cuda or PATH), builds it and runs the meson suite gpu: today the device
 # reduction kernels against the host kernels and their bandwidth (tests/gpu/test_kernels.c),
 # and every blocking collective with device buffers staged through pinned host memory on 2-4
-# processes sharing the GPU, with the staging's cost printed (tests/gpu/test_stage.c).
+# processes sharing the GPU, with the staging's cost printed (tests/gpu/test_stage.c), and
+# the stream-ordered collectives on 2-4 processes with kernels and copies around them on the
+# same stream (tests/gpu/test_stream.c).
 # Exit: 0 passed, 1 a build or a test failed, 77 skipped, with the reason: no /dev/nvidia0 or
 # no loadable libcuda.so.1 (RCOLL_CUDA_LIB names another) on this machine.
 set -u
