@@ -5,6 +5,7 @@
  * (core/api_stage.c, core/api_stream.c); this file only talks to the driver and says which
  * call failed.  The stream-ordered forms only enqueue (cuMemcpy*Async, cuLaunchHostFunc).
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda/cuda_drv.h"
@@ -122,8 +123,11 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_gpu_stage_copy(int to_device, void *dev, void *host,
-                                    const rcoll_gpu_span_t *spans, size_t nspans)
+/* The spans' copies between dev and host in dev's context: synchronous (async 0) or enqueued
+ * on stream; *enqueued (when not NULL) = 1 once one copy was enqueued. */
+static rcoll_status_t span_copy(int to_device, void *dev, void *host,
+                                const rcoll_gpu_span_t *spans, size_t nspans, int async,
+                                void *stream, int *enqueued)
 {
     size_t i = 0;
     while (i < nspans && !spans[i].len) i++;
@@ -138,18 +142,30 @@ rcoll_status_t rcoll_gpu_stage_copy(int to_device, void *dev, void *host,
         if (!len) continue;
         CUdeviceptr d = (CUdeviceptr)((char *)dev + off);
         char *h = (char *)host + off;
-        CUresult res = to_device ? rcoll_cu->cuMemcpyHtoD(d, h, len)
-                                 : rcoll_cu->cuMemcpyDtoH(h, d, len);
+        CUstream cs = (CUstream)stream;
+        CUresult res = !async ? (to_device ? rcoll_cu->cuMemcpyHtoD(d, h, len)
+                                           : rcoll_cu->cuMemcpyDtoH(h, d, len))
+                              : (to_device ? rcoll_cu->cuMemcpyHtoDAsync(d, h, len, cs)
+                                           : rcoll_cu->cuMemcpyDtoHAsync(h, d, len, cs));
         if (res != CUDA_SUCCESS) {
-            char text[160];
-            st = rcoll_err_set(RCOLL_ERR_SYSTEM, "%s of %zu bytes %s %p failed: %s",
-                               to_device ? "cuMemcpyHtoD" : "cuMemcpyDtoH", len,
-                               to_device ? "to" : "from", (void *)d,
+            char text[160], on[48] = "";
+            if (async) snprintf(on, sizeof(on), " on stream %p", stream);
+            st = rcoll_err_set(RCOLL_ERR_SYSTEM, "%s%s of %zu bytes %s %p%s failed: %s",
+                               to_device ? "cuMemcpyHtoD" : "cuMemcpyDtoH", async ? "Async" : "",
+                               len, to_device ? "to" : "from", (void *)d, on,
                                rcoll_cu_strerror(res, text, sizeof(text)));
+        } else if (enqueued) {
+            *enqueued = 1;
         }
     }
     ctx_leave(saved, switched);
     return st;
+}
+
+rcoll_status_t rcoll_gpu_stage_copy(int to_device, void *dev, void *host,
+                                    const rcoll_gpu_span_t *spans, size_t nspans)
+{
+    return span_copy(to_device, dev, host, spans, nspans, 0, NULL, NULL);
 }
 
 size_t rcoll_gpu_stage_bytes(const rcoll_gpu_stage_t *stage)
@@ -196,34 +212,8 @@ rcoll_status_t rcoll_gpu_stream_copy(int to_device, void *dev, void *host,
                                      const rcoll_gpu_span_t *spans, size_t nspans,
                                      void *stream, int *enqueued_p)
 {
-    size_t i = 0;
     *enqueued_p = 0;
-    while (i < nspans && !spans[i].len) i++;
-    if (i == nspans) return RCOLL_OK;
-    if (!rcoll_cu)
-        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use: nothing to stage");
-    CUcontext saved = NULL;
-    int switched = 0;
-    rcoll_status_t st = ctx_enter(dev, &saved, &switched);
-    for (; st == RCOLL_OK && i < nspans; i++) {
-        size_t off = spans[i].off, len = spans[i].len;
-        if (!len) continue;
-        CUdeviceptr d = (CUdeviceptr)((char *)dev + off);
-        char *h = (char *)host + off;
-        CUresult res = to_device ? rcoll_cu->cuMemcpyHtoDAsync(d, h, len, (CUstream)stream)
-                                 : rcoll_cu->cuMemcpyDtoHAsync(h, d, len, (CUstream)stream);
-        if (res != CUDA_SUCCESS) {
-            char text[160];
-            st = rcoll_err_set(RCOLL_ERR_SYSTEM, "%s of %zu bytes %s %p on stream %p failed: "
-                               "%s", to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync",
-                               len, to_device ? "to" : "from", (void *)d, stream,
-                               rcoll_cu_strerror(res, text, sizeof(text)));
-        } else {
-            *enqueued_p = 1;
-        }
-    }
-    ctx_leave(saved, switched);
-    return st;
+    return span_copy(to_device, dev, host, spans, nspans, 1, stream, enqueued_p);
 }
 
 rcoll_status_t rcoll_gpu_stream_host_fn(void *stream, rcoll_gpu_host_fn_t fn, void *arg)
