@@ -639,6 +639,55 @@ rcoll_status_t rcoll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
                                             const size_t *recvcounts, rcoll_datatype_t datatype,
                                             rcoll_op_t op, rcoll_comm_t comm, void *stream);
 
+/* ---------------------------------------------------------------------------------------------
+ * CUDA devices and memory (docs/gpu.md, "Devices and memory"), for programs that do not link
+ * the CUDA runtime and still want to hand rcoll device buffers (rcoll's perf binaries with
+ * --memtype cuda); a program that uses the CUDA runtime needs none of them.  The first call
+ * loads the CUDA driver, as RCOLL_CUDA=1 does at communicator creation (so communicators,
+ * older ones too, classify CUDA buffers from then on); RCOLL_CUDA=0 refuses them.  Each
+ * failure leaves a sentence in rcoll_cuda_last_error() of the calling thread.
+ * Errors common to all: RCOLL_ERR_UNSUPPORTED (built without CUDA, no usable driver, its
+ * sentence: "no CUDA driver (libcuda.so.1: ...)", "... too old ...", "cuInit failed: ...",
+ * or RCOLL_CUDA=0), RCOLL_ERR_INVALID_ARG (a NULL pointer where one is needed),
+ * RCOLL_ERR_SYSTEM (a driver call failed; the sentence names it and its CUresult).
+ * ------------------------------------------------------------------------------------------ */
+
+/* CUDA devices the driver sees (after CUDA_VISIBLE_DEVICES).  count (out). */
+rcoll_status_t rcoll_cuda_device_count(int *count);
+
+/* Make device `ordinal` (0 .. count - 1) current in the calling thread: its primary context,
+ * as cudaSetDevice does (the two can be mixed).  Errors: RCOLL_ERR_INVALID_ARG (no such
+ * device; the sentence gives the count and CUDA_VISIBLE_DEVICES). */
+rcoll_status_t rcoll_cuda_set_device(int ordinal);
+
+/* Name ("NVIDIA H200") and PCI bus id ("0000:19:00.0") of device `ordinal`; name or bus_id
+ * may be NULL.  Each is NUL-terminated within its length (truncated if short; 64 and 16
+ * bytes suffice). */
+rcoll_status_t rcoll_cuda_device_info(int ordinal, char *name, size_t name_len, char *bus_id,
+                                      size_t bus_id_len);
+
+/* bytes (> 0) of CUDA device memory (rcoll_cuda_alloc: cuMemAlloc) or managed memory
+ * (rcoll_cuda_alloc_managed: cuMemAllocManaged, attached globally) on the current device.
+ *   ptr (out): the allocation, freed with rcoll_cuda_free (or cudaFree).
+ * Errors: RCOLL_ERR_INVALID_ARG (ptr NULL, bytes 0), RCOLL_ERR_INVALID_USAGE (no device is
+ * current in this thread: rcoll_cuda_set_device first), RCOLL_ERR_NO_MEMORY (the device is
+ * full). */
+rcoll_status_t rcoll_cuda_alloc(void **ptr, size_t bytes);
+rcoll_status_t rcoll_cuda_alloc_managed(void **ptr, size_t bytes);
+
+/* Free an allocation of rcoll_cuda_alloc(_managed) (or cudaMalloc/cudaMallocManaged).
+ * NULL is a no-op.  Errors: RCOLL_ERR_INVALID_ARG (ptr is not the start of a CUDA device or
+ * managed allocation: nothing is freed). */
+rcoll_status_t rcoll_cuda_free(void *ptr);
+
+/* Copy bytes from src to dst, each host memory or CUDA memory of any kind; returns when the
+ * copy is complete (cuMemcpy, synchronous; host to host is memmove).  Not ordered after work
+ * the application queued on its own streams: synchronize them first. */
+rcoll_status_t rcoll_cuda_memcpy(void *dst, const void *src, size_t bytes);
+
+/* The sentence of the last failed rcoll_cuda_* call in this thread ("" if none failed). */
+const char *rcoll_cuda_last_error(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -134,6 +134,8 @@ static rcoll_status_t load_locked(const char *path)
         BIND(cuMemcpyDtoH);
         BIND(cuMemcpyDtoD);
         BIND(cuMemsetD8);
+        BIND(cuMemcpy);
+        BIND(cuDeviceGetPCIBusId);
         BIND(cuEventCreate);
         BIND(cuEventRecord);
         BIND(cuEventSynchronize);

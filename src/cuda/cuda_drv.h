@@ -50,6 +50,9 @@ typedef struct rcoll_cu_api {
     CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);
     CUresult (*cuMemcpyDtoD)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
     CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t n);
+    /* The memory and device calls of the public API (core/api_gpu.c, cuda/mem.c). */
+    CUresult (*cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+    CUresult (*cuDeviceGetPCIBusId)(char *busid, int len, CUdevice dev);
     CUresult (*cuEventCreate)(CUevent *ev, unsigned int flags);
     CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
     CUresult (*cuEventSynchronize)(CUevent ev);
@@ -88,6 +91,11 @@ int rcoll_cu_present(const char *path);
  * checks on it; the status is that of rcoll_cu_load.  NULL forgets the table and the load
  * result (the library, if one was opened, stays mapped), so that a test may load again. */
 rcoll_status_t rcoll_cu_set_api(const rcoll_cu_api_t *api);
+/* Make the context of dev current (when it has one other than the current one): *saved gets
+ * the context to put back, *switched whether anything changed.  Errors: RCOLL_ERR_SYSTEM,
+ * naming the driver call.  rcoll_gpu_ctx_leave puts *saved back (a failure is logged). */
+rcoll_status_t rcoll_gpu_ctx_enter(const void *dev, CUcontext *saved, int *switched);
+void rcoll_gpu_ctx_leave(CUcontext saved, int switched);
 /* "CUDA_ERROR_INVALID_VALUE (invalid argument)" for res, from the table when there is one. */
 const char *rcoll_cu_strerror(CUresult res, char *buf, size_t len);
 

@@ -55,6 +55,18 @@ rcoll_status_t rcoll_gpu_setup(const rcoll_gpu_config_t *cfg)
     return st;
 }
 
+rcoll_status_t rcoll_gpu_load(const rcoll_gpu_config_t *cfg)
+{
+    if (rcoll_gpu_active()) return RCOLL_OK;
+    if (cfg->mode == RCOLL_GPU_OFF)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
+                             "RCOLL_CUDA=0 forbids loading the CUDA driver (unset it, or set it "
+                             "to 1 or auto, to use CUDA memory)");
+    rcoll_gpu_config_t on = *cfg;
+    on.mode = RCOLL_GPU_ON;
+    return rcoll_gpu_setup(&on);
+}
+
 static int cache_find(uintptr_t p, rcoll_memkind_t *kind)
 {
     for (size_t i = 0; i < cache_n; i++) {

@@ -53,6 +53,11 @@ static inline int rcoll_gpu_active(void)
  * CUDA memory rcoll could classify: no device, or a driver rcoll cannot use). */
 rcoll_status_t rcoll_gpu_setup(const rcoll_gpu_config_t *cfg);
 
+/* Load the driver now, whatever RCOLL_CUDA=auto would decide (the caller asked for CUDA: the
+ * public rcoll_cuda_* calls).  Errors: RCOLL_ERR_UNSUPPORTED, "RCOLL_CUDA=0 ..." or the
+ * driver's sentence (as rcoll_gpu_setup with RCOLL_CUDA=1). */
+rcoll_status_t rcoll_gpu_load(const rcoll_gpu_config_t *cfg);
+
 /* The kind of memory at p (its first byte).  RCOLL_MEM_HOST while the driver is not in use.
  * CUDA allocations are cached by their range (base and size from the driver), so a second
  * buffer inside the same allocation costs no driver call; pageable host memory is not cached
@@ -127,5 +132,27 @@ rcoll_status_t rcoll_gpu_stream_host_fn(void *stream, rcoll_gpu_host_fn_t fn, vo
 /* Wait for everything enqueued on stream so far (cuStreamSynchronize); errors:
  * RCOLL_ERR_SYSTEM (a sticky error of the stream or context). */
 rcoll_status_t rcoll_gpu_stream_sync(void *stream);
+
+/* ---- Devices and memory for the public rcoll_cuda_* calls (cuda/mem.c) ----
+ * The driver must be loaded (rcoll_gpu_load).  Each failure is one sentence. */
+/* Devices the driver sees (cuDeviceGetCount). */
+rcoll_status_t rcoll_gpu_device_count(int *count);
+/* Make device ordinal's primary context current in this thread (retained once per ordinal
+ * and kept).  RCOLL_ERR_INVALID_ARG for an ordinal the driver does not have. */
+rcoll_status_t rcoll_gpu_set_device(int ordinal);
+/* Name ("NVIDIA H200") and PCI bus id ("0000:19:00.0") of device ordinal; either buffer may
+ * be NULL; both are NUL-terminated within their length. */
+rcoll_status_t rcoll_gpu_device_info(int ordinal, char *name, size_t name_len, char *bus_id,
+                                     size_t bus_id_len);
+/* bytes (> 0) of device memory (managed: cuMemAllocManaged, attached globally) in the
+ * current context.  RCOLL_ERR_INVALID_USAGE when no context is current, RCOLL_ERR_NO_MEMORY
+ * when the device is full. */
+rcoll_status_t rcoll_gpu_mem_alloc(void **ptr, size_t bytes, int managed);
+/* Free what rcoll_gpu_mem_alloc (or cudaMalloc) returned, in its own context; anything else
+ * is RCOLL_ERR_INVALID_ARG and nothing is freed.  Drops the classification cache. */
+rcoll_status_t rcoll_gpu_mem_free(void *ptr);
+/* Copy bytes between any two kinds of memory, synchronously (cuMemcpy in the context of the
+ * CUDA side; host to host is memmove). */
+rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
 
 #endif

@@ -90,3 +90,51 @@ rcoll_status_t rcoll_gpu_stream_sync(void *stream)
     (void)stream;
     return RCOLL_OK;
 }
+
+/* The public rcoll_cuda_* calls: one sentence, whichever is called. */
+#define NO_CUDA                                                                                \
+    rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA (-Dcuda=disabled, or no " \
+                  "nvcc and cuda.h when it was configured): no CUDA devices or memory")
+
+rcoll_status_t rcoll_gpu_load(const rcoll_gpu_config_t *cfg)
+{
+    (void)cfg;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_device_count(int *count)
+{
+    *count = 0;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_set_device(int ordinal)
+{
+    (void)ordinal;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_device_info(int ordinal, char *name, size_t name_len, char *bus_id,
+                                     size_t bus_id_len)
+{
+    (void)ordinal, (void)name, (void)name_len, (void)bus_id, (void)bus_id_len;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_mem_alloc(void **ptr, size_t bytes, int managed)
+{
+    (void)ptr, (void)bytes, (void)managed;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_mem_free(void *ptr)
+{
+    (void)ptr;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes)
+{
+    (void)dst, (void)src, (void)bytes;
+    return NO_CUDA;
+}

@@ -19,9 +19,7 @@ struct rcoll_gpu_stage {
     CUcontext ctx;  /* current when host was allocated: freed in it */
 };
 
-/* Make the context of dev current (when it has one other than the current): *saved gets the
- * context to put back, *switched whether anything changed. */
-static rcoll_status_t ctx_enter(const void *dev, CUcontext *saved, int *switched)
+rcoll_status_t rcoll_gpu_ctx_enter(const void *dev, CUcontext *saved, int *switched)
 {
     const rcoll_cu_api_t *cu = rcoll_cu;
     char text[160];
@@ -47,7 +45,7 @@ static rcoll_status_t ctx_enter(const void *dev, CUcontext *saved, int *switched
     return RCOLL_OK;
 }
 
-static void ctx_leave(CUcontext saved, int switched)
+void rcoll_gpu_ctx_leave(CUcontext saved, int switched)
 {
     if (!switched) return;
     CUresult res = rcoll_cu->cuCtxSetCurrent(saved);
@@ -96,7 +94,7 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *
     host_free(s); /* grown: the old contents are not needed */
     CUcontext saved = NULL;
     int switched = 0;
-    rcoll_status_t st = ctx_enter(dev, &saved, &switched);
+    rcoll_status_t st = rcoll_gpu_ctx_enter(dev, &saved, &switched);
     if (st != RCOLL_OK) return st;
     /* At least double, and round up to 64 KiB: counts creeping up reallocate a few times,
      * not at every call. */
@@ -107,7 +105,7 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *
     CUcontext ctx = NULL;
     rcoll_cu->cuCtxGetCurrent(&ctx);
     CUresult res = rcoll_cu->cuMemAllocHost(&host, want);
-    ctx_leave(saved, switched);
+    rcoll_gpu_ctx_leave(saved, switched);
     if (res != CUDA_SUCCESS || !host) {
         char text[160];
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cuMemAllocHost(%zu bytes) for the staging "
@@ -136,7 +134,7 @@ static rcoll_status_t span_copy(int to_device, void *dev, void *host,
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA driver in use: nothing to stage");
     CUcontext saved = NULL;
     int switched = 0;
-    rcoll_status_t st = ctx_enter(dev, &saved, &switched);
+    rcoll_status_t st = rcoll_gpu_ctx_enter(dev, &saved, &switched);
     for (; st == RCOLL_OK && i < nspans; i++) {
         size_t off = spans[i].off, len = spans[i].len;
         if (!len) continue;
@@ -158,7 +156,7 @@ static rcoll_status_t span_copy(int to_device, void *dev, void *host,
             *enqueued = 1;
         }
     }
-    ctx_leave(saved, switched);
+    rcoll_gpu_ctx_leave(saved, switched);
     return st;
 }
 

@@ -214,12 +214,92 @@ static CUresult s_htod(CUdeviceptr dst, const void *src, size_t n)
     return r;
 }
 
+/* Devices and memory of the public rcoll_cuda_* calls: two devices, whose primary contexts
+ * are CTX_DEV (device 0, the one fake allocations belong to) and CTX_DEV1. */
+#define CTX_DEV1 ((CUcontext)(uintptr_t)0xdef1)
+static int retains, dev_allocs, dev_frees, memcpy_calls, fail_dev_alloc;
+static char *fake(size_t size, unsigned memtype, unsigned managed);
+static CUresult s_dev_count(int *n)
+{
+    *n = 2;
+    return CUDA_SUCCESS;
+}
+static CUresult s_dev_get(CUdevice *d, int ordinal)
+{
+    if (ordinal < 0 || ordinal > 1) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+static CUresult s_retain(CUcontext *c, CUdevice d)
+{
+    retains++;
+    *c = d == 0 ? CTX_DEV : CTX_DEV1;
+    return CUDA_SUCCESS;
+}
+static CUresult s_dev_name(char *name, int len, CUdevice d)
+{
+    snprintf(name, (size_t)len, "Scripted GPU %d", (int)d);
+    return CUDA_SUCCESS;
+}
+static CUresult s_busid(char *id, int len, CUdevice d)
+{
+    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x19 + (int)d);
+    return CUDA_SUCCESS;
+}
+static CUresult s_mem_alloc(CUdeviceptr *p, size_t bytes)
+{
+    if (fail_dev_alloc && --fail_dev_alloc == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (cur_ctx != CTX_DEV) ctx_wrong++;
+    char *m = fake(bytes, CU_MEMORYTYPE_DEVICE, 0);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    dev_allocs++;
+    *p = (CUdeviceptr)m;
+    return CUDA_SUCCESS;
+}
+static CUresult s_mem_alloc_managed(CUdeviceptr *p, size_t bytes, unsigned flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL) return CUDA_ERROR_INVALID_VALUE;
+    char *m = fake(bytes, CU_MEMORYTYPE_DEVICE, 1);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    dev_allocs++;
+    *p = (CUdeviceptr)m;
+    return CUDA_SUCCESS;
+}
+static CUresult s_mem_free(CUdeviceptr p)
+{
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].size && allocs[i].mem == (char *)p &&
+            allocs[i].memtype == CU_MEMORYTYPE_DEVICE) {
+            allocs[i].size = 0; /* the arena is never reused */
+            dev_frees++;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+/* cuMemcpy with unified addressing: any side may be host or device; a device side must lie
+ * inside one allocation, with its context current. */
+static CUresult s_memcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    const fake_alloc_t *d = find((uintptr_t)dst), *s = find((uintptr_t)src);
+    if ((d && (uintptr_t)dst + n > (uintptr_t)d->mem + d->size) ||
+        (s && (uintptr_t)src + n > (uintptr_t)s->mem + s->size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cur_ctx != CTX_DEV) ctx_wrong++;
+    memmove((void *)dst, (const void *)src, n);
+    memcpy_calls++;
+    return CUDA_SUCCESS;
+}
+
 static const rcoll_cu_api_t scripted = {
     .cuInit = s_init, .cuDriverGetVersion = s_version, .cuGetErrorName = s_err_name,
     .cuGetErrorString = s_err_string, .cuPointerGetAttributes = s_attrs,
     .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
     .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
     .cuMemcpyDtoH = s_dtoh, .cuMemcpyHtoD = s_htod,
+    .cuDeviceGetCount = s_dev_count, .cuDeviceGet = s_dev_get,
+    .cuDevicePrimaryCtxRetain = s_retain, .cuDeviceGetName = s_dev_name,
+    .cuDeviceGetPCIBusId = s_busid, .cuMemAlloc = s_mem_alloc,
+    .cuMemAllocManaged = s_mem_alloc_managed, .cuMemFree = s_mem_free, .cuMemcpy = s_memcpy,
 };
 
 /* A fake allocation: device and managed ones from the arena, pinned host ones from the heap. */
@@ -330,6 +410,119 @@ static void test_classify(void)
     CHECK(!strcmp(rcoll_memkind_name(RCOLL_MEM_DEVICE), "CUDA device memory") &&
               !strcmp(rcoll_memkind_name(RCOLL_MEM_MANAGED), "CUDA managed memory"), "names");
     rcoll_gpu_cache_flush();
+}
+
+/* ---- the public rcoll_cuda_* calls: devices, memory, copies ---- */
+static void test_public(void)
+{
+    int n = -1;
+    /* No driver: each call says why (the first load's result is kept for the process). */
+    rcoll_cu_set_api(NULL);
+    rcoll_gpu_test_reset();
+    setenv("RCOLL_CUDA_LIB", "/nonexistent/libcuda.so.1", 1);
+    CHECK(rcoll_cuda_device_count(&n) == RCOLL_ERR_UNSUPPORTED && n == 0 &&
+              !strncmp(rcoll_cuda_last_error(), "rcoll_cuda_device_count: no CUDA driver "
+                       "(/nonexistent/libcuda.so.1: ", 67),
+          "no driver: %s", rcoll_cuda_last_error());
+    void *p = &n;
+    CHECK(rcoll_cuda_alloc(&p, 64) == RCOLL_ERR_UNSUPPORTED && p == NULL &&
+              strstr(rcoll_cuda_last_error(), "rcoll_cuda_alloc: no CUDA driver"),
+          "alloc without a driver: %s", rcoll_cuda_last_error());
+    unsetenv("RCOLL_CUDA_LIB");
+    rcoll_cu_set_api(NULL);
+    setenv("RCOLL_CUDA", "0", 1);
+    CHECK(rcoll_cuda_set_device(0) == RCOLL_ERR_UNSUPPORTED &&
+              strstr(rcoll_cuda_last_error(), "rcoll_cuda_set_device: RCOLL_CUDA=0 forbids"),
+          "RCOLL_CUDA=0 refuses: %s", rcoll_cuda_last_error());
+    unsetenv("RCOLL_CUDA");
+    CHECK(rcoll_cuda_device_count(NULL) == RCOLL_ERR_INVALID_ARG &&
+              !strcmp(rcoll_cuda_last_error(), "rcoll_cuda_device_count: count is NULL"),
+          "NULL count: %s", rcoll_cuda_last_error());
+
+    /* The scripted driver, loaded by the first call (not by a communicator). */
+    CHECK(rcoll_cu_set_api(&scripted) == RCOLL_OK && !rcoll_gpu_active(), "table, not active");
+    CHECK(rcoll_cuda_device_count(&n) == RCOLL_OK && n == 2 && rcoll_gpu_active() &&
+              rcoll_cuda_last_error()[0] == 0, "two devices, driver now in use (%d)", n);
+    CHECK(rcoll_cuda_set_device(2) == RCOLL_ERR_INVALID_ARG &&
+              strstr(rcoll_cuda_last_error(), "CUDA device 2 does not exist: the driver sees 2 "
+                     "devices (ordinals 0 to 1; CUDA_VISIBLE_DEVICES="),
+          "no device 2: %s", rcoll_cuda_last_error());
+    CHECK(rcoll_cuda_set_device(-1) == RCOLL_ERR_INVALID_ARG, "no device -1");
+    retains = 0;
+    CHECK(rcoll_cuda_set_device(1) == RCOLL_OK && cur_ctx == CTX_DEV1 &&
+              rcoll_cuda_set_device(0) == RCOLL_OK && cur_ctx == CTX_DEV &&
+              rcoll_cuda_set_device(1) == RCOLL_OK && rcoll_cuda_set_device(0) == RCOLL_OK &&
+              retains == 2, "set device: its primary context current, retained once (%d)",
+          retains);
+    char name[64], bus[16], tiny[8];
+    CHECK(rcoll_cuda_device_info(1, name, sizeof(name), bus, sizeof(bus)) == RCOLL_OK &&
+              !strcmp(name, "Scripted GPU 1") && !strcmp(bus, "0000:1a:00.0"),
+          "info: %s %s", name, bus);
+    CHECK(rcoll_cuda_device_info(0, tiny, sizeof(tiny), NULL, 0) == RCOLL_OK &&
+              !strcmp(tiny, "Scripte"), "truncated within its length: %s", tiny);
+    CHECK(rcoll_cuda_device_info(5, name, sizeof(name), NULL, 0) == RCOLL_ERR_INVALID_ARG &&
+              name[0] == 0, "info of a missing device");
+
+    /* Allocations. */
+    CHECK(rcoll_cuda_alloc(NULL, 64) == RCOLL_ERR_INVALID_ARG, "ptr NULL");
+    CHECK(rcoll_cuda_alloc(&p, 0) == RCOLL_ERR_INVALID_ARG && p == NULL &&
+              strstr(rcoll_cuda_last_error(), "bytes is 0"), "0 bytes");
+    cur_ctx = NULL;
+    CHECK(rcoll_cuda_alloc(&p, 64) == RCOLL_ERR_INVALID_USAGE &&
+              strstr(rcoll_cuda_last_error(), "no CUDA context is current in this thread"),
+          "no current device: %s", rcoll_cuda_last_error());
+    CHECK(rcoll_cuda_set_device(0) == RCOLL_OK, "device 0");
+    fail_dev_alloc = 1;
+    CHECK(rcoll_cuda_alloc(&p, 1 << 20) == RCOLL_ERR_NO_MEMORY && p == NULL &&
+              !strcmp(rcoll_cuda_last_error(), "rcoll_cuda_alloc: cuMemAlloc(1048576 bytes) "
+                      "failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"),
+          "device full: %s", rcoll_cuda_last_error());
+    ctx_wrong = 0;
+    int allocs0 = dev_allocs, frees0 = dev_frees;
+    char *d = NULL, *m = NULL;
+    CHECK(rcoll_cuda_alloc((void **)&d, 4096) == RCOLL_OK && d &&
+              rcoll_gpu_classify(d) == RCOLL_MEM_DEVICE, "device allocation");
+    CHECK(rcoll_cuda_alloc_managed((void **)&m, 4096) == RCOLL_OK && m &&
+              rcoll_gpu_classify(m + 100) == RCOLL_MEM_MANAGED, "managed allocation");
+
+    /* Copies: host -> device -> device -> host, in the device's context; host to host with
+     * no driver call. */
+    char src[4096], back[4096];
+    for (int i = 0; i < 4096; i++) src[i] = (char)(i * 7 + 1);
+    memset(back, 0, sizeof(back));
+    cur_ctx = CTX_DEV1; /* the caller's current device is another one */
+    memcpy_calls = 0;
+    CHECK(rcoll_cuda_memcpy(d, src, 4096) == RCOLL_OK &&
+              rcoll_cuda_memcpy(m, d + 96, 4000) == RCOLL_OK &&
+              rcoll_cuda_memcpy(back, m, 4000) == RCOLL_OK && memcpy_calls == 3 &&
+              !memcmp(back, src + 96, 4000) && ctx_wrong == 0 && cur_ctx == CTX_DEV1,
+          "round trip through device and managed memory, each copy in the buffer's context, "
+          "the caller's context restored (%d calls, %d wrong)", memcpy_calls, ctx_wrong);
+    CHECK(rcoll_cuda_memcpy(back, src, 100) == RCOLL_OK && memcpy_calls == 3 &&
+              !memcmp(back, src, 100), "host to host: memmove, no driver call");
+    CHECK(rcoll_cuda_memcpy(back, d + 4000, 200) == RCOLL_ERR_SYSTEM &&
+              strstr(rcoll_cuda_last_error(), "rcoll_cuda_memcpy: cuMemcpy of 200 bytes from ") &&
+              strstr(rcoll_cuda_last_error(), "(CUDA device memory) to "),
+          "a copy past the allocation fails with the driver's error: %s",
+          rcoll_cuda_last_error());
+    CHECK(rcoll_cuda_memcpy(NULL, src, 4) == RCOLL_ERR_INVALID_ARG &&
+              rcoll_cuda_memcpy(back, src, 0) == RCOLL_OK, "NULL dst refused, 0 bytes a no-op");
+
+    /* Frees. */
+    CHECK(rcoll_cuda_free(d + 64) == RCOLL_ERR_INVALID_ARG && dev_frees == frees0 &&
+              strstr(rcoll_cuda_last_error(), "is not the start of a CUDA device or managed "
+                     "allocation"), "inside an allocation: refused, nothing freed");
+    CHECK(rcoll_cuda_free(src) == RCOLL_ERR_INVALID_ARG && dev_frees == frees0,
+          "host memory: refused");
+    CHECK(rcoll_cuda_free(NULL) == RCOLL_OK, "NULL: no-op");
+    CHECK(rcoll_cuda_free(d) == RCOLL_OK && rcoll_cuda_free(m) == RCOLL_OK &&
+              dev_frees == frees0 + 2 && dev_allocs == allocs0 + 2 &&
+              rcoll_gpu_cache_count() == 0 && cur_ctx == CTX_DEV1,
+          "freed in their context, the cache dropped, the caller's context restored");
+    CHECK(rcoll_cuda_free(d) == RCOLL_ERR_INVALID_ARG, "double free refused");
+    cur_ctx = CTX_APP;
+    ctx_wrong = 0;
+    rcoll_gpu_cache_flush(); /* the driver stays in use for the tests after this one */
 }
 
 /* ---- the entry checks of the collectives ---- */
@@ -1010,6 +1203,7 @@ int main(void)
     if (arena == MAP_FAILED) return 1;
     test_refusals();
     test_classify();
+    test_public();
     test_api();
     test_stage_mp();
     test_stage_errors();
