@@ -32,7 +32,13 @@ typedef struct {
     rcoll_comm_t comm;
     int rank, nranks;
     char *sendbuf, *recvbuf, *expbuf; /* recvbuf doubles as the in-place buffer */
-    size_t user_bytes;
+    /* What the collective is given: sendbuf and recvbuf themselves with --memtype host, their
+     * CUDA copies otherwise (inputs are made in sendbuf/recvbuf and copied in, results copied
+     * back to recvbuf before they are checked). */
+    char *run_send, *run_recv;
+    size_t user_bytes, device_bytes;
+    int device; /* CUDA device ordinal of this rank, -1 with host memory */
+    char dev_name[64], dev_bus[16];
     rcoll_request_t *reqs;
     FILE *json;
     int json_rows;
@@ -98,6 +104,20 @@ static void lib_check(perf_ctx_t *c, const char *call, rcoll_status_t st)
 {
     if (RCOLL_IS_ERR(st))
         lib_fail(c, call, st);
+}
+
+/* A CUDA call of the harness (rcoll_cuda_*) failed: report its sentence, abandon, exit 2. */
+static void cuda_check(perf_ctx_t *c, const char *call, rcoll_status_t st)
+{
+    if (!RCOLL_IS_ERR(st))
+        return;
+    fprintf(stderr, "%s: rank %d: %s failed: %s: %s\n", perf_prog_name, c->rank, call,
+            rcoll_status_string(st), rcoll_cuda_last_error());
+    fflush(stdout);
+    if (c->json)
+        fclose(c->json);
+    rcoll_comm_abort(c->comm);
+    exit(PERF_EXIT_CUDA);
 }
 
 /* 1 when `bad` is nonzero on any rank, so that all ranks leave together. */
@@ -239,7 +259,11 @@ static void json_column(FILE *f, const char *key, double us, double algbw, doubl
  * Preamble: configuration and one line per rank
  * ------------------------------------------------------------------------------------------ */
 
-#define RANK_RECORD 256 /* bytes per rank: int32 pid, then the host name */
+/* Bytes per rank: int32 pid, int32 device, host name (120), bus id (16), device name (64). */
+#define RANK_RECORD 256
+#define REC_HOST 8
+#define REC_BUS 128
+#define REC_NAME 144
 
 static void print_preamble(perf_ctx_t *c)
 {
@@ -254,11 +278,14 @@ static void print_preamble(perf_ctx_t *c)
     }
     /* Every rank fills its own slot of a zeroed buffer; a SUM all-reduce gathers them. */
     uint8_t *mine = rec + (size_t)c->rank * RANK_RECORD;
-    int32_t pid = (int32_t)getpid();
+    int32_t pid = (int32_t)getpid(), dev = c->device;
     memcpy(mine, &pid, sizeof(pid));
-    if (gethostname((char *)mine + 4, RANK_RECORD - 5) != 0)
-        strcpy((char *)mine + 4, "unknown");
-    mine[RANK_RECORD - 1] = 0;
+    memcpy(mine + 4, &dev, sizeof(dev));
+    if (gethostname((char *)mine + REC_HOST, REC_BUS - REC_HOST - 1) != 0)
+        strcpy((char *)mine + REC_HOST, "unknown");
+    mine[REC_BUS - 1] = 0;
+    snprintf((char *)mine + REC_BUS, REC_NAME - REC_BUS, "%s", c->dev_bus);
+    snprintf((char *)mine + REC_NAME, RANK_RECORD - REC_NAME, "%s", c->dev_name);
     lib_check(c, "rcoll_allreduce(device report)",
               rcoll_allreduce(RCOLL_IN_PLACE, rec, total, RCOLL_UINT8, RCOLL_SUM, c->comm));
 
@@ -276,21 +303,32 @@ static void print_preamble(perf_ctx_t *c)
             printf("# Blocking Enabled: wait for completion and barrier after each collective\n");
         else if (o->blocking > 1)
             printf("# Blocking Enabled: wait for completion after each collective (no barrier)\n");
-        printf("# rcoll: %d ranks, memory host, algo %s, transport %s\n", c->nranks,
-               env_or("RCOLL_ALGO", "auto"), env_or("RCOLL_TRANSPORT", "auto"));
+        static const char *const mem_names[] = {"host", "cuda", "managed"};
+        printf("# rcoll: %d ranks, memory %s, algo %s, transport %s\n", c->nranks,
+               mem_names[o->memtype], env_or("RCOLL_ALGO", "auto"),
+               env_or("RCOLL_TRANSPORT", "auto"));
         printf("#\n# Using devices\n");
         for (int r = 0; r < c->nranks; r++) {
             const uint8_t *p = rec + (size_t)r * RANK_RECORD;
-            int32_t rpid;
+            int32_t rpid, rdev;
             memcpy(&rpid, p, sizeof(rpid));
-            const char *host = (const char *)p + 4;
+            memcpy(&rdev, p + 4, sizeof(rdev));
+            const char *host = (const char *)p + REC_HOST;
+            const char *bus = rdev < 0 ? "host" : (const char *)p + REC_BUS;
+            const char *name = rdev < 0 ? "host-memory" : (const char *)p + REC_NAME;
             printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n", r, 0,
-                   (int)rpid, host, -1, "host", "host-memory");
+                   (int)rpid, host, (int)rdev, bus, name);
             if (c->json) {
                 fprintf(c->json, "%s{\"rank\":%d,\"pid\":%d,\"hostname\":", r ? "," : "", r,
                         (int)rpid);
                 bench_json_str(c->json, host);
-                fprintf(c->json, ",\"device\":\"host-memory\"}");
+                fprintf(c->json, ",\"device\":");
+                bench_json_str(c->json, name);
+                if (rdev >= 0) {
+                    fprintf(c->json, ",\"cuda_device\":%d,\"bus_id\":", (int)rdev);
+                    bench_json_str(c->json, bus);
+                }
+                fprintf(c->json, "}");
             }
         }
         if (c->json)
@@ -336,29 +374,45 @@ static void run_ops(perf_ctx_t *c, const perf_op_t *o, const void *sb, void *rb,
         lib_check(c, "rcoll_wait", rcoll_wait(&c->reqs[a]));
 }
 
-/* The send and receive pointers of one column (see perf_coll_t for the in-place layout). */
-static void column_bufs(perf_ctx_t *c, const perf_op_t *o, char **sb, char **rb)
+/* The send and receive pointers of one column (see perf_coll_t for the in-place layout):
+ * run 1 those the collective gets, run 0 their host side (the same with host memory). */
+static void column_bufs(perf_ctx_t *c, const perf_op_t *o, int run, char **sb, char **rb)
 {
     size_t ts = perf_dtype_size(o->dtype);
+    char *send = run ? c->run_send : c->sendbuf, *recv = run ? c->run_recv : c->recvbuf;
     if (o->in_place) {
-        *sb = c->recvbuf + o->sz.send_inplace_off * ts;
-        *rb = c->recvbuf + o->sz.recv_inplace_off * ts;
+        *sb = recv + o->sz.send_inplace_off * ts;
+        *rb = recv + o->sz.recv_inplace_off * ts;
     } else {
-        *sb = c->sendbuf;
-        *rb = c->recvbuf;
+        *sb = send;
+        *rb = recv;
     }
 }
 
-/* Fill this rank's input; poison the output first so unwritten elements are caught. */
+/* Bytes of the receive (in place: the one) buffer a column uses. */
+static size_t column_recv_bytes(const perf_op_t *o)
+{
+    size_t big = o->sz.send_count > o->sz.recv_count ? o->sz.send_count : o->sz.recv_count;
+    return (o->in_place ? big : o->sz.recv_count) * perf_dtype_size(o->dtype);
+}
+
+/* Fill this rank's input; poison the output first so unwritten elements are caught.  With
+ * CUDA memory both are made on the host and copied to the device buffers. */
 static void prepare(perf_ctx_t *c, const perf_op_t *o, int poison)
 {
-    size_t ts = perf_dtype_size(o->dtype);
-    size_t big = o->sz.send_count > o->sz.recv_count ? o->sz.send_count : o->sz.recv_count;
     char *sb, *rb;
-    column_bufs(c, o, &sb, &rb);
+    column_bufs(c, o, 0, &sb, &rb);
     if (poison)
-        memset(c->recvbuf, 0xa5, (o->in_place ? big : o->sz.recv_count) * ts);
+        memset(c->recvbuf, 0xa5, column_recv_bytes(o));
     c->coll->fill(o, sb, rb);
+    if (c->run_recv == c->recvbuf)
+        return;
+    if (!o->in_place)
+        cuda_check(c, "rcoll_cuda_memcpy(inputs to the device)",
+                   rcoll_cuda_memcpy(c->run_send, c->sendbuf,
+                                     o->sz.send_count * perf_dtype_size(o->dtype)));
+    cuda_check(c, "rcoll_cuda_memcpy(inputs to the device)",
+               rcoll_cuda_memcpy(c->run_recv, c->recvbuf, column_recv_bytes(o)));
 }
 
 static double combine_time(perf_ctx_t *c, double t)
@@ -386,7 +440,7 @@ static double combine_time(perf_ctx_t *c, double t)
 static double time_column(perf_ctx_t *c, const perf_op_t *o)
 {
     char *sb, *rb;
-    column_bufs(c, o, &sb, &rb);
+    column_bufs(c, o, 1, &sb, &rb);
     prepare(c, o, 0);
     for (int w = 0; w < c->opt.warmup; w++)
         run_ops(c, o, sb, rb, c->opt.agg);
@@ -402,13 +456,17 @@ static double time_column(perf_ctx_t *c, const perf_op_t *o)
 static int64_t check_column(perf_ctx_t *c, const perf_op_t *o)
 {
     int64_t wrong = 0;
-    char *sb, *rb;
-    column_bufs(c, o, &sb, &rb);
+    char *sb, *rb, *host_sb, *host_rb;
+    column_bufs(c, o, 1, &sb, &rb);
+    column_bufs(c, o, 0, &host_sb, &host_rb);
     for (int k = 0; k < c->opt.check && wrong == 0; k++) {
         prepare(c, o, 1);
         run_ops(c, o, sb, rb, 1);
+        if (c->run_recv != c->recvbuf)
+            cuda_check(c, "rcoll_cuda_memcpy(results from the device)",
+                       rcoll_cuda_memcpy(c->recvbuf, c->run_recv, column_recv_bytes(o)));
         size_t n = c->coll->expect(o, c->expbuf);
-        wrong = (int64_t)perf_count_wrong(rb, c->expbuf, n, o->dtype, o->op);
+        wrong = (int64_t)perf_count_wrong(host_rb, c->expbuf, n, o->dtype, o->op);
         lib_check(c, "rcoll_allreduce(#wrong)",
                   rcoll_allreduce(RCOLL_IN_PLACE, &wrong, 1, RCOLL_INT64, RCOLL_SUM, c->comm));
     }
@@ -675,6 +733,66 @@ static void buffers_alloc(perf_ctx_t *c)
     c->recvbuf = rb;
     c->expbuf = eb;
     c->user_bytes = send + big + recv;
+    c->run_send = sb;
+    c->run_recv = rb;
+    if (c->opt.memtype == PERF_MEM_HOST)
+        return;
+    /* The collective's buffers on the device; sendbuf/recvbuf stay as their host side. */
+    void *ds = NULL, *dr = NULL;
+    rcoll_status_t (*alloc)(void **, size_t) =
+        c->opt.memtype == PERF_MEM_MANAGED ? rcoll_cuda_alloc_managed : rcoll_cuda_alloc;
+    rcoll_status_t st = alloc(&ds, send);
+    if (st == RCOLL_OK)
+        st = alloc(&dr, big);
+    if (st == RCOLL_OK)
+        st = rcoll_cuda_memcpy(dr, rb, big); /* zeroed, as the host buffers */
+    if (st == RCOLL_OK)
+        st = rcoll_cuda_memcpy(ds, sb, send);
+    if (st != RCOLL_OK)
+        fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes of CUDA buffers for -e %zu on "
+                "device %d: %s\n", perf_prog_name, c->rank, send + big, c->opt.max_bytes,
+                c->device, rcoll_cuda_last_error());
+    c->run_send = ds;
+    c->run_recv = dr;
+    if (any_rank(c, st != RCOLL_OK))
+        leave(c, PERF_EXIT_CUDA);
+    c->device_bytes = send + big;
+}
+
+/* --memtype cuda/managed: one CUDA device per local rank (--ranks-per-gpu local ranks share
+ * one), made current in this thread before any buffer is allocated.  Local rank: the ranks
+ * before this one on its host (rcoll_comm_host), so it holds under any launcher. */
+static void device_setup(perf_ctx_t *c)
+{
+    c->device = -1;
+    if (c->opt.memtype == PERF_MEM_HOST)
+        return;
+    int host = 0, nhosts = 0, local = 0, count = 0;
+    lib_check(c, "rcoll_comm_host", rcoll_comm_host(c->comm, c->rank, &host, &nhosts));
+    for (int r = 0; r < c->rank; r++) {
+        int h = 0;
+        lib_check(c, "rcoll_comm_host", rcoll_comm_host(c->comm, r, &h, &nhosts));
+        local += h == host;
+    }
+    char why[700] = "";
+    int dev = local / c->opt.ranks_per_gpu;
+    if (rcoll_cuda_device_count(&count) != RCOLL_OK)
+        snprintf(why, sizeof(why), "%s", rcoll_cuda_last_error());
+    else if (dev >= count)
+        snprintf(why, sizeof(why), "local rank %d would use CUDA device %d (--ranks-per-gpu %d) "
+                 "but this host has %d: run at most %d ranks per host, or let more ranks share "
+                 "a device with --ranks-per-gpu", local, dev, c->opt.ranks_per_gpu, count,
+                 count * c->opt.ranks_per_gpu);
+    else if (rcoll_cuda_set_device(dev) != RCOLL_OK ||
+             rcoll_cuda_device_info(dev, c->dev_name, sizeof(c->dev_name), c->dev_bus,
+                                    sizeof(c->dev_bus)) != RCOLL_OK)
+        snprintf(why, sizeof(why), "%s", rcoll_cuda_last_error());
+    if (why[0])
+        fprintf(stderr, "%s: rank %d: --memtype %s: %s\n", perf_prog_name, c->rank,
+                c->opt.memtype == PERF_MEM_MANAGED ? "managed" : "cuda", why);
+    if (any_rank(c, why[0] != 0))
+        leave(c, PERF_EXIT_CUDA);
+    c->device = dev;
 }
 
 static void print_footer(perf_ctx_t *c)
@@ -726,6 +844,7 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
                     "integer and bool types; avg is not defined on bool)\n", perf_prog_name);
         leave(c, PERF_EXIT_USAGE);
     }
+    device_setup(c);
     json_open(c, argc, argv);
     print_preamble(c);
     buffers_alloc(c);
@@ -737,6 +856,11 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
         fmt_mem(tot, sizeof(tot), (double)(lb + c->user_bytes));
         printf("# %-20s : rcoll library %s | user buffers %s | Total %s\n", "Host memory usage",
                lib, usr, tot);
+        if (c->device_bytes) {
+            fmt_mem(usr, sizeof(usr), (double)c->device_bytes);
+            printf("# %-20s : user buffers %s (device %d)\n", "CUDA memory usage", usr,
+                   c->device);
+        }
     }
     if (c->rank == 0) {
         print_header();
@@ -774,6 +898,10 @@ int perf_main(int argc, char **argv, const perf_coll_t *coll)
                 rcoll_status_string(st));
         if (code == PERF_EXIT_OK)
             code = PERF_EXIT_LIBRARY;
+    }
+    if (c->run_send != c->sendbuf) {
+        rcoll_cuda_free(c->run_send);
+        rcoll_cuda_free(c->run_recv);
     }
     free(c->sendbuf);
     free(c->recvbuf);

@@ -43,12 +43,15 @@ static void usage(FILE *f)
         "  -M,--memory <0/1>          print a memory-usage report          [0]\n"
         "  -t,--nthreads <n>          threads per process (only 1)         [1]\n"
         "  -g,--ngpus <n>             GPUs per thread (only 1)             [1]\n"
-        "     --memtype <host|cuda>   buffer memory (only host)            [host]\n"
+        "     --memtype <host|cuda|managed>  buffer memory: host, CUDA device or  [host]\n"
+        "                             CUDA managed memory (one device per local rank)\n"
+        "     --ranks-per-gpu <n>     local ranks sharing one CUDA device  [1]\n"
         "     --algo <name>           force an algorithm (sets RCOLL_ALGO)\n"
         "     --transport <name>      force a transport (sets RCOLL_TRANSPORT)\n"
         "  -h,--help                  this text\n"
         "Launch several ranks with tools/rcoll-run; without RCOLL_* variables it runs one rank.\n"
-        "Exit: 0 ok, 1 internal, 3 library error, 4 timeout, 5 not implemented, 6 usage,"
+        "Exit: 0 ok, 1 internal, 2 CUDA error, 3 library error, 4 timeout, 5 not implemented,"
+        " 6 usage,"
         " 7 wrong results.\n",
         perf_prog_name);
 }
@@ -187,7 +190,7 @@ static void parse_ops(perf_opts_t *o, const char *arg)
         perf_usage_fail(PERF_EXIT_USAGE, "invalid %s '%s'", "op", arg);
 }
 
-enum { OPT_MEMTYPE = 1000, OPT_ALGO, OPT_TRANSPORT };
+enum { OPT_MEMTYPE = 1000, OPT_ALGO, OPT_TRANSPORT, OPT_RANKS_PER_GPU };
 
 void perf_parse_args(int argc, char **argv, perf_opts_t *o)
 {
@@ -215,6 +218,7 @@ void perf_parse_args(int argc, char **argv, perf_opts_t *o)
         {"memtype", required_argument, NULL, OPT_MEMTYPE},
         {"algo", required_argument, NULL, OPT_ALGO},
         {"transport", required_argument, NULL, OPT_TRANSPORT},
+        {"ranks-per-gpu", required_argument, NULL, OPT_RANKS_PER_GPU},
         {NULL, 0, NULL, 0}};
     int c;
 
@@ -223,7 +227,7 @@ void perf_parse_args(int argc, char **argv, perf_opts_t *o)
         .step_factor = 1, .iters = 20, .warmup = 1, .agg = 1, .cycles = 1, .check = 1,
         .root = 0, .blocking = 0, .timeout = 0, .average = 1, .mem_report = 0,
         .nthreads = 1, .ngpus = 1, .ndtypes = 1, .dtypes = {RCOLL_FLOAT32}, .nops = 1,
-        .ops = {RCOLL_SUM}};
+        .ops = {RCOLL_SUM}, .memtype = PERF_MEM_HOST, .ranks_per_gpu = 1};
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:N:c:o:d:r:z:T:a:J:M:t:g:h", longopts,
@@ -253,12 +257,18 @@ void perf_parse_args(int argc, char **argv, perf_opts_t *o)
                 usage(stdout);
             exit(PERF_EXIT_OK);
         case OPT_MEMTYPE:
-            if (strcmp(optarg, "cuda") == 0)
-                perf_usage_fail(PERF_EXIT_NOT_IMPLEMENTED, "%s %s: not implemented (this build "
-                                "benchmarks host memory only)", "--memtype", optarg);
-            if (strcmp(optarg, "host") != 0)
-                perf_usage_fail(PERF_EXIT_USAGE, "invalid value for %s: '%s' (host or cuda)",
-                                "--memtype", optarg);
+            if (strcmp(optarg, "host") == 0)
+                o->memtype = PERF_MEM_HOST;
+            else if (strcmp(optarg, "cuda") == 0 || strcmp(optarg, "device") == 0)
+                o->memtype = PERF_MEM_CUDA;
+            else if (strcmp(optarg, "managed") == 0)
+                o->memtype = PERF_MEM_MANAGED;
+            else
+                perf_usage_fail(PERF_EXIT_USAGE, "invalid value for %s: '%s' (host, cuda or "
+                                "managed)", "--memtype", optarg);
+            break;
+        case OPT_RANKS_PER_GPU:
+            o->ranks_per_gpu = (int)parse_long("--ranks-per-gpu", optarg, 1, 1 << 16);
             break;
         case OPT_ALGO: o->algo = optarg; break;
         case OPT_TRANSPORT: o->transport = optarg; break;

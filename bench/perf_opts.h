@@ -20,7 +20,12 @@ typedef struct {
     int nops;
     rcoll_op_t ops[RCOLL_NUM_OPS];
     const char *algo, *transport;
+    int memtype;      /* perf_memtype_t: where the benchmarked buffers live */
+    int ranks_per_gpu; /* --ranks-per-gpu: local ranks that share one CUDA device */
 } perf_opts_t;
+
+/* --memtype: host memory (default), CUDA device memory, CUDA managed memory. */
+typedef enum { PERF_MEM_HOST = 0, PERF_MEM_CUDA = 1, PERF_MEM_MANAGED = 2 } perf_memtype_t;
 
 /* Program name used in messages (the perf_coll_t name once perf_main has started). */
 extern const char *perf_prog_name;

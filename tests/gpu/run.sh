@@ -9,7 +9,8 @@
 # and every blocking collective with device buffers staged through pinned host memory on 2-4
 # processes sharing the GPU, with the staging's cost printed (tests/gpu/test_stage.c), and
 # the stream-ordered collectives on 2-4 processes with kernels and copies around them on the
-# same stream (tests/gpu/test_stream.c).
+# same stream (tests/gpu/test_stream.c), and the perf binaries with --memtype cuda and the
+# all-reduce bandwidth table, device next to host buffers (tests/gpu/test_perf.sh).
 # Exit: 0 passed, 1 a build or a test failed, 77 skipped, with the reason: no /dev/nvidia0 or
 # no loadable libcuda.so.1 (RCOLL_CUDA_LIB names another) on this machine.
 set -u

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The perf binaries with --memtype cuda / managed, end to end, on a machine without a GPU:
+# each rank loads the scripted driver (tests/common/cuda_script_lib.c) through
+# RCOLL_CUDA_LIB, exactly as it would load libcuda.so.1.  Its "device" memory is mapped
+# PROT_NONE in the process, so a device buffer that rcoll or the harness touched with host
+# loads or stores (instead of staging or copying it) kills the rank with SIGSEGV.  Checked:
+# every collective's results (the harness's own check, "#wrong" 0), one device per local
+# rank or --ranks-per-gpu ranks per device (the "Using devices" lines), the staging copies
+# really made (the script's byte counters), every allocation freed and every copy made in
+# its buffer's context; and the failures: no driver, too many ranks for the devices, a
+# failing cuMemAlloc (exit 2 with the sentence).  This checks rcoll's logic, not a GPU.
+# Usage: test_perf_cuda.sh BUILD_DIR SCRIPT_LIB
+set -u
+build=$1
+lib=$2
+run="$build/tools/rcoll-run"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=../common/check.sh
+. "$(dirname "$0")/../common/check.sh"
+
+# perf NAME NRANKS ARGS...: run it under the scripted driver; output in $TMP/NAME.out.
+perf() {
+    local name=$1 n=$2
+    shift 2
+    CUDA_SCRIPT_STATS=1 RCOLL_CUDA_LIB=${LIB:-$lib} timeout 120 "$run" -q -n "$n" \
+        --timeout 100 "$build/bench/$name" "$@" >"$TMP/out" 2>&1
+    RC=$?
+}
+
+# The run passed its own check, and every rank's driver saw staging traffic, freed all it
+# allocated and never copied outside the buffer's context.
+clean_run() {
+    local n=$1
+    [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" || return 1
+    local stats
+    stats=$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")
+    [ "$stats" = "$n" ] || { echo "    $stats of $n ranks reported driver stats"; return 1; }
+    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 .* wrong_ctx 0$' || {
+        echo "    a rank leaked or copied in another context:"; grep 'cuda-script:' "$TMP/out"
+        return 1; }
+    ! grep 'cuda-script:' "$TMP/out" | grep -qE 'htod_bytes 0 |dtoh_bytes 0 ' || {
+        echo "    a rank's collective buffers were not staged:"; grep 'cuda-script:' "$TMP/out"
+        return 1; }
+}
+
+# Lines "#  Rank R ... device D [BUS] NAME" as "R:D:NAME" joined by spaces.
+devices() {
+    grep -oE 'Rank +[0-9]+ .* device +-?[0-9]+ \[[^]]*\] .*' "$TMP/out" |
+        sed -E 's/Rank +([0-9]+) .* device +(-?[0-9]+) \[[^]]*\] (.*)/\1:\2:\3/' | tr '\n' ' '
+}
+
+keep() { cp "$TMP/out" "$TMP/$1.out"; }
+
+common=(-b 8 -e 256K -f 8 -n 2 -w 1)
+
+# 4 ranks, 2 devices, 2 ranks on each.
+CUDA_SCRIPT_DEVICES=2 perf all_reduce_perf 4 "${common[@]}" --memtype cuda --ranks-per-gpu 2 \
+    -d float,int32,bfloat16 -o sum,max
+keep allreduce_2dev
+check allreduce_2dev clean_run 4
+want="0:0:Scripted GPU 0 1:0:Scripted GPU 0 2:1:Scripted GPU 1 3:1:Scripted GPU 1 "
+got=$(devices)
+check allreduce_2dev_devices test "$got" = "$want"
+check allreduce_2dev_preamble grep -q '# rcoll: 4 ranks, memory cuda,' "$TMP/allreduce_2dev.out"
+check allreduce_2dev_bus grep -qE 'device  1 \[0000:1a:00.0\] Scripted GPU 1' "$TMP/allreduce_2dev.out"
+
+# Every collective on 3 ranks sharing one device, in and out of place (the harness runs both).
+for p in all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf \
+    gather_perf scatter_perf; do
+    args=("${common[@]}")
+    case $p in broadcast_perf | reduce_perf | gather_perf | scatter_perf) args+=(-r -1) ;; esac
+    CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}" --memtype cuda --ranks-per-gpu 3
+    keep "$p"
+    check "$p" clean_run 3
+done
+
+# Nonblocking (the default -z 0 starts -m operations before waiting) and blocking with barrier.
+CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 2 -b 1K -e 64K -f 8 -n 2 -w 1 -m 4 --memtype cuda \
+    --ranks-per-gpu 2
+keep allreduce_agg
+check allreduce_agg clean_run 2
+CUDA_SCRIPT_DEVICES=2 perf reduce_scatter_perf 2 -b 1K -e 64K -f 8 -n 2 -w 1 -z 1 --memtype cuda
+keep reduce_scatter_blocking
+check reduce_scatter_blocking clean_run 2
+
+# Managed memory: staged the same way.
+CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 2 "${common[@]}" --memtype managed --ranks-per-gpu 2
+keep allreduce_managed
+check allreduce_managed clean_run 2
+
+# Host memory with the scripted driver loaded by nobody: unchanged, and no staging.
+perf all_reduce_perf 2 "${common[@]}"
+keep allreduce_host
+host_ok() {
+    [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" &&
+        grep -q 'device -1 \[host\] host-memory' "$TMP/out" && ! grep -q 'cuda-script:' "$TMP/out"
+}
+check allreduce_host host_ok
+
+# Failures, each exit 2 with its sentence on every rank.
+failed_with() {
+    local want=$1
+    [ "$RC" = 2 ] && grep -qF -- "$want" "$TMP/out"
+}
+CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 2 -b 8 -e 8 --memtype cuda
+keep too_many_ranks
+check too_many_ranks failed_with 'local rank 1 would use CUDA device 1 (--ranks-per-gpu 1) but this host has 1: run at most 1 ranks per host'
+CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemAlloc:2 perf all_reduce_perf 1 -b 8 -e 1M --memtype cuda
+keep alloc_fails
+check alloc_fails failed_with 'cuMemAlloc(1048640 bytes) failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)'
+LIB=/nonexistent/libcuda.so.1 perf all_reduce_perf 2 -b 8 -e 8 --memtype cuda
+keep no_driver
+check no_driver failed_with 'rcoll_cuda_device_count: no CUDA driver (/nonexistent/libcuda.so.1: '
+# The staging copy failing inside the benchmarked collective: a library error (exit 3) naming it.
+CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemcpyDtoH:3 perf all_reduce_perf 1 -b 64 -e 64 -n 1 -w 1 --memtype cuda
+keep copy_fails
+copy_failed() { [ "$RC" = 3 ] && grep -qF 'cuMemcpyDtoH of 64 bytes from' "$TMP/out"; }
+check copy_fails copy_failed
+check_summary
