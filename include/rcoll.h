@@ -281,8 +281,10 @@ const char *rcoll_comm_watchdog_report(rcoll_comm_t comm);
  * posted and its outputs out in the rcoll_wait / rcoll_test that sees it complete (whose
  * status a failing copy becomes), in an area of its own; inside a group, the copy out is made
  * by rcoll_group_end.  One call's buffers are all host memory or all CUDA memory
- * (RCOLL_ERR_INVALID_ARG otherwise).  Point-to-point calls refuse device buffers
- * (RCOLL_ERR_UNSUPPORTED, with a sentence).  A failing cuMemAllocHost is RCOLL_ERR_NO_MEMORY, a failing copy
+ * (RCOLL_ERR_INVALID_ARG otherwise).  Point-to-point calls stage device buffers too, each in
+ * an area of its own: a send's data copied in at the call, a receive's copied out when the
+ * operation is seen complete (return, rcoll_wait / rcoll_test, rcoll_group_end).  A failing
+ * cuMemAllocHost is RCOLL_ERR_NO_MEMORY, a failing copy
  * RCOLL_ERR_SYSTEM, each naming the driver call and its CUresult; the communicator stays
  * usable.
  * Common errors: RCOLL_ERR_INVALID_ARG (NULL buffer with count > 0, bad datatype/op/root,

@@ -658,7 +658,8 @@ static rcoll_status_t submit(rcoll_comm_t comm, struct rcoll_request *r, rcoll_r
         rcoll_comm_progress(comm);
         return RCOLL_OK;
     }
-    rcoll_status_t st = rcoll_req_wait(r);
+    /* staged point-to-point buffers: the received bytes copied out before the return */
+    rcoll_status_t st = rcoll_stage_job_finish(r, rcoll_req_wait(r));
     rcoll_req_release(r);
     return st;
 }
@@ -1367,14 +1368,9 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: a message to oneself needs its matching %s in the same group "
                          "(rcoll_group_start/end)", fn, is_send ? "rcoll_recv" : "rcoll_send");
-    mem_device_t dev;
+    mem_device_t dev = {0};
     if (count && (st = check_mem(comm, fn, "buf", NULL, "buf", buf, &dev)) != RCOLL_OK)
         return st;
-    if (count && dev.ptr)
-        return arg_error(comm, RCOLL_ERR_UNSUPPORTED,
-                         "%s: buf %p is %s: point-to-point calls do not take device buffers "
-                         "yet (the collectives stage them through pinned host memory; "
-                         "docs/gpu.md)", fn, dev.ptr, rcoll_memkind_name(dev.kind));
     size_t bytes = count * rcoll_dt_size(dt);
     struct rcoll_request *r = group_depth ? comm->open_group : NULL;
     if (!r) {
@@ -1390,7 +1386,22 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
         }
     }
     if (p2p_add(r, is_send, peer, buf, bytes) != RCOLL_OK)
-        return arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+        st = arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    /* CUDA device or managed memory: the transfer uses a pinned copy (api_stage.c); if that
+     * fails, the item is taken back (a group goes on without it) */
+    if (st == RCOLL_OK && count && dev.ptr &&
+        (st = rcoll_api_stage_p2p(comm, r, is_send, buf, bytes, fn,
+                                  &r->items[r->nitems - 1].buf)) != RCOLL_OK) {
+        r->nitems--;
+        if (is_send)
+            comm->p2p_send_seq[peer]--;
+        else
+            comm->p2p_recv_seq[peer]--;
+    }
+    if (st != RCOLL_OK) {
+        if (!group_depth) rcoll_req_release(r); /* a group's request stays */
+        return st;
+    }
     if (group_depth) return RCOLL_OK;
     return submit(comm, r, req);
 }

@@ -52,6 +52,17 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
                                     const size_t *const *v, rcoll_request_t *req,
                                     int deferred, const char *fn);
 
+/* api_stage.c: stage one point-to-point buffer of request r, bytes (> 0) of CUDA device or
+ * managed memory at buf, in a pinned area of its own: a send's bytes are copied in now (buf
+ * may be reused at return), a receive's are copied to buf when r's completion is seen
+ * (rcoll_wait, rcoll_test, rcoll_group_end, a blocking call's return).  *host_p: the area,
+ * what the transfer uses instead of buf.  The area is r's until r ends.  Errors (sentence in
+ * the last error, nothing attached to r): RCOLL_ERR_NO_MEMORY, RCOLL_ERR_SYSTEM (the copy
+ * in failed: "(nothing was sent)"). */
+struct rcoll_request;
+rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, int is_send,
+                                   void *buf, size_t bytes, const char *fn, void **host_p);
+
 /* A staged call prepared but not copied (the stream-ordered calls copy in stream order): the
  * spans of dev_in to copy to host_in before the host collective h runs, and of host_out to
  * copy to dev_out after (dev_* NULL or n* 0: nothing that way).  in and out are owned. */

@@ -205,7 +205,11 @@ static rcoll_status_t stage_out(rcoll_comm_t comm, rcoll_op_kind_t kind, void *d
 {
     if (!dev || !n) return RCOLL_OK;
     rcoll_status_t st = rcoll_gpu_stage_copy(1, dev, host, spans, n);
-    if (st != RCOLL_OK)
+    if (st != RCOLL_OK && kind == RCOLL_OP_P2P)
+        st = rcoll_api_arg_error(comm, st, "%s: copying the received message from the staging "
+                                 "area to buf %p: %s (the message itself was received)", fn, dev,
+                                 rcoll_err_get());
+    else if (st != RCOLL_OK)
         st = rcoll_api_arg_error(comm, st, "%s: copying the result from the staging area to %s "
                                  "%p: %s (the collective itself completed)", fn,
                                  kind == RCOLL_OP_BCAST ? "buf" : "recvbuf", dev,
@@ -217,6 +221,8 @@ static rcoll_status_t stage_out(rcoll_comm_t comm, rcoll_op_kind_t kind, void *d
 
 struct rcoll_stage_job {
     struct rcoll_stage_job *next; /* every job of the communicator */
+    struct rcoll_stage_job *req_next; /* the other jobs of the same request (point to point:
+                                       * one per staged buffer of a call or group) */
     _Atomic int busy;             /* attached to a request in flight */
     rcoll_gpu_stage_t *area;
     rcoll_op_kind_t kind;
@@ -239,6 +245,9 @@ static struct rcoll_stage_job *job_take(rcoll_comm_t comm)
         comm->stage_jobs = j;
     }
     atomic_store_explicit(&j->busy, 1, memory_order_relaxed);
+    j->req_next = NULL;
+    j->dev_out = j->host_out = NULL;
+    j->nout = 0;
     return j;
 }
 
@@ -253,11 +262,20 @@ static void job_put(struct rcoll_stage_job *j)
 rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st)
 {
     struct rcoll_stage_job *j = r->stage_job;
-    if (!j) return st;
     r->stage_job = NULL;
-    if (st == RCOLL_OK)
-        st = stage_out(r->comm, j->kind, j->dev_out, j->host_out, j->out, j->nout, j->fn);
-    job_put(j);
+    /* Every job's outputs are copied (one failing does not keep the others' back); the status
+     * is the operation's, or the first failing copy's. */
+    int ok = st == RCOLL_OK;
+    while (j) {
+        struct rcoll_stage_job *nx = j->req_next;
+        if (ok) {
+            rcoll_status_t cst =
+                stage_out(r->comm, j->kind, j->dev_out, j->host_out, j->out, j->nout, j->fn);
+            if (st == RCOLL_OK) st = cst;
+        }
+        job_put(j);
+        j = nx;
+    }
     return st;
 }
 
@@ -265,7 +283,11 @@ void rcoll_stage_job_drop(struct rcoll_request *r)
 {
     struct rcoll_stage_job *j = r->stage_job;
     r->stage_job = NULL;
-    if (j) job_put(j);
+    while (j) {
+        struct rcoll_stage_job *nx = j->req_next;
+        job_put(j);
+        j = nx;
+    }
 }
 
 size_t rcoll_stage_bytes(rcoll_comm_t comm)
@@ -346,4 +368,43 @@ void rcoll_api_stage_call_free(rcoll_stage_call_t *call)
     free(call->out);
     call->in = call->out = NULL;
     call->nin = call->nout = 0;
+}
+
+rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, int is_send,
+                                   void *buf, size_t bytes, const char *fn, void **host_p)
+{
+    struct rcoll_stage_job *j = job_take(comm);
+    if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    char *host = NULL;
+    rcoll_gpu_span_t span = {0, bytes};
+    rcoll_status_t st = rcoll_gpu_stage_reserve(&j->area, buf, bytes, (void **)&host);
+    if (st != RCOLL_OK) {
+        job_put(j);
+        return rcoll_api_arg_error(comm, st, "%s: staging buf %p through pinned host memory: %s",
+                                   fn, buf, rcoll_err_get());
+    }
+    if (is_send) { /* the data leaves from the area: copied now, buf free again at return */
+        st = rcoll_gpu_stage_copy(0, buf, host, &span, 1);
+        if (st != RCOLL_OK) {
+            job_put(j);
+            return rcoll_api_arg_error(comm, st, "%s: copying buf %p to the staging area: %s "
+                                       "(nothing was sent)", fn, buf, rcoll_err_get());
+        }
+    } else {
+        j->out = malloc(sizeof(*j->out));
+        if (!j->out) {
+            job_put(j);
+            return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+        }
+        j->out[0] = span;
+        j->nout = 1;
+        j->dev_out = buf;
+        j->host_out = host;
+    }
+    j->kind = RCOLL_OP_P2P;
+    j->fn = fn;
+    j->req_next = r->stage_job; /* released with the request, outputs copied at its end */
+    r->stage_job = j;
+    *host_p = host;
+    return RCOLL_OK;
 }

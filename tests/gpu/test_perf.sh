@@ -22,7 +22,7 @@ trap 'rm -rf "$TMP"' EXIT
 fail=0
 pass=0
 for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf \
-    alltoall_perf gather_perf scatter_perf; do
+    alltoall_perf gather_perf scatter_perf sendrecv_perf; do
     if timeout 300 "$run" -q -n 2 --timeout 250 "$build/bench/$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
         --memtype cuda --ranks-per-gpu 2 >"$TMP/$p.out" 2>&1 &&
         grep -q 'Out of bounds values : 0 OK' "$TMP/$p.out"; then

@@ -67,7 +67,7 @@ check allreduce_2dev_bus grep -qE 'device  1 \[0000:1a:00.0\] Scripted GPU 1' "$
 
 # Every collective on 3 ranks sharing one device, in and out of place (the harness runs both).
 for p in all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf \
-    gather_perf scatter_perf; do
+    gather_perf scatter_perf sendrecv_perf; do
     args=("${common[@]}")
     case $p in broadcast_perf | reduce_perf | gather_perf | scatter_perf) args+=(-r -1) ;; esac
     CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}" --memtype cuda --ranks-per-gpu 3

@@ -2,8 +2,8 @@
  * test_cuda.c - the CUDA layer without a GPU: through a scripted driver table (as
  * test_verbs.c scripts libibverbs) the driver's refusals (missing library, driver too old,
  * cuInit failing, each with its sentence), pointer classification and its range cache (one
- * driver call per allocation), the collective entry checks (kinds not mixed in one call;
- * point-to-point calls with device buffers refused with a sentence) and the staging path:
+ * driver call per allocation), the entry checks (kinds not mixed in one call), the public
+ * rcoll_cuda_* calls and the staging path, point to point included:
  * every collective, blocking, nonblocking and grouped, run on real processes with
  * "device" buffers, results checked against a reference computed here, the bytes copied
  * each way counted (nothing copied out before rcoll_wait), the staging areas' life (lazy,
@@ -555,17 +555,6 @@ static void test_api(void)
           "pinned and device mixed: %s", rcoll_comm_last_error(comm));
     CHECK(host_allocs == 0, "a refused call stages nothing");
 
-    /* grouped and point-to-point calls: refused with a sentence */
-    CHECK(rcoll_group_start() == RCOLL_OK, "group");
-    rcoll_status_t s1 = rcoll_send(dev, 4, RCOLL_FLOAT32, 0, comm);
-    CHECK(s1 == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_comm_last_error(comm), "rcoll_send: buf") &&
-              strstr(rcoll_comm_last_error(comm), "point-to-point calls do not take device "
-                                                  "buffers"),
-          "send: %s", rcoll_comm_last_error(comm));
-    CHECK(rcoll_group_end() == RCOLL_OK, "empty group ends");
-    CHECK(host_allocs == 0 && bytes_dtoh == 0, "refused calls stage nothing");
-    CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
-          "usable after the refusals: %s", rcoll_comm_last_error(comm));
 
     /* the blocking calls stage: one rank, so the result is the input */
     for (int i = 0; i < 16; i++) dev[i] = (float)i;
@@ -643,6 +632,45 @@ static void test_api(void)
           host_allocs - allocs0, rcoll_comm_last_error(comm));
     CHECK(rcoll_allreduce(host, out, 16, RCOLL_FLOAT32, RCOLL_SUM, comm) == RCOLL_OK,
           "still usable after the refusals: %s", rcoll_comm_last_error(comm));
+    /* point to point with device buffers: staged, each buffer in a pinned area of its own;
+     * a message to oneself inside a group, the receive copied out at rcoll_group_end */
+    for (int i = 0; i < 8; i++) dev[i] = (float)(10 + i), dev[256 + i] = -1;
+    int p2p_allocs = host_allocs, p2p_live = host_live;
+    bytes_dtoh = bytes_htod = 0;
+    CHECK(rcoll_group_start() == RCOLL_OK, "group");
+    CHECK(rcoll_send(dev, 8, RCOLL_FLOAT32, 0, comm) == RCOLL_OK &&
+              rcoll_recv(dev + 256, 8, RCOLL_FLOAT32, 0, comm) == RCOLL_OK && bytes_dtoh == 32 &&
+              bytes_htod == 0 && dev[256] == -1, "send/recv to oneself in a group: the send "
+          "copied in at the call, nothing out yet: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_group_end() == RCOLL_OK && dev[256] == 10 && dev[256 + 7] == 17 &&
+              bytes_htod == 32 && host_allocs == p2p_allocs && host_live == p2p_live &&
+              cur_ctx == CTX_APP,
+          "received at rcoll_group_end: %.0f %.0f (%d new areas: the nonblocking calls' "
+          "reused): %s", dev[256], dev[256 + 7], host_allocs - p2p_allocs,
+          rcoll_comm_last_error(comm));
+    /* the send's copy in failing: that item is not sent (the group goes on without it) */
+    fail_dtoh = 1;
+    CHECK(rcoll_group_start() == RCOLL_OK, "group");
+    rcoll_status_t s1 = rcoll_send(dev, 8, RCOLL_FLOAT32, 0, comm);
+    CHECK(s1 == RCOLL_ERR_SYSTEM && strstr(rcoll_comm_last_error(comm), "rcoll_send: copying buf") &&
+              strstr(rcoll_comm_last_error(comm), "CUDA_ERROR_ILLEGAL_ADDRESS") &&
+              strstr(rcoll_comm_last_error(comm), "(nothing was sent)"),
+          "send's copy in failing: %s", rcoll_comm_last_error(comm));
+    CHECK(rcoll_group_end() == RCOLL_OK && bytes_htod == 32, "the group ends empty: %s",
+          rcoll_comm_last_error(comm));
+    /* the receive's copy out failing: the status of rcoll_group_end, with its sentence */
+    for (int i = 0; i < 8; i++) dev[i] = (float)(20 + i);
+    fail_htod = 1;
+    CHECK(rcoll_group_start() == RCOLL_OK && rcoll_send(dev, 8, RCOLL_FLOAT32, 0, comm) ==
+              RCOLL_OK && rcoll_recv(dev + 256, 8, RCOLL_FLOAT32, 0, comm) == RCOLL_OK, "group");
+    CHECK(rcoll_group_end() == RCOLL_ERR_SYSTEM &&
+              strstr(rcoll_comm_last_error(comm), "rcoll_recv: copying the received message "
+                     "from the staging area to buf") &&
+              strstr(rcoll_comm_last_error(comm), "(the message itself was received)") &&
+              dev[256] == 10 && fail_htod == 0,
+          "recv's copy out failing: %s", rcoll_comm_last_error(comm));
+    CHECK(host_allocs == p2p_allocs && host_live == p2p_live, "the areas reused (%d "
+          "allocated)", host_allocs - p2p_allocs);
     CHECK(rcoll_comm_destroy(comm) == RCOLL_OK, "destroy");
     CHECK(host_live == 0 && host_frees == 4, "the staging areas freed with the communicator "
           "(%d live, %d freed)", host_live, host_frees);
@@ -1042,6 +1070,58 @@ static void stage_group(ctx_t *c, size_t cnt)
     EXPECT(c, "grouped allgather", g, nb, val((int)(i / cnt), i % cnt, 62));
 }
 
+/* Point to point on device buffers: a ring exchange in a group, nonblocking receives posted
+ * before the sends, and blocking pairs; the bytes copied each way and the results. */
+static void stage_p2p(ctx_t *c, size_t cnt)
+{
+    int me = c->rank, n = c->n, right = (me + 1) % n, left = (me + n - 1) % n;
+    size_t B = cnt * sizeof(elem_t);
+    rcoll_comm_t comm = c->comm;
+    elem_t *s = dalloc(cnt), *r = dalloc(cnt), *r2 = dalloc(cnt);
+    if (!s || !r || !r2) {
+        CHECK(0, "arena full");
+        return;
+    }
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 70);
+    mark();
+    CHECK(rcoll_group_start() == RCOLL_OK, "group");
+    int ok1 = ok(c, rcoll_send(s, cnt, RCOLL_INT32, right, comm), "grouped send");
+    int ok2 = ok(c, rcoll_recv(r, cnt, RCOLL_INT32, left, comm), "grouped recv");
+    CHECK(bytes_htod == out0 && r[0] == POISON, "rank %d: nothing received before "
+          "rcoll_group_end", me);
+    if (!ok(c, rcoll_group_end(), "p2p rcoll_group_end") || !ok1 || !ok2) return;
+    copied(c, "p2p ring in a group", B, B);
+    EXPECT(c, "p2p ring in a group", r, cnt, val(left, i, 70));
+    EXPECT(c, "p2p ring: past the end untouched", r + cnt, 16, POISON);
+
+    /* nonblocking, the receive posted first; copied out by its rcoll_wait only */
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 71);
+    mark();
+    rcoll_request_t rq = NULL, sq = NULL;
+    ok(c, rcoll_irecv(r2, cnt, RCOLL_INT32, right, comm, &rq), "irecv");
+    ok(c, rcoll_isend(s, cnt, RCOLL_INT32, left, comm, &sq), "isend");
+    for (size_t i = 0; i < cnt; i++) s[i] = POISON; /* the send buffer is free at return */
+    CHECK(bytes_htod == out0, "rank %d: nothing copied out before rcoll_wait", me);
+    if (!ok(c, rcoll_wait(&sq), "wait isend") || !ok(c, rcoll_wait(&rq), "wait irecv")) return;
+    copied(c, "p2p nonblocking", B, B);
+    EXPECT(c, "p2p nonblocking", r2, cnt, val(right, i, 71));
+
+    /* blocking pairs (0-1, 2-3; with an odd count the last rank sits out) */
+    int peer = me ^ 1;
+    if (peer >= n) return;
+    for (size_t i = 0; i < cnt; i++) s[i] = val(me, i, 72);
+    mark();
+    if (me % 2 == 0) {
+        ok(c, rcoll_send(s, cnt, RCOLL_INT32, peer, comm), "send");
+        ok(c, rcoll_recv(r, cnt, RCOLL_INT32, peer, comm), "recv");
+    } else {
+        ok(c, rcoll_recv(r, cnt, RCOLL_INT32, peer, comm), "recv");
+        ok(c, rcoll_send(s, cnt, RCOLL_INT32, peer, comm), "send");
+    }
+    copied(c, "p2p blocking", B, B);
+    EXPECT(c, "p2p blocking", r, cnt, val(peer, i, 72));
+}
+
 static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
 {
     (void)arg;
@@ -1070,6 +1150,8 @@ static int stage_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
     stage_nb(&c, 33);
     stage_nb(&c, 2);
     stage_group(&c, 17); /* three calls: areas of the nonblocking calls, reused */
+    stage_p2p(&c, 17);   /* point to point: an area per staged buffer, the same ones reused */
+    stage_p2p(&c, 1000);
     size_t mem_nb = 0;
     rcoll_comm_mem_usage(comm, &mem_nb);
     CHECK(mem_nb >= 40000 * sizeof(elem_t) * (size_t)nranks + 10 * 65536, "rank %d: memory "
