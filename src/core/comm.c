@@ -548,15 +548,30 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     return RCOLL_OK;
 }
 
+/* This rank's set-up failed and it is the first cause (the error being returned): tell the
+ * others through the root, naming this rank. */
+static rcoll_status_t setup_report(rcoll_comm_t c, rcoll_status_t st)
+{
+    char own[RCOLL_ERR_TEXT_MAX], text[RCOLL_BS_TEXT_MAX], pbuf[128];
+    snprintf(own, sizeof(own), "%s", rcoll_err_get());
+    snprintf(text, sizeof(text), "%s could not create its communicator: %.150s",
+             rcoll_comm_peer_name(c, c->rank, pbuf, sizeof(pbuf)), own);
+    rcoll_bs_report(c->bs, c->rank, st, text);
+    return rcoll_err_set(st, "%s", own);
+}
+
 /* Set-up failed after the bootstrap join.  A broken or silent connection is usually the
  * consequence of another rank's failure: give the root a moment to name the first cause and
  * fail with that.  Otherwise this rank is the first cause: tell the others, through the root,
  * naming this rank. */
 static rcoll_status_t setup_failed(rcoll_comm_t c, rcoll_status_t st)
 {
-    char own[RCOLL_ERR_TEXT_MAX], text[RCOLL_BS_TEXT_MAX], pbuf[128];
+    char own[RCOLL_ERR_TEXT_MAX];
     snprintf(own, sizeof(own), "%s", rcoll_err_get());
-    if (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_PROTOCOL || st == RCOLL_ERR_TIMEOUT) {
+    /* (UNSUPPORTED: "no transport reaches rank R", also what a rank that could not listen
+     * looks like from here) */
+    if (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_PROTOCOL || st == RCOLL_ERR_TIMEOUT ||
+        st == RCOLL_ERR_UNSUPPORTED) {
         uint64_t until = rcoll_now_ns() + 300000000ull;
         while (rcoll_now_ns() < until) {
             int culprit = -1;
@@ -574,10 +589,7 @@ static rcoll_status_t setup_failed(rcoll_comm_t c, rcoll_status_t st)
             return rcoll_err_set(st, "rank %d: %s", c->rank, sent);
         return rcoll_err_set(st, "%s", own);
     }
-    snprintf(text, sizeof(text), "%s could not create its communicator: %.150s",
-             rcoll_comm_peer_name(c, c->rank, pbuf, sizeof(pbuf)), own);
-    rcoll_bs_report(c->bs, c->rank, st, text);
-    return rcoll_err_set(st, "%s", own);
+    return setup_report(c, st);
 }
 
 rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int rank,
@@ -595,8 +607,21 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
 
     rcoll_peer_info_t mine;
     memset(&mine, 0, sizeof(mine));
-    st = rcoll_comm_listen(c, &mine);
-    if (st != RCOLL_OK) goto err_free;
+    /* A rank that cannot listen (no usable interface, a full /dev/shm) still joins, with no
+     * addresses, and then tells the others through the root: otherwise they would wait for
+     * it until RCOLL_TIMEOUT and never learn why. */
+    rcoll_status_t listen_st = rcoll_comm_listen(c, &mine);
+    char listen_err[RCOLL_ERR_TEXT_MAX] = "";
+    if (listen_st != RCOLL_OK) {
+        /* The rank that hosts the root fails here: its caller aborts the root, which tells
+         * the others (api.c) */
+        if (root) {
+            st = listen_st;
+            goto err_free;
+        }
+        snprintf(listen_err, sizeof(listen_err), "%s", rcoll_err_get());
+        memset(&mine, 0, sizeof(mine));
+    }
     rcoll_bs_host_identity(mine.hostname, sizeof(mine.hostname), &mine.host_hash,
                            &mine.machine_hash);
     if (cfg->host_id[0]) { /* RCOLL_HOST_ID: the user (or a test) says which host this is */
@@ -610,7 +635,16 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     /* A little longer than the root's own deadline, so its explanation arrives first. */
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
     c->bs_ranks = 1;
-    if (st != RCOLL_OK) goto err_free;
+    if (st != RCOLL_OK) {
+        if (listen_st != RCOLL_OK) /* the first cause, not the join's consequence */
+            st = rcoll_err_set(listen_st, "%s", listen_err);
+        goto err_free;
+    }
+    if (listen_st != RCOLL_OK) {
+        rcoll_err_set(listen_st, "%s", listen_err);
+        st = setup_report(c, listen_st);
+        goto err_free;
+    }
     st = rcoll_comm_links(c, deadline);
     if (st == RCOLL_OK) st = rcoll_comm_probe(c);
     if (st != RCOLL_OK) {

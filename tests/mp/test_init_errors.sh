@@ -75,6 +75,16 @@ t_root_fails_early() {
 }
 check root_fails_early t_root_fails_early
 
+# Another rank fails before it can join (it cannot listen: no usable interface, as with a
+# full /dev/shm): it joins without addresses and says why, so everyone names it at once
+# instead of waiting RCOLL_TIMEOUT for a rank that never joined.
+t_rank_fails_early() {
+    job rank_fails_early 3 '[ $RCOLL_RANK = 1 ] && export RCOLL_SOCKET_IFNAME=nonexist0 RCOLL_SHM_DISABLE=1;'
+    failed_on_every_rank rank_fails_early 3 "no up interface with an address matches" &&
+        [ "$(failures rank_fails_early 'rank 1 \(.* pid [0-9]+\) could not create its communicator: no transport could listen')" = 2 ]
+}
+check rank_fails_early t_rank_fails_early
+
 # Only rank 0 fails, after joining (a topology file larger than the 64 MiB limit).
 t_root_fails_late() {
     truncate -s 65M "$TMP/big.json"
