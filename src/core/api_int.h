@@ -83,6 +83,19 @@ rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_
                                        rcoll_gpu_stage_t **area, rcoll_stage_call_t *call);
 void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
 
+/* ---- groups (api_group.c) and the communicator creations deferred to them (api_init.c) ---- */
+/* rcoll_group_start minus rcoll_group_end, this thread: inside a group when not 0. */
+extern __thread int rcoll_api_group_depth;
+/* Record r, queued by a call inside the group, for rcoll_group_end to wait for (and release,
+ * when it is a held send/receive batch); RCOLL_ERR_NO_MEMORY with a sentence in comm's last
+ * error (r left to the caller). */
+rcoll_status_t rcoll_api_group_record(rcoll_comm_t comm, struct rcoll_request *r);
+/* At the end of this thread's group: run the communicator creations deferred to it
+ * (rcoll_comm_init_rank/_env inside the group; a thread each when there are several) and
+ * hand out the handles.  RCOLL_OK when there were none; else the first failure's status, its
+ * text this thread's rcoll_last_init_error. */
+rcoll_status_t rcoll_api_group_run_inits(void);
+
 /* ---- stream-ordered calls (api_stream.c; docs/gpu.md "Stream order") ---- */
 /* Around the checks of one stream call (api.c): refusals with a sentence (inside a group, no
  * CUDA driver, another thread in the communicator, nonblocking operations in flight); while

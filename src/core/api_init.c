@@ -1,0 +1,460 @@
+/*
+ * api_init.c - communicator creation, the entry points: rcoll_get_unique_id and the launch
+ * styles (rcoll_comm_init_rank with a unique id, rcoll_comm_init_env from a launcher's
+ * environment), the launcher handshake, rcoll_last_init_error, and the creations deferred
+ * to a group's end.  The communicator itself is made by comm.c; nothing here moves data.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/api_int.h"
+#include "core/comm.h"
+#include "util/log.h"
+#include "util/net.h"
+#include "util/status.h"
+#include "util/time.h"
+
+static __thread char init_error[RCOLL_LAST_ERROR_MAX];
+
+const char *rcoll_last_init_error(void) { return init_error; }
+
+/* Record an init failure for rcoll_last_init_error and the log. */
+static rcoll_status_t init_failed(rcoll_status_t st)
+{
+    snprintf(init_error, sizeof(init_error), "%s", rcoll_err_get());
+    RCOLL_WARN(INIT, "communicator creation failed: %s (%s)", init_error,
+               rcoll_status_string(st));
+    return st;
+}
+
+static void secret_from_string(const char *s, char secret[RCOLL_SECRET_BYTES])
+{
+    memset(secret, 0, RCOLL_SECRET_BYTES);
+    memcpy(secret, s, strlen(s));
+}
+
+rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
+{
+    if (!id) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_get_unique_id: id is NULL");
+    rcoll_config_t cfg;
+    rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_sockaddr_t addr;
+    char ifname[64];
+    st = rcoll_net_pick_addr(cfg.netif.socket_ifname, &addr, ifname, sizeof(ifname));
+    if (st != RCOLL_OK) return init_failed(st);
+    uint8_t raw[RCOLL_SECRET_BYTES / 2];
+    st = rcoll_random_bytes(raw, sizeof(raw));
+    if (st != RCOLL_OK) return init_failed(st);
+    char hex[RCOLL_SECRET_BYTES + 1];
+    for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    char secret[RCOLL_SECRET_BYTES];
+    secret_from_string(hex, secret);
+    st = rcoll_bs_root_start(&cfg, &addr, secret, 0, id, NULL);
+    if (st != RCOLL_OK) return init_failed(st);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t check_init_args(int nranks, int rank, const void *id, const void *comm)
+{
+    if (!comm) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm (output) is NULL");
+    if (!id) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "unique id is NULL");
+    if (nranks < 1)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "nranks=%d (must be at least 1)", nranks);
+    if (rank < 0 || rank >= nranks)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rank=%d is outside [0, nranks=%d)", rank,
+                             nranks);
+    return RCOLL_OK;
+}
+
+static rcoll_status_t init_rank_now(int nranks, const rcoll_unique_id_t *id, int rank,
+                                   rcoll_comm_t *comm)
+{
+    rcoll_config_t cfg;
+    rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
+    if (st == RCOLL_OK) st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
+    return st == RCOLL_OK ? st : init_failed(st);
+}
+
+static rcoll_status_t group_defer_init(int env, int nranks, const rcoll_unique_id_t *id,
+                                       int rank, rcoll_comm_t *comm);
+
+rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int rank,
+                                    rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    rcoll_status_t st = check_init_args(nranks, rank, id, comm);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (rcoll_api_group_depth) return group_defer_init(0, nranks, id, rank, comm);
+    return init_rank_now(nranks, id, rank, comm);
+}
+
+rcoll_status_t rcoll_comm_init_rank_config(int nranks, const rcoll_unique_id_t *id, int rank,
+                                           const rcoll_comm_config_t *config,
+                                           rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    rcoll_status_t st = check_init_args(nranks, rank, id, comm);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (!config)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "config is NULL (use rcoll_comm_init_rank)"));
+    if (config->size < offsetof(rcoll_comm_config_t, name) + sizeof(config->name) ||
+        config->size > 4096)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "config->size is %zu (initialise the config with "
+                                         "RCOLL_COMM_CONFIG_INIT)", config->size));
+    if (!(config->timeout_s < 0) && !(config->timeout_s <= RCOLL_COMM_TIMEOUT_MAX))
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "timeout_s %g is not in [0, %d] (or < 0: "
+                                         "RCOLL_TIMEOUT)", config->timeout_s,
+                                         RCOLL_COMM_TIMEOUT_MAX));
+    if (config->name && strlen(config->name) >= sizeof(((rcoll_config_t *)0)->comm_name))
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                         "name '%.40s...' is longer than %zu characters",
+                                         config->name,
+                                         sizeof(((rcoll_config_t *)0)->comm_name) - 1));
+    if (rcoll_api_group_depth)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "rcoll_comm_init_rank_config "
+                                         "inside a group (use rcoll_comm_init_rank there)"));
+    rcoll_config_t cfg;
+    st = rcoll_config_load(&cfg);
+    if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (config->timeout_s >= 0) cfg.timeout_s = config->timeout_s;
+    if (config->name) snprintf(cfg.comm_name, sizeof(cfg.comm_name), "%s", config->name);
+    /* Fields past name exist only for callers compiled with them (config->size says). */
+    if (config->size >= offsetof(rcoll_comm_config_t, progress_thread) + sizeof(int) &&
+        config->progress_thread >= 0)
+        cfg.progress_thread = config->progress_thread != 0;
+    st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
+    return st == RCOLL_OK ? st : init_failed(st);
+}
+
+/* Parse a non-negative decimal environment value; -1 when absent, -2 when malformed. */
+static long env_long(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (*end || x < 0) ? -2 : x;
+}
+
+/* Launchers whose environment gives each process its rank and the job's size, in the order
+ * looked at (a job step under salloc inherits Slurm's variables, so the launcher started
+ * inside it comes first).  size2: a second variable that may give the size instead. */
+static const struct {
+    const char *rank, *size, *size2, *who;
+} env_launchers[] = {
+    {"RANK", "WORLD_SIZE", NULL, "torchrun"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "mpirun (Open MPI)"},
+    {"PMI_RANK", "PMI_SIZE", NULL, "a PMI launcher (mpiexec, srun --mpi=pmi2)"},
+    {"PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "a PMIx launcher"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "srun (Slurm)"},
+};
+
+/* Work out rank, size and root address from whichever launcher set the environment. */
+static rcoll_status_t env_launch_params(const rcoll_config_t *cfg, int *rank, int *nranks,
+                                        char *root, size_t root_len)
+{
+    const char *rank_var = "RCOLL_RANK", *size_var = "RCOLL_NRANKS", *who = "RCOLL_RANK";
+    long r = cfg->rank, n = cfg->nranks;
+    if (r < 0 && n < 0) {
+        size_t nl = sizeof(env_launchers) / sizeof(env_launchers[0]);
+        for (size_t i = 0; i < nl && r < 0; i++) {
+            rank_var = env_launchers[i].rank;
+            size_var = env_launchers[i].size;
+            who = env_launchers[i].who;
+            r = env_long(rank_var);
+            if (r == -1) continue;
+            n = env_long(size_var);
+            if (n == -1 && env_launchers[i].size2) {
+                size_var = env_launchers[i].size2;
+                n = env_long(size_var);
+            }
+            if (r < 0 || n < 0)
+                return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_env: started by "
+                                     "%s (%s is set), but %s/%s are not both non-negative "
+                                     "integers", who, rank_var, rank_var, size_var);
+        }
+    }
+    if (r < 0 || n < 0)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "rcoll_comm_init_env: no rank/size in the environment (set "
+                             "RCOLL_RANK and RCOLL_NRANKS, or launch with tools/rcoll-run, "
+                             "torchrun, mpirun or srun)");
+    if (n < 1 || r >= n)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s=%ld is outside [0, %s=%ld)", rank_var,
+                             r, size_var, n);
+    if (cfg->root[0]) {
+        snprintf(root, root_len, "%s", cfg->root);
+    } else {
+        const char *addr = getenv("MASTER_ADDR");
+        const char *port_text = getenv("MASTER_PORT");
+        long port = env_long("MASTER_PORT");
+        if (addr && *addr && port_text && (port < 1 || port >= 65535))
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_env: MASTER_PORT='%s' "
+                                 "is not a port number below 65535", port_text);
+        if (!addr || !*addr || port < 1)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                                 "rcoll_comm_init_env: rank %ld of %ld from %s/%s (%s), but no "
+                                 "rendezvous address: set RCOLL_ROOT=host:port (a free port on "
+                                 "the host of rank 0; all ranks the same), or MASTER_ADDR and "
+                                 "MASTER_PORT (rcoll listens on MASTER_PORT + 1)%s%s%s", r, n,
+                                 rank_var, size_var, who,
+                                 addr && *addr ? "; MASTER_ADDR is set but MASTER_PORT is not"
+                                               : "",
+                                 !addr && port_text ? "; MASTER_PORT is set but MASTER_ADDR is "
+                                                      "not" : "",
+                                 strstr(who, "MPI") || strstr(who, "mpi")
+                                     ? "; in an MPI program, rcoll_comm_init_mpi (rcoll_mpi.h) "
+                                       "needs neither" : "");
+        /* torchrun's own store listens on MASTER_PORT; rcoll's root takes the next port. */
+        if (strchr(addr, ':'))
+            snprintf(root, root_len, "[%s]:%ld", addr, port + 1);
+        else
+            snprintf(root, root_len, "%s:%ld", addr, port + 1);
+    }
+    *rank = (int)r;
+    *nranks = (int)n;
+    return RCOLL_OK;
+}
+
+/* Rank 0 of an environment launch hosts the root on the given port. */
+static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
+                                     const char *secret, rcoll_bs_root_t **root)
+{
+    rcoll_unique_id_t unused;
+    rcoll_sockaddr_t bind_addr = *addr;
+    rcoll_status_t st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
+    if (st == RCOLL_OK) return st;
+    /* The name may resolve to an address of another interface of this host, or a NAT'ed
+     * name: listen with that port on the address of RCOLL_SOCKET_IFNAME's interface when it
+     * is set (never on all interfaces unless asked), else on every address. */
+    char keep[RCOLL_ERR_TEXT_MAX], ifname[64];
+    const char *where = "the wildcard address";
+    snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+    memset(&bind_addr, 0, sizeof(bind_addr));
+    bind_addr.sa.sa_family = addr->sa.sa_family;
+    if (cfg->netif.socket_ifname[0]) {
+        where = "the address of RCOLL_SOCKET_IFNAME";
+        st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &bind_addr, ifname, sizeof(ifname));
+        if (st != RCOLL_OK) {
+            rcoll_err_set(st, "%s (and %s: %s)", keep, where, rcoll_err_get());
+            return st;
+        }
+    }
+    rcoll_net_addr_set_port(&bind_addr, rcoll_net_addr_port(addr));
+    char abuf[64];
+    RCOLL_INFO(INIT, "cannot listen on the RCOLL_ROOT address (%s); the root listens on %s",
+               keep, rcoll_net_addr_str(&bind_addr, abuf, sizeof(abuf)));
+    st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
+    if (st != RCOLL_OK) rcoll_err_set(st, "%s (and on %s: %s)", keep, where, rcoll_err_get());
+    return st;
+}
+
+static rcoll_status_t init_env_now(rcoll_comm_t *comm)
+{
+    rcoll_config_t cfg;
+    rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st != RCOLL_OK) return init_failed(st);
+    int rank = 0, nranks = 0;
+    char root_text[RCOLL_CFG_STR_MAX + 16];
+    st = env_launch_params(&cfg, &rank, &nranks, root_text, sizeof(root_text));
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_sockaddr_t addr;
+    st = rcoll_net_parse_hostport(root_text, &addr);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (strlen(cfg.secret) > RCOLL_SECRET_BYTES)
+        return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_SECRET is longer "
+                                         "than %d characters", RCOLL_SECRET_BYTES));
+    if (!cfg.secret[0] && rank == 0)
+        RCOLL_WARN(INIT, "RCOLL_SECRET is not set: the bootstrap is unauthenticated (any "
+                   "process that reaches %s can join); tools/rcoll-run sets one", root_text);
+    char secret[RCOLL_SECRET_BYTES];
+    secret_from_string(cfg.secret, secret);
+    rcoll_bs_root_t *root = NULL;
+    if (rank == 0) {
+        st = start_env_root(&cfg, &addr, secret, &root);
+        if (st != RCOLL_OK) return init_failed(st);
+    }
+    rcoll_unique_id_t id;
+    rcoll_bs_make_id(&addr, secret, &id);
+    st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
+    if (st != RCOLL_OK && rank != 0 && st == RCOLL_ERR_TIMEOUT &&
+        strstr(rcoll_err_get(), "could not connect to")) {
+        /* Here the root is rank 0's: name the rank that never served it. */
+        char keep[RCOLL_ERR_TEXT_MAX];
+        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+        rcoll_err_set(st, "%s; in an environment launch rank 0 hosts the root: rank 0 did not "
+                      "start it (not launched, exited or killed before listening)", keep);
+        return init_failed(st);
+    }
+    if (st != RCOLL_OK) {
+        /* The others must not wait RCOLL_TIMEOUT for this rank: the root it hosts tells them.
+         * The first cause stays this rank's message. */
+        char keep[RCOLL_ERR_TEXT_MAX], why[RCOLL_BS_TEXT_MAX];
+        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+        snprintf(why, sizeof(why), "rank %d (pid %d), which hosts the bootstrap root, could not "
+                 "create its communicator: %.150s", rank, (int)getpid(), keep);
+        rcoll_bs_root_abort(root, why);
+        /* Give the root up to 2 s to tell the ranks that joined (they fail and leave, then
+         * it finishes); this process may exit right after returning. */
+        double wait_s = cfg.timeout_s < 2 ? cfg.timeout_s : 2;
+        rcoll_bs_root_release(root, rcoll_now_ns() + (uint64_t)(wait_s * 1e9));
+        rcoll_err_set(st, "%s", keep);
+        return init_failed(st);
+    }
+    return RCOLL_OK;
+}
+
+/* Tell the launcher how far this rank got (tools/rcoll-run passes a socket as
+ * RCOLL_RUN_JOIN_FD): 'S' when the rank starts to join, 'J' when it has joined, then the
+ * socket is closed.  So rcoll-run can end a job whose rank exited before even starting to
+ * join, instead of leaving the others waiting for it until RCOLL_TIMEOUT.  Once per process;
+ * anything that is not a socket is left alone. */
+static void tell_launcher(char what)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int fd = -2; /* -2: not looked up yet, -1: none */
+    pthread_mutex_lock(&lock);
+    if (fd == -2) {
+        const char *v = getenv("RCOLL_RUN_JOIN_FD");
+        char *end;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        struct stat sb;
+        fd = x >= 3 && x < 1 << 20 && !*end && fstat((int)x, &sb) == 0 && S_ISSOCK(sb.st_mode)
+                 ? (int)x : -1;
+    }
+    if (fd >= 0) {
+        if (send(fd, &what, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1 || what != 'S') {
+            close(fd);
+            fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm)
+{
+    init_error[0] = '\0';
+    if (!comm) return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "comm is NULL"));
+    if (rcoll_api_group_depth) return group_defer_init(1, 0, NULL, 0, comm);
+    tell_launcher('S');
+    rcoll_status_t st = init_env_now(comm);
+    tell_launcher(st == RCOLL_OK ? 'J' : 'F');
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Creations deferred to a group's end (rcoll_group_end runs them; api_group.c)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A communicator creation deferred to the group's end (NCCL's pattern: one thread creates
+ * the communicators of several ranks of one job inside a group; run one by one, the first
+ * would wait for the others forever). */
+typedef struct {
+    int env;                 /* rcoll_comm_init_env, else rcoll_comm_init_rank */
+    int nranks, rank;
+    rcoll_unique_id_t id;
+    rcoll_comm_t *out;       /* the caller's handle, written at rcoll_group_end */
+    rcoll_comm_t comm;
+    rcoll_status_t st;
+    char err[RCOLL_LAST_ERROR_MAX];
+} group_init_t;
+static __thread group_init_t *group_inits;
+static __thread int group_ninits, group_cap_inits;
+
+static rcoll_status_t group_defer_init(int env, int nranks, const rcoll_unique_id_t *id,
+                                       int rank, rcoll_comm_t *comm)
+{
+    if (group_ninits == group_cap_inits) {
+        int cap = group_cap_inits ? 2 * group_cap_inits : 4;
+        group_init_t *g = realloc(group_inits, (size_t)cap * sizeof(*g));
+        if (!g)
+            return init_failed(rcoll_err_set(RCOLL_ERR_NO_MEMORY, "group: out of memory "
+                                             "recording a communicator creation"));
+        group_inits = g;
+        group_cap_inits = cap;
+    }
+    group_init_t *gi = &group_inits[group_ninits++];
+    memset(gi, 0, sizeof(*gi));
+    gi->env = env;
+    gi->nranks = nranks;
+    gi->rank = rank;
+    if (id) gi->id = *id;
+    gi->out = comm;
+    *comm = NULL; /* set by rcoll_group_end */
+    return RCOLL_OK;
+}
+
+static void *group_init_run(void *arg)
+{
+    group_init_t *gi = arg;
+    init_error[0] = '\0';
+    if (gi->env) tell_launcher('S');
+    gi->st = gi->env ? init_env_now(&gi->comm) : init_rank_now(gi->nranks, &gi->id, gi->rank,
+                                                                &gi->comm);
+    if (gi->env) tell_launcher(gi->st == RCOLL_OK ? 'J' : 'F');
+    if (gi->st != RCOLL_OK) snprintf(gi->err, sizeof(gi->err), "%s", init_error);
+    return NULL;
+}
+
+/* Run the group's communicator creations together (a thread each when there are several)
+ * and hand out the handles; the first failure's text becomes this thread's init error. */
+static rcoll_status_t group_run_inits(void)
+{
+    int n = group_ninits;
+    pthread_t *th = n > 1 ? calloc((size_t)n, sizeof(*th)) : NULL;
+    int *started = n > 1 ? calloc((size_t)n, sizeof(*started)) : NULL;
+    group_ninits = 0;
+    if (n > 1 && (!th || !started)) {
+        free(th);
+        free(started);
+        return init_failed(rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rcoll_group_end: out of memory "
+                                         "starting %d communicator creations", n));
+    }
+    for (int i = 0; i < n; i++) {
+        group_init_t *gi = &group_inits[i];
+        if (n == 1) {
+            group_init_run(gi);
+            continue;
+        }
+        int e = pthread_create(&th[i], NULL, group_init_run, gi);
+        started[i] = e == 0;
+        if (e) {
+            gi->st = RCOLL_ERR_SYSTEM;
+            snprintf(gi->err, sizeof(gi->err), "rcoll_group_end: could not start a thread to "
+                     "create the communicator of rank %d: %s", gi->rank, strerror(e));
+        }
+    }
+    for (int i = 0; n > 1 && i < n; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+    free(th);
+    free(started);
+    rcoll_status_t first = RCOLL_OK;
+    init_error[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        group_init_t *gi = &group_inits[i];
+        if (gi->st == RCOLL_OK) {
+            *gi->out = gi->comm;
+        } else if (first == RCOLL_OK) {
+            first = gi->st;
+            snprintf(init_error, sizeof(init_error), "%s", gi->err);
+        }
+    }
+    return first;
+}
+
+rcoll_status_t rcoll_api_group_run_inits(void)
+{
+    return group_ninits ? group_run_inits() : RCOLL_OK;
+}
