@@ -171,6 +171,11 @@ struct rcoll_comm {
     /* Pinned host memory for staging device buffers (cuda/gpu.h; made at the first call with
      * device buffers, freed by rcoll_comm_free), or NULL. */
     struct rcoll_gpu_stage *gpu_stage;
+    /* The CUDA IPC all-reduce (api_ipc.c): the workspaces (NULL until its first call), the
+     * state (0 not tried yet, 1 in use, -1 not usable: staging), the half the next piece
+     * uses. */
+    struct rcoll_gpu_ipc *gpu_ipc;
+    int gpu_ipc_state, gpu_ipc_half;
     /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);
      * freed by rcoll_comm_free. */
     struct rcoll_stage_job *stage_jobs;

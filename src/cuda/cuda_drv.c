@@ -136,6 +136,10 @@ static rcoll_status_t load_locked(const char *path)
         BIND(cuMemsetD8);
         BIND(cuMemcpy);
         BIND(cuDeviceGetPCIBusId);
+        BIND(cuIpcGetMemHandle);
+        BIND(cuIpcOpenMemHandle);
+        BIND(cuIpcCloseMemHandle);
+        BIND(cuMemcpyDtoDAsync);
         BIND(cuEventCreate);
         BIND(cuEventRecord);
         BIND(cuEventSynchronize);

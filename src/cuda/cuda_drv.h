@@ -53,6 +53,12 @@ typedef struct rcoll_cu_api {
     /* The memory and device calls of the public API (core/api_gpu.c, cuda/mem.c). */
     CUresult (*cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
     CUresult (*cuDeviceGetPCIBusId)(char *busid, int len, CUdevice dev);
+    /* CUDA IPC between the ranks of a host (cuda/ipc.c). */
+    CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *handle, CUdeviceptr p);
+    CUresult (*cuIpcOpenMemHandle)(CUdeviceptr *p, CUipcMemHandle handle, unsigned int flags);
+    CUresult (*cuIpcCloseMemHandle)(CUdeviceptr p);
+    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                  CUstream stream);
     CUresult (*cuEventCreate)(CUevent *ev, unsigned int flags);
     CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
     CUresult (*cuEventSynchronize)(CUevent ev);

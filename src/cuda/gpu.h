@@ -33,6 +33,8 @@ typedef enum { RCOLL_GPU_AUTO = 0, RCOLL_GPU_OFF = 1, RCOLL_GPU_ON = 2 } rcoll_g
 typedef struct {
     int mode;                        /* rcoll_gpu_mode_t */
     char cuda_lib[RCOLL_CFG_STR_MAX]; /* RCOLL_CUDA_LIB: the driver library dlopen()ed */
+    int ipc;                         /* RCOLL_CUDA_IPC: the CUDA IPC all-reduce (core/api_ipc.c) */
+    size_t ipc_bytes;                /* RCOLL_CUDA_IPC_BYTES: each rank's IPC workspace */
 } rcoll_gpu_config_t;
 
 extern const rcoll_config_table_t rcoll_gpu_config_table;
@@ -154,5 +156,31 @@ rcoll_status_t rcoll_gpu_mem_free(void *ptr);
 /* Copy bytes between any two kinds of memory, synchronously (cuMemcpy in the context of the
  * CUDA side; host to host is memmove). */
 rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
+
+/* ---- CUDA IPC between the ranks of one host (cuda/ipc.c; core/api_ipc.c runs the protocol)
+ * Each rank's device workspace, mapped by the others; a stream of its own; everything in the
+ * workspace's context.  Each failure is one sentence. */
+#define RCOLL_GPU_IPC_HANDLE_BYTES 64
+typedef struct rcoll_gpu_ipc rcoll_gpu_ipc_t;
+/* This rank's workspace of bytes, allocated in dev's context (dev: a CUDA buffer of the call
+ * that needs it), exported: *handle (RCOLL_GPU_IPC_HANDLE_BYTES) is what the others open. */
+rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int nranks,
+                                    rcoll_gpu_ipc_t **ipc, void *handle);
+/* Map every other rank's workspace: handles holds nranks handles, rank order. */
+rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles);
+/* Rank r's workspace as mapped in this process (this rank's own for r = rank). */
+char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r);
+size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc);
+/* Enqueue on the IPC stream: a device-to-device copy (either side may be a peer's mapped
+ * workspace), dst = a op b over count elements (AVG divides by avg_divisor > 1). */
+rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *src,
+                                  size_t bytes);
+rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void *a,
+                                    const void *b, size_t count, rcoll_datatype_t dt,
+                                    rcoll_op_t op, int avg_divisor);
+/* Wait for everything enqueued on the IPC stream. */
+rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc);
+/* Unmap the peers' workspaces, free this one's and the stream; *ipc becomes NULL. */
+void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc);
 
 #endif

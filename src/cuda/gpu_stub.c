@@ -138,3 +138,56 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes)
     (void)dst, (void)src, (void)bytes;
     return NO_CUDA;
 }
+
+/* CUDA IPC: never reached without CUDA (no buffer is device memory). */
+rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int nranks,
+                                    rcoll_gpu_ipc_t **ipc, void *handle)
+{
+    (void)dev, (void)bytes, (void)rank, (void)nranks, (void)handle;
+    *ipc = NULL;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
+{
+    (void)ipc, (void)handles;
+    return NO_CUDA;
+}
+
+char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r)
+{
+    (void)ipc, (void)r;
+    return NULL;
+}
+
+size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc)
+{
+    (void)ipc;
+    return 0;
+}
+
+rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *src,
+                                  size_t bytes)
+{
+    (void)ipc, (void)dst, (void)src, (void)bytes;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void *a,
+                                    const void *b, size_t count, rcoll_datatype_t dt,
+                                    rcoll_op_t op, int avg_divisor)
+{
+    (void)ipc, (void)dst, (void)a, (void)b, (void)count, (void)dt, (void)op, (void)avg_divisor;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
+{
+    (void)ipc;
+    return NO_CUDA;
+}
+
+void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc)
+{
+    *ipc = NULL;
+}

@@ -21,12 +21,22 @@
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
  *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M wrong_ctx W".
- * Entry points rcoll binds but a test never reaches (kernels, streams, events, graphs) return
- * CUDA_ERROR_NOT_SUPPORTED.
+ * - CUDA IPC: a handle names the owner's pid, its arena memfd and the range; another process
+ *   opens it through /proc/<pid>/fd (the same user, or root) and maps it twice as above, so
+ *   the peer's device memory is just as untouchable from the host.
+ * - Streams run nothing until they are synchronized: cuMemcpyDtoDAsync and kernel launches
+ *   are queued on their stream and carried out, in order, by cuStreamSynchronize (which
+ *   returns the first failure, as a real stream's sticky error), so work the program forgot
+ *   to wait for is not there when another process looks.
+ * - rcoll's reduction kernels (rcoll_reduce_<dt>_<op>) are carried out on the host with the
+ *   same element arithmetic (src/cuda/reduce_elem.h) over the launch's parameters.
+ * Entry points rcoll binds but a test never reaches (events, graphs, the legacy copies of the
+ * stream API) return CUDA_ERROR_NOT_SUPPORTED.
  *
  * It checks a program's logic and its use of the driver, never a GPU: copies are memcpy.
  */
 #include <cuda.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +44,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "cuda/reduce_elem.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -49,16 +61,19 @@ typedef struct {
     unsigned long long id;
     CUcontext ctx;
     char *rw; /* where the library reads and writes it */
+    void *map_none, *map_rw; /* an opened IPC mapping (unmapped at close), else NULL */
+    size_t map_len;
 } alloc_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static alloc_t allocs[MAX_ALLOCS];
 static int ndevices = 1;
 static char *dev_view, *rw_view; /* the device arena: PROT_NONE view, writable view */
+static int dev_fd = -1;           /* its memfd, kept open for the IPC handles */
 static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
-static long n_allocs, n_frees, n_live, wrong_ctx;
+static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens;
 static unsigned long long htod_bytes, dtoh_bytes, memcpy_bytes;
 static char fail_name[64];
 static long fail_at, fail_calls;
@@ -73,8 +88,9 @@ static void report(void)
 {
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
-                "dtoh_bytes %llu memcpy_bytes %llu wrong_ctx %ld\n", (int)getpid(), n_allocs,
-                n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes, wrong_ctx);
+                "dtoh_bytes %llu memcpy_bytes %llu kernels %ld ipc_open %ld wrong_ctx %ld\n",
+                (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
+                n_launches, n_ipc_opens, wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -109,7 +125,7 @@ EXPORT CUresult cuInit(unsigned int flags)
         dev_view = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
         rw_view = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
                        fd, 0);
-        close(fd);
+        dev_fd = fd;
         if (dev_view == MAP_FAILED || rw_view == MAP_FAILED) {
             dev_view = NULL;
             pthread_mutex_unlock(&lock);
@@ -129,6 +145,7 @@ static CUresult s_err_name(CUresult e, const char **s)
          : e == CUDA_ERROR_NO_DEVICE       ? "CUDA_ERROR_NO_DEVICE"
          : e == CUDA_ERROR_INVALID_DEVICE  ? "CUDA_ERROR_INVALID_DEVICE"
          : e == CUDA_ERROR_NOT_SUPPORTED   ? "CUDA_ERROR_NOT_SUPPORTED"
+         : e == CUDA_ERROR_INVALID_HANDLE  ? "CUDA_ERROR_INVALID_HANDLE"
                                            : "CUDA_ERROR_UNKNOWN";
     return CUDA_SUCCESS;
 }
@@ -141,6 +158,7 @@ static CUresult s_err_string(CUresult e, const char **s)
          : e == CUDA_ERROR_NO_DEVICE       ? "no CUDA-capable device is detected"
          : e == CUDA_ERROR_INVALID_DEVICE  ? "invalid device ordinal"
          : e == CUDA_ERROR_NOT_SUPPORTED   ? "operation not supported (scripted driver)"
+         : e == CUDA_ERROR_INVALID_HANDLE  ? "invalid resource handle"
                                            : "unknown error";
     return CUDA_SUCCESS;
 }
@@ -241,7 +259,8 @@ static CUresult add(uintptr_t base, size_t size, unsigned memtype, unsigned mana
 {
     for (int i = 0; i < MAX_ALLOCS; i++) {
         if (!allocs[i].size) {
-            allocs[i] = (alloc_t){base, size, memtype, managed, ++next_id, current, rw};
+            allocs[i] = (alloc_t){base, size, memtype, managed, ++next_id, current, rw, NULL,
+                                  NULL, 0};
             n_allocs++;
             n_live++;
             return CUDA_SUCCESS;
@@ -303,7 +322,7 @@ static CUresult release(uintptr_t p, int host)
     pthread_mutex_lock(&lock);
     alloc_t *a = find(p);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (a && a->base == p && (a->memtype == CU_MEMORYTYPE_HOST) == (host != 0)) {
+    if (a && a->base == p && (a->memtype == CU_MEMORYTYPE_HOST) == (host != 0) && !a->map_len) {
         if (host || a->managed) free(a->rw);
         a->size = 0;
         n_frees++;
@@ -388,6 +407,261 @@ static CUresult s_capturing(CUstream s, CUstreamCaptureStatus *st)
     return CUDA_SUCCESS;
 }
 
+/* ---- CUDA IPC ---- */
+typedef struct {
+    uint32_t magic;
+    int32_t pid, fd;
+    uint64_t offset, size;
+} ipc_handle_t;
+#define IPC_MAGIC 0x50494352u /* "RCIP" */
+
+static CUresult s_ipc_get(CUipcMemHandle *h, CUdeviceptr p)
+{
+    if (should_fail("cuIpcGetMemHandle")) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find((uintptr_t)p);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (a && a->base == (uintptr_t)p && a->memtype == CU_MEMORYTYPE_DEVICE && !a->managed &&
+        !a->map_len) {
+        ipc_handle_t ih = {IPC_MAGIC, (int32_t)getpid(), dev_fd,
+                           (uint64_t)(a->base - (uintptr_t)dev_view), a->size};
+        memset(h, 0, sizeof(*h));
+        memcpy(h, &ih, sizeof(ih));
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult s_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
+{
+    (void)flags;
+    if (should_fail("cuIpcOpenMemHandle")) return CUDA_ERROR_INVALID_HANDLE;
+    ipc_handle_t ih;
+    memcpy(&ih, &h, sizeof(ih));
+    if (ih.magic != IPC_MAGIC || ih.pid == (int32_t)getpid()) return CUDA_ERROR_INVALID_HANDLE;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)ih.pid, (int)ih.fd);
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t start = ih.offset / page * page, delta = ih.offset - start;
+    size_t len = (delta + ih.size + page - 1) / page * page;
+    char *none = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, (off_t)start);
+    char *rw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+    close(fd);
+    if (none == MAP_FAILED || rw == MAP_FAILED) {
+        if (none != MAP_FAILED) munmap(none, len);
+        if (rw != MAP_FAILED) munmap(rw, len);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    pthread_mutex_lock(&lock);
+    CUresult r = add((uintptr_t)(none + delta), ih.size, CU_MEMORYTYPE_DEVICE, 0, rw + delta);
+    if (r == CUDA_SUCCESS) {
+        alloc_t *a = find((uintptr_t)(none + delta));
+        a->map_none = none;
+        a->map_rw = rw;
+        a->map_len = len;
+        n_allocs--; /* an import, not an allocation: counted apart */
+        n_live--;
+        n_ipc_opens++;
+        *p = (CUdeviceptr)(uintptr_t)(none + delta);
+    }
+    pthread_mutex_unlock(&lock);
+    if (r != CUDA_SUCCESS) {
+        munmap(none, len);
+        munmap(rw, len);
+    }
+    return r;
+}
+
+static CUresult s_ipc_close(CUdeviceptr p)
+{
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find((uintptr_t)p);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (a && a->base == (uintptr_t)p && a->map_len) {
+        munmap(a->map_none, a->map_len);
+        munmap(a->map_rw, a->map_len);
+        a->size = 0;
+        a->map_len = 0;
+        n_ipc_opens--;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* ---- streams: queued work, carried out by cuStreamSynchronize ---- */
+#define EMU(DT, OP, T, fn)                                                                    \
+    static void emu_##DT##_##OP(char *dst, char *dst2, const char *a, const char *b,         \
+                                size_t n, int d)                                             \
+    {                                                                                         \
+        for (size_t i = 0; i < n; i++) {                                                      \
+            T x, y, r;                                                                        \
+            memcpy(&x, a + i * sizeof(T), sizeof(T));                                         \
+            memcpy(&y, b + i * sizeof(T), sizeof(T));                                         \
+            r = rcoll_elem_##fn(x, y, d);                                                     \
+            memcpy(dst + i * sizeof(T), &r, sizeof(T));                                       \
+            if (dst2) memcpy(dst2 + i * sizeof(T), &r, sizeof(T));                            \
+        }                                                                                     \
+    }
+RCOLL_ELEM_LIST(EMU)
+#undef EMU
+typedef struct {
+    int dt, op;
+    size_t es;
+    void (*fn)(char *, char *, const char *, const char *, size_t, int);
+} kernel_t;
+#define EMU_ENTRY(DT, OP, T, fn) {DT, OP, sizeof(T), emu_##DT##_##OP},
+static const kernel_t kernels[] = {RCOLL_ELEM_LIST(EMU_ENTRY)};
+#undef EMU_ENTRY
+
+typedef struct {
+    int kernel;                 /* 0: a copy */
+    const kernel_t *k;
+    uintptr_t dst, dst2, a, b;  /* copy: dst, a = src; n = bytes */
+    size_t n;
+    int d;
+} work_t;
+typedef struct {
+    pthread_mutex_t lock;
+    work_t *q;
+    size_t n, cap;
+} stream_t;
+
+static CUresult s_stream_create(CUstream *st, unsigned flags)
+{
+    (void)flags;
+    stream_t *s = calloc(1, sizeof(*s));
+    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_init(&s->lock, NULL);
+    *st = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult enqueue(CUstream st, const work_t *w)
+{
+    if (!st) return CUDA_ERROR_NOT_SUPPORTED; /* the script queues on its own streams only */
+    stream_t *s = (stream_t *)st;
+    pthread_mutex_lock(&s->lock);
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        work_t *q = realloc(s->q, cap * sizeof(*q));
+        if (!q) {
+            pthread_mutex_unlock(&s->lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        s->q = q;
+        s->cap = cap;
+    }
+    s->q[s->n++] = *w;
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult run_work(const work_t *w)
+{
+    int dev;
+    if (!w->kernel) {
+        char *d = access_of(w->dst, w->n, &dev), *s = access_of(w->a, w->n, &dev);
+        if (!d || !s) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        memmove(d, s, w->n);
+        __atomic_add_fetch(&memcpy_bytes, w->n, __ATOMIC_RELAXED);
+        return CUDA_SUCCESS;
+    }
+    size_t bytes = w->n * w->k->es;
+    char *d = access_of(w->dst, bytes, &dev), *a = access_of(w->a, bytes, &dev);
+    char *b = access_of(w->b, bytes, &dev), *d2 = w->dst2 ? access_of(w->dst2, bytes, &dev) : NULL;
+    if (!d || !a || !b || (w->dst2 && !d2)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    w->k->fn(d, d2, a, b, w->n, w->d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_stream_sync(CUstream st)
+{
+    if (!st) return CUDA_SUCCESS;
+    stream_t *s = (stream_t *)st;
+    pthread_mutex_lock(&s->lock);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < s->n; i++) {
+        CUresult e = run_work(&s->q[i]);
+        if (r == CUDA_SUCCESS) r = e;
+    }
+    s->n = 0;
+    pthread_mutex_unlock(&s->lock);
+    if (r == CUDA_SUCCESS && should_fail("cuStreamSynchronize")) r = CUDA_ERROR_ILLEGAL_ADDRESS;
+    return r;
+}
+
+static CUresult s_stream_destroy(CUstream st)
+{
+    stream_t *s = (stream_t *)st;
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    s_stream_sync(st);
+    free(s->q);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    if (should_fail("cuMemcpyDtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0};
+    return enqueue(st, &w);
+}
+
+static CUresult s_module_load(CUmodule *m, const void *image)
+{
+    (void)image;
+    *m = (CUmodule)(uintptr_t)0x40d;
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_module_unload(CUmodule m)
+{
+    (void)m;
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_module_fn(CUfunction *f, CUmodule m, const char *name)
+{
+    (void)m;
+    int dt = -1, op = -1;
+    if (sscanf(name, "rcoll_reduce_%d_%d", &dt, &op) != 2) return CUDA_ERROR_NOT_FOUND;
+    for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
+        if (kernels[i].dt == dt && kernels[i].op == op) {
+            *f = (CUfunction)(uintptr_t)&kernels[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult s_dev_attr(int *v, CUdevice_attribute attr, CUdevice d)
+{
+    (void)d;
+    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 4 : 0;
+    return CUDA_SUCCESS;
+}
+
+/* rcoll_reduce_<dt>_<op>(dst, dst2, a, b, n, head, d): queued, carried out at the sync. */
+static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned shared, CUstream st, void **params,
+                         void **extra)
+{
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
+    if (should_fail("cuLaunchKernel")) return CUDA_ERROR_LAUNCH_FAILED;
+    if (!gx || !bx || bx > 1024) return CUDA_ERROR_INVALID_VALUE;
+    const kernel_t *k = (const kernel_t *)f;
+    work_t w = {1, k, (uintptr_t) * (CUdeviceptr *)params[0],
+                (uintptr_t) * (CUdeviceptr *)params[1], (uintptr_t) * (CUdeviceptr *)params[2],
+                (uintptr_t) * (CUdeviceptr *)params[3], *(size_t *)params[4],
+                *(int *)params[6]};
+    __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
+    return enqueue(st, &w);
+}
+
 /* Everything else: the program asked for something this script does not do. */
 static CUresult s_unsupported(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 
@@ -421,6 +695,18 @@ static const struct {
     {"cuMemcpy", (void *)s_memcpy},
     {"cuMemsetD8", (void *)s_memset8},
     {"cuStreamIsCapturing", (void *)s_capturing},
+    {"cuIpcGetMemHandle", (void *)s_ipc_get},
+    {"cuIpcOpenMemHandle", (void *)s_ipc_open},
+    {"cuIpcCloseMemHandle", (void *)s_ipc_close},
+    {"cuStreamCreate", (void *)s_stream_create},
+    {"cuStreamSynchronize", (void *)s_stream_sync},
+    {"cuStreamDestroy", (void *)s_stream_destroy},
+    {"cuMemcpyDtoDAsync", (void *)s_dtod_async},
+    {"cuModuleLoadData", (void *)s_module_load},
+    {"cuModuleUnload", (void *)s_module_unload},
+    {"cuModuleGetFunction", (void *)s_module_fn},
+    {"cuDeviceGetAttribute", (void *)s_dev_attr},
+    {"cuLaunchKernel", (void *)s_launch},
 };
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,

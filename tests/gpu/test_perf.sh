@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The perf binaries with CUDA device buffers on a real GPU (suite gpu): every perf binary
-# with --memtype cuda on 2 ranks sharing the GPU must pass its own check, then the bandwidth
-# table: all_reduce_perf, 4 ranks on one GPU (--ranks-per-gpu 4), 8 B to 256 MiB, with device
-# buffers (the staging path today) and with host buffers in the same run, printed side by side
-# with their ratio.  The ratios are printed, not asserted (docs/gpu.md states the targets).
+# with --memtype cuda on 2 ranks sharing the GPU must pass its own check, the CUDA IPC
+# all-reduce (RCOLL_CUDA_IPC=1) every datatype x op on 2-4 ranks, then the bandwidth table:
+# all_reduce_perf, 4 ranks on one GPU (--ranks-per-gpu 4), 8 B to 256 MiB, with host buffers,
+# staged device buffers and device buffers over CUDA IPC in the same run, side by side with
+# the ratios.  The ratios are printed, not asserted (docs/gpu.md states the targets).
 # Exit 77 (skip) without a GPU or driver.
 # Usage: test_perf.sh BUILD_DIR
 set -u
@@ -34,6 +35,20 @@ for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf redu
         fail=$((fail + 1))
     fi
 done
+# CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU.
+for n in 2 3 4; do
+    if RCOLL_CUDA_IPC=1 timeout 300 "$run" -q -n $n --timeout 250 "$build/bench/all_reduce_perf" \
+        -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n \
+        >"$TMP/ipc$n.out" 2>&1 && grep -q 'Out of bounds values : 0 OK' "$TMP/ipc$n.out" &&
+        ! grep -q 'CUDA IPC not used' "$TMP/ipc$n.out"; then
+        echo "ok   all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU"
+        pass=$((pass + 1))
+    else
+        echo "FAIL all_reduce_perf RCOLL_CUDA_IPC=1 on $n ranks"
+        tail -20 "$TMP/ipc$n.out"
+        fail=$((fail + 1))
+    fi
+done
 # The table: one run per memory kind, the same flags.
 table() {
     timeout 580 "$run" -q --no-prefix -n 4 --timeout 550 "$build/bench/all_reduce_perf" \
@@ -41,12 +56,17 @@ table() {
     grep -q 'Out of bounds values : 0 OK' "$TMP/t.out" || return 1
     grep -E '^ +[0-9]+ +[0-9]+ +float' "$TMP/t.out" | awk '{print $1, $6, $8}'
 }
-if table --memtype host >"$TMP/host" && table --memtype cuda >"$TMP/cuda"; then
+if table --memtype host >"$TMP/host" && table --memtype cuda >"$TMP/cuda" &&
+    RCOLL_CUDA_IPC=1 table --memtype cuda >"$TMP/ipc"; then
     grep -E '#  Rank' "$TMP/t.out" | head -4
-    echo "all_reduce_perf, 4 ranks on one GPU, out of place: time (us) and busbw (GB/s)"
-    printf '%12s %10s %8s %10s %8s %8s\n' bytes host_us host_bw cuda_us cuda_bw cuda/host
-    paste -d' ' "$TMP/host" "$TMP/cuda" | awk '{r = $3 > 0 ? $6 / $3 : 0;
-        printf "%12d %10.2f %8.2f %10.2f %8.2f %8.2f\n", $1, $2, $3, $5, $6, r}'
+    echo "all_reduce_perf, 4 ranks on one GPU, out of place: time (us) and busbw (GB/s) with"
+    echo "host buffers, CUDA buffers staged, CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1)"
+    printf '%12s %9s %7s %9s %7s %9s %7s %7s %7s\n' bytes host_us host_bw stage_us stage_bw \
+        ipc_us ipc_bw stg/hst ipc/hst
+    paste -d' ' "$TMP/host" "$TMP/cuda" "$TMP/ipc" | awk '{r = $3 > 0 ? $6 / $3 : 0;
+        q = $3 > 0 ? $9 / $3 : 0;
+        printf "%12d %9.2f %7.2f %9.2f %7.2f %9.2f %7.2f %7.2f %7.2f\n", $1, $2, $3, $5, $6,
+               $8, $9, r, q}'
     pass=$((pass + 1))
 else
     echo "FAIL the bandwidth table"

@@ -117,4 +117,66 @@ CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemcpyDtoH:3 perf all_reduce_perf 1 -b 
 keep copy_fails
 copy_failed() { [ "$RC" = 3 ] && grep -qF 'cuMemcpyDtoH of 64 bytes from' "$TMP/out"; }
 check copy_fails copy_failed
+# ---- CUDA IPC (RCOLL_CUDA_IPC=1): the all-reduce on the scripted GPUs, no staging ----
+# Another rank's memfd is opened through /proc/<pid>/fd: root may; another user only where
+# Yama lets a process read its siblings (ptrace_scope 0).
+ipc_ok=1
+if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)" != 0 ]; then
+    ipc_ok=0
+fi
+# The run passed its own check, every rank reduced on the "GPU" (kernels) and staged nothing,
+# and every mapping and allocation was given back.
+ipc_run() {
+    local n=$1
+    [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" || return 1
+    [ "$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")" = "$n" ] || return 1
+    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* ipc_open 0 wrong_ctx 0$' || {
+        echo "    staged, leaked or left mapped:"; grep 'cuda-script:' "$TMP/out"; return 1; }
+    [ "$n" = 1 ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
+        echo "    a rank launched no reduction:"; grep 'cuda-script:' "$TMP/out"; return 1; }
+}
+if [ $ipc_ok = 1 ]; then
+    for n in 2 3 4; do
+        RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf $n "${common[@]}" \
+            --memtype cuda --ranks-per-gpu $n -d all -o all
+        keep ipc_$n
+        check ipc_$n ipc_run $n
+    done
+    # pieces: a 64 KiB workspace (16 KiB per input area) for up to 1 MiB; blocking calls
+    RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=2 perf all_reduce_perf 4 \
+        -b 1K -e 1M -f 4 -n 2 -w 1 -d float,int64,half -o sum,avg,min --memtype cuda \
+        --ranks-per-gpu 2 -z 2
+    keep ipc_pieces
+    check ipc_pieces ipc_run 4
+    RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 1 "${common[@]}" --memtype cuda -d all -o all
+    keep ipc_1
+    check ipc_1 ipc_run 1
+    # one rank cannot map a peer's workspace: every rank says so and stages, results right
+    RCOLL_CUDA_IPC=1 CUDA_SCRIPT_STATS=1 RCOLL_CUDA_LIB=$lib timeout 60 "$run" -q -n 3 \
+        sh -c '[ $RCOLL_RANK = 1 ] && export CUDA_SCRIPT_FAIL=cuIpcOpenMemHandle:2; exec "$0" "$@"' \
+        "$build/bench/all_reduce_perf" -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda \
+        --ranks-per-gpu 3 >"$TMP/out" 2>&1
+    RC=$?
+    keep ipc_fallback
+    fallback_ok() {
+        clean_run 3 &&
+            [ "$(grep -c 'CUDA IPC not used (RCOLL_CUDA_IPC=1): ' "$TMP/out")" = 3 ] &&
+            grep -q "cuIpcOpenMemHandle(rank 2's workspace) failed: CUDA_ERROR_INVALID_HANDLE" "$TMP/out"
+    }
+    check ipc_fallback fallback_ok
+    # RCOLL_CUDA_IPC=1 on one rank only: the ranks run different collectives, which the call
+    # signatures catch at once on every rank (no hang)
+    CUDA_SCRIPT_STATS=1 RCOLL_CUDA_LIB=$lib timeout 60 "$run" -q -n 3 \
+        sh -c '[ $RCOLL_RANK = 0 ] && export RCOLL_CUDA_IPC=1; exec "$0" "$@"' \
+        "$build/bench/all_reduce_perf" -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda \
+        --ranks-per-gpu 3 >"$TMP/out" 2>&1
+    RC=$?
+    keep ipc_mismatch
+    mismatch_ok() {
+        [ "$RC" = 3 ] && [ "$(grep -cE '\] all_reduce_perf: rank [0-2]: .*called allgather\(count=72, uint8\)' "$TMP/out")" = 3 ]
+    }
+    check ipc_mismatch mismatch_ok
+else
+    skip ipc "another rank's memory cannot be opened through /proc/<pid>/fd here (not root, Yama ptrace_scope != 0)"
+fi
 check_summary

@@ -1,0 +1,207 @@
+/*
+ * ipc.c - the driver side of the CUDA IPC all-reduce (core/api_ipc.c runs the protocol): each
+ * rank's device workspace, exported with cuIpcGetMemHandle and mapped by the other ranks of
+ * the host with cuIpcOpenMemHandle, a stream of its own, and the copies and reductions on it.
+ * Everything runs in the context the workspace was allocated in (that of the first buffers
+ * that used it); each failure is one sentence naming the driver call and its CUresult.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_drv.h"
+#include "cuda/gpu.h"
+#include "cuda/kernels.h"
+#include "util/log.h"
+#include "util/status.h"
+
+_Static_assert(RCOLL_GPU_IPC_HANDLE_BYTES == CU_IPC_HANDLE_SIZE, "IPC handle size");
+
+struct rcoll_gpu_ipc {
+    CUcontext ctx;     /* of the workspace, the stream and every operation */
+    CUdeviceptr own;   /* this rank's workspace (cuMemAlloc) */
+    size_t bytes;
+    CUstream stream;
+    int nranks, rank;
+    CUdeviceptr *peer; /* [nranks]: each rank's workspace as mapped here (own for this rank;
+                        * 0 where not opened) */
+};
+
+static rcoll_status_t fail(CUresult res, const char *what)
+{
+    char text[160];
+    return rcoll_err_set(RCOLL_ERR_SYSTEM, "%s failed: %s", what,
+                         rcoll_cu_strerror(res, text, sizeof(text)));
+}
+
+/* Make ipc's context current; *saved to put back. */
+static rcoll_status_t enter(const rcoll_gpu_ipc_t *ipc, CUcontext *saved)
+{
+    CUresult res = rcoll_cu->cuCtxGetCurrent(saved);
+    if (res != CUDA_SUCCESS) return fail(res, "cuCtxGetCurrent");
+    if (*saved != ipc->ctx && (res = rcoll_cu->cuCtxSetCurrent(ipc->ctx)) != CUDA_SUCCESS)
+        return fail(res, "cuCtxSetCurrent(the IPC workspace's context)");
+    return RCOLL_OK;
+}
+
+static void leave(const rcoll_gpu_ipc_t *ipc, CUcontext saved)
+{
+    if (saved != ipc->ctx) rcoll_cu->cuCtxSetCurrent(saved);
+}
+
+rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int nranks,
+                                    rcoll_gpu_ipc_t **ipc_p, void *handle)
+{
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    *ipc_p = NULL;
+    memset(handle, 0, RCOLL_GPU_IPC_HANDLE_BYTES);
+    rcoll_gpu_ipc_t *ipc = calloc(1, sizeof(*ipc));
+    CUdeviceptr *peer = calloc((size_t)nranks, sizeof(*peer));
+    if (!ipc || !peer) {
+        free(ipc);
+        free(peer);
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory for the CUDA IPC state");
+    }
+    ipc->peer = peer;
+    ipc->nranks = nranks;
+    ipc->rank = rank;
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = rcoll_gpu_ctx_enter(dev, &saved, &switched);
+    if (st != RCOLL_OK) goto err;
+    CUresult res = cu->cuCtxGetCurrent(&ipc->ctx);
+    if (res == CUDA_SUCCESS && !ipc->ctx) res = CUDA_ERROR_INVALID_CONTEXT;
+    if (res != CUDA_SUCCESS) {
+        st = fail(res, "cuCtxGetCurrent (the buffers' context)");
+        goto err_ctx;
+    }
+    char what[96];
+    if ((res = cu->cuMemAlloc(&ipc->own, bytes)) != CUDA_SUCCESS) {
+        snprintf(what, sizeof(what), "cuMemAlloc(%zu bytes) for the CUDA IPC workspace", bytes);
+        st = fail(res, what);
+        ipc->own = 0;
+        goto err_ctx;
+    }
+    ipc->bytes = bytes;
+    if ((res = cu->cuIpcGetMemHandle((CUipcMemHandle *)handle, ipc->own)) != CUDA_SUCCESS) {
+        st = fail(res, "cuIpcGetMemHandle(the CUDA IPC workspace)");
+        goto err_ctx;
+    }
+    if ((res = cu->cuStreamCreate(&ipc->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+        st = fail(res, "cuStreamCreate(the CUDA IPC stream)");
+        ipc->stream = NULL;
+        goto err_ctx;
+    }
+    ipc->peer[rank] = ipc->own;
+    rcoll_gpu_ctx_leave(saved, switched);
+    *ipc_p = ipc;
+    return RCOLL_OK;
+err_ctx:
+    rcoll_gpu_ctx_leave(saved, switched);
+err:
+    rcoll_gpu_ipc_free(&ipc);
+    return st;
+}
+
+rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
+{
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    for (int p = 0; p < ipc->nranks && st == RCOLL_OK; p++) {
+        if (p == ipc->rank) continue;
+        CUipcMemHandle h;
+        memcpy(&h, (const char *)handles + (size_t)p * RCOLL_GPU_IPC_HANDLE_BYTES, sizeof(h));
+        CUresult res = rcoll_cu->cuIpcOpenMemHandle(&ipc->peer[p], h,
+                                                    CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (res != CUDA_SUCCESS) {
+            char what[96];
+            snprintf(what, sizeof(what), "cuIpcOpenMemHandle(rank %d's workspace)", p);
+            st = fail(res, what);
+            ipc->peer[p] = 0;
+        }
+    }
+    leave(ipc, saved);
+    return st;
+}
+
+char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int rank)
+{
+    return (char *)(uintptr_t)ipc->peer[rank];
+}
+
+size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc)
+{
+    return ipc ? ipc->bytes : 0;
+}
+
+rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *src,
+                                  size_t bytes)
+{
+    if (!bytes) return RCOLL_OK;
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    CUresult res = rcoll_cu->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
+                                               (CUdeviceptr)(uintptr_t)src, bytes, ipc->stream);
+    leave(ipc, saved);
+    if (res != CUDA_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof(what), "cuMemcpyDtoDAsync of %zu bytes from %p to %p", bytes, src,
+                 dst);
+        return fail(res, what);
+    }
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void *a,
+                                    const void *b, size_t count, rcoll_datatype_t dt,
+                                    rcoll_op_t op, int avg_divisor)
+{
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    st = rcoll_cuda_reduce((CUdeviceptr)(uintptr_t)dst, 0, (CUdeviceptr)(uintptr_t)a,
+                           (CUdeviceptr)(uintptr_t)b, count, dt, op, avg_divisor, ipc->stream);
+    leave(ipc, saved);
+    return st;
+}
+
+rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
+{
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    CUresult res = rcoll_cu->cuStreamSynchronize(ipc->stream);
+    leave(ipc, saved);
+    return res == CUDA_SUCCESS ? RCOLL_OK : fail(res, "cuStreamSynchronize(the CUDA IPC stream)");
+}
+
+void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)
+{
+    rcoll_gpu_ipc_t *ipc = *ipc_p;
+    *ipc_p = NULL;
+    if (!ipc) return;
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    CUcontext saved = NULL;
+    if (ipc->ctx && enter(ipc, &saved) == RCOLL_OK) {
+        char text[160];
+        CUresult res;
+        if (ipc->stream && (res = cu->cuStreamSynchronize(ipc->stream)) != CUDA_SUCCESS)
+            RCOLL_WARN(CUDA, "cuStreamSynchronize(the CUDA IPC stream) failed: %s",
+                       rcoll_cu_strerror(res, text, sizeof(text)));
+        for (int p = 0; p < ipc->nranks; p++)
+            if (p != ipc->rank && ipc->peer[p] &&
+                (res = cu->cuIpcCloseMemHandle(ipc->peer[p])) != CUDA_SUCCESS)
+                RCOLL_WARN(CUDA, "cuIpcCloseMemHandle(rank %d's workspace) failed: %s", p,
+                           rcoll_cu_strerror(res, text, sizeof(text)));
+        if (ipc->stream) cu->cuStreamDestroy(ipc->stream);
+        if (ipc->own && (res = cu->cuMemFree(ipc->own)) != CUDA_SUCCESS)
+            RCOLL_WARN(CUDA, "cuMemFree(the CUDA IPC workspace) failed: %s",
+                       rcoll_cu_strerror(res, text, sizeof(text)));
+        leave(ipc, saved);
+    }
+    free(ipc->peer);
+    free(ipc);
+}
