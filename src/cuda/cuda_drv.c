@@ -140,6 +140,8 @@ static rcoll_status_t load_locked(const char *path)
         BIND(cuIpcOpenMemHandle);
         BIND(cuIpcCloseMemHandle);
         BIND(cuMemcpyDtoDAsync);
+        BIND(cuDeviceGetByPCIBusId);
+        BIND(cuDeviceCanAccessPeer);
         BIND(cuEventCreate);
         BIND(cuEventRecord);
         BIND(cuEventSynchronize);

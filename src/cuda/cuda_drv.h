@@ -59,6 +59,8 @@ typedef struct rcoll_cu_api {
     CUresult (*cuIpcCloseMemHandle)(CUdeviceptr p);
     CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                   CUstream stream);
+    CUresult (*cuDeviceGetByPCIBusId)(CUdevice *dev, const char *busid);
+    CUresult (*cuDeviceCanAccessPeer)(int *can, CUdevice dev, CUdevice peer);
     CUresult (*cuEventCreate)(CUevent *ev, unsigned int flags);
     CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
     CUresult (*cuEventSynchronize)(CUevent ev);

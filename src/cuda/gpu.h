@@ -160,13 +160,16 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
 /* ---- CUDA IPC between the ranks of one host (cuda/ipc.c; core/api_ipc.c runs the protocol)
  * Each rank's device workspace, mapped by the others; a stream of its own; everything in the
  * workspace's context.  Each failure is one sentence. */
-#define RCOLL_GPU_IPC_HANDLE_BYTES 64
+#define RCOLL_GPU_IPC_HANDLE_BYTES 96 /* the driver's 64-byte handle, then the GPU's bus id */
 typedef struct rcoll_gpu_ipc rcoll_gpu_ipc_t;
 /* This rank's workspace of bytes, allocated in dev's context (dev: a CUDA buffer of the call
- * that needs it), exported: *handle (RCOLL_GPU_IPC_HANDLE_BYTES) is what the others open. */
+ * that needs it), exported: *handle (RCOLL_GPU_IPC_HANDLE_BYTES: the driver's handle and the
+ * PCI bus id of the workspace's GPU) is what the others open. */
 rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int nranks,
                                     rcoll_gpu_ipc_t **ipc, void *handle);
-/* Map every other rank's workspace: handles holds nranks handles, rank order. */
+/* Map every other rank's workspace: handles holds nranks handles, rank order.  A peer on
+ * another GPU must be visible here and reachable directly (cuDeviceCanAccessPeer: NVLink or
+ * PCIe peer-to-peer); else RCOLL_ERR_UNSUPPORTED naming both GPUs. */
 rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles);
 /* Rank r's workspace as mapped in this process (this rank's own for r = rank). */
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r);

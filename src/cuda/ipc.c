@@ -16,13 +16,17 @@
 #include "util/log.h"
 #include "util/status.h"
 
-_Static_assert(RCOLL_GPU_IPC_HANDLE_BYTES == CU_IPC_HANDLE_SIZE, "IPC handle size");
+#define BUS_OFF CU_IPC_HANDLE_SIZE /* where the bus id starts in a handle record */
+#define BUS_LEN 32
+_Static_assert(RCOLL_GPU_IPC_HANDLE_BYTES == CU_IPC_HANDLE_SIZE + BUS_LEN, "IPC record size");
 
 struct rcoll_gpu_ipc {
     CUcontext ctx;     /* of the workspace, the stream and every operation */
     CUdeviceptr own;   /* this rank's workspace (cuMemAlloc) */
     size_t bytes;
     CUstream stream;
+    CUdevice dev;      /* the workspace's GPU */
+    char bus[BUS_LEN]; /* and its PCI bus id */
     int nranks, rank;
     CUdeviceptr *peer; /* [nranks]: each rank's workspace as mapped here (own for this rank;
                         * 0 where not opened) */
@@ -76,6 +80,12 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         st = fail(res, "cuCtxGetCurrent (the buffers' context)");
         goto err_ctx;
     }
+    if ((res = cu->cuCtxGetDevice(&ipc->dev)) != CUDA_SUCCESS ||
+        (res = cu->cuDeviceGetPCIBusId(ipc->bus, BUS_LEN, ipc->dev)) != CUDA_SUCCESS) {
+        st = fail(res, "cuCtxGetDevice / cuDeviceGetPCIBusId (the buffers' GPU)");
+        goto err_ctx;
+    }
+    ipc->bus[BUS_LEN - 1] = '\0';
     char what[96];
     if ((res = cu->cuMemAlloc(&ipc->own, bytes)) != CUDA_SUCCESS) {
         snprintf(what, sizeof(what), "cuMemAlloc(%zu bytes) for the CUDA IPC workspace", bytes);
@@ -93,6 +103,7 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         ipc->stream = NULL;
         goto err_ctx;
     }
+    memcpy((char *)handle + BUS_OFF, ipc->bus, BUS_LEN);
     ipc->peer[rank] = ipc->own;
     rcoll_gpu_ctx_leave(saved, switched);
     *ipc_p = ipc;
@@ -111,8 +122,34 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
     if (st != RCOLL_OK) return st;
     for (int p = 0; p < ipc->nranks && st == RCOLL_OK; p++) {
         if (p == ipc->rank) continue;
+        const char *rec = (const char *)handles + (size_t)p * RCOLL_GPU_IPC_HANDLE_BYTES;
+        char bus[BUS_LEN];
+        memcpy(bus, rec + BUS_OFF, BUS_LEN);
+        bus[BUS_LEN - 1] = '\0';
+        if (strcmp(bus, ipc->bus) != 0) { /* another GPU: visible here, reachable directly? */
+            CUdevice d;
+            int can = 0;
+            if (rcoll_cu->cuDeviceGetByPCIBusId(&d, bus) != CUDA_SUCCESS) {
+                const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+                st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rank %d's GPU %s is not visible to "
+                                   "this process (CUDA_VISIBLE_DEVICES=%s)", p, bus,
+                                   vis ? vis : "(not set)");
+                break;
+            }
+            CUresult res = rcoll_cu->cuDeviceCanAccessPeer(&can, ipc->dev, d);
+            if (res != CUDA_SUCCESS) {
+                st = fail(res, "cuDeviceCanAccessPeer");
+                break;
+            }
+            if (!can) {
+                st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "this rank's GPU %s cannot access "
+                                   "rank %d's GPU %s directly (no NVLink or PCIe "
+                                   "peer-to-peer between them)", ipc->bus, p, bus);
+                break;
+            }
+        }
         CUipcMemHandle h;
-        memcpy(&h, (const char *)handles + (size_t)p * RCOLL_GPU_IPC_HANDLE_BYTES, sizeof(h));
+        memcpy(&h, rec, sizeof(h));
         CUresult res = rcoll_cu->cuIpcOpenMemHandle(&ipc->peer[p], h,
                                                     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         if (res != CUDA_SUCCESS) {

@@ -13,7 +13,8 @@
  *   context) and says "unknown" (type 0) for anything else, as the driver does for pageable
  *   memory.
  * - Devices: CUDA_SCRIPT_DEVICES of them (default 1), "Scripted GPU <n>" at bus id
- *   0000:<19+n>:00.0, one primary context each; the current context is per thread.
+ *   0000:<19+n>:00.0, one primary context each; the current context is per thread; any two
+ *   can access each other (cuDeviceCanAccessPeer) unless CUDA_SCRIPT_NO_P2P is set.
  * - Copies insist that a device side lies inside one allocation; a copy made while another
  *   context than the allocation's is current is counted (wrong_ctx).
  * - CUDA_SCRIPT_FAIL=<function>[:<n>] makes the n-th call (default the first) of that
@@ -239,6 +240,23 @@ static CUresult s_dev_name(char *name, int len, CUdevice d)
 static CUresult s_dev_bus(char *id, int len, CUdevice d)
 {
     snprintf(id, (size_t)len, "0000:%02x:00.0", 0x19 + (int)d);
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_dev_by_bus(CUdevice *d, const char *bus)
+{
+    unsigned x = 0;
+    if (sscanf(bus, "0000:%x:00.0", &x) != 1 || x < 0x19 || (int)(x - 0x19) >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *d = (CUdevice)(x - 0x19);
+    return CUDA_SUCCESS;
+}
+
+/* Peer access between two scripted GPUs: yes, unless CUDA_SCRIPT_NO_P2P is set. */
+static CUresult s_can_peer(int *can, CUdevice a, CUdevice b)
+{
+    if (a < 0 || a >= ndevices || b < 0 || b >= ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    *can = a == b || !getenv("CUDA_SCRIPT_NO_P2P");
     return CUDA_SUCCESS;
 }
 
@@ -707,6 +725,8 @@ static const struct {
     {"cuModuleGetFunction", (void *)s_module_fn},
     {"cuDeviceGetAttribute", (void *)s_dev_attr},
     {"cuLaunchKernel", (void *)s_launch},
+    {"cuDeviceGetByPCIBusId", (void *)s_dev_by_bus},
+    {"cuDeviceCanAccessPeer", (void *)s_can_peer},
 };
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
