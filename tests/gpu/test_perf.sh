@@ -22,32 +22,31 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 pass=0
-for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf \
-    alltoall_perf gather_perf scatter_perf sendrecv_perf; do
-    if timeout 300 "$run" -q -n 2 --timeout 250 "$build/bench/$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
-        --memtype cuda --ranks-per-gpu 2 >"$TMP/$p.out" 2>&1 &&
-        grep -q 'Out of bounds values : 0 OK' "$TMP/$p.out"; then
-        echo "ok   $p --memtype cuda (2 ranks on one GPU)"
+# ok_run NAME NRANKS ARGS...: NRANKS ranks of a perf binary (ARGS: the binary's name, then
+# its flags) pass their own check and, with RCOLL_CUDA_IPC=1, use it.
+ok_run() {
+    local name=$1 n=$2 p=$3
+    shift 3
+    if timeout 300 "$run" -q -n "$n" --timeout 250 "$build/bench/$p" "$@" >"$TMP/$name.out" 2>&1 &&
+        grep -q 'Out of bounds values : 0 OK' "$TMP/$name.out" &&
+        ! grep -q 'CUDA IPC not used' "$TMP/$name.out"; then
+        echo "ok   $name"
         pass=$((pass + 1))
     else
-        echo "FAIL $p --memtype cuda"
-        tail -20 "$TMP/$p.out"
+        echo "FAIL $name"
+        tail -20 "$TMP/$name.out"
         fail=$((fail + 1))
     fi
+}
+for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf \
+    alltoall_perf gather_perf scatter_perf sendrecv_perf; do
+    ok_run "$p --memtype cuda (2 ranks on one GPU)" 2 "$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
+        --memtype cuda --ranks-per-gpu 2
 done
 # CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU.
 for n in 2 3 4; do
-    if RCOLL_CUDA_IPC=1 timeout 300 "$run" -q -n $n --timeout 250 "$build/bench/all_reduce_perf" \
-        -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n \
-        >"$TMP/ipc$n.out" 2>&1 && grep -q 'Out of bounds values : 0 OK' "$TMP/ipc$n.out" &&
-        ! grep -q 'CUDA IPC not used' "$TMP/ipc$n.out"; then
-        echo "ok   all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU"
-        pass=$((pass + 1))
-    else
-        echo "FAIL all_reduce_perf RCOLL_CUDA_IPC=1 on $n ranks"
-        tail -20 "$TMP/ipc$n.out"
-        fail=$((fail + 1))
-    fi
+    RCOLL_CUDA_IPC=1 ok_run "all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU" \
+        $n all_reduce_perf -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
 done
 # The table: one run per memory kind, the same flags.
 table() {

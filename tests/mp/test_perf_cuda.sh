@@ -52,6 +52,16 @@ devices() {
 
 keep() { cp "$TMP/out" "$TMP/$1.out"; }
 
+# perf_setup SETUP NRANKS ARGS...: all_reduce_perf as perf runs it, each rank first running
+# the shell code SETUP (which sees $RCOLL_RANK).
+perf_setup() {
+    local setup=$1 n=$2
+    shift 2
+    CUDA_SCRIPT_STATS=1 RCOLL_CUDA_LIB=$lib timeout 60 "$run" -q -n "$n" \
+        sh -c "$setup"' exec "$0" "$@"' "$build/bench/all_reduce_perf" "$@" >"$TMP/out" 2>&1
+    RC=$?
+}
+
 common=(-b 8 -e 256K -f 8 -n 2 -w 1)
 
 # 4 ranks, 2 devices, 2 ranks on each.
@@ -152,11 +162,8 @@ if [ $ipc_ok = 1 ]; then
     keep ipc_1
     check ipc_1 ipc_run 1
     # one rank cannot map a peer's workspace: every rank says so and stages, results right
-    RCOLL_CUDA_IPC=1 CUDA_SCRIPT_STATS=1 RCOLL_CUDA_LIB=$lib timeout 60 "$run" -q -n 3 \
-        sh -c '[ $RCOLL_RANK = 1 ] && export CUDA_SCRIPT_FAIL=cuIpcOpenMemHandle:2; exec "$0" "$@"' \
-        "$build/bench/all_reduce_perf" -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda \
-        --ranks-per-gpu 3 >"$TMP/out" 2>&1
-    RC=$?
+    RCOLL_CUDA_IPC=1 perf_setup '[ $RCOLL_RANK = 1 ] && export CUDA_SCRIPT_FAIL=cuIpcOpenMemHandle:2;' \
+        3 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 3
     keep ipc_fallback
     fallback_ok() {
         clean_run 3 &&
@@ -176,11 +183,8 @@ if [ $ipc_ok = 1 ]; then
     check ipc_no_p2p no_p2p_ok
     # RCOLL_CUDA_IPC=1 on one rank only: the ranks run different collectives, which the call
     # signatures catch at once on every rank (no hang)
-    CUDA_SCRIPT_STATS=1 RCOLL_CUDA_LIB=$lib timeout 60 "$run" -q -n 3 \
-        sh -c '[ $RCOLL_RANK = 0 ] && export RCOLL_CUDA_IPC=1; exec "$0" "$@"' \
-        "$build/bench/all_reduce_perf" -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda \
-        --ranks-per-gpu 3 >"$TMP/out" 2>&1
-    RC=$?
+    perf_setup '[ $RCOLL_RANK = 0 ] && export RCOLL_CUDA_IPC=1;' \
+        3 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 3
     keep ipc_mismatch
     mismatch_ok() {
         [ "$RC" = 3 ] && [ "$(grep -cE '\] all_reduce_perf: rank [0-2]: .*called allgather\(count=[0-9]+, uint8\)' "$TMP/out")" = 3 ]
