@@ -407,10 +407,10 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
     if (__builtin_expect(stream_enq, 0))
         return rcoll_api_stream_coll(comm, a, v, dev.ptr != NULL, stream_enq_stream, fn);
     if (__builtin_expect(dev.ptr != NULL, 0)) {
-        if (a->kind == RCOLL_OP_ALLREDUCE && comm->cfg.gpu.ipc && !rcoll_api_group_depth &&
+        if (comm->cfg.gpu.ipc && rcoll_api_ipc_kind(a->kind) && !rcoll_api_group_depth &&
             comm->local_ranks == comm->nranks) {
             int taken = 0;
-            st = rcoll_api_ipc_allreduce(comm, a, req, fn, &taken);
+            st = rcoll_api_ipc_coll(comm, a, req, fn, &taken);
             if (taken || st != RCOLL_OK) return st;
         }
         return rcoll_api_stage_coll(comm, a, v, req, rcoll_api_group_depth != 0, fn);

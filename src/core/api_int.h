@@ -83,13 +83,15 @@ rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_
                                        rcoll_gpu_stage_t **area, rcoll_stage_call_t *call);
 void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
 
-/* api_ipc.c: the all-reduce a on CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1, every rank on
- * this host, not inside a group).  *taken 0: not done (the workspaces are not usable: stage
- * it); else the status is the call's.  It runs to completion in the call: the nonblocking
- * form (req) gets a request that is already complete.  The first call sets the workspaces
- * up, collectively. */
-rcoll_status_t rcoll_api_ipc_allreduce(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                       rcoll_request_t *req, const char *fn, int *taken);
+/* api_ipc.c: the collective a on CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1, every rank on
+ * this host, not inside a group; the kinds rcoll_api_ipc_kind says: all-reduce, reduce,
+ * reduce-scatter, all-gather, broadcast).  *taken 0: not done (the workspaces are not
+ * usable: stage it); else the status is the call's.  It runs to completion in the call: the
+ * nonblocking form (req) gets a request that is already complete.  The first call sets the
+ * workspaces up, collectively. */
+int rcoll_api_ipc_kind(rcoll_op_kind_t kind);
+rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                  rcoll_request_t *req, const char *fn, int *taken);
 
 /* ---- groups (api_group.c) and the communicator creations deferred to them (api_init.c) ---- */
 /* rcoll_group_start minus rcoll_group_end, this thread: inside a group when not 0. */

@@ -1,9 +1,10 @@
 /*
- * api_ipc.c - the CUDA IPC all-reduce (RCOLL_CUDA_IPC=1; docs/gpu.md "CUDA IPC"): a blocking
- * all-reduce on CUDA buffers, every rank on one host, done on the GPUs without touching host
- * memory.  Each rank has a device workspace that every other rank has mapped (cuda/ipc.c),
- * split into two halves used by alternate pieces; each half holds an input area and an
- * output area of H bytes.  One piece of B <= H bytes (the all-reduce goes piece by piece):
+ * api_ipc.c - collectives over CUDA IPC (RCOLL_CUDA_IPC=1; docs/gpu.md "CUDA IPC"): the
+ * all-reduce, reduce, reduce-scatter, all-gather and broadcast on CUDA buffers, every rank on
+ * one host, done on the GPUs without touching host memory.  Each rank has a device workspace
+ * that every other rank has mapped (cuda/ipc.c), split into two halves used by alternate
+ * pieces; each half holds an input area and an output area.  A call goes piece by piece (a
+ * piece fills at most one input area); for a piece of the all-reduce:
  *
  *   1. copy sendbuf's piece into this rank's input area;              barrier
  *   2. reduce this rank's shard of the piece over every rank's input area
@@ -11,18 +12,23 @@
  *      this rank's output area;                                        barrier
  *   3. copy every rank's shard from its output area into recvbuf.
  *
+ * The reduce is the same with step 3 on the root only; the reduce-scatter copies every
+ * block's piece in and reduces its own block straight into recvbuf; the all-gather copies its
+ * block in and every rank's block out; the broadcast copies the root's piece in and every
+ * other rank copies it out.
+ *
  * The barriers are host collectives of the communicator (core/run.c); before each one the
  * IPC stream is synchronized, so what a rank wrote is complete when the others read it.  A
  * half is written again two pieces later, after the next piece's first barrier, by which
  * time every rank has finished reading it; a last barrier ends the call, so that no rank
- * frees its workspace (destroy) while another still reads it.  Each shard is reduced by one
- * rank, so every rank gets the same bits.
+ * frees its workspace (destroy) while another still reads it.  Each reduced element is
+ * reduced by one rank, so every rank gets the same bits.
  *
- * Every rank must take this path for the same calls: a rank that passes host buffers to a
- * blocking all-reduce while the others pass CUDA buffers runs the host all-reduce against
- * their barriers, which the call signatures catch (RCOLL_ERR_INVALID_USAGE naming both calls).
- * The workspaces are made at the first such call, collectively; if any rank cannot make or
- * map them, every rank logs why and stages from then on.
+ * Every rank must take this path for the same calls: a rank that passes host buffers while
+ * the others pass CUDA buffers runs the host collective against their barriers, which the
+ * call signatures catch (RCOLL_ERR_INVALID_USAGE naming both calls).  The workspaces are made
+ * at the first such call, collectively; if any rank cannot make or map them, every rank logs
+ * why and stages from then on.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +40,7 @@
 #include "core/comm.h"
 #include "cuda/gpu.h"
 #include "util/log.h"
+#include "core/sig.h"
 #include "util/status.h"
 
 #define PIECE_ALIGN 256 /* bytes: areas and shards start on this boundary */
@@ -118,82 +125,143 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     return RCOLL_OK;
 }
 
-/* One piece: bytes at off of the call, through half h of the workspaces. */
-static rcoll_status_t ipc_piece(rcoll_comm_t comm, const rcoll_coll_args_t *a, size_t off,
-                                size_t count, int h, size_t half)
+/* One call's view of the workspaces: half h's input area and output area of rank p. */
+typedef struct {
+    rcoll_comm_t comm;
+    rcoll_gpu_ipc_t *ipc;
+    const rcoll_coll_args_t *a;
+    int n, me;
+    size_t es, half, area;
+} ipc_call_t;
+
+static char *in_area(const ipc_call_t *c, int p, int h)
 {
-    rcoll_gpu_ipc_t *ipc = comm->gpu_ipc;
-    int n = comm->nranks, me = comm->rank;
-    size_t es = rcoll_dt_size(a->dt), bytes = count * es;
-    size_t area = half / 2; /* input area, then output area, each `area` bytes */
-    char *mine = rcoll_gpu_ipc_base(ipc, me) + (size_t)h * half;
-    rcoll_status_t st = rcoll_gpu_ipc_copy(ipc, mine, (const char *)a->src + off, bytes);
-    if (st == RCOLL_OK) st = rcoll_gpu_ipc_sync(ipc);
-    /* a failure still takes part in the barrier's place: the others then fail on the
-     * signature or the peer, not wait */
-    if (st != RCOLL_OK) return st;
-    if ((st = barrier(comm)) != RCOLL_OK) return st;
+    return rcoll_gpu_ipc_base(c->ipc, p) + (size_t)h * c->half;
+}
 
-    /* This rank's shard: elements [lo, hi), shards cut on PIECE_ALIGN bytes. */
-    size_t per = (count + (size_t)n - 1) / (size_t)n;
-    size_t unit = PIECE_ALIGN / es ? PIECE_ALIGN / es : 1;
+static char *out_area(const ipc_call_t *c, int p, int h)
+{
+    return in_area(c, p, h) + c->area;
+}
+
+/* Rank p's shard of count elements: [*lo, *hi), cut on PIECE_ALIGN bytes (the last shards
+ * may be short or empty). */
+static void shard(const ipc_call_t *c, size_t count, int p, size_t *lo, size_t *hi)
+{
+    size_t n = (size_t)c->n, per = (count + n - 1) / n;
+    size_t unit = PIECE_ALIGN / c->es ? PIECE_ALIGN / c->es : 1;
     per = (per + unit - 1) / unit * unit;
-    size_t lo = (size_t)me * per, hi = lo + per;
-    if (lo > count) lo = count;
-    if (hi > count) hi = count;
-    char *out = mine + area + lo * es;
-    int avg = a->op == RCOLL_AVG ? n : 0;
-    if (hi > lo) {
-        if (n == 1 && a->dt == RCOLL_BOOL) {
-            /* one rank: the input itself, but bools as 0/1, as the host path gives them */
-            st = rcoll_gpu_ipc_reduce(ipc, out, mine + lo * es, mine + lo * es, hi - lo, a->dt,
-                                      RCOLL_BOR, 0);
-        } else if (n == 1) {
-            st = rcoll_gpu_ipc_copy(ipc, out, mine + lo * es, (hi - lo) * es);
-        } else {
-            /* out = in_0 op in_1, then out op= in_p for p = 2 .. n-1; AVG divides at the
-             * last step only */
-            for (int p = 1; p < n && st == RCOLL_OK; p++) {
-                const char *x = p == 1 ? rcoll_gpu_ipc_base(ipc, 0) + (size_t)h * half + lo * es
-                                       : out;
-                const char *y = rcoll_gpu_ipc_base(ipc, p) + (size_t)h * half + lo * es;
-                rcoll_op_t op = a->op == RCOLL_AVG ? (p == n - 1 ? RCOLL_AVG : RCOLL_SUM) : a->op;
-                st = rcoll_gpu_ipc_reduce(ipc, out, x, y, hi - lo, a->dt, op,
-                                          p == n - 1 ? avg : 0);
-            }
-        }
-    }
-    if (st == RCOLL_OK) st = rcoll_gpu_ipc_sync(ipc);
-    if (st != RCOLL_OK) return st;
-    if ((st = barrier(comm)) != RCOLL_OK) return st;
+    *lo = (size_t)p * per < count ? (size_t)p * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
 
-    /* Every shard into recvbuf. */
-    for (int p = 0; p < n && st == RCOLL_OK; p++) {
-        size_t plo = (size_t)p * per, phi = plo + per;
-        if (plo > count) plo = count;
-        if (phi > count) phi = count;
-        if (phi > plo)
-            st = rcoll_gpu_ipc_copy(ipc, (char *)a->dst + off + plo * es,
-                                    rcoll_gpu_ipc_base(ipc, p) + (size_t)h * half + area +
-                                        plo * es,
-                                    (phi - plo) * es);
+/* dst = the op of every rank's cnt elements at byte offset at of its input area, in rank
+ * order (AVG divides at the last step); one rank: a copy (bools made 0/1, as the host path
+ * gives them). */
+static rcoll_status_t reduce_all(const ipc_call_t *c, char *dst, size_t at, size_t cnt, int h)
+{
+    const rcoll_coll_args_t *a = c->a;
+    if (!cnt) return RCOLL_OK;
+    if (c->n == 1 && a->dt == RCOLL_BOOL)
+        return rcoll_gpu_ipc_reduce(c->ipc, dst, in_area(c, 0, h) + at, in_area(c, 0, h) + at,
+                                    cnt, a->dt, RCOLL_BOR, 0);
+    if (c->n == 1) return rcoll_gpu_ipc_copy(c->ipc, dst, in_area(c, 0, h) + at, cnt * c->es);
+    rcoll_status_t st = RCOLL_OK;
+    for (int p = 1; p < c->n && st == RCOLL_OK; p++) {
+        const char *x = p == 1 ? in_area(c, 0, h) + at : dst;
+        int last = p == c->n - 1;
+        rcoll_op_t op = a->op == RCOLL_AVG && !last ? RCOLL_SUM : a->op;
+        st = rcoll_gpu_ipc_reduce(c->ipc, dst, x, in_area(c, p, h) + at, cnt, a->dt, op,
+                                  a->op == RCOLL_AVG && last ? c->n : 0);
     }
-    if (st == RCOLL_OK) st = rcoll_gpu_ipc_sync(ipc);
     return st;
 }
 
-rcoll_status_t rcoll_api_ipc_allreduce(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                       rcoll_request_t *req, const char *fn, int *taken)
+/* Wait for this rank's queued work, then for every rank's. */
+static rcoll_status_t sync_all(const ipc_call_t *c)
+{
+    rcoll_status_t st = rcoll_gpu_ipc_sync(c->ipc);
+    return st == RCOLL_OK ? barrier(c->comm) : st;
+}
+
+/* One piece of cnt elements at element offset off, through half h. */
+static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int h)
+{
+    const rcoll_coll_args_t *a = c->a;
+    int n = c->n, me = c->me;
+    size_t es = c->es, lo, hi;
+    const char *src = a->src;
+    char *dst = a->dst;
+    rcoll_status_t st = RCOLL_OK;
+    switch (a->kind) {
+    case RCOLL_OP_ALLREDUCE:
+    case RCOLL_OP_REDUCE:
+        /* in; reduce this rank's shard into its output area; every shard out (reduce: to
+         * the root only) */
+        if ((st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es, cnt * es)) ||
+            (st = sync_all(c)))
+            return st;
+        shard(c, cnt, me, &lo, &hi);
+        if ((st = reduce_all(c, out_area(c, me, h) + lo * es, lo * es, hi - lo, h)) ||
+            (st = sync_all(c)))
+            return st;
+        if (a->kind == RCOLL_OP_REDUCE && me != a->root) return RCOLL_OK;
+        for (int p = 0; p < n && st == RCOLL_OK; p++) {
+            shard(c, cnt, p, &lo, &hi);
+            st = rcoll_gpu_ipc_copy(c->ipc, dst + (off + lo) * es, out_area(c, p, h) + lo * es,
+                                    (hi - lo) * es);
+        }
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    case RCOLL_OP_REDUCE_SCATTER:
+        /* every block's piece in, side by side; this rank's block reduced into recvbuf */
+        for (int b = 0; b < n && st == RCOLL_OK; b++)
+            st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h) + (size_t)b * cnt * es,
+                                    src + ((size_t)b * a->count + off) * es, cnt * es);
+        if (st || (st = sync_all(c))) return st;
+        st = reduce_all(c, dst + off * es, (size_t)me * cnt * es, cnt, h);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    case RCOLL_OP_ALLGATHER:
+        /* this rank's block in; every block out */
+        if ((st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es, cnt * es)) ||
+            (st = sync_all(c)))
+            return st;
+        for (int p = 0; p < n && st == RCOLL_OK; p++)
+            st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
+                                    in_area(c, p, h), cnt * es);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    case RCOLL_OP_BCAST:
+        /* the root's piece in; every other rank copies it out */
+        if (me == a->root &&
+            (st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es, cnt * es)))
+            return st;
+        if ((st = sync_all(c)) || me == a->root) return st;
+        st = rcoll_gpu_ipc_copy(c->ipc, dst + off * es, in_area(c, a->root, h), cnt * es);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    default:
+        return rcoll_err_set(RCOLL_ERR_INTERNAL, "CUDA IPC: collective kind %d", (int)a->kind);
+    }
+}
+
+int rcoll_api_ipc_kind(rcoll_op_kind_t kind)
+{
+    return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_REDUCE ||
+           kind == RCOLL_OP_REDUCE_SCATTER || kind == RCOLL_OP_ALLGATHER ||
+           kind == RCOLL_OP_BCAST;
+}
+
+rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                  rcoll_request_t *req, const char *fn, int *taken)
 {
     *taken = 0;
     struct rcoll_request *r = NULL;
     if (req) { /* the nonblocking form: a request, complete at return */
-        rcoll_status_t st = rcoll_req_alloc(comm, RCOLL_OP_ALLREDUCE, &r);
+        rcoll_status_t st = rcoll_req_alloc(comm, a->kind, &r);
         if (st != RCOLL_OK)
             return rcoll_api_arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
     }
     if (comm->gpu_ipc_state == 0) {
-        rcoll_status_t st = ipc_setup(comm, a->src, fn);
+        /* any CUDA buffer of the call gives the context (reduce: recvbuf may be NULL) */
+        rcoll_status_t st = ipc_setup(comm, a->src ? a->src : a->dst, fn);
         if (st != RCOLL_OK) {
             if (r) rcoll_req_release(r);
             return st;
@@ -204,15 +272,17 @@ rcoll_status_t rcoll_api_ipc_allreduce(rcoll_comm_t comm, const rcoll_coll_args_
         return RCOLL_OK;
     }
     *taken = 1;
-    size_t es = rcoll_dt_size(a->dt);
-    size_t half = rcoll_gpu_ipc_bytes(comm->gpu_ipc) / 2 / PIECE_ALIGN * PIECE_ALIGN;
-    size_t area = half / 2 / PIECE_ALIGN * PIECE_ALIGN;
-    size_t max_count = area / es; /* shards end at the piece's count: no rounding past it */
+    ipc_call_t c = {comm, comm->gpu_ipc, a, comm->nranks, comm->rank, rcoll_dt_size(a->dt),
+                    0, 0};
+    c.half = rcoll_gpu_ipc_bytes(c.ipc) / 2 / PIECE_ALIGN * PIECE_ALIGN;
+    c.area = c.half / 2 / PIECE_ALIGN * PIECE_ALIGN;
+    /* elements per piece: what one input area holds (reduce-scatter: n blocks' pieces) */
+    size_t max_count = c.area / c.es / (a->kind == RCOLL_OP_REDUCE_SCATTER ? (size_t)c.n : 1);
     rcoll_status_t st = RCOLL_OK;
     size_t done = 0;
     for (int h = comm->gpu_ipc_half; done < a->count && st == RCOLL_OK; h ^= 1) {
         size_t cnt = a->count - done < max_count ? a->count - done : max_count;
-        st = ipc_piece(comm, a, done * es, cnt, h, half);
+        st = ipc_piece(&c, done, cnt, h);
         done += cnt;
         comm->gpu_ipc_half = h ^ 1;
     }
@@ -221,8 +291,8 @@ rcoll_status_t rcoll_api_ipc_allreduce(rcoll_comm_t comm, const rcoll_coll_args_
     if (st == RCOLL_OK) st = barrier(comm);
     if (st != RCOLL_OK) {
         if (r) rcoll_req_release(r);
-        return rcoll_api_arg_error(comm, st, "%s: CUDA IPC all-reduce: %s", fn,
-                                   rcoll_err_get());
+        return rcoll_api_arg_error(comm, st, "%s: CUDA IPC %s: %s", fn,
+                                   rcoll_sig_kind_name(a->kind), rcoll_err_get());
     }
     if (r) {
         r->complete = 1;

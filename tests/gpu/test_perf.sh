@@ -43,10 +43,15 @@ for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf redu
     ok_run "$p --memtype cuda (2 ranks on one GPU)" 2 "$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
         --memtype cuda --ranks-per-gpu 2
 done
-# CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU.
+# CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU, and the
+# other collectives it runs, every root.
 for n in 2 3 4; do
     RCOLL_CUDA_IPC=1 ok_run "all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU" \
         $n all_reduce_perf -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
+done
+for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf; do
+    RCOLL_CUDA_IPC=1 ok_run "$p --memtype cuda, RCOLL_CUDA_IPC=1, 3 ranks on one GPU" 3 "$p" \
+        -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all -r -1 --memtype cuda --ranks-per-gpu 3
 done
 # The table: one run per memory kind, the same flags.
 table() {

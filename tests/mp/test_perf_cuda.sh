@@ -134,15 +134,16 @@ ipc_ok=1
 if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)" != 0 ]; then
     ipc_ok=0
 fi
-# The run passed its own check, every rank reduced on the "GPU" (kernels) and staged nothing,
-# and every mapping and allocation was given back.
+# The run passed its own check, every rank reduced on the "GPU" (kernels; not with a second
+# argument, for the collectives that only copy) and staged nothing, and every mapping and
+# allocation was given back.
 ipc_run() {
-    local n=$1
+    local n=$1 copies_only=${2:-}
     [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" || return 1
     [ "$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")" = "$n" ] || return 1
     ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* ipc_open 0 wrong_ctx 0$' || {
         echo "    staged, leaked or left mapped:"; grep 'cuda-script:' "$TMP/out"; return 1; }
-    [ "$n" = 1 ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
+    [ "$n" = 1 ] || [ -n "$copies_only" ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
         echo "    a rank launched no reduction:"; grep 'cuda-script:' "$TMP/out"; return 1; }
 }
 if [ $ipc_ok = 1 ]; then
@@ -161,6 +162,16 @@ if [ $ipc_ok = 1 ]; then
     RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 1 "${common[@]}" --memtype cuda -d all -o all
     keep ipc_1
     check ipc_1 ipc_run 1
+    # the other collectives over IPC, in pieces (a 64 KiB workspace), every root
+    for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf; do
+        args=(-b 8 -e 256K -f 8 -n 2 -w 1 -d all --memtype cuda --ranks-per-gpu 3)
+        case $p in reduce_perf | broadcast_perf) args+=(-r -1) ;; esac
+        case $p in reduce_perf | reduce_scatter_perf) args+=(-o all) ;; esac
+        RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}"
+        keep "ipc_$p"
+        case $p in reduce_perf | reduce_scatter_perf) check "ipc_$p" ipc_run 3 ;;
+        *) check "ipc_$p" ipc_run 3 copies ;; esac
+    done
     # one rank cannot map a peer's workspace: every rank says so and stages, results right
     RCOLL_CUDA_IPC=1 perf_setup '[ $RCOLL_RANK = 1 ] && export CUDA_SCRIPT_FAIL=cuIpcOpenMemHandle:2;' \
         3 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 3
