@@ -85,7 +85,7 @@ void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
 
 /* api_ipc.c: the collective a on CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1, every rank on
  * this host, not inside a group; the kinds rcoll_api_ipc_kind says: all-reduce, reduce,
- * reduce-scatter, all-gather, broadcast).  *taken 0: not done (the workspaces are not
+ * reduce-scatter, all-gather, broadcast, all-to-all, gather, scatter; not the v-forms).  *taken 0: not done (the workspaces are not
  * usable: stage it); else the status is the call's.  It runs to completion in the call: the
  * nonblocking form (req) gets a request that is already complete.  The first call sets the
  * workspaces up, collectively. */

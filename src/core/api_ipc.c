@@ -1,7 +1,7 @@
 /*
  * api_ipc.c - collectives over CUDA IPC (RCOLL_CUDA_IPC=1; docs/gpu.md "CUDA IPC"): the
- * all-reduce, reduce, reduce-scatter, all-gather and broadcast on CUDA buffers, every rank on
- * one host, done on the GPUs without touching host memory.  Each rank has a device workspace
+ * all-reduce, reduce, reduce-scatter, all-gather, broadcast, all-to-all, gather and scatter
+ * on CUDA buffers, every rank on one host, done on the GPUs without touching host memory.  Each rank has a device workspace
  * that every other rank has mapped (cuda/ipc.c), split into two halves used by alternate
  * pieces; each half holds an input area and an output area.  A call goes piece by piece (a
  * piece fills at most one input area); for a piece of the all-reduce:
@@ -14,8 +14,10 @@
  *
  * The reduce is the same with step 3 on the root only; the reduce-scatter copies every
  * block's piece in and reduces its own block straight into recvbuf; the all-gather copies its
- * block in and every rank's block out; the broadcast copies the root's piece in and every
- * other rank copies it out.
+ * block in and every rank's block out (the gather: to the root only); the all-to-all copies
+ * every block in and its own block out of every rank's; the scatter the root's blocks in and
+ * each rank its block out; the broadcast copies the root's piece in and every other rank
+ * copies it out.
  *
  * The barriers are host collectives of the communicator (core/run.c); before each one the
  * IPC stream is synchronized, so what a rank wrote is complete when the others read it.  A
@@ -229,6 +231,31 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
             st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
                                     in_area(c, p, h), cnt * es);
         return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    case RCOLL_OP_GATHER:
+        /* this rank's block in; the root copies every block out */
+        if ((st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es, cnt * es)) ||
+            (st = sync_all(c)) || me != a->root)
+            return st;
+        for (int p = 0; p < n && st == RCOLL_OK; p++)
+            st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
+                                    in_area(c, p, h), cnt * es);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    case RCOLL_OP_SCATTER:
+    case RCOLL_OP_ALLTOALL:
+        /* every block's piece in, side by side (scatter: on the root only); this rank's
+         * block out of every rank's copy (scatter: of the root's) */
+        if (a->kind == RCOLL_OP_ALLTOALL || me == a->root)
+            for (int b = 0; b < n && st == RCOLL_OK; b++)
+                st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h) + (size_t)b * cnt * es,
+                                        src + ((size_t)b * a->count + off) * es, cnt * es);
+        if (st || (st = sync_all(c))) return st;
+        if (a->kind == RCOLL_OP_SCATTER)
+            st = rcoll_gpu_ipc_copy(c->ipc, dst + off * es,
+                                    in_area(c, a->root, h) + (size_t)me * cnt * es, cnt * es);
+        for (int p = 0; a->kind == RCOLL_OP_ALLTOALL && p < n && st == RCOLL_OK; p++)
+            st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
+                                    in_area(c, p, h) + (size_t)me * cnt * es, cnt * es);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
     case RCOLL_OP_BCAST:
         /* the root's piece in; every other rank copies it out */
         if (me == a->root &&
@@ -246,7 +273,8 @@ int rcoll_api_ipc_kind(rcoll_op_kind_t kind)
 {
     return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_REDUCE ||
            kind == RCOLL_OP_REDUCE_SCATTER || kind == RCOLL_OP_ALLGATHER ||
-           kind == RCOLL_OP_BCAST;
+           kind == RCOLL_OP_BCAST || kind == RCOLL_OP_ALLTOALL || kind == RCOLL_OP_GATHER ||
+           kind == RCOLL_OP_SCATTER;
 }
 
 rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
@@ -276,8 +304,11 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                     0, 0};
     c.half = rcoll_gpu_ipc_bytes(c.ipc) / 2 / PIECE_ALIGN * PIECE_ALIGN;
     c.area = c.half / 2 / PIECE_ALIGN * PIECE_ALIGN;
-    /* elements per piece: what one input area holds (reduce-scatter: n blocks' pieces) */
-    size_t max_count = c.area / c.es / (a->kind == RCOLL_OP_REDUCE_SCATTER ? (size_t)c.n : 1);
+    /* elements per piece: what one input area holds (n blocks' pieces side by side for the
+     * reduce-scatter, the all-to-all and the scatter) */
+    int blocks = a->kind == RCOLL_OP_REDUCE_SCATTER || a->kind == RCOLL_OP_ALLTOALL ||
+                 a->kind == RCOLL_OP_SCATTER;
+    size_t max_count = c.area / c.es / (blocks ? (size_t)c.n : 1);
     rcoll_status_t st = RCOLL_OK;
     size_t done = 0;
     for (int h = comm->gpu_ipc_half; done < a->count && st == RCOLL_OK; h ^= 1) {

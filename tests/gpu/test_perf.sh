@@ -49,7 +49,8 @@ for n in 2 3 4; do
     RCOLL_CUDA_IPC=1 ok_run "all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU" \
         $n all_reduce_perf -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
 done
-for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf; do
+for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf \
+    gather_perf scatter_perf; do
     RCOLL_CUDA_IPC=1 ok_run "$p --memtype cuda, RCOLL_CUDA_IPC=1, 3 ranks on one GPU" 3 "$p" \
         -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all -r -1 --memtype cuda --ranks-per-gpu 3
 done

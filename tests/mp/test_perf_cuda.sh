@@ -163,9 +163,10 @@ if [ $ipc_ok = 1 ]; then
     keep ipc_1
     check ipc_1 ipc_run 1
     # the other collectives over IPC, in pieces (a 64 KiB workspace), every root
-    for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf; do
+    for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf \
+        gather_perf scatter_perf; do
         args=(-b 8 -e 256K -f 8 -n 2 -w 1 -d all --memtype cuda --ranks-per-gpu 3)
-        case $p in reduce_perf | broadcast_perf) args+=(-r -1) ;; esac
+        case $p in reduce_perf | broadcast_perf | gather_perf | scatter_perf) args+=(-r -1) ;; esac
         case $p in reduce_perf | reduce_scatter_perf) args+=(-o all) ;; esac
         RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}"
         keep "ipc_$p"
