@@ -159,6 +159,11 @@ if [ $ipc_ok = 1 ]; then
         --ranks-per-gpu 2 -z 2
     keep ipc_pieces
     check ipc_pieces ipc_run 4
+    # with the progress thread, four operations aggregated per iteration
+    RCOLL_CUDA_IPC=1 RCOLL_PROGRESS_THREAD=1 CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 3 \
+        "${common[@]}" -m 4 --memtype cuda --ranks-per-gpu 3
+    keep ipc_progress_thread
+    check ipc_progress_thread ipc_run 3
     RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 1 "${common[@]}" --memtype cuda -d all -o all
     keep ipc_1
     check ipc_1 ipc_run 1
