@@ -188,6 +188,29 @@ if [ $ipc_ok = 1 ]; then
             grep -q "cuIpcOpenMemHandle(rank 2's workspace) failed: CUDA_ERROR_INVALID_HANDLE" "$TMP/out"
     }
     check ipc_fallback fallback_ok
+    # one rank cannot allocate its workspace: every rank says so and stages
+    RCOLL_CUDA_IPC=1 perf_setup '[ $RCOLL_RANK = 2 ] && export CUDA_SCRIPT_FAIL=cuMemAlloc:3;' \
+        3 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 3
+    keep ipc_no_workspace
+    no_workspace_ok() {
+        clean_run 3 && [ "$(grep -c 'CUDA IPC not used (RCOLL_CUDA_IPC=1): ' "$TMP/out")" = 3 ] &&
+            grep -q 'cuMemAlloc(33554432 bytes) for the CUDA IPC workspace failed: CUDA_ERROR_OUT_OF_MEMORY' "$TMP/out"
+    }
+    check ipc_no_workspace no_workspace_ok
+    # the GPU fails in the middle of a call on one rank: it exits with the driver's sentence,
+    # the others name it, all within seconds (RCOLL_TIMEOUT=20)
+    t0=$(date +%s)
+    RCOLL_TIMEOUT=20 RCOLL_CUDA_IPC=1 perf_setup \
+        '[ $RCOLL_RANK = 1 ] && export CUDA_SCRIPT_FAIL=cuStreamSynchronize:5;' \
+        3 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 3
+    elapsed=$(($(date +%s) - t0))
+    keep ipc_gpu_fails
+    gpu_fails_ok() {
+        [ "$RC" = 3 ] && [ "$elapsed" -lt 15 ] &&
+            grep -q '\[1\] all_reduce_perf: rank 1: .*CUDA IPC allreduce: cuStreamSynchronize(the CUDA IPC stream) failed: CUDA_ERROR_ILLEGAL_ADDRESS' "$TMP/out" &&
+            [ "$(grep -cE '\[[02]\] all_reduce_perf: rank [02]: .*rank 1 ' "$TMP/out")" = 2 ]
+    }
+    check ipc_gpu_fails gpu_fails_ok
     # two GPUs without peer access between them: every rank says so and stages
     RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=2 CUDA_SCRIPT_NO_P2P=1 perf all_reduce_perf 4 \
         -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 2
