@@ -68,9 +68,11 @@ static rcoll_status_t barrier(rcoll_comm_t comm)
 static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *fn)
 {
     int n = comm->nranks;
-    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 8; /* the handle, then int32 ok */
+    /* per rank: the handle, int32 ok, 4 bytes of padding, uint64 workspace bytes */
+    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 16;
     char *all = calloc((size_t)n, rec);
-    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 8];
+    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 16];
+    uint64_t bytes = comm->cfg.gpu.ipc_bytes, use = bytes;
     memset(mine, 0, sizeof(mine));
     char why[RCOLL_ERR_TEXT_MAX] = "";
     int32_t ok = all != NULL;
@@ -81,14 +83,19 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         ok = 0;
     }
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES, &ok, sizeof(ok));
+    memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 8, &bytes, sizeof(bytes));
     /* Every rank takes part in every step, whatever its own outcome. */
     rcoll_status_t st = rcoll_coll_run(comm, RCOLL_OP_ALLGATHER, mine, all ? all : mine,
                                        all ? rec : 0, RCOLL_UINT8, RCOLL_SUM, 0);
     if (st == RCOLL_OK && ok) {
         for (int p = 0; p < n; p++) {
             int32_t pok;
+            uint64_t pbytes;
             memcpy(&pok, all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES, sizeof(pok));
+            memcpy(&pbytes, all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES + 8,
+                   sizeof(pbytes));
             if (!pok) ok = 0;
+            if (pbytes < use) use = pbytes; /* every rank cuts pieces the same */
         }
         if (!ok) snprintf(why, sizeof(why), "another rank could not make its workspace (its "
                           "log says why)");
@@ -122,8 +129,12 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         return RCOLL_OK;
     }
     comm->gpu_ipc_state = 1;
+    comm->gpu_ipc_bytes = (size_t)use;
+    if (use != bytes)
+        RCOLL_INFO(CUDA, "CUDA IPC: another rank has a smaller RCOLL_CUDA_IPC_BYTES: %zu of this "
+                   "rank's %zu bytes used", (size_t)use, (size_t)bytes);
     RCOLL_INFO(CUDA, "CUDA IPC: %d ranks, %zu-byte workspaces mapped by every rank", n,
-               comm->cfg.gpu.ipc_bytes);
+               comm->gpu_ipc_bytes);
     return RCOLL_OK;
 }
 
@@ -302,7 +313,7 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     *taken = 1;
     ipc_call_t c = {comm, comm->gpu_ipc, a, comm->nranks, comm->rank, rcoll_dt_size(a->dt),
                     0, 0};
-    c.half = rcoll_gpu_ipc_bytes(c.ipc) / 2 / PIECE_ALIGN * PIECE_ALIGN;
+    c.half = comm->gpu_ipc_bytes / 2 / PIECE_ALIGN * PIECE_ALIGN; /* the same on every rank */
     c.area = c.half / 2 / PIECE_ALIGN * PIECE_ALIGN;
     /* elements per piece: what one input area holds (n blocks' pieces side by side for the
      * reduce-scatter, the all-to-all and the scatter) */

@@ -176,6 +176,7 @@ struct rcoll_comm {
      * uses. */
     struct rcoll_gpu_ipc *gpu_ipc;
     int gpu_ipc_state, gpu_ipc_half;
+    size_t gpu_ipc_bytes; /* of every workspace used: the smallest rank's */
     /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);
      * freed by rcoll_comm_free. */
     struct rcoll_stage_job *stage_jobs;

@@ -188,6 +188,11 @@ if [ $ipc_ok = 1 ]; then
             grep -q "cuIpcOpenMemHandle(rank 2's workspace) failed: CUDA_ERROR_INVALID_HANDLE" "$TMP/out"
     }
     check ipc_fallback fallback_ok
+    # RCOLL_CUDA_IPC_BYTES smaller on one rank: every rank cuts pieces by the smallest
+    RCOLL_CUDA_IPC=1 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_BYTES=65536;' \
+        3 -b 8 -e 1M -f 8 -n 2 -w 1 -d float,int8 -o sum,avg --memtype cuda --ranks-per-gpu 3
+    keep ipc_sizes_differ
+    check ipc_sizes_differ ipc_run 3
     # one rank cannot allocate its workspace: every rank says so and stages
     RCOLL_CUDA_IPC=1 perf_setup '[ $RCOLL_RANK = 2 ] && export CUDA_SCRIPT_FAIL=cuMemAlloc:3;' \
         3 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 3
