@@ -98,7 +98,9 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         st = fail(res, "cuIpcGetMemHandle(the CUDA IPC workspace)");
         goto err_ctx;
     }
-    if ((res = cu->cuStreamCreate(&ipc->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+    /* A blocking stream: its work waits for what the application queued on the legacy
+     * default stream before the call, as the staging path's synchronous copies do. */
+    if ((res = cu->cuStreamCreate(&ipc->stream, CU_STREAM_DEFAULT)) != CUDA_SUCCESS) {
         st = fail(res, "cuStreamCreate(the CUDA IPC stream)");
         ipc->stream = NULL;
         goto err_ctx;
