@@ -418,6 +418,17 @@ static CUresult s_memset8(CUdeviceptr dst, unsigned char v, size_t n)
     return CUDA_SUCCESS;
 }
 
+/* On the legacy stream (NULL): done at once; the script queues work on its own streams only. */
+static CUresult s_memset32_async(CUdeviceptr dst, unsigned v, size_t n, CUstream st)
+{
+    if (st) return CUDA_ERROR_NOT_SUPPORTED;
+    int dev;
+    char *d = access_of((uintptr_t)dst, n * 4, &dev);
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) memcpy(d + 4 * i, &v, 4);
+    return CUDA_SUCCESS;
+}
+
 static CUresult s_capturing(CUstream s, CUstreamCaptureStatus *st)
 {
     (void)s;
@@ -727,6 +738,7 @@ static const struct {
     {"cuLaunchKernel", (void *)s_launch},
     {"cuDeviceGetByPCIBusId", (void *)s_dev_by_bus},
     {"cuDeviceCanAccessPeer", (void *)s_can_peer},
+    {"cuMemsetD32Async", (void *)s_memset32_async},
 };
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,

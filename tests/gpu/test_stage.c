@@ -333,6 +333,24 @@ static void managed(rk_t *k)
 }
 
 /* One rank process: the driver, the primary context of device 0, then the communicator. */
+/* With RCOLL_CUDA_IPC=1: an input written by an asynchronous memset on the legacy default
+ * stream just before the call is what the all-reduce reads (its stream follows that one). */
+static void ordered(rk_t *k, size_t cnt)
+{
+    const rcoll_cu_api_t *cu = k->cu;
+    int n = k->n;
+    poison(k->hr, k->cap);
+    if (!cu_ok(k, cu->cuMemcpyHtoD(k->dr, k->hr, k->cap * sizeof(elem_t)), "HtoD recv") ||
+        !cu_ok(k, cu->cuMemsetD32Async(k->ds, (unsigned)(7 + k->rank), cnt, NULL),
+               "cuMemsetD32Async") ||
+        !ran(k, rcoll_allreduce((void *)k->ds, (void *)k->dr, cnt, RCOLL_INT32, RCOLL_SUM,
+                                k->comm), "ordered allreduce") ||
+        !get(k, k->dr, k->hr))
+        return;
+    EXPECT(k, "allreduce after a legacy-stream memset", k->hr, cnt,
+           7 * n + n * (n - 1) / 2);
+}
+
 static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *arg)
 {
     int timing = arg != NULL;
@@ -373,6 +391,7 @@ static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *ar
             two_in_flight(&k, 1000, 0);
             two_in_flight(&k, 1000, 1);
             managed(&k);
+            if (getenv("RCOLL_CUDA_IPC")) ordered(&k, 5000);
             CUcontext now = NULL;
             cu->cuCtxGetCurrent(&now);
             if (now != ctx) fail(&k, "%ld %ld", "the caller's context is not current after", 0, 0);
@@ -415,6 +434,17 @@ int main(void)
         printf("SKIP: the ranks could not use the CUDA driver (see above)\n");
         return check_passed || check_failed ? check_summary() : 77;
     }
+    /* The same matrix over CUDA IPC: the collectives it covers run on the GPU, the others
+     * (v-forms, groups) are staged as before; plus the ordering with the legacy stream. */
+    setenv("RCOLL_CUDA_IPC", "1", 1);
+    for (int n = 2; n <= 4; n++) {
+        mp_result_t res;
+        int bad = mp_run_raw(n, rank_main, NULL, 300, &res);
+        CHECK(bad == 0, "%d ranks on one GPU, RCOLL_CUDA_IPC=1: every blocking collective with "
+              "device buffers (exit codes %d %d %d %d)", n, res.codes[0], res.codes[1],
+              res.codes[2], res.codes[3]);
+    }
+    unsetenv("RCOLL_CUDA_IPC");
     mp_result_t res;
     CHECK(mp_run_raw(2, rank_main, (void *)1, 300, &res) == 0, "timing run");
     return check_summary();
