@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "algo/reduce.h"
 #include "core/api_int.h"
@@ -43,6 +44,7 @@
 #include "cuda/gpu.h"
 #include "util/log.h"
 #include "core/sig.h"
+#include "topo/topo.h"
 #include "util/status.h"
 
 #define PIECE_ALIGN 256 /* bytes: areas and shards start on this boundary */
@@ -61,6 +63,56 @@ static rcoll_status_t barrier(rcoll_comm_t comm)
         rcoll_coll_run(comm, RCOLL_OP_BARRIER, buf, buf, n, RCOLL_UINT8, RCOLL_MAX, 0);
     if (buf != small) free(buf);
     return st;
+}
+
+/* RCOLL_P2P_LEVEL below SYS: every other rank's GPU must be within that path class of this
+ * rank's, in this host's topology (records: every rank's handle record, rec bytes apart).
+ * 0 with the reason in why when not. */
+static int p2p_allowed(rcoll_comm_t comm, const char *records, size_t rec, char *why,
+                       size_t len)
+{
+    rcoll_path_t level = (rcoll_path_t)comm->cfg.topo.p2p_level;
+    if (level >= RCOLL_PATH_SYS) return 1;
+    const char *lname = rcoll_path_name(level);
+    char mine[32], bus[32];
+    rcoll_gpu_ipc_bus(records + (size_t)comm->rank * rec, mine, sizeof(mine));
+    rcoll_topo_t *t = NULL;
+    int ok = 1, ia = -1;
+    for (int p = 0; p < comm->nranks && ok; p++) {
+        rcoll_gpu_ipc_bus(records + (size_t)p * rec, bus, sizeof(bus));
+        if (!strcasecmp(bus, mine)) continue; /* the same GPU: LOC, always allowed */
+        if (!t) {
+            if (rcoll_topo_detect(&comm->cfg.topo, &t) != RCOLL_OK) {
+                snprintf(why, len, "RCOLL_P2P_LEVEL=%s but this host's topology could not be "
+                         "read: %s", lname, rcoll_err_get());
+                return 0;
+            }
+            for (int g = 0; g < rcoll_topo_ngpus(t); g++)
+                if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, mine)) ia = g;
+        }
+        int ib = -1;
+        for (int g = 0; g < rcoll_topo_ngpus(t); g++)
+            if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, bus)) ib = g;
+        if (ia < 0 || ib < 0) {
+            snprintf(why, len, "RCOLL_P2P_LEVEL=%s: %s GPU %s is not in this host's topology "
+                     "(%s, %d GPUs), so the path between this rank's GPU %s and rank %d's GPU "
+                     "%s is unknown", lname, ia < 0 ? "this rank's" : "another rank's",
+                     ia < 0 ? mine : bus, rcoll_topo_source(t), rcoll_topo_ngpus(t), mine, p,
+                     bus);
+            ok = 0;
+            break;
+        }
+        char ex[160] = "";
+        rcoll_path_t path = rcoll_topo_explain_gpu_gpu(t, ia, ib, NULL, ex, sizeof(ex));
+        if (path > level) {
+            snprintf(why, len, "this rank's GPU %s and rank %d's GPU %s are %s (%s); "
+                     "RCOLL_P2P_LEVEL allows up to %s", mine, p, bus, rcoll_path_name(path), ex,
+                     lname);
+            ok = 0;
+        }
+    }
+    rcoll_topo_free(t);
+    return ok;
 }
 
 /* The workspaces, made collectively at the first call: every rank allocates and exports its
@@ -99,6 +151,7 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         }
         if (!ok) snprintf(why, sizeof(why), "another rank could not make its workspace (its "
                           "log says why)");
+        if (ok && !p2p_allowed(comm, all, rec, why, sizeof(why))) ok = 0;
     }
     if (st == RCOLL_OK && ok) {
         /* compact the records into the handle array rcoll_gpu_ipc_open reads */

@@ -171,6 +171,8 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
  * another GPU must be visible here and reachable directly (cuDeviceCanAccessPeer: NVLink or
  * PCIe peer-to-peer); else RCOLL_ERR_UNSUPPORTED naming both GPUs. */
 rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles);
+/* The PCI bus id of the GPU of a workspace, from its handle record. */
+void rcoll_gpu_ipc_bus(const void *handle, char *bus, size_t len);
 /* Rank r's workspace as mapped in this process (this rank's own for r = rank). */
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r);
 size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc);

@@ -154,6 +154,12 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
     return NO_CUDA;
 }
 
+void rcoll_gpu_ipc_bus(const void *handle, char *bus, size_t len)
+{
+    (void)handle;
+    if (len) bus[0] = '\0';
+}
+
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r)
 {
     (void)ipc, (void)r;

@@ -165,6 +165,11 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
     return st;
 }
 
+void rcoll_gpu_ipc_bus(const void *handle, char *bus, size_t len)
+{
+    snprintf(bus, len, "%.*s", BUS_LEN - 1, (const char *)handle + BUS_OFF);
+}
+
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int rank)
 {
     return (char *)(uintptr_t)ipc->peer[rank];

@@ -77,10 +77,11 @@ typedef struct {
 
 typedef struct rcoll_topo rcoll_topo_t;
 
-/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE. */
+/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE, RCOLL_P2P_LEVEL. */
 typedef struct {
     char topo_file[RCOLL_CFG_STR_MAX];      /* "" = detect */
     char topo_dump_file[RCOLL_CFG_STR_MAX]; /* "" = no dump */
+    int p2p_level; /* rcoll_path_t: the farthest GPU-GPU path that CUDA IPC may cross */
 } rcoll_topo_config_t;
 
 /* The farthest GPU-NIC path at which topology reports call GPUDirect RDMA possible (NCCL's

@@ -22,6 +22,11 @@ static const rcoll_knob_t topo_knobs[] = {
     RCOLL_KNOB_STR(rcoll_topo_config_t, "RCOLL_TOPO_DUMP_FILE", "", topo_dump_file,
                    "write the topology in use to this file (rcoll JSON), to inspect it or edit "
                    "it into an RCOLL_TOPO_FILE"),
+    RCOLL_KNOB_ENUM_RANGE(rcoll_topo_config_t, "RCOLL_P2P_LEVEL", "SYS", p2p_level,
+                          rcoll_path_names, RCOLL_PATH_LOC, RCOLL_PATH_SYS,
+                          "the farthest path between two GPUs over which ranks may read each "
+                          "other's memory directly (CUDA IPC, RCOLL_CUDA_IPC): LOC (same GPU "
+                          "only), NVL, NVB, PIX, PXB, PHB or SYS (any, as the driver allows)"),
 };
 const rcoll_config_table_t rcoll_topo_config_table =
     RCOLL_CONFIG_TABLE("topo", topo_knobs, rcoll_topo_config_t);

@@ -14,6 +14,7 @@ set -u
 build=$1
 lib=$2
 run="$build/tools/rcoll-run"
+fixtures="$(cd "$(dirname "$0")/../fixtures" && pwd)"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # shellcheck source=../common/check.sh
@@ -226,6 +227,21 @@ if [ $ipc_ok = 1 ]; then
             grep -q "this rank's GPU 0000:19:00.0 cannot access rank 2's GPU 0000:1a:00.0 directly" "$TMP/out"
     }
     check ipc_no_p2p no_p2p_ok
+    # RCOLL_P2P_LEVEL: the two scripted GPUs on different CPU packages (SYS) are refused at
+    # PHB (every rank says why and stages) and allowed at the default, SYS
+    RCOLL_CUDA_IPC=1 RCOLL_P2P_LEVEL=PHB RCOLL_TOPO_FILE=$fixtures/script_2socket.json \
+        CUDA_SCRIPT_DEVICES=2 perf all_reduce_perf 4 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda \
+        --ranks-per-gpu 2
+    keep ipc_p2p_level
+    p2p_level_ok() {
+        clean_run 4 && [ "$(grep -c 'CUDA IPC not used (RCOLL_CUDA_IPC=1): ' "$TMP/out")" = 4 ] &&
+            grep -q "this rank's GPU 0000:19:00.0 and rank 2's GPU 0000:1a:00.0 are SYS (across CPU packages 0 and 1); RCOLL_P2P_LEVEL allows up to PHB" "$TMP/out"
+    }
+    check ipc_p2p_level p2p_level_ok
+    RCOLL_CUDA_IPC=1 RCOLL_TOPO_FILE=$fixtures/script_2socket.json CUDA_SCRIPT_DEVICES=2 \
+        perf all_reduce_perf 4 -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda --ranks-per-gpu 2
+    keep ipc_p2p_sys
+    check ipc_p2p_sys ipc_run 4
     # RCOLL_CUDA_IPC=1 on one rank only: the ranks run different collectives, which the call
     # signatures catch at once on every rank (no hang)
     perf_setup '[ $RCOLL_RANK = 0 ] && export RCOLL_CUDA_IPC=1;' \
