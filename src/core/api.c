@@ -406,15 +406,20 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
     if (st != RCOLL_OK) return st;
     if (__builtin_expect(stream_enq, 0))
         return rcoll_api_stream_coll(comm, a, v, dev.ptr != NULL, stream_enq_stream, fn);
-    if (__builtin_expect(dev.ptr != NULL, 0)) {
-        if (comm->cfg.gpu.ipc && rcoll_api_ipc_kind(a->kind) && !rcoll_api_group_depth &&
-            comm->local_ranks == comm->nranks) {
-            int taken = 0;
-            st = rcoll_api_ipc_coll(comm, a, req, fn, &taken);
-            if (taken || st != RCOLL_OK) return st;
-        }
-        return rcoll_api_stage_coll(comm, a, v, req, rcoll_api_group_depth != 0, fn);
+    if (__builtin_expect(dev.ptr != NULL, 0) && comm->cfg.gpu.ipc &&
+        rcoll_api_ipc_kind(a->kind) && !rcoll_api_group_depth &&
+        comm->local_ranks == comm->nranks) {
+        int taken = 0;
+        st = rcoll_api_ipc_coll(comm, a, req, fn, &taken);
+        if (taken || st != RCOLL_OK) return st;
     }
+    /* RCOLL_STAGE_CHUNK: large elementwise collectives in chunks on every rank, whatever its
+     * buffers, so that all run the same calls */
+    if (__builtin_expect(comm->cfg.gpu.stage_chunk != 0, 0) && rcoll_api_chunk_kind(a->kind) &&
+        !rcoll_api_group_depth && a->count * rcoll_dt_size(a->dt) > comm->cfg.gpu.stage_chunk)
+        return rcoll_api_chunked(comm, a, dev.ptr != NULL, req, fn);
+    if (__builtin_expect(dev.ptr != NULL, 0))
+        return rcoll_api_stage_coll(comm, a, v, req, rcoll_api_group_depth != 0, fn);
     return rcoll_api_run_host(comm, a, v, req, NULL, fn);
 }
 

@@ -83,6 +83,15 @@ rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_
                                        rcoll_gpu_stage_t **area, rcoll_stage_call_t *call);
 void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
 
+/* api_stage.c, pipelined staging (RCOLL_STAGE_CHUNK): a blocking or nonblocking (completed
+ * inside the call) all-reduce, broadcast or reduce (rcoll_api_chunk_kind) run as chunks of
+ * RCOLL_STAGE_CHUNK bytes; staged 1 (CUDA buffers): chunk k's copy in overlaps the earlier
+ * chunks' collectives and its copy out the later ones'; staged 0 (host buffers): the same
+ * chunks, so that every rank runs the same collectives. */
+int rcoll_api_chunk_kind(rcoll_op_kind_t kind);
+rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, int staged,
+                                 rcoll_request_t *req, const char *fn);
+
 /* api_ipc.c: the collective a on CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1, every rank on
  * this host, not inside a group; the kinds rcoll_api_ipc_kind says: all-reduce, reduce,
  * reduce-scatter, all-gather, broadcast, all-to-all, gather, scatter; not the v-forms).  *taken 0: not done (the workspaces are not

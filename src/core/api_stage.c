@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "algo/reduce.h"
 #include "core/api_int.h"
@@ -407,4 +408,91 @@ rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, i
     r->stage_job = j;
     *host_p = host;
     return RCOLL_OK;
+}
+
+/* ---- pipelined staging: large all-reduces, broadcasts and reduces in chunks ---- */
+
+int rcoll_api_chunk_kind(rcoll_op_kind_t kind)
+{
+    return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_BCAST || kind == RCOLL_OP_REDUCE;
+}
+
+/* The call a restricted to elements [off, off + cnt) (elementwise collectives only). */
+static rcoll_coll_args_t chunk_of(const rcoll_coll_args_t *a, size_t off, size_t cnt)
+{
+    size_t es = rcoll_dt_size(a->dt);
+    rcoll_coll_args_t c = *a;
+    if (c.src) c.src = (const char *)c.src + off * es;
+    if (c.dst) c.dst = (char *)c.dst + off * es;
+    c.count = cnt;
+    return c;
+}
+
+rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, int staged,
+                                 rcoll_request_t *req, const char *fn)
+{
+    size_t es = rcoll_dt_size(a->dt);
+    size_t per = comm->cfg.gpu.stage_chunk / es ? comm->cfg.gpu.stage_chunk / es : 1;
+    size_t nch = (a->count + per - 1) / per;
+    struct rcoll_request *r = NULL;
+    rcoll_status_t st = RCOLL_OK;
+    if (req && (st = rcoll_req_alloc(comm, a->kind, &r)) != RCOLL_OK)
+        return rcoll_api_arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+    if (!staged) { /* host buffers: the same chunks, so that every rank runs the same calls */
+        for (size_t k = 0; k < nch && st == RCOLL_OK; k++) {
+            size_t off = k * per, cnt = a->count - off < per ? a->count - off : per;
+            rcoll_coll_args_t c = chunk_of(a, off, cnt);
+            st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn);
+        }
+        goto done;
+    }
+    plan_t p;
+    if ((st = stage_in(comm, a, NULL, fn, &comm->gpu_stage, &p, 0)) != RCOLL_OK) goto done;
+    if (nch > INT32_MAX) nch = INT32_MAX; /* never: counts are bounded far below */
+    const void *dev = p.dev_in ? (const void *)p.dev_in : (const void *)p.dev_out;
+    if (dev && (st = rcoll_gpu_pipe_get(&comm->gpu_pipe, dev, (int)nch)) != RCOLL_OK) {
+        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging: %s (the collective was not "
+                                 "started on this rank)", fn, rcoll_err_get());
+        plan_free(&p);
+        goto done;
+    }
+    /* every chunk's copy in at once, an event after each */
+    for (size_t k = 0; p.dev_in && k < nch && st == RCOLL_OK; k++) {
+        size_t off = k * per * es, len = (a->count - k * per < per ? a->count - k * per : per) * es;
+        st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 0, (char *)p.dev_in + off, p.host_in + off,
+                                 len, (int)k);
+    }
+    if (st != RCOLL_OK) {
+        rcoll_gpu_pipe_finish(comm->gpu_pipe); /* nothing enqueued may outlive the call */
+        st = rcoll_api_arg_error(comm, st, "%s: copying sendbuf %p to the staging area: %s (the "
+                                 "collective was not started on this rank)", fn, p.dev_in,
+                                 rcoll_err_get());
+        plan_free(&p);
+        goto done;
+    }
+    /* chunk k's collective as soon as it is in; its copy out behind the later chunks */
+    size_t k = 0;
+    for (; k < nch && st == RCOLL_OK; k++) {
+        size_t off = k * per, cnt = a->count - off < per ? a->count - off : per;
+        if (p.dev_in && (st = rcoll_gpu_pipe_wait(comm->gpu_pipe, (int)k)) != RCOLL_OK) break;
+        rcoll_coll_args_t c = chunk_of(&p.h, off, cnt);
+        if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
+        if (p.dev_out)
+            st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, p.dev_out + off * es,
+                                     p.host_out + off * es, cnt * es, -1);
+    }
+    rcoll_status_t fst = dev ? rcoll_gpu_pipe_finish(comm->gpu_pipe) : RCOLL_OK;
+    if (st == RCOLL_OK) st = fst;
+    if (st != RCOLL_OK && !strstr(comm->last_error, fn))
+        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, chunk %zu of %zu: %s", fn,
+                                 k + 1, nch, rcoll_err_get());
+    plan_free(&p);
+done:
+    if (r && st != RCOLL_OK) rcoll_req_release(r);
+    if (r && st == RCOLL_OK) { /* the nonblocking form: complete at return */
+        r->complete = 1;
+        r->status = RCOLL_OK;
+        *req = r;
+    }
+    return st;
 }

@@ -785,6 +785,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_bs_leave(c->bs, graceful);
     rcoll_gpu_stage_free(&c->gpu_stage); /* after the transports: nothing writes it now */
     rcoll_gpu_ipc_free(&c->gpu_ipc);
+    rcoll_gpu_pipe_free(&c->gpu_pipe);
     rcoll_stage_jobs_free(c);
     rcoll_stream_jobs_free(c);
     free(c->link.staging);

@@ -175,6 +175,8 @@ struct rcoll_comm {
      * state (0 not tried yet, 1 in use, -1 not usable: staging), the half the next piece
      * uses. */
     struct rcoll_gpu_ipc *gpu_ipc;
+    /* Pipelined staging's streams and events (api_stage.c, RCOLL_STAGE_CHUNK), or NULL. */
+    struct rcoll_gpu_pipe *gpu_pipe;
     int gpu_ipc_state, gpu_ipc_half;
     size_t gpu_ipc_bytes; /* of every workspace used: the smallest rank's */
     /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);

@@ -35,6 +35,7 @@ typedef struct {
     char cuda_lib[RCOLL_CFG_STR_MAX]; /* RCOLL_CUDA_LIB: the driver library dlopen()ed */
     int ipc;                         /* RCOLL_CUDA_IPC: the CUDA IPC all-reduce (core/api_ipc.c) */
     size_t ipc_bytes;                /* RCOLL_CUDA_IPC_BYTES: each rank's IPC workspace */
+    size_t stage_chunk;              /* RCOLL_STAGE_CHUNK: pipelined staging's chunk, 0 off */
 } rcoll_gpu_config_t;
 
 extern const rcoll_config_table_t rcoll_gpu_config_table;
@@ -156,6 +157,23 @@ rcoll_status_t rcoll_gpu_mem_free(void *ptr);
 /* Copy bytes between any two kinds of memory, synchronously (cuMemcpy in the context of the
  * CUDA side; host to host is memmove). */
 rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
+
+/* ---- Pipelined staging (cuda/pipe.c; core/api_stage.c cuts the chunks) ----
+ * Two streams (copies in, copies out) and events after the copies in, in the context of the
+ * buffers they were made for.  Each failure is one sentence. */
+typedef struct rcoll_gpu_pipe rcoll_gpu_pipe_t;
+/* *pipe ready for dev's context (made, or made again for another context) with at least nev
+ * events. */
+rcoll_status_t rcoll_gpu_pipe_get(rcoll_gpu_pipe_t **pipe, const void *dev, int nev);
+/* Enqueue a copy of len bytes between dev and pinned host (to_device 0: in, on the in stream;
+ * 1: out, on the out stream); mark >= 0 records event mark after it. */
+rcoll_status_t rcoll_gpu_pipe_copy(rcoll_gpu_pipe_t *pipe, int to_device, void *dev, void *host,
+                                   size_t len, int mark);
+/* Wait for event mark (the copies before it on its stream are done). */
+rcoll_status_t rcoll_gpu_pipe_wait(rcoll_gpu_pipe_t *pipe, int mark);
+/* Wait for both streams. */
+rcoll_status_t rcoll_gpu_pipe_finish(rcoll_gpu_pipe_t *pipe);
+void rcoll_gpu_pipe_free(rcoll_gpu_pipe_t **pipe);
 
 /* ---- CUDA IPC between the ranks of one host (cuda/ipc.c; core/api_ipc.c runs the protocol)
  * Each rank's device workspace, mapped by the others; a stream of its own; everything in the

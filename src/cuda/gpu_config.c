@@ -23,6 +23,13 @@ static const rcoll_knob_t gpu_knobs[] = {
                    4096, 1LL << 36,
                    "device memory of each rank's CUDA IPC workspace (larger all-reduces go "
                    "through it in pieces of a quarter of it)"),
+    RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_STAGE_CHUNK", "0", SIZE, stage_chunk, 0,
+                   1LL << 40,
+                   "bytes: a blocking all-reduce, broadcast or reduce larger than this is run "
+                   "as chunks of it, on every rank (host buffers too, so that every rank runs "
+                   "the same collectives), and CUDA buffers are staged chunk by chunk, the "
+                   "copies overlapping the other chunks' transfers; 0: off.  Set it the same on "
+                   "every rank (docs/gpu.md)"),
 };
 const rcoll_config_table_t rcoll_gpu_config_table =
     RCOLL_CONFIG_TABLE("cuda", gpu_knobs, rcoll_gpu_config_t);

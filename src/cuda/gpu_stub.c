@@ -197,3 +197,34 @@ void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc)
 {
     *ipc = NULL;
 }
+
+/* Pipelined staging: never reached without CUDA. */
+rcoll_status_t rcoll_gpu_pipe_get(rcoll_gpu_pipe_t **pipe, const void *dev, int nev)
+{
+    (void)pipe, (void)dev, (void)nev;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_pipe_copy(rcoll_gpu_pipe_t *pipe, int to_device, void *dev, void *host,
+                                   size_t len, int mark)
+{
+    (void)pipe, (void)to_device, (void)dev, (void)host, (void)len, (void)mark;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_pipe_wait(rcoll_gpu_pipe_t *pipe, int mark)
+{
+    (void)pipe, (void)mark;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_pipe_finish(rcoll_gpu_pipe_t *pipe)
+{
+    (void)pipe;
+    return NO_CUDA;
+}
+
+void rcoll_gpu_pipe_free(rcoll_gpu_pipe_t **pipe)
+{
+    *pipe = NULL;
+}

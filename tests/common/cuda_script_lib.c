@@ -21,14 +21,16 @@
  *   function fail (CUDA_ERROR_OUT_OF_MEMORY for allocations, CUDA_ERROR_ILLEGAL_ADDRESS for
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
- *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M wrong_ctx W".
+ *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M kernels K ipc_open I
+ *   async_copies C wrong_ctx W".
  * - CUDA IPC: a handle names the owner's pid, its arena memfd and the range; another process
  *   opens it through /proc/<pid>/fd (the same user, or root) and maps it twice as above, so
  *   the peer's device memory is just as untouchable from the host.
- * - Streams run nothing until they are synchronized: cuMemcpyDtoDAsync and kernel launches
+ * - Streams run nothing until they are synchronized: the async copies and kernel launches
  *   are queued on their stream and carried out, in order, by cuStreamSynchronize (which
- *   returns the first failure, as a real stream's sticky error), so work the program forgot
- *   to wait for is not there when another process looks.
+ *   returns the first failure, as a real stream's sticky error) or, up to an event's place,
+ *   by cuEventSynchronize; so work the program forgot to wait for is not there when it (or
+ *   another process) looks.
  * - rcoll's reduction kernels (rcoll_reduce_<dt>_<op>) are carried out on the host with the
  *   same element arithmetic (src/cuda/reduce_elem.h) over the launch's parameters.
  * Entry points rcoll binds but a test never reaches (events, graphs, the legacy copies of the
@@ -74,7 +76,7 @@ static int dev_fd = -1;           /* its memfd, kept open for the IPC handles */
 static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
-static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens;
+static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async;
 static unsigned long long htod_bytes, dtoh_bytes, memcpy_bytes;
 static char fail_name[64];
 static long fail_at, fail_calls;
@@ -89,9 +91,9 @@ static void report(void)
 {
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
-                "dtoh_bytes %llu memcpy_bytes %llu kernels %ld ipc_open %ld wrong_ctx %ld\n",
-                (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
-                n_launches, n_ipc_opens, wrong_ctx);
+                "dtoh_bytes %llu memcpy_bytes %llu kernels %ld ipc_open %ld async_copies %ld "
+                "wrong_ctx %ld\n", (int)getpid(), n_allocs, n_frees, n_live, htod_bytes,
+                dtoh_bytes, memcpy_bytes, n_launches, n_ipc_opens, n_async, wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -547,7 +549,7 @@ static const kernel_t kernels[] = {RCOLL_ELEM_LIST(EMU_ENTRY)};
 #undef EMU_ENTRY
 
 typedef struct {
-    int kernel;                 /* 0: a copy */
+    int kernel;                 /* 0: a copy (DtoD), 1: a kernel, 2: DtoH, 3: HtoD */
     const kernel_t *k;
     uintptr_t dst, dst2, a, b;  /* copy: dst, a = src; n = bytes */
     size_t n;
@@ -557,6 +559,9 @@ typedef struct {
     pthread_mutex_t lock;
     work_t *q;
     size_t n, cap;
+    size_t done;           /* q[0, done) carried out */
+    unsigned long long base; /* work carried out and dropped before q[0] */
+    CUresult err;          /* the first failure of carried-out work (sticky until sync) */
 } stream_t;
 
 static CUresult s_stream_create(CUstream *st, unsigned flags)
@@ -592,11 +597,14 @@ static CUresult enqueue(CUstream st, const work_t *w)
 static CUresult run_work(const work_t *w)
 {
     int dev;
-    if (!w->kernel) {
+    if (w->kernel != 1) {
         char *d = access_of(w->dst, w->n, &dev), *s = access_of(w->a, w->n, &dev);
         if (!d || !s) return CUDA_ERROR_ILLEGAL_ADDRESS;
         memmove(d, s, w->n);
-        __atomic_add_fetch(&memcpy_bytes, w->n, __ATOMIC_RELAXED);
+        unsigned long long *counter = w->kernel == 2 ? &dtoh_bytes
+                                      : w->kernel == 3 ? &htod_bytes : &memcpy_bytes;
+        __atomic_add_fetch(counter, w->n, __ATOMIC_RELAXED);
+        if (w->kernel >= 2) __atomic_add_fetch(&n_async, 1, __ATOMIC_RELAXED);
         return CUDA_SUCCESS;
     }
     size_t bytes = w->n * w->k->es;
@@ -607,17 +615,25 @@ static CUresult run_work(const work_t *w)
     return CUDA_SUCCESS;
 }
 
+/* Carry out s's work up to absolute position upto (the lock held). */
+static void run_upto(stream_t *s, unsigned long long upto)
+{
+    while (s->base + s->done < upto && s->done < s->n) {
+        CUresult e = run_work(&s->q[s->done++]);
+        if (s->err == CUDA_SUCCESS) s->err = e;
+    }
+}
+
 static CUresult s_stream_sync(CUstream st)
 {
     if (!st) return CUDA_SUCCESS;
     stream_t *s = (stream_t *)st;
     pthread_mutex_lock(&s->lock);
-    CUresult r = CUDA_SUCCESS;
-    for (size_t i = 0; i < s->n; i++) {
-        CUresult e = run_work(&s->q[i]);
-        if (r == CUDA_SUCCESS) r = e;
-    }
-    s->n = 0;
+    run_upto(s, s->base + s->n);
+    CUresult r = s->err;
+    s->err = CUDA_SUCCESS;
+    s->base += s->n;
+    s->n = s->done = 0;
     pthread_mutex_unlock(&s->lock);
     if (r == CUDA_SUCCESS && should_fail("cuStreamSynchronize")) r = CUDA_ERROR_ILLEGAL_ADDRESS;
     return r;
@@ -632,6 +648,65 @@ static CUresult s_stream_destroy(CUstream st)
     pthread_mutex_destroy(&s->lock);
     free(s);
     return CUDA_SUCCESS;
+}
+
+/* Events: the position of their record in its stream; synchronizing one carries out the
+ * stream's work up to there. */
+typedef struct {
+    stream_t *s;
+    unsigned long long pos;
+} event_t;
+
+static CUresult s_event_create(CUevent *ev, unsigned flags)
+{
+    (void)flags;
+    event_t *e = calloc(1, sizeof(*e));
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    *ev = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_event_record(CUevent ev, CUstream st)
+{
+    if (!st) return CUDA_ERROR_NOT_SUPPORTED;
+    event_t *e = (event_t *)ev;
+    stream_t *s = (stream_t *)st;
+    pthread_mutex_lock(&s->lock);
+    e->s = s;
+    e->pos = s->base + s->n;
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_event_sync(CUevent ev)
+{
+    event_t *e = (event_t *)ev;
+    if (!e->s) return CUDA_SUCCESS;
+    pthread_mutex_lock(&e->s->lock);
+    run_upto(e->s, e->pos);
+    CUresult r = e->s->err;
+    pthread_mutex_unlock(&e->s->lock);
+    return r;
+}
+
+static CUresult s_event_destroy(CUevent ev)
+{
+    free(ev);
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    if (should_fail("cuMemcpyDtoHAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0};
+    return enqueue(st, &w);
+}
+
+static CUresult s_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream st)
+{
+    if (should_fail("cuMemcpyHtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0};
+    return enqueue(st, &w);
 }
 
 static CUresult s_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
@@ -739,6 +814,12 @@ static const struct {
     {"cuDeviceGetByPCIBusId", (void *)s_dev_by_bus},
     {"cuDeviceCanAccessPeer", (void *)s_can_peer},
     {"cuMemsetD32Async", (void *)s_memset32_async},
+    {"cuEventCreate", (void *)s_event_create},
+    {"cuEventRecord", (void *)s_event_record},
+    {"cuEventSynchronize", (void *)s_event_sync},
+    {"cuEventDestroy", (void *)s_event_destroy},
+    {"cuMemcpyDtoHAsync", (void *)s_dtoh_async},
+    {"cuMemcpyHtoDAsync", (void *)s_htod_async},
 };
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,

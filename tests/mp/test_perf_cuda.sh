@@ -100,6 +100,24 @@ CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 2 "${common[@]}" --memtype managed --
 keep allreduce_managed
 check allreduce_managed clean_run 2
 
+# Pipelined staging (RCOLL_STAGE_CHUNK): the chunks' copies asynchronous on the staging
+# streams (counted by the script), results right; blocking and nonblocking.
+pipelined() {
+    clean_run "$1" && ! grep 'cuda-script:' "$TMP/out" | grep -q ' async_copies 0 ' || {
+        echo "    a rank made no asynchronous staging copy:"; grep 'cuda-script:' "$TMP/out"
+        return 1; }
+}
+for p in all_reduce_perf broadcast_perf reduce_perf; do
+    for z in 0 1; do
+        args=(-b 8 -e 1M -f 8 -n 2 -w 1 -z $z -d float,int8,half --memtype cuda --ranks-per-gpu 3)
+        case $p in reduce_perf | broadcast_perf) args+=(-r -1) ;; esac
+        case $p in broadcast_perf) ;; *) args+=(-o all) ;; esac
+        RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}"
+        keep "chunked_${p}_z$z"
+        check "chunked_${p}_z$z" pipelined 3
+    done
+done
+
 # Host memory with the scripted driver loaded by nobody: unchanged, and no staging.
 perf all_reduce_perf 2 "${common[@]}"
 keep allreduce_host
@@ -142,7 +160,7 @@ ipc_run() {
     local n=$1 copies_only=${2:-}
     [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" || return 1
     [ "$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")" = "$n" ] || return 1
-    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* ipc_open 0 wrong_ctx 0$' || {
+    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* ipc_open 0 async_copies [0-9]+ wrong_ctx 0$' || {
         echo "    staged, leaked or left mapped:"; grep 'cuda-script:' "$TMP/out"; return 1; }
     [ "$n" = 1 ] || [ -n "$copies_only" ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
         echo "    a rank launched no reduction:"; grep 'cuda-script:' "$TMP/out"; return 1; }
