@@ -13,6 +13,7 @@
 #include "algo/select.h"
 #include "rcoll_build.h"
 #include "core/config.h"
+#include "cuda/gpu.h"
 #include "transport/transport.h"
 #include "util/status.h"
 
@@ -57,6 +58,40 @@ static void print_transports(void)
 #if !RCOLL_HAVE_VERBS
     printf("  %-6s not built: %s\n", "verbs",
            "rdma-core headers were missing at configure time (apt-get install libibverbs-dev)");
+#endif
+}
+
+/* CUDA: the driver and its devices (loading the driver, as rcoll_cuda_* do), and how CUDA
+ * buffers travel with the current knobs. */
+static void print_cuda(const rcoll_config_t *cfg)
+{
+#if !RCOLL_HAVE_CUDA
+    (void)cfg;
+    printf("cuda: not built (no nvcc and cuda.h at configure time, or -Dcuda=disabled)\n");
+#else
+    if (cfg->gpu.mode == RCOLL_GPU_OFF) {
+        printf("cuda: off (RCOLL_CUDA=0)\n");
+        return;
+    }
+    int n = 0;
+    if (rcoll_cuda_device_count(&n) != RCOLL_OK) {
+        printf("cuda: unavailable: %s\n", rcoll_cuda_last_error());
+        return;
+    }
+    printf("cuda: driver %s, %d device%s\n", cfg->gpu.cuda_lib, n, n == 1 ? "" : "s");
+    for (int d = 0; d < n; d++) {
+        char name[128], bus[32];
+        if (rcoll_cuda_device_info(d, name, sizeof(name), bus, sizeof(bus)) == RCOLL_OK)
+            printf("  device %d: %s [%s]\n", d, name, bus);
+        else
+            printf("  device %d: %s\n", d, rcoll_cuda_last_error());
+    }
+    char chunk[64] = "off (RCOLL_STAGE_CHUNK=0)";
+    if (cfg->gpu.stage_chunk)
+        snprintf(chunk, sizeof(chunk), "%zu-byte chunks", cfg->gpu.stage_chunk);
+    printf("  CUDA buffers: staged through pinned host memory, pipelined %s; CUDA IPC between "
+           "the ranks of a host %s\n", chunk,
+           cfg->gpu.ipc ? "on (RCOLL_CUDA_IPC=1)" : "off (RCOLL_CUDA_IPC=0)");
 #endif
 }
 
@@ -181,6 +216,7 @@ int main(int argc, char **argv)
     printf("build features: %s%s\n", RCOLL_BUILD_FEATURES,
            RCOLL_HAVE_MPI ? ", mpi comparison benchmark" : "");
     print_transports();
+    print_cuda(&cfg);
     printf("algorithms: all-reduce (pipelined ring; recursive doubling for small vectors), "
            "ring all-gather and reduce-scatter, chain broadcast and reduce, pairwise "
            "all-to-all, point-to-point batches\n");

@@ -127,6 +127,20 @@ host_ok() {
 }
 check allreduce_host host_ok
 
+# rcoll-info: the driver's devices, and the CUDA paths the knobs select; without a driver, why.
+info_devices() {
+    RCOLL_CUDA_LIB=$lib CUDA_SCRIPT_DEVICES=2 RCOLL_CUDA_IPC=1 "$build/tools/rcoll-info" >"$TMP/info_devices.out" 2>&1 &&
+        grep -qF "cuda: driver $lib, 2 devices" "$TMP/info_devices.out" &&
+        grep -qF 'device 1: Scripted GPU 1 [0000:1a:00.0]' "$TMP/info_devices.out" &&
+        grep -qF 'CUDA IPC between the ranks of a host on (RCOLL_CUDA_IPC=1)' "$TMP/info_devices.out"
+}
+check info_devices info_devices
+info_no_driver() {
+    RCOLL_CUDA_LIB=/nonexistent/libcuda.so.1 "$build/tools/rcoll-info" >"$TMP/info_no_driver.out" 2>&1 &&
+        grep -qF 'cuda: unavailable: rcoll_cuda_device_count: no CUDA driver (/nonexistent/libcuda.so.1: ' "$TMP/info_no_driver.out"
+}
+check info_no_driver info_no_driver
+
 # Failures, each exit 2 with its sentence on every rank.
 failed_with() {
     local want=$1
