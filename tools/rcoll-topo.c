@@ -112,7 +112,7 @@ static void cell(const rcoll_topo_t *t, int a, int b, char *buf, size_t len, int
     if (nvlinks) *nvlinks = links;
 }
 
-static void print_matrix(const rcoll_topo_t *t)
+static void print_matrix(const rcoll_topo_t *t, rcoll_path_t p2p_level)
 {
     int ng = rcoll_topo_ngpus(t), nn = rcoll_topo_nnics(t), nd = ng + nn;
     printf("host %s, topology from %s: %d CPU package%s, %d GPU%s, %d NIC%s\n\n",
@@ -173,6 +173,17 @@ static void print_matrix(const rcoll_topo_t *t)
             printf("  GPU%-3d -> NIC%d %-10s %s  GDR %s: %s\n", g, nic, rcoll_topo_nic(t, nic)->name,
                    rcoll_path_name(rcoll_topo_path_gpu_nic(t, g, nic)), ok ? "yes" : "no", reason);
         }
+    }
+    if (ng > 1) { /* what RCOLL_CUDA_IPC's set-up decides from this graph (core/api_ipc.c) */
+        printf("\nGPU pairs, CUDA IPC allowed up to %s (RCOLL_P2P_LEVEL):\n",
+               rcoll_path_name(p2p_level));
+        for (int a = 0; a < ng; a++)
+            for (int b = a + 1; b < ng; b++) {
+                char why[200] = "";
+                rcoll_path_t p = rcoll_topo_explain_gpu_gpu(t, a, b, NULL, why, sizeof(why));
+                printf("  GPU%d-GPU%-3d %s  IPC %s: %s\n", a, b, rcoll_path_name(p),
+                       p <= p2p_level ? "yes" : "no", why);
+            }
     }
     printf("\nLegend:\n"
            "  X    = self\n"
@@ -466,7 +477,7 @@ int main(int argc, char **argv)
     if (json) {
         print_json(t, &cfg, ranks_arg ? &ranks : NULL, order);
     } else {
-        print_matrix(t);
+        print_matrix(t, (rcoll_path_t)cfg.topo.p2p_level);
         if (ranks_arg) print_ranks(t, &cfg, &ranks, order);
     }
     if (dump && rcoll_topo_dump_file(t, dump)) {

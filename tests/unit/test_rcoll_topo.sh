@@ -48,7 +48,13 @@ run "dgx8 text" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.json"
 has "dgx8 text" "$tmp/out" "GPU0    X      NV18   NV18"
 has "dgx8 text" "$tmp/out" "0-55,112-167"
 has "dgx8 text" "$tmp/out" "GPU0   -> NIC0 mlx5_0     PIX  GDR yes"
+has "dgx8 text" "$tmp/out" "GPU pairs, CUDA IPC allowed up to SYS (RCOLL_P2P_LEVEL):"
 has "dgx8 text" "$tmp/out" "NV#  = NVLink"
+run "p2p level" 0 env RCOLL_P2P_LEVEL=PHB "$tool" --topo-file "$fx/script_2socket.json"
+has "p2p level" "$tmp/out" "GPU pairs, CUDA IPC allowed up to PHB (RCOLL_P2P_LEVEL):"
+has "p2p level" "$tmp/out" "GPU0-GPU1   SYS  IPC no: across CPU packages 0 and 1"
+run "p2p level bad" 2 env RCOLL_P2P_LEVEL=NET "$tool" --topo-file "$fx/script_2socket.json"
+has "p2p level bad" "$tmp/err" "RCOLL_P2P_LEVEL"
 
 run "dgx8 json" 0 "$tool" --topo-file "$fx/dgx8_nvswitch.json" --json
 pycheck "dgx8 json" "
