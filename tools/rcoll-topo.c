@@ -331,8 +331,9 @@ static void print_json(const rcoll_topo_t *t, const rcoll_config_t *cfg, const r
     jstr(rcoll_topo_host(t));
     printf(",\n  \"source\": ");
     jstr(rcoll_topo_source(t));
-    printf(",\n  \"gdr_level\": \"%s\",\n  \"cpus\": [",
-           rcoll_path_name(RCOLL_TOPO_GDR_LEVEL));
+    printf(",\n  \"gdr_level\": \"%s\",\n  \"p2p_level\": \"%s\",\n  \"cpus\": [",
+           rcoll_path_name(RCOLL_TOPO_GDR_LEVEL),
+           rcoll_path_name((rcoll_path_t)cfg->topo.p2p_level));
     for (int i = 0; i < rcoll_topo_ncpus(t); i++) {
         const rcoll_topo_cpu_t *c = rcoll_topo_cpu(t, i);
         printf("%s\n    {\"id\": %d, \"numa\": %d, \"cpulist\": ", i ? "," : "", c->id, c->numa);
@@ -389,8 +390,11 @@ static void print_json(const rcoll_topo_t *t, const rcoll_config_t *cfg, const r
             if (a < ng && b < ng) p = rcoll_topo_path_gpu_gpu(t, a, b, NULL);
             else if (a < ng) p = rcoll_topo_path_gpu_nic(t, a, b - ng);
             else p = rcoll_topo_path_nic_nic(t, a - ng, b - ng);
-            printf("%s\n    {\"a\": \"%s\", \"b\": \"%s\", \"path\": \"%s\", \"nvlinks\": %d}",
+            printf("%s\n    {\"a\": \"%s\", \"b\": \"%s\", \"path\": \"%s\", \"nvlinks\": %d",
                    first ? "" : ",", la, lb, rcoll_path_name(p), links);
+            if (a < ng && b < ng) /* GPU pairs: would the CUDA IPC set-up allow it? */
+                printf(", \"ipc\": %s", p <= (rcoll_path_t)cfg->topo.p2p_level ? "true" : "false");
+            putchar('}');
             first = 0;
         }
     printf("\n  ]");

@@ -53,6 +53,8 @@ has "dgx8 text" "$tmp/out" "NV#  = NVLink"
 run "p2p level" 0 env RCOLL_P2P_LEVEL=PHB "$tool" --topo-file "$fx/script_2socket.json"
 has "p2p level" "$tmp/out" "GPU pairs, CUDA IPC allowed up to PHB (RCOLL_P2P_LEVEL):"
 has "p2p level" "$tmp/out" "GPU0-GPU1   SYS  IPC no: across CPU packages 0 and 1"
+run "p2p level json" 0 env RCOLL_P2P_LEVEL=PHB "$tool" --json --topo-file "$fx/script_2socket.json"
+pycheck "p2p level json" "assert d['p2p_level'] == 'PHB' and [p['ipc'] for p in d['pairs'] if p['a'].startswith('GPU') and p['b'].startswith('GPU')] == [False]"
 run "p2p level bad" 2 env RCOLL_P2P_LEVEL=NET "$tool" --topo-file "$fx/script_2socket.json"
 has "p2p level bad" "$tmp/err" "RCOLL_P2P_LEVEL"
 
