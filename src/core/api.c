@@ -406,11 +406,14 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
     if (st != RCOLL_OK) return st;
     if (__builtin_expect(stream_enq, 0))
         return rcoll_api_stream_coll(comm, a, v, dev.ptr != NULL, stream_enq_stream, fn);
-    if (__builtin_expect(dev.ptr != NULL, 0) && comm->cfg.gpu.ipc &&
-        rcoll_api_ipc_kind(a->kind) && !rcoll_api_group_depth &&
-        comm->local_ranks == comm->nranks) {
+    /* CUDA IPC: CUDA buffers, or none at all in an uneven collective whose other ranks have
+     * some (this rank takes part in the steps all the same) */
+    if (__builtin_expect(comm->cfg.gpu.ipc != 0, 0) && rcoll_api_ipc_kind(a->kind) &&
+        (dev.ptr || (rcoll_api_ipc_vkind(a->kind) && !a->src && !a->dst &&
+                     rcoll_gpu_active())) &&
+        !rcoll_api_group_depth && comm->local_ranks == comm->nranks) {
         int taken = 0;
-        st = rcoll_api_ipc_coll(comm, a, req, fn, &taken);
+        st = rcoll_api_ipc_coll(comm, a, v, req, fn, &taken);
         if (taken || st != RCOLL_OK) return st;
     }
     /* RCOLL_STAGE_CHUNK: large elementwise collectives in chunks on every rank, whatever its

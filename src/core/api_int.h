@@ -93,14 +93,18 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
                                  rcoll_request_t *req, const char *fn);
 
 /* api_ipc.c: the collective a on CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1, every rank on
- * this host, not inside a group; the kinds rcoll_api_ipc_kind says: all-reduce, reduce,
- * reduce-scatter, all-gather, broadcast, all-to-all, gather, scatter; not the v-forms).  *taken 0: not done (the workspaces are not
+ * this host, not inside a group; the kinds rcoll_api_ipc_kind says: every collective but the
+ * barrier).  *taken 0: not done (the workspaces are not
  * usable: stage it); else the status is the call's.  It runs to completion in the call: the
  * nonblocking form (req) gets a request that is already complete.  The first call sets the
  * workspaces up, collectively. */
 int rcoll_api_ipc_kind(rcoll_op_kind_t kind);
+/* The uneven ones among them (their arrays in v): all-gather-v, reduce-scatter-v,
+ * all-to-all-v.  A rank with no buffer in such a call takes the path too. */
+int rcoll_api_ipc_vkind(rcoll_op_kind_t kind);
 rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                  rcoll_request_t *req, const char *fn, int *taken);
+                                  const size_t *const *v, rcoll_request_t *req, const char *fn,
+                                  int *taken);
 
 /* ---- groups (api_group.c) and the communicator creations deferred to them (api_init.c) ---- */
 /* rcoll_group_start minus rcoll_group_end, this thread: inside a group when not 0. */

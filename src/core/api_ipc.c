@@ -116,51 +116,60 @@ static int p2p_allowed(rcoll_comm_t comm, const char *records, size_t rec, char 
 }
 
 /* The workspaces, made collectively at the first call: every rank allocates and exports its
- * own, the handles are gathered, every rank maps the others', and all agree. */
+ * own, the handles are gathered, every rank maps the others', and all agree.  Each rank's
+ * outcome: OK, NOBUF (no CUDA buffer in this call to give the workspace a context: an
+ * uneven collective with nothing to send or receive here; try again at a later call) or
+ * FAILED (stage from now on).  The worst one decides for every rank. */
+enum { SETUP_FAILED = 0, SETUP_NOBUF = 1, SETUP_OK = 2 };
+
 static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *fn)
 {
     int n = comm->nranks;
-    /* per rank: the handle, int32 ok, 4 bytes of padding, uint64 workspace bytes */
+    /* per rank: the handle, int32 outcome, 4 bytes of padding, uint64 workspace bytes */
     size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 16;
     char *all = calloc((size_t)n, rec);
     char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 16];
     uint64_t bytes = comm->cfg.gpu.ipc_bytes, use = bytes;
     memset(mine, 0, sizeof(mine));
     char why[RCOLL_ERR_TEXT_MAX] = "";
-    int32_t ok = all != NULL;
-    if (!ok) snprintf(why, sizeof(why), "out of memory");
-    if (ok && rcoll_gpu_ipc_create(dev, comm->cfg.gpu.ipc_bytes, comm->rank, n, &comm->gpu_ipc,
-                                   mine) != RCOLL_OK) {
+    int32_t ok = all ? SETUP_OK : SETUP_FAILED;
+    if (!all) snprintf(why, sizeof(why), "out of memory");
+    if (ok == SETUP_OK && !dev) {
+        ok = SETUP_NOBUF;
+    } else if (ok == SETUP_OK && rcoll_gpu_ipc_create(dev, comm->cfg.gpu.ipc_bytes, comm->rank,
+                                                      n, &comm->gpu_ipc, mine) != RCOLL_OK) {
         snprintf(why, sizeof(why), "%s", rcoll_err_get());
-        ok = 0;
+        ok = SETUP_FAILED;
     }
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES, &ok, sizeof(ok));
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 8, &bytes, sizeof(bytes));
     /* Every rank takes part in every step, whatever its own outcome. */
     rcoll_status_t st = rcoll_coll_run(comm, RCOLL_OP_ALLGATHER, mine, all ? all : mine,
                                        all ? rec : 0, RCOLL_UINT8, RCOLL_SUM, 0);
-    if (st == RCOLL_OK && ok) {
+    if (st == RCOLL_OK && ok == SETUP_OK) {
         for (int p = 0; p < n; p++) {
             int32_t pok;
             uint64_t pbytes;
             memcpy(&pok, all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES, sizeof(pok));
             memcpy(&pbytes, all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES + 8,
                    sizeof(pbytes));
-            if (!pok) ok = 0;
+            if (pok < ok) ok = pok;
             if (pbytes < use) use = pbytes; /* every rank cuts pieces the same */
         }
-        if (!ok) snprintf(why, sizeof(why), "another rank could not make its workspace (its "
-                          "log says why)");
-        if (ok && !p2p_allowed(comm, all, rec, why, sizeof(why))) ok = 0;
+        if (ok == SETUP_FAILED)
+            snprintf(why, sizeof(why), "another rank could not make its workspace (its log "
+                     "says why)");
+        if (ok == SETUP_OK && !p2p_allowed(comm, all, rec, why, sizeof(why)))
+            ok = SETUP_FAILED;
     }
-    if (st == RCOLL_OK && ok) {
+    if (st == RCOLL_OK && ok == SETUP_OK) {
         /* compact the records into the handle array rcoll_gpu_ipc_open reads */
         for (int p = 0; p < n; p++)
             memmove(all + (size_t)p * RCOLL_GPU_IPC_HANDLE_BYTES, all + (size_t)p * rec,
                     RCOLL_GPU_IPC_HANDLE_BYTES);
         if (rcoll_gpu_ipc_open(comm->gpu_ipc, all) != RCOLL_OK) {
             snprintf(why, sizeof(why), "%s", rcoll_err_get());
-            ok = 0;
+            ok = SETUP_FAILED;
         }
     }
     free(all);
@@ -172,9 +181,15 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         rcoll_gpu_ipc_free(&comm->gpu_ipc);
         return rcoll_api_arg_error(comm, st, "%s: setting up CUDA IPC: %s", fn, rcoll_err_get());
     }
-    if (!agreed) {
-        if (ok) snprintf(why, sizeof(why), "another rank could not map the workspaces (its log "
-                         "says why)");
+    if (agreed == SETUP_NOBUF) { /* not now: this call is staged, a later one tries again */
+        rcoll_gpu_ipc_free(&comm->gpu_ipc);
+        RCOLL_INFO(CUDA, "CUDA IPC set-up postponed: a rank has no CUDA buffer in this call");
+        return RCOLL_OK;
+    }
+    if (agreed == SETUP_FAILED) {
+        if (ok != SETUP_FAILED)
+            snprintf(why, sizeof(why), "another rank could not map the workspaces (its log "
+                     "says why)");
         RCOLL_WARN(CUDA, "CUDA IPC not used (RCOLL_CUDA_IPC=1): %s; CUDA buffers are staged "
                    "through host memory", why);
         rcoll_gpu_ipc_free(&comm->gpu_ipc);
@@ -196,9 +211,16 @@ typedef struct {
     rcoll_comm_t comm;
     rcoll_gpu_ipc_t *ipc;
     const rcoll_coll_args_t *a;
+    const size_t *const *v; /* the uneven collectives' arrays (RCOLL_V_*), else NULL */
     int n, me;
     size_t es, half, area;
 } ipc_call_t;
+
+/* Elements of a block of total elements that lie in the piece [off, off + cnt). */
+static size_t part(size_t total, size_t off, size_t cnt)
+{
+    return total > off ? (total - off < cnt ? total - off : cnt) : 0;
+}
 
 static char *in_area(const ipc_call_t *c, int p, int h)
 {
@@ -320,6 +342,50 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
             st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
                                     in_area(c, p, h) + (size_t)me * cnt * es, cnt * es);
         return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    case RCOLL_OP_ALLGATHERV: {
+        /* this rank's block's piece in; every block's piece out at its displacement */
+        const size_t *counts = c->v[RCOLL_V_COUNT], *displs = c->v[RCOLL_V_DISPL];
+        size_t len = part(counts[me], off, cnt);
+        if (len && (st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es,
+                                            len * es)))
+            return st;
+        if ((st = sync_all(c))) return st;
+        for (int p = 0; p < n && st == RCOLL_OK; p++)
+            if ((len = part(counts[p], off, cnt)))
+                st = rcoll_gpu_ipc_copy(c->ipc, dst + (displs[p] + off) * es, in_area(c, p, h),
+                                        len * es);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    }
+    case RCOLL_OP_REDUCE_SCATTERV: {
+        /* every block's piece in, side by side; this rank's block reduced into recvbuf */
+        const size_t *counts = c->v[RCOLL_V_COUNT];
+        size_t at = 0, len;
+        for (int b = 0; b < n && st == RCOLL_OK; at += counts[b], b++)
+            if ((len = part(counts[b], off, cnt)))
+                st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h) + (size_t)b * cnt * es,
+                                        src + (at + off) * es, len * es);
+        if (st || (st = sync_all(c))) return st;
+        if ((len = part(counts[me], off, cnt)))
+            st = reduce_all(c, dst + off * es, (size_t)me * cnt * es, len, h);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    }
+    case RCOLL_OP_ALLTOALLV: {
+        /* every send block's piece in, side by side; from every rank, its block for this
+         * rank out at this rank's receive displacement */
+        const size_t *sc = c->v[RCOLL_V_COUNT], *sd = c->v[RCOLL_V_DISPL];
+        const size_t *rc = c->v[RCOLL_V_RCOUNT], *rd = c->v[RCOLL_V_RDISPL];
+        size_t len;
+        for (int b = 0; b < n && st == RCOLL_OK; b++)
+            if ((len = part(sc[b], off, cnt)))
+                st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h) + (size_t)b * cnt * es,
+                                        src + (sd[b] + off) * es, len * es);
+        if (st || (st = sync_all(c))) return st;
+        for (int p = 0; p < n && st == RCOLL_OK; p++)
+            if ((len = part(rc[p], off, cnt)))
+                st = rcoll_gpu_ipc_copy(c->ipc, dst + (rd[p] + off) * es,
+                                        in_area(c, p, h) + (size_t)me * cnt * es, len * es);
+        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+    }
     case RCOLL_OP_BCAST:
         /* the root's piece in; every other rank copies it out */
         if (me == a->root &&
@@ -338,11 +404,18 @@ int rcoll_api_ipc_kind(rcoll_op_kind_t kind)
     return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_REDUCE ||
            kind == RCOLL_OP_REDUCE_SCATTER || kind == RCOLL_OP_ALLGATHER ||
            kind == RCOLL_OP_BCAST || kind == RCOLL_OP_ALLTOALL || kind == RCOLL_OP_GATHER ||
-           kind == RCOLL_OP_SCATTER;
+           kind == RCOLL_OP_SCATTER || rcoll_api_ipc_vkind(kind);
+}
+
+int rcoll_api_ipc_vkind(rcoll_op_kind_t kind)
+{
+    return kind == RCOLL_OP_ALLGATHERV || kind == RCOLL_OP_REDUCE_SCATTERV ||
+           kind == RCOLL_OP_ALLTOALLV;
 }
 
 rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                  rcoll_request_t *req, const char *fn, int *taken)
+                                  const size_t *const *v, rcoll_request_t *req, const char *fn,
+                                  int *taken)
 {
     *taken = 0;
     struct rcoll_request *r = NULL;
@@ -359,24 +432,40 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
             return st;
         }
     }
-    if (comm->gpu_ipc_state < 0) {
+    if (comm->gpu_ipc_state != 1) { /* not usable, or postponed: staged */
         if (r) rcoll_req_release(r);
         return RCOLL_OK;
     }
     *taken = 1;
-    ipc_call_t c = {comm, comm->gpu_ipc, a, comm->nranks, comm->rank, rcoll_dt_size(a->dt),
+    ipc_call_t c = {comm, comm->gpu_ipc, a, v, comm->nranks, comm->rank, rcoll_dt_size(a->dt),
                     0, 0};
     c.half = comm->gpu_ipc_bytes / 2 / PIECE_ALIGN * PIECE_ALIGN; /* the same on every rank */
     c.area = c.half / 2 / PIECE_ALIGN * PIECE_ALIGN;
     /* elements per piece: what one input area holds (n blocks' pieces side by side for the
      * reduce-scatter, the all-to-all and the scatter) */
     int blocks = a->kind == RCOLL_OP_REDUCE_SCATTER || a->kind == RCOLL_OP_ALLTOALL ||
-                 a->kind == RCOLL_OP_SCATTER;
+                 a->kind == RCOLL_OP_SCATTER || a->kind == RCOLL_OP_REDUCE_SCATTERV ||
+                 a->kind == RCOLL_OP_ALLTOALLV;
     size_t max_count = c.area / c.es / (blocks ? (size_t)c.n : 1);
     rcoll_status_t st = RCOLL_OK;
+    /* The pieces walk [0, extent): the count, or for the uneven collectives the largest
+     * block, the same on every rank (all-to-all-v: agreed, since each rank knows its own
+     * counts only). */
+    size_t extent = a->count;
+    if (rcoll_api_ipc_vkind(a->kind)) {
+        uint64_t big = 0;
+        for (int p = 0; p < c.n; p++) {
+            if (v[RCOLL_V_COUNT][p] > big) big = v[RCOLL_V_COUNT][p];
+            if (v[RCOLL_V_RCOUNT] && v[RCOLL_V_RCOUNT][p] > big) big = v[RCOLL_V_RCOUNT][p];
+        }
+        if (a->kind == RCOLL_OP_ALLTOALLV)
+            st = rcoll_coll_run(comm, RCOLL_OP_ALLREDUCE, &big, &big, 1, RCOLL_UINT64,
+                                RCOLL_MAX, 0);
+        extent = (size_t)big;
+    }
     size_t done = 0;
-    for (int h = comm->gpu_ipc_half; done < a->count && st == RCOLL_OK; h ^= 1) {
-        size_t cnt = a->count - done < max_count ? a->count - done : max_count;
+    for (int h = comm->gpu_ipc_half; done < extent && st == RCOLL_OK; h ^= 1) {
+        size_t cnt = extent - done < max_count ? extent - done : max_count;
         st = ipc_piece(&c, done, cnt, h);
         done += cnt;
         comm->gpu_ipc_half = h ^ 1;

@@ -15,9 +15,8 @@ static const rcoll_knob_t gpu_knobs[] = {
     RCOLL_KNOB_STR(rcoll_gpu_config_t, "RCOLL_CUDA_LIB", "libcuda.so.1", cuda_lib,
                    "the CUDA driver library loaded with dlopen (rcoll never links it)"),
     RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC", "0", INT, ipc, 0, 1,
-                   "1: the collectives (all but the v-forms) on CUDA buffers, every rank on "
-                   "one host, run on the GPUs over CUDA IPC instead of staging through host "
-                   "memory (every rank must then pass CUDA buffers to "
+                   "1: the collectives on CUDA buffers, every rank on one host, run on the "
+                   "GPUs over CUDA IPC instead of staging through host memory (every rank must then pass CUDA buffers to "
                    "them, outside groups; docs/gpu.md); 0: staging only"),
     RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC_BYTES", "33554432", SIZE, ipc_bytes,
                    4096, 1LL << 36,
