@@ -13,7 +13,9 @@
  *  - A communicator is not thread-safe: calls on one communicator must not overlap in time.
  *    Different communicators may be used from different threads.  A call that finds another
  *    thread inside a call on the same communicator is refused (RCOLL_ERR_INVALID_USAGE, the
- *    sentence in rcoll_comm_last_error names the other call); it changes nothing.  Calls have
+ *    sentence in rcoll_comm_last_error names the other call); it changes nothing.
+ *    rcoll_group_end holds every communicator of its group in the same way while the group
+ *    ends (a call on one of them meanwhile is refused naming rcoll_group_end).  Calls have
  *    no thread affinity: a request posted by one thread may be tested or waited for by another
  *    (one at a time), and a communicator may move between threads.
  *

@@ -5,7 +5,9 @@
  * (api_init.c).  The calls themselves are checked and queued by api.c.
  */
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/api_int.h"
 #include "core/comm.h"
@@ -84,6 +86,52 @@ static int self_pairs_match(const struct rcoll_request *r)
     return sends == recvs;
 }
 
+/* Hold every communicator of the group for this thread while the group ends, as a call
+ * does (comm_enter): another thread's call on one of them is refused meanwhile ("another
+ * thread is using this communicator (in rcoll_group_end)") instead of progressing it at the
+ * same time.  A communicator another thread is inside already is waited for: that call ends
+ * (completes, or fails within RCOLL_TIMEOUT).  Without memory for the list nothing is held,
+ * as before this existed. */
+static void hold(rcoll_comm_t c)
+{
+    for (unsigned spins = 0; atomic_exchange_explicit(&c->in_use, 1, memory_order_acquire);
+         spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    atomic_store_explicit(&c->in_use_fn, "rcoll_group_end", memory_order_relaxed);
+    atomic_store_explicit(&c->in_use_owner, rcoll_thread_token(), memory_order_release);
+}
+
+/* Hold the group's communicators (each once); *held gets the list to release. */
+static int group_hold(rcoll_comm_t **held)
+{
+    int n = group_nreqs, nh = 0;
+    *held = n ? malloc((size_t)n * sizeof(**held)) : NULL;
+    for (int i = 0; *held && i < n; i++) {
+        rcoll_comm_t c = group_reqs[i]->comm;
+        int seen = 0;
+        for (int j = 0; j < nh && !seen; j++) seen = (*held)[j] == c;
+        if (seen) continue;
+        hold(c);
+        (*held)[nh++] = c;
+    }
+    return nh;
+}
+
+static void group_release(rcoll_comm_t *held, int nh)
+{
+    for (int k = 0; k < nh; k++) {
+        atomic_store_explicit(&held[k]->in_use_owner, NULL, memory_order_relaxed);
+        atomic_store_explicit(&held[k]->in_use, 0, memory_order_release);
+    }
+    free(held);
+}
+
 rcoll_status_t rcoll_group_end(void)
 {
     if (rcoll_api_group_depth == 0) {
@@ -93,6 +141,8 @@ rcoll_status_t rcoll_group_end(void)
     if (--rcoll_api_group_depth > 0) return RCOLL_OK;
     /* Communicators first: the handles the group's other calls may not use yet. */
     rcoll_status_t init_st = rcoll_api_group_run_inits();
+    rcoll_comm_t *held = NULL;
+    int nheld = group_hold(&held);
     /* Release the batches first, so every communicator's work can progress together. */
     for (int i = 0; i < group_nreqs; i++) {
         struct rcoll_request *r = group_reqs[i];
@@ -109,5 +159,6 @@ rcoll_status_t rcoll_group_end(void)
         rcoll_pt_unlock(r->comm);
     }
     rcoll_status_t first = group_wait_all();
+    group_release(held, nheld);
     return init_st != RCOLL_OK ? init_st : first;
 }

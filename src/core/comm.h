@@ -114,6 +114,10 @@ struct rcoll_comm {
     int rank, nranks;
     _Atomic int in_use;              /* a thread is inside a call on it (api.c comm_enter) */
     const char *_Atomic in_use_fn;   /* ... that call's name, for the refusal's sentence */
+    /* The thread holding in_use for rcoll_group_end (rcoll_thread_token), else NULL: that
+     * thread may still progress it as a sibling while it waits on another of the group's
+     * communicators (progress.c). */
+    const void *_Atomic in_use_owner;
     rcoll_config_t cfg;
     /* Transports this rank listens on (index = registry position; NULL where unusable). */
     const rcoll_transport_ops_t *tps[RCOLL_MAX_TRANSPORTS];
@@ -321,6 +325,10 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req);
 int rcoll_sig_explain(rcoll_comm_t comm, char *buf, size_t len);
 /* Fail every queued operation with st (the communicator's error). */
 void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const char *text);
+
+/* progress.c: an address that is different in every thread (which thread holds a
+ * communicator for a group's end). */
+const void *rcoll_thread_token(void);
 
 /* run.c: one collective run to completion for the library's own use (set-up, probe, split),
  * whatever the calling thread's group state.  src may equal dst (in place).  On failure the

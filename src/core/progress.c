@@ -1082,6 +1082,12 @@ static int progress_p2p_followers(rcoll_comm_t comm)
 
 void rcoll_comm_progress(rcoll_comm_t comm) { progress_once(comm); }
 
+const void *rcoll_thread_token(void)
+{
+    static __thread char token;
+    return &token;
+}
+
 rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
 {
     rcoll_comm_t comm = req->comm;
@@ -1091,12 +1097,16 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
         int moved = progress_once(comm);
         /* The rest of the family too: a peer may be waiting for this rank's part of an
          * operation on a sibling communicator before it can serve this one. */
-        for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next)
-            if (o != comm && o->head && !o->pt_on && /* a sibling's own thread serves it */
-                !atomic_exchange_explicit(&o->in_use, 1, memory_order_acquire)) {
+        for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next) {
+            if (o == comm || !o->head || o->pt_on) continue; /* a sibling's thread serves it */
+            if (!atomic_exchange_explicit(&o->in_use, 1, memory_order_acquire)) {
                 moved |= progress_once(o); /* not while another thread is inside it */
                 atomic_store_explicit(&o->in_use, 0, memory_order_release);
+            } else if (atomic_load_explicit(&o->in_use_owner, memory_order_acquire) ==
+                       rcoll_thread_token()) {
+                moved |= progress_once(o); /* this thread holds it for its group's end */
             }
+        }
         if (moved) {
             rcoll_backoff_reset(&bo);
         } else if (comm->pt_on) { /* the caller holds pt_lock: let rcoll_test/wait look */

@@ -4,8 +4,10 @@
  * thread B calls rcoll_bcast, rcoll_barrier and rcoll_iallreduce on the same communicator;
  * each of B's calls returns RCOLL_ERR_INVALID_USAGE with a sentence naming A's call, A's
  * all-reduce completes with the right sum, and afterwards B's calls work again (the flag is
- * released).  A duplicate communicator (rcoll_comm_dup) used by B meanwhile is fine.  Then a
- * nonblocking all-reduce posted by one thread is completed by rcoll_wait in another.
+ * released).  A duplicate communicator (rcoll_comm_dup) used by B meanwhile is fine.  The
+ * same while thread A is inside rcoll_group_end (its group's all-reduce waiting for rank 1):
+ * B's calls are refused naming rcoll_group_end.  Then a nonblocking all-reduce posted by one
+ * thread is completed by rcoll_wait in another.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -79,6 +81,24 @@ static int body(rcoll_comm_t comm, int rank, int n, void *arg)
                                                 "rcoll_allreduce)") || !b.dup_ok) {
             fprintf(stderr, "rank 0: %d of 3 refused, dup %d, last error '%s'\n", b.refused,
                     b.dup_ok, b.text);
+            bad++;
+        }
+    }
+    /* a thread inside rcoll_group_end holds the communicator as a call does */
+    if (rank == 1) sleep_ms(400);
+    thread_b_t b2 = {.comm = comm, .dup = self};
+    if (rank == 0 && pthread_create(&th, NULL, thread_b, &b2) != 0) return 1;
+    int32_t g = rank + 1;
+    rcoll_status_t gs = rcoll_group_start();
+    if (gs == RCOLL_OK) gs = rcoll_allreduce(RCOLL_IN_PLACE, &g, 1, RCOLL_INT32, RCOLL_SUM, comm);
+    rcoll_status_t ge = rcoll_group_end();
+    bad += gs != RCOLL_OK || ge != RCOLL_OK || g != n * (n + 1) / 2;
+    if (rank == 0) {
+        pthread_join(th, NULL);
+        if (b2.refused != 3 || !strstr(b2.text, "another thread is using this communicator (in "
+                                                 "rcoll_group_end)") || !b2.dup_ok) {
+            fprintf(stderr, "rank 0, group: %d of 3 refused, dup %d, last error '%s'\n",
+                    b2.refused, b2.dup_ok, b2.text);
             bad++;
         }
     }
