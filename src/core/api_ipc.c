@@ -1,10 +1,10 @@
 /*
- * api_ipc.c - collectives over CUDA IPC (RCOLL_CUDA_IPC=1; docs/gpu.md "CUDA IPC"): the
- * all-reduce, reduce, reduce-scatter, all-gather, broadcast, all-to-all, gather and scatter
- * on CUDA buffers, every rank on one host, done on the GPUs without touching host memory.  Each rank has a device workspace
- * that every other rank has mapped (cuda/ipc.c), split into two halves used by alternate
- * pieces; each half holds an input area and an output area.  A call goes piece by piece (a
- * piece fills at most one input area); for a piece of the all-reduce:
+ * api_ipc.c - collectives over CUDA IPC (RCOLL_CUDA_IPC=1; docs/gpu.md "CUDA IPC"): every
+ * collective but the barrier, on CUDA buffers, every rank on one host, done on the GPUs
+ * without touching host memory.  Each rank has a device workspace that every other rank has
+ * mapped (cuda/ipc.c), split into two halves used by alternate pieces; each half holds an
+ * input area and an output area.  A call goes piece by piece (a piece fills at most one input
+ * area); for a piece of the all-reduce:
  *
  *   1. copy sendbuf's piece into this rank's input area;              barrier
  *   2. reduce this rank's shard of the piece over every rank's input area
@@ -17,7 +17,8 @@
  * block in and every rank's block out (the gather: to the root only); the all-to-all copies
  * every block in and its own block out of every rank's; the scatter the root's blocks in and
  * each rank its block out; the broadcast copies the root's piece in and every other rank
- * copies it out.
+ * copies it out.  The v-forms walk the largest block, each block giving what it has in the
+ * piece.
  *
  * The barriers are host collectives of the communicator (core/run.c); before each one the
  * IPC stream is synchronized, so what a rank wrote is complete when the others read it.  A

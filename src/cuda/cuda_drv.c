@@ -218,3 +218,26 @@ rcoll_status_t rcoll_cu_set_api(const rcoll_cu_api_t *api)
     if (st != RCOLL_OK) return rcoll_err_set(st, "%s", load_text);
     return st;
 }
+
+rcoll_status_t rcoll_cu_fail(rcoll_status_t st, CUresult res, const char *what)
+{
+    char text[160];
+    return rcoll_err_set(st, "%s failed: %s", what, rcoll_cu_strerror(res, text, sizeof(text)));
+}
+
+rcoll_status_t rcoll_gpu_ctx_push(CUcontext ctx, const char *what, CUcontext *saved)
+{
+    CUresult res = rcoll_cu->cuCtxGetCurrent(saved);
+    if (res != CUDA_SUCCESS) return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuCtxGetCurrent");
+    if (*saved != ctx && (res = rcoll_cu->cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) {
+        char call[96];
+        snprintf(call, sizeof(call), "cuCtxSetCurrent(%s)", what);
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, call);
+    }
+    return RCOLL_OK;
+}
+
+void rcoll_gpu_ctx_pop(CUcontext ctx, CUcontext saved)
+{
+    if (saved != ctx) rcoll_cu->cuCtxSetCurrent(saved);
+}

@@ -99,6 +99,12 @@ int rcoll_cu_present(const char *path);
  * checks on it; the status is that of rcoll_cu_load.  NULL forgets the table and the load
  * result (the library, if one was opened, stays mapped), so that a test may load again. */
 rcoll_status_t rcoll_cu_set_api(const rcoll_cu_api_t *api);
+/* st with "<what> failed: CUDA_ERROR_... (...)" as the error's sentence. */
+rcoll_status_t rcoll_cu_fail(rcoll_status_t st, CUresult res, const char *what);
+/* Make ctx current (when it is not): *saved gets the context to put back with
+ * rcoll_gpu_ctx_pop.  Errors: RCOLL_ERR_SYSTEM naming the driver call; what names ctx. */
+rcoll_status_t rcoll_gpu_ctx_push(CUcontext ctx, const char *what, CUcontext *saved);
+void rcoll_gpu_ctx_pop(CUcontext ctx, CUcontext saved);
 /* Make the context of dev current (when it has one other than the current one): *saved gets
  * the context to put back, *switched whether anything changed.  Errors: RCOLL_ERR_SYSTEM,
  * naming the driver call.  rcoll_gpu_ctx_leave puts *saved back (a failure is logged). */

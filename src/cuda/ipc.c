@@ -32,26 +32,14 @@ struct rcoll_gpu_ipc {
                         * 0 where not opened) */
 };
 
-static rcoll_status_t fail(CUresult res, const char *what)
-{
-    char text[160];
-    return rcoll_err_set(RCOLL_ERR_SYSTEM, "%s failed: %s", what,
-                         rcoll_cu_strerror(res, text, sizeof(text)));
-}
-
-/* Make ipc's context current; *saved to put back. */
 static rcoll_status_t enter(const rcoll_gpu_ipc_t *ipc, CUcontext *saved)
 {
-    CUresult res = rcoll_cu->cuCtxGetCurrent(saved);
-    if (res != CUDA_SUCCESS) return fail(res, "cuCtxGetCurrent");
-    if (*saved != ipc->ctx && (res = rcoll_cu->cuCtxSetCurrent(ipc->ctx)) != CUDA_SUCCESS)
-        return fail(res, "cuCtxSetCurrent(the IPC workspace's context)");
-    return RCOLL_OK;
+    return rcoll_gpu_ctx_push(ipc->ctx, "the IPC workspace's context", saved);
 }
 
 static void leave(const rcoll_gpu_ipc_t *ipc, CUcontext saved)
 {
-    if (saved != ipc->ctx) rcoll_cu->cuCtxSetCurrent(saved);
+    rcoll_gpu_ctx_pop(ipc->ctx, saved);
 }
 
 rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int nranks,
@@ -77,31 +65,32 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
     CUresult res = cu->cuCtxGetCurrent(&ipc->ctx);
     if (res == CUDA_SUCCESS && !ipc->ctx) res = CUDA_ERROR_INVALID_CONTEXT;
     if (res != CUDA_SUCCESS) {
-        st = fail(res, "cuCtxGetCurrent (the buffers' context)");
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuCtxGetCurrent (the buffers' context)");
         goto err_ctx;
     }
     if ((res = cu->cuCtxGetDevice(&ipc->dev)) != CUDA_SUCCESS ||
         (res = cu->cuDeviceGetPCIBusId(ipc->bus, BUS_LEN, ipc->dev)) != CUDA_SUCCESS) {
-        st = fail(res, "cuCtxGetDevice / cuDeviceGetPCIBusId (the buffers' GPU)");
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res,
+                           "cuCtxGetDevice / cuDeviceGetPCIBusId (the buffers' GPU)");
         goto err_ctx;
     }
     ipc->bus[BUS_LEN - 1] = '\0';
     char what[96];
     if ((res = cu->cuMemAlloc(&ipc->own, bytes)) != CUDA_SUCCESS) {
         snprintf(what, sizeof(what), "cuMemAlloc(%zu bytes) for the CUDA IPC workspace", bytes);
-        st = fail(res, what);
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, what);
         ipc->own = 0;
         goto err_ctx;
     }
     ipc->bytes = bytes;
     if ((res = cu->cuIpcGetMemHandle((CUipcMemHandle *)handle, ipc->own)) != CUDA_SUCCESS) {
-        st = fail(res, "cuIpcGetMemHandle(the CUDA IPC workspace)");
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuIpcGetMemHandle(the CUDA IPC workspace)");
         goto err_ctx;
     }
     /* A blocking stream: its work waits for what the application queued on the legacy
      * default stream before the call, as the staging path's synchronous copies do. */
     if ((res = cu->cuStreamCreate(&ipc->stream, CU_STREAM_DEFAULT)) != CUDA_SUCCESS) {
-        st = fail(res, "cuStreamCreate(the CUDA IPC stream)");
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuStreamCreate(the CUDA IPC stream)");
         ipc->stream = NULL;
         goto err_ctx;
     }
@@ -140,7 +129,7 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
             }
             CUresult res = rcoll_cu->cuDeviceCanAccessPeer(&can, ipc->dev, d);
             if (res != CUDA_SUCCESS) {
-                st = fail(res, "cuDeviceCanAccessPeer");
+                st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuDeviceCanAccessPeer");
                 break;
             }
             if (!can) {
@@ -157,7 +146,7 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles)
         if (res != CUDA_SUCCESS) {
             char what[96];
             snprintf(what, sizeof(what), "cuIpcOpenMemHandle(rank %d's workspace)", p);
-            st = fail(res, what);
+            st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, what);
             ipc->peer[p] = 0;
         }
     }
@@ -194,7 +183,7 @@ rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *s
         char what[128];
         snprintf(what, sizeof(what), "cuMemcpyDtoDAsync of %zu bytes from %p to %p", bytes, src,
                  dst);
-        return fail(res, what);
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, what);
     }
     return RCOLL_OK;
 }
@@ -219,7 +208,9 @@ rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
     if (st != RCOLL_OK) return st;
     CUresult res = rcoll_cu->cuStreamSynchronize(ipc->stream);
     leave(ipc, saved);
-    return res == CUDA_SUCCESS ? RCOLL_OK : fail(res, "cuStreamSynchronize(the CUDA IPC stream)");
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuStreamSynchronize(the CUDA IPC stream)");
+    return RCOLL_OK;
 }
 
 void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)

@@ -42,9 +42,7 @@ const char *rcoll_cuda_kernel_name(rcoll_datatype_t dt, rcoll_op_t op)
 
 static rcoll_status_t cu_fail(CUresult res, const char *what)
 {
-    char text[160];
-    return rcoll_err_set(RCOLL_ERR_SYSTEM, "%s failed: %s", what,
-                         rcoll_cu_strerror(res, text, sizeof(text)));
+    return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, what);
 }
 
 /* The module of the current context, loaded on first use. */

@@ -25,8 +25,7 @@ static CUcontext retained[MAX_RETAINED];
 
 static rcoll_status_t drv_fail(rcoll_status_t st, CUresult res, const char *what)
 {
-    char text[160];
-    return rcoll_err_set(st, "%s failed: %s", what, rcoll_cu_strerror(res, text, sizeof(text)));
+    return rcoll_cu_fail(st, res, what);
 }
 
 rcoll_status_t rcoll_gpu_device_count(int *count)

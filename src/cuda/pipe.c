@@ -22,25 +22,14 @@ struct rcoll_gpu_pipe {
     int nev;
 };
 
-static rcoll_status_t fail(CUresult res, const char *what)
-{
-    char text[160];
-    return rcoll_err_set(RCOLL_ERR_SYSTEM, "%s failed: %s", what,
-                         rcoll_cu_strerror(res, text, sizeof(text)));
-}
-
 static rcoll_status_t enter(const rcoll_gpu_pipe_t *p, CUcontext *saved)
 {
-    CUresult res = rcoll_cu->cuCtxGetCurrent(saved);
-    if (res != CUDA_SUCCESS) return fail(res, "cuCtxGetCurrent");
-    if (*saved != p->ctx && (res = rcoll_cu->cuCtxSetCurrent(p->ctx)) != CUDA_SUCCESS)
-        return fail(res, "cuCtxSetCurrent(the staging streams' context)");
-    return RCOLL_OK;
+    return rcoll_gpu_ctx_push(p->ctx, "the staging streams' context", saved);
 }
 
 static void leave(const rcoll_gpu_pipe_t *p, CUcontext saved)
 {
-    if (saved != p->ctx) rcoll_cu->cuCtxSetCurrent(saved);
+    rcoll_gpu_ctx_pop(p->ctx, saved);
 }
 
 void rcoll_gpu_pipe_free(rcoll_gpu_pipe_t **pp)
@@ -72,7 +61,7 @@ rcoll_status_t rcoll_gpu_pipe_get(rcoll_gpu_pipe_t **pp, const void *dev, int ne
     if (st != RCOLL_OK) return st;
     CUresult res = cu->cuCtxGetCurrent(&ctx);
     rcoll_gpu_ctx_leave(saved, switched);
-    if (res != CUDA_SUCCESS) return fail(res, "cuCtxGetCurrent");
+    if (res != CUDA_SUCCESS) return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuCtxGetCurrent");
     if (*pp && (*pp)->ctx != ctx) rcoll_gpu_pipe_free(pp); /* buffers of another context */
     rcoll_gpu_pipe_t *p = *pp;
     if (!p) {
@@ -85,7 +74,7 @@ rcoll_status_t rcoll_gpu_pipe_get(rcoll_gpu_pipe_t **pp, const void *dev, int ne
          * the synchronous staging copies do */
         if ((res = cu->cuStreamCreate(&p->in, CU_STREAM_DEFAULT)) != CUDA_SUCCESS ||
             (res = cu->cuStreamCreate(&p->out, CU_STREAM_DEFAULT)) != CUDA_SUCCESS)
-            st = fail(res, "cuStreamCreate(a staging stream)");
+            st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuStreamCreate(a staging stream)");
         leave(p, saved);
         if (st != RCOLL_OK) {
             rcoll_gpu_pipe_free(pp);
@@ -101,7 +90,7 @@ rcoll_status_t rcoll_gpu_pipe_get(rcoll_gpu_pipe_t **pp, const void *dev, int ne
             p->ev[p->nev] = NULL;
             if ((res = cu->cuEventCreate(&p->ev[p->nev], CU_EVENT_DISABLE_TIMING)) !=
                 CUDA_SUCCESS) {
-                st = fail(res, "cuEventCreate(a staging event)");
+                st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuEventCreate(a staging event)");
                 break;
             }
         }
@@ -124,20 +113,26 @@ rcoll_status_t rcoll_gpu_pipe_copy(rcoll_gpu_pipe_t *p, int to_device, void *dev
     if ((st = enter(p, &saved)) != RCOLL_OK) return st;
     CUresult res = rcoll_cu->cuEventRecord(p->ev[mark], s);
     leave(p, saved);
-    return res == CUDA_SUCCESS ? RCOLL_OK : fail(res, "cuEventRecord(a staging event)");
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuEventRecord(a staging event)");
+    return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_gpu_pipe_wait(rcoll_gpu_pipe_t *p, int mark)
 {
     CUresult res = rcoll_cu->cuEventSynchronize(p->ev[mark]);
-    return res == CUDA_SUCCESS ? RCOLL_OK : fail(res, "cuEventSynchronize(a staging event)");
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuEventSynchronize(a staging event)");
+    return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_gpu_pipe_finish(rcoll_gpu_pipe_t *p)
 {
     CUresult r1 = rcoll_cu->cuStreamSynchronize(p->in);
     CUresult r2 = rcoll_cu->cuStreamSynchronize(p->out);
-    if (r1 != CUDA_SUCCESS) return fail(r1, "cuStreamSynchronize(the staging stream in)");
-    if (r2 != CUDA_SUCCESS) return fail(r2, "cuStreamSynchronize(the staging stream out)");
+    if (r1 != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, r1, "cuStreamSynchronize(the staging stream in)");
+    if (r2 != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, r2, "cuStreamSynchronize(the staging stream out)");
     return RCOLL_OK;
 }
