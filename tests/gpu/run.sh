@@ -11,6 +11,8 @@
 # the stream-ordered collectives on 2-4 processes with kernels and copies around them on the
 # same stream (tests/gpu/test_stream.c), and the perf binaries with --memtype cuda and the
 # all-reduce bandwidth table, device next to host buffers (tests/gpu/test_perf.sh).
+# It prints a short summary last (each test's verdict; the kernel/copy bandwidths, the
+# staging time, the all-reduce table).
 # Exit: 0 passed, 1 a build or a test failed, 77 skipped, with the reason: no /dev/nvidia0 or
 # no loadable libcuda.so.1 (RCOLL_CUDA_LIB names another) on this machine.
 set -u
@@ -34,6 +36,30 @@ fi
 ninja -C "$BUILD" || exit 1
 meson test -C "$BUILD" --suite gpu --print-errorlogs -v
 rc=$?
+# The short summary, last: each test's verdict, and the numbers the targets are about
+# (docs/gpu.md): kernel vs copy bandwidth, staged vs host time, the all-reduce table.
+python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
+import json, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1])]
+except OSError as e:
+    sys.exit(f"no test log: {e}")
+print("\n== GPU summary ==")
+for r in rows:
+    head = r["name"].split(" / ")[0]  # "rcoll:gpu", "rcoll:gpu+other"
+    if "gpu" not in head.split(":", 1)[-1].split("+"):
+        continue
+    print(f"{r['name']:<28} {r['result']:<6} {r.get('duration', 0):7.1f} s")
+    out = r.get("stdout", "") or ""
+    keep = False
+    for line in out.splitlines():
+        if line.startswith(("device 0:", "bandwidth (", "allreduce 64 MiB", "all_reduce_perf, 4 ranks")):
+            keep = True
+        if keep and line.strip() and not line.startswith(("ok ", "FAIL", "#  Rank")):
+            print("    " + line)
+        if line.startswith(("  reduce+copy / memcpy", "allreduce 64 MiB")):
+            keep = False
+PY
 [ "$rc" -eq 0 ] || exit 1
 # meson test exits 0 when every test skipped: say so, with 77
 if grep -q '"result": "SKIP"' "$BUILD/meson-logs/testlog.json" 2>/dev/null &&
