@@ -310,18 +310,10 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
         st = reduce_all(c, dst + off * es, (size_t)me * cnt * es, cnt, h);
         return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
     case RCOLL_OP_ALLGATHER:
-        /* this rank's block in; every block out */
-        if ((st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es, cnt * es)) ||
-            (st = sync_all(c)))
-            return st;
-        for (int p = 0; p < n && st == RCOLL_OK; p++)
-            st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
-                                    in_area(c, p, h), cnt * es);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
     case RCOLL_OP_GATHER:
-        /* this rank's block in; the root copies every block out */
+        /* this rank's block in; every block out (gather: on the root only) */
         if ((st = rcoll_gpu_ipc_copy(c->ipc, in_area(c, me, h), src + off * es, cnt * es)) ||
-            (st = sync_all(c)) || me != a->root)
+            (st = sync_all(c)) || (a->kind == RCOLL_OP_GATHER && me != a->root))
             return st;
         for (int p = 0; p < n && st == RCOLL_OK; p++)
             st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
