@@ -53,49 +53,47 @@ def _entry(rank, n, port, fn, results, timeout_s):
         results[rank] = ("error", traceback.format_exc())
 
 
-def _joined(ctx):
-    """ctx.join(timeout=1), but a rank that exited non-zero is one whose result (or its
-    absence) is judged below, not an exception here."""
-    try:
-        return ctx.join(timeout=1)
-    except mp.ProcessExitedException:
-        for p in ctx.processes:
-            p.join(5)
-        return True
-
-
 # torch's TCPStore in rank 0 binds the port free_port() found free a moment earlier; another
 # test running meanwhile may take it first.  That run is repeated with a new port (and said).
 PORT_TAKEN = "Address already in use"
 
 
-def run(n, fn, timeout_s=60):
-    """fn(rank, n, gloo_group) on n processes; returns the results by rank."""
+def launch(n, fn, timeout_s=60, limit_s=240):
+    """fn(rank, n, gloo_group) on n processes until every one has exited; returns the results
+    by rank as (kind, value), a rank with none as ("missing", ...).  A rank may exit on purpose
+    (os._exit): its result is simply missing."""
     for attempt in range(3):
         with mp.Manager() as m:
             results = m.dict()
             ctx = mp.start_processes(_entry, args=(n, free_port(), fn, results, timeout_s),
                                      nprocs=n, join=False, start_method="spawn")
-            deadline = time.monotonic() + 240
-            while not _joined(ctx):
+            deadline = time.monotonic() + limit_s
+            while any(p.is_alive() for p in ctx.processes):
                 if time.monotonic() > deadline:
                     for p in ctx.processes:
                         p.kill()
-                    raise AssertionError("ranks still running after 240 s")
+                    raise AssertionError(f"ranks still running after {limit_s} s")
                 if any(v[0] == "error" and PORT_TAKEN in v[1] for v in results.values()):
-                    for p in ctx.processes:  # the others would wait for the store in vain
-                        p.kill()
-                        p.join(5)
-                    break
+                    break  # the others would wait for the store in vain
+                time.sleep(0.1)
+            for p in ctx.processes:
+                p.kill()
+                p.join(5)
             out = dict(results)
         taken = [r for r in range(n) if out.get(r, ("", ""))[0] == "error" and
                  PORT_TAKEN in out[r][1] and "TCPStore" in out[r][1]]
         if not taken or attempt == 2:
             break
-        print(f"run: the store's port was taken by another process (rank {taken[0]}); "
+        print(f"launch: the store's port was taken by another process (rank {taken[0]}); "
               "again with another port", file=sys.stderr)
+    return {r: out.get(r, ("missing", "no result")) for r in range(n)}
+
+
+def run(n, fn, timeout_s=60):
+    """fn(rank, n, gloo_group) on n processes; returns the results by rank."""
+    out = launch(n, fn, timeout_s)
     for r in range(n):
-        kind, val = out.get(r, ("missing", "no result"))
+        kind, val = out[r]
         if kind != "ok":
             raise AssertionError(f"rank {r}: {val}")
     return [out[r][1] for r in range(n)]
@@ -344,19 +342,9 @@ class TorchBackendTest(unittest.TestCase):
 
     def test_dead_rank_is_named(self):
         n = 3
-        with mp.Manager() as m:
-            results = m.dict()
-            ctx = mp.start_processes(_entry, args=(n, free_port(), dies_in_allreduce, results,
-                                                   10), nprocs=n, join=False,
-                                     start_method="spawn")
-            deadline = time.monotonic() + 120
-            while any(p.is_alive() for p in ctx.processes) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            for p in ctx.processes:
-                p.kill()
-            out = dict(results)
+        out = launch(n, dies_in_allreduce, timeout_s=10, limit_s=120)
         for r in range(n - 1):
-            kind, val = out.get(r, ("missing", ""))
+            kind, val = out[r]
             self.assertEqual(kind, "ok", val)
             text, took = val
             self.assertIn(f"rank {n - 1}", text, f"rank {r}: {text}")
