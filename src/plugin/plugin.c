@@ -264,6 +264,7 @@ __attribute__((destructor)) static void pl_unload(void)
     __atomic_store_n(&pl_logger, NULL, __ATOMIC_RELEASE);
     if (__atomic_load_n(&pl_live, __ATOMIC_ACQUIRE) != 0) return;
     for (int i = pl_nstarted - 1; i >= 0; i--) pl_started[i]->fini();
+    rcoll_transport_release(pl_started, pl_nstarted); /* and the knobs parsed for them */
     pl_nstarted = 0;
     pl_tp = NULL;
 }

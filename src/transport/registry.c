@@ -37,7 +37,7 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_done[NBUILTIN];
 static rcoll_status_t init_status[NBUILTIN];
 static char init_text[NBUILTIN][RCOLL_ERR_TEXT_MAX];
-static void *init_cfg[NBUILTIN]; /* each transport's knobs, kept for the process */
+static void *init_cfg[NBUILTIN]; /* each transport's knobs, kept until released */
 
 const rcoll_transport_ops_t *const *rcoll_transport_list(size_t *count)
 {
@@ -87,6 +87,20 @@ rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t)
     pthread_mutex_unlock(&init_lock);
     if (st != RCOLL_OK) return rcoll_err_set(st, "transport %s: %s", t->name, init_text[i]);
     return RCOLL_OK;
+}
+
+void rcoll_transport_release(const rcoll_transport_ops_t *const *finished, int n)
+{
+    pthread_mutex_lock(&init_lock);
+    for (size_t i = 0; i < NBUILTIN; i++) {
+        int done = init_done[i] && init_status[i] != RCOLL_OK;
+        for (int k = 0; k < n && !done; k++) done = finished[k] == builtin[i];
+        if (!done) continue;
+        free(init_cfg[i]);
+        init_cfg[i] = NULL;
+        init_done[i] = 0;
+    }
+    pthread_mutex_unlock(&init_lock);
 }
 
 rcoll_status_t rcoll_transport_stub_iflush(void *recv_comm, int n, void **data, int *sizes,

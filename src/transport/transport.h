@@ -154,5 +154,9 @@ rcoll_status_t rcoll_transport_listen(const rcoll_transport_ops_t *t, int dev, v
 /* Initialise a transport once per process (thread-safe): parse its knob table, then init.
  * Returns that status, cached (RCOLL_ERR_INVALID_ARG for a bad knob value). */
 rcoll_status_t rcoll_transport_ensure_init(const rcoll_transport_ops_t *t);
+/* Free the knob structs of the n transports in finished (the caller has called their fini)
+ * and of every transport whose init failed; a later ensure_init of any of them starts again.
+ * For a library that is unloaded (the NCCL net plugin); others keep them for the process. */
+void rcoll_transport_release(const rcoll_transport_ops_t *const *finished, int n);
 
 #endif

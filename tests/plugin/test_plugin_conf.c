@@ -44,12 +44,6 @@
 #define MAXR 8             /* sizes one request can report */
 #define TIMED_OUT (-1)     /* a wait ran past its deadline */
 
-/* ASan builds: the transports' knob structs (transport/registry.c keeps them for the process)
- * stay behind when the plugin is unloaded, which this test does on purpose, as NCCL does
- * after its last communicator (docs/plugin.md, limits).  Everything else must be freed. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:rcoll_transport_ensure_init\n"; }
-
 /* ---------------------------------------------------------------------------------------------
  * The plugin under test, one version at a time (what NCCL's per-version adaptors do)
  * ------------------------------------------------------------------------------------------ */
