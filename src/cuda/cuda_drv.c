@@ -158,6 +158,7 @@ static rcoll_status_t load_locked(const char *path)
         BIND(cuStreamBeginCapture);
         BIND(cuStreamEndCapture);
         BIND(cuGraphDestroy);
+        BIND(cuMemGetHandleForAddressRange);
         if (missing)
             st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
                                "no CUDA driver (%s has no %s for CUDA %d.%d)", path, missing,

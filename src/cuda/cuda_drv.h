@@ -81,6 +81,10 @@ typedef struct rcoll_cu_api {
     CUresult (*cuStreamBeginCapture)(CUstream stream, CUstreamCaptureMode mode);
     CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph *graph);
     CUresult (*cuGraphDestroy)(CUgraph graph);
+    /* GPUDirect RDMA by dma-buf (cuda/mem.c rcoll_gpu_dmabuf_fd). */
+    CUresult (*cuMemGetHandleForAddressRange)(void *handle, CUdeviceptr p, size_t bytes,
+                                              CUmemRangeHandleType type,
+                                              unsigned long long flags);
 } rcoll_cu_api_t;
 
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */

@@ -158,6 +158,17 @@ rcoll_status_t rcoll_gpu_mem_free(void *ptr);
  * CUDA side; host to host is memmove). */
 rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
 
+/* ---- GPUDirect RDMA (cuda/mem.c; the verbs transport registers what it gets) ----
+ * A dma-buf file descriptor for [p, p + len) of device memory, which a NIC driver registers
+ * (ibv_reg_dmabuf_mr): cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD);
+ * offset 0 of the dma-buf is p.  p and len are multiples of the host page size and lie in
+ * one allocation.  The caller closes *fd (the registration keeps what it needs).  Loads the
+ * driver when it is not in use yet (the caller holds CUDA memory, so the process has it).
+ * Errors, each one sentence: RCOLL_ERR_UNSUPPORTED (no driver; the GPU cannot export
+ * dma-bufs, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 0; the driver refuses), RCOLL_ERR_INVALID_ARG
+ * (p not device memory, or not page-aligned), RCOLL_ERR_SYSTEM (the call failed). */
+rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd);
+
 /* ---- Pipelined staging (cuda/pipe.c; core/api_stage.c cuts the chunks) ----
  * Two streams (copies in, copies out) and events after the copies in, in the context of the
  * buffers they were made for.  Each failure is one sentence. */

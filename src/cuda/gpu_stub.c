@@ -139,6 +139,13 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes)
     return NO_CUDA;
 }
 
+rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
+{
+    (void)p, (void)len;
+    *fd = -1;
+    return NO_CUDA;
+}
+
 /* CUDA IPC: never reached without CUDA (no buffer is device memory). */
 rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int nranks,
                                     rcoll_gpu_ipc_t **ipc, void *handle)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda/cuda_drv.h"
 #include "cuda/gpu.h"
@@ -171,5 +172,60 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes)
                  rcoll_memkind_name(sk), dst, rcoll_memkind_name(dk));
         return drv_fail(RCOLL_ERR_SYSTEM, res, what);
     }
+    return RCOLL_OK;
+}
+
+/* ---- GPUDirect RDMA by dma-buf ---- */
+
+rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
+{
+    *fd = -1;
+    if (!rcoll_gpu_active()) {
+        /* The transport asks on behalf of a caller that holds CUDA memory (NCCL through the
+         * net plugin): the driver is in that process, load it with the default knobs. */
+        static rcoll_gpu_config_t cfg;
+        rcoll_status_t st = rcoll_config_parse(&rcoll_gpu_config_table, &cfg);
+        if (st == RCOLL_OK) st = rcoll_gpu_load(&cfg);
+        if (st != RCOLL_OK) return st;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if ((uintptr_t)p % page || len % page || !len)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "dma-buf of %zu bytes at %p: address and "
+                             "length must be multiples of the %zu-byte host page", len, p, page);
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    unsigned int memtype = 0;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    void *data = &memtype;
+    CUresult res = cu->cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)p);
+    if (res != CUDA_SUCCESS || memtype != CU_MEMORYTYPE_DEVICE)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%p is not CUDA device memory: it has no "
+                             "dma-buf", p);
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = rcoll_gpu_ctx_enter(p, &saved, &switched);
+    if (st != RCOLL_OK) return st;
+    CUdevice dev = 0;
+    int ok = 0;
+    res = cu->cuCtxGetDevice(&dev);
+    if (res == CUDA_SUCCESS)
+        res = cu->cuDeviceGetAttribute(&ok, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev);
+    int got = -1;
+    if (res == CUDA_SUCCESS && ok)
+        res = cu->cuMemGetHandleForAddressRange(&got, (CUdeviceptr)(uintptr_t)p, len,
+                                                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    rcoll_gpu_ctx_leave(saved, switched);
+    if (res == CUDA_SUCCESS && !ok)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "CUDA device %d cannot export dma-bufs "
+                             "(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: it needs a Turing or "
+                             "newer GPU, the open kernel modules and Linux 5.12 or newer)",
+                             (int)dev);
+    if (res != CUDA_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof(what), "cuMemGetHandleForAddressRange(dma-buf of %zu bytes at %p)",
+                 len, p);
+        return drv_fail(res == CUDA_ERROR_NOT_SUPPORTED ? RCOLL_ERR_UNSUPPORTED
+                                                        : RCOLL_ERR_SYSTEM, res, what);
+    }
+    *fd = got;
     return RCOLL_OK;
 }

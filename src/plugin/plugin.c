@@ -288,11 +288,11 @@ ncclResult_t pl_get_props(int dev, pl_props_t *props)
     props->name = p->name;
     props->pci_path = p->pci_path[0] ? p->pci_path : NULL;
     props->guid = p->guid;
-    /* CUDA buffers only where the transport registers them itself (it would take them
-     * through dma-buf); NCCL_PTR_DMABUF never, as regMrDmaBuf is not implemented. */
+    /* CUDA buffers where the transport registers them itself (verbs with GPUDirect RDMA:
+     * it makes the dma-buf of a CUDA pointer, or uses nvidia-peermem); NCCL_PTR_DMABUF never,
+     * as regMrDmaBuf is not implemented (NCCL then calls regMr with NCCL_PTR_CUDA). */
     props->ptr_support = NCCL_PTR_HOST;
-    if ((p->ptr_support & RCOLL_PTR_CUDA) && (p->ptr_support & RCOLL_PTR_DMABUF))
-        props->ptr_support |= NCCL_PTR_CUDA;
+    if (p->ptr_support & RCOLL_PTR_CUDA) props->ptr_support |= NCCL_PTR_CUDA;
     props->speed = p->speed_mbps;
     props->port = p->port;
     props->latency = p->latency_us;

@@ -142,6 +142,24 @@ extern const rcoll_vrb_config_t *rcoll_vrb_cfg; /* the knobs init() was given */
 extern int rcoll_vrb_test_rq_depth;
 #endif
 
+/* ---- GPUDirect RDMA: what a device can register of CUDA memory (verbs_mr.c) ---- */
+enum { RCOLL_VRB_GDR_DMABUF = 1, RCOLL_VRB_GDR_PEERMEM = 2 }; /* registration methods */
+typedef struct {
+    int dmabuf;       /* the device's kernel driver registers dma-bufs */
+    int dmabuf_errno; /* what ibv_reg_dmabuf_mr(fd -1) said: EBADF = supported; 0 = no verb */
+    int peermem;      /* a peer-memory client for NVIDIA GPUs is loaded (nvidia-peermem) */
+} rcoll_vrb_gdr_probe_t;
+/* Probe the device of pd once: ibv_reg_dmabuf_mr with fd -1 fails with EOPNOTSUPP (or
+ * EPROTONOSUPPORT) where the kernel driver has no dma-buf support, with EBADF where it has;
+ * and the sysfs entries of nvidia-peermem / nv_peer_mem. */
+void rcoll_vrb_gdr_probe(struct ibv_pd *pd, rcoll_vrb_gdr_probe_t *out);
+/* The methods (RCOLL_VRB_GDR_* mask) RCOLL_IB_GDR=mode allows on device dev given the probe,
+ * in the order they are tried (dma-buf first).  why (may be NULL) gets one sentence either
+ * way: the methods, or why there are none ("rxe0 registers no CUDA memory: its driver takes
+ * no dma-buf (Operation not supported) and nvidia-peermem is not loaded").  Pure. */
+int rcoll_vrb_gdr_methods(const rcoll_vrb_gdr_probe_t *p, int mode, const char *dev, char *why,
+                         size_t len);
+
 /* ---- memory registration cache (verbs_mr.c) ---- */
 typedef struct rcoll_vrb_mr rcoll_vrb_mr_t; /* one registration, page-rounded, ref-counted */
 struct rcoll_vrb_mr {
@@ -149,15 +167,26 @@ struct rcoll_vrb_mr {
     uintptr_t start, end; /* registered pages [start, end) */
     struct ibv_mr *mr;
     int refs;
-    int mem_type; /* RCOLL_PTR_* */
+    int mem_type; /* RCOLL_PTR_HOST or RCOLL_PTR_CUDA */
+    int method;   /* CUDA memory: the RCOLL_VRB_GDR_* it was registered by */
 };
 typedef struct rcoll_vrb_mr_cache rcoll_vrb_mr_cache_t;
-rcoll_vrb_mr_cache_t *rcoll_vrb_mr_cache_new(struct ibv_pd *pd);
+/* The cache of device `name` (for messages), whose GPUDirect RDMA probe it runs now. */
+rcoll_vrb_mr_cache_t *rcoll_vrb_mr_cache_new(struct ibv_pd *pd, const char *name);
 void rcoll_vrb_mr_cache_free(rcoll_vrb_mr_cache_t *c); /* deregisters what is left */
-/* A registration covering [addr, addr+len) (a new or a cached one, reference taken). */
+/* A registration covering [addr, addr+len) (a new or a cached one, reference taken).  CUDA
+ * memory (RCOLL_PTR_CUDA) by the methods RCOLL_IB_GDR allows (rcoll_vrb_gdr_methods), dma-buf
+ * first; RCOLL_ERR_UNSUPPORTED with the sentence where none is allowed, RCOLL_ERR_SYSTEM with
+ * every method's failure where all failed.  The first CUDA registration of a device logs its
+ * method at INFO. */
 rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_t len,
                                int mem_type, rcoll_vrb_mr_t **out);
+/* Another reference to m (an mhandle passed to isend/irecv). */
+void rcoll_vrb_mr_ref(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m);
 void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m);
+/* The methods of the cache's device under the current RCOLL_IB_GDR, as
+ * rcoll_vrb_gdr_methods. */
+int rcoll_vrb_mr_gdr(const rcoll_vrb_mr_cache_t *c, char *why, size_t len);
 int rcoll_vrb_mr_count(const rcoll_vrb_mr_cache_t *c); /* live registrations (tests) */
 
 /* ---- connections (verbs_conn.c) and data path (verbs_data.c) ---- */
@@ -168,7 +197,8 @@ struct rcoll_vrb_req {
     rcoll_vrb_comm_t *comm;
     int used;
     int is_recv;
-    int n;                   /* messages (recv) / 1 (send) */
+    int is_flush;            /* an iflush: its RDMA read completes it */
+    int n;                   /* messages (recv) / 1 (send) / 1 (flush) */
     int left;                /* messages not complete (recv) / QP completions missing (send) */
     size_t size[RCOLL_TRANSPORT_MAX_RECVS];  /* posted or sent sizes */
     size_t got[RCOLL_TRANSPORT_MAX_RECVS];   /* received bytes so far */
@@ -208,6 +238,12 @@ struct rcoll_vrb_comm {
     rcoll_status_t failed;   /* first error (0 = healthy) and its text */
     char fail_text[RCOLL_ERR_TEXT_MAX];
     unsigned idle_polls;
+    /* receiver of CUDA memory: a QP connected to itself whose RDMA reads of received data
+     * (iflush) make the NIC's earlier writes visible to the GPU; made at the first flush */
+    struct ibv_qp *flush_qp;
+    struct ibv_cq *flush_cq;
+    struct ibv_mr *flush_mr;
+    char *flush_buf;
     rcoll_vrb_comm_t *next_live; /* list of live comms (async events find theirs here) */
 };
 
@@ -223,6 +259,8 @@ rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c);
 const char *rcoll_vrb_meta_check(rcoll_vrb_meta_t *m, uint64_t nonce, int want_nqps);
 /* A connect handle. */
 const char *rcoll_vrb_handle_check(const rcoll_vrb_handle_t *h);
+/* The flush QP of a receive comm (connected to itself) with its CQ and landing buffer. */
+rcoll_status_t rcoll_vrb_flush_setup(rcoll_vrb_comm_t *c);
 /* Post the receive WRs that immediates consume (receiver, before RTR). */
 rcoll_status_t rcoll_vrb_post_recvs(rcoll_vrb_comm_t *c, int qi, int count);
 void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c);
@@ -248,6 +286,8 @@ rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag
                               void *mhandle, void **request);
 rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                               void **mhandles, void **request);
+rcoll_status_t rcoll_vrb_iflush(void *recv_comm, int n, void **data, int *sizes,
+                               void **mhandles, void **request);
 rcoll_status_t rcoll_vrb_test(void *request, int *done, size_t *sizes);
 rcoll_status_t rcoll_vrb_close_comm(void *comm);
 

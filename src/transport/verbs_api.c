@@ -110,6 +110,8 @@ static rcoll_status_t load_locked(const char *path)
     const char *none = NULL;
     void *gt = bind("_ibv_query_gid_table", "IBVERBS_1.11", &none);
     memcpy(&gid_table_sym, &gt, sizeof(gt));
+    void *dm = bind("ibv_reg_dmabuf_mr", "IBVERBS_1.12", &none);
+    memcpy(&loaded.reg_dmabuf_mr, &dm, sizeof(dm));
     loaded.query_port = wrap_query_port;
     loaded.query_gid_table = gid_table_sym ? wrap_query_gid_table : NULL;
     loaded.post_send = wrap_post_send;

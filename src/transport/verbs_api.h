@@ -28,6 +28,9 @@ typedef struct rcoll_ibv_api {
     int (*dealloc_pd)(struct ibv_pd *pd);
     struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length, int access);
     int (*dereg_mr)(struct ibv_mr *mr);
+    /* NULL where the library predates rdma-core 34 (no dma-buf registration: IBVERBS_1.12). */
+    struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                    uint64_t iova, int fd, int access);
     struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_context,
                                 struct ibv_comp_channel *channel, int comp_vector);
     int (*destroy_cq)(struct ibv_cq *cq);

@@ -9,6 +9,7 @@
     RCOLL_KNOB_NUM(rcoll_vrb_config_t, name, def, INT, field, lo, hi, help)
 
 static const char *const family_names[] = {"ipv4", "ipv6", NULL}; /* rcoll_vrb_family_t */
+static const char *const gdr_names[] = {"auto", "off", "dmabuf", "peermem", NULL};
 
 static const rcoll_knob_t vrb_knobs[] = {
     RCOLL_KNOB_SUBTABLE(rcoll_vrb_config_t, netif, rcoll_net_config_table),
@@ -36,6 +37,10 @@ static const rcoll_knob_t vrb_knobs[] = {
              "QP receiver-not-ready retries (7 = unlimited; tests lower it)"),
     KNOB_INT("RCOLL_IB_QPS_PER_CONN", "1", ib_qps_per_conn, 1, 16,
              "queue pairs per verbs connection; each message is split over all of them"),
+    RCOLL_KNOB_ENUM_OF(rcoll_vrb_config_t, "RCOLL_IB_GDR", "auto", ib_gdr, gdr_names,
+                       "GPUDirect RDMA (CUDA memory registered with the NIC): auto (dma-buf "
+                       "where the NIC driver takes it, else nvidia-peermem when loaded), off, "
+                       "dmabuf, peermem (forced: ibv_reg_mr on device pointers)"),
 };
 const rcoll_config_table_t rcoll_vrb_config_table =
     RCOLL_CONFIG_TABLE("verbs", vrb_knobs, rcoll_vrb_config_t);

@@ -11,6 +11,14 @@
 #include "util/net.h"
 
 typedef enum { RCOLL_IB_FAMILY_IPV4, RCOLL_IB_FAMILY_IPV6 } rcoll_vrb_family_t;
+/* RCOLL_IB_GDR: how CUDA memory is registered for GPUDirect RDMA (verbs_mr.c). */
+typedef enum {
+    RCOLL_IB_GDR_AUTO,    /* dma-buf where the NIC driver takes it, else a loaded nvidia-peermem */
+    RCOLL_IB_GDR_OFF,     /* never: CUDA memory is refused (callers stage through host memory) */
+    RCOLL_IB_GDR_DMABUF,  /* dma-buf only */
+    RCOLL_IB_GDR_PEERMEM  /* ibv_reg_mr on the device pointer only, whether or not a peer-memory
+                           * module was seen */
+} rcoll_vrb_gdr_mode_t;
 
 typedef struct {
     rcoll_net_config_t netif;               /* RCOLL_SOCKET_IFNAME: connection setup */
@@ -21,6 +29,7 @@ typedef struct {
     char ib_addr_range[RCOLL_CFG_STR_MAX];  /* "" or CIDR the GID must lie in */
     int ib_tc, ib_sl, ib_timeout, ib_retry_cnt, ib_rnr_retry;
     int ib_qps_per_conn;
+    int ib_gdr;                             /* rcoll_vrb_gdr_mode_t */
 } rcoll_vrb_config_t;
 
 extern const rcoll_config_table_t rcoll_vrb_config_table;

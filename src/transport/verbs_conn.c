@@ -72,6 +72,7 @@ void rcoll_vrb_fail_matching(const rcoll_vrb_dev_t *dev, const struct ibv_qp *qp
     for (rcoll_vrb_comm_t *c = live; c; c = c->next_live) {
         int hit = dev && c->dev == dev;
         for (int q = 0; q < c->nqps && qp && !hit; q++) hit = c->qp[q] == qp;
+        if (qp && c->flush_qp == qp) hit = 1;
         if (hit) rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "%s", what);
     }
     pthread_mutex_unlock(&live_lock);
@@ -172,14 +173,16 @@ rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, i
     return RCOLL_OK;
 }
 
-static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, int q, enum ibv_mtu mtu)
+/* qp to RTR and RTS towards QP dest_qpn of the side r describes. */
+static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, struct ibv_qp *qp,
+                                    const rcoll_vrb_meta_t *r, uint32_t dest_qpn,
+                                    enum ibv_mtu mtu)
 {
     const rcoll_vrb_config_t *cfg = rcoll_vrb_cfg;
-    const rcoll_vrb_meta_t *r = &c->remote;
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_RTR,
         .path_mtu = mtu,
-        .dest_qp_num = r->qpn[q],
+        .dest_qp_num = dest_qpn,
         .rq_psn = r->psn,
         .max_dest_rd_atomic = 1,
         .min_rnr_timer = 12,
@@ -193,11 +196,11 @@ static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, int q, enum ibv_mtu mtu
         a.ah_attr.grh.hop_limit = 255;
         a.ah_attr.grh.traffic_class = (uint8_t)cfg->ib_tc;
     }
-    int rc = rcoll_ibv->modify_qp(c->qp[q], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+    int rc = rcoll_ibv->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                                   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                                   IBV_QP_MIN_RNR_TIMER);
     if (rc) return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "verbs: QP 0x%x to RTR",
-                                       c->qp[q]->qp_num);
+                                       qp->qp_num);
     struct ibv_qp_attr s = {
         .qp_state = IBV_QPS_RTS,
         .timeout = (uint8_t)cfg->ib_timeout,
@@ -206,10 +209,10 @@ static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, int q, enum ibv_mtu mtu
         .sq_psn = c->local.psn,
         .max_rd_atomic = 1,
     };
-    rc = rcoll_ibv->modify_qp(c->qp[q], &s, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+    rc = rcoll_ibv->modify_qp(qp, &s, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                               IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     if (rc) return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "verbs: QP 0x%x to RTS",
-                                       c->qp[q]->qp_num);
+                                       qp->qp_num);
     return RCOLL_OK;
 }
 
@@ -219,7 +222,7 @@ rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c)
     enum ibv_mtu mtu = (enum ibv_mtu)(c->local.mtu < c->remote.mtu ? c->local.mtu
                                                                    : c->remote.mtu);
     for (int q = 0; q < c->nqps; q++) {
-        rcoll_status_t st = qp_to_rtr_rts(c, q, mtu);
+        rcoll_status_t st = qp_to_rtr_rts(c, c->qp[q], &c->remote, c->remote.qpn[q], mtu);
         if (st != RCOLL_OK) return st;
     }
     RCOLL_INFO(VERBS, "%s connection %s port %d GID[%d] %s QPN 0x%x <-> %s GID[%u] %s QPN "
@@ -231,9 +234,48 @@ rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_vrb_flush_setup(rcoll_vrb_comm_t *c)
+{
+    rcoll_vrb_dev_t *dev = c->dev;
+    if (posix_memalign((void **)&c->flush_buf, 64, 64))
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "verbs: cannot allocate the flush buffer");
+    c->flush_mr = rcoll_ibv->reg_mr(dev->pd, c->flush_buf, 64, IBV_ACCESS_LOCAL_WRITE);
+    if (!c->flush_mr)
+        return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "verbs: cannot register the flush "
+                                   "buffer on %s", dev->name);
+    c->flush_cq = rcoll_ibv->create_cq(dev->ctx, RCOLL_VRB_MAX_REQS + 1, c, NULL, 0);
+    if (!c->flush_cq)
+        return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "verbs: cannot create the flush CQ "
+                                   "on %s", dev->name);
+    struct ibv_qp_init_attr ia = {
+        .qp_context = c,
+        .send_cq = c->flush_cq,
+        .recv_cq = c->flush_cq,
+        .cap = {.max_send_wr = RCOLL_VRB_MAX_REQS, .max_recv_wr = 1, .max_send_sge = 1,
+                .max_recv_sge = 1},
+        .qp_type = IBV_QPT_RC,
+    };
+    c->flush_qp = rcoll_ibv->create_qp(dev->pd, &ia);
+    if (!c->flush_qp)
+        return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "verbs: cannot create the flush QP "
+                                   "on %s", dev->name);
+    rcoll_status_t st = qp_to_init(c, c->flush_qp);
+    if (st == RCOLL_OK)
+        st = qp_to_rtr_rts(c, c->flush_qp, &c->local, c->flush_qp->qp_num,
+                           (enum ibv_mtu)c->local.mtu);
+    if (st == RCOLL_OK)
+        RCOLL_INFO(VERBS, "%s: flush QP 0x%x (GPUDirect RDMA receives)", dev->name,
+                   c->flush_qp->qp_num);
+    return st;
+}
+
 void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c)
 {
     if (!c) return;
+    if (c->flush_qp) rcoll_ibv->destroy_qp(c->flush_qp);
+    if (c->flush_cq) rcoll_ibv->destroy_cq(c->flush_cq);
+    if (c->flush_mr) rcoll_ibv->dereg_mr(c->flush_mr);
+    free(c->flush_buf);
     for (int q = 0; q < c->nqps; q++)
         if (c->qp[q]) rcoll_ibv->destroy_qp(c->qp[q]);
     if (c->cq) rcoll_ibv->destroy_cq(c->cq);

@@ -15,7 +15,7 @@
 #include "util/log.h"
 #include "util/status.h"
 
-enum { WR_SEND = 1, WR_FIFO = 2, WR_RECV = 3 };
+enum { WR_SEND = 1, WR_FIFO = 2, WR_RECV = 3, WR_FLUSH = 4 };
 #define WR_ID(kind, idx, nwr) (((uint64_t)(kind) << 56) | ((uint64_t)(idx) << 16) | (nwr))
 #define WR_KIND(id) ((int)((id) >> 56))
 #define WR_IDX(id) ((int)(((id) >> 16) & 0xffffffffu))
@@ -52,13 +52,30 @@ static void req_put(rcoll_vrb_req_t *r)
     c->outstanding--;
 }
 
-/* A registration covering the buffer, through the cache (mhandle keeps one alive). */
-static rcoll_status_t buf_mr(rcoll_vrb_comm_t *c, const void *data, size_t size,
+/* The registration of a buffer, referenced for a request: the caller's (mhandle, from
+ * reg_mr: the only way CUDA memory comes) or the cache's host-memory one. */
+static rcoll_status_t buf_mr(rcoll_vrb_comm_t *c, const void *data, size_t size, void *mhandle,
                              rcoll_vrb_mr_t **out)
 {
     *out = NULL;
     if (size == 0) return RCOLL_OK;
+    rcoll_vrb_mr_t *m = mhandle;
+    if (m) {
+        if ((uintptr_t)data < m->start || (uintptr_t)data + size > m->end)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs: the %zu bytes at %p lie outside "
+                                 "the registration passed with them (%#lx..%#lx)", size, data,
+                                 (unsigned long)m->start, (unsigned long)m->end);
+        rcoll_vrb_mr_ref(c->dev->mrs, m);
+        *out = m;
+        return RCOLL_OK;
+    }
     return rcoll_vrb_mr_get(c->dev->mrs, data, size, RCOLL_PTR_HOST, out);
+}
+
+/* Memory the host must not read (the NIC does): CUDA memory. */
+static int on_gpu(const void *mhandle)
+{
+    return mhandle && ((const rcoll_vrb_mr_t *)mhandle)->mem_type != RCOLL_PTR_HOST;
 }
 
 rcoll_status_t rcoll_vrb_reg_mr(void *comm, void *data, size_t size, int mem_type,
@@ -174,10 +191,36 @@ static int peer_vanished(const rcoll_vrb_comm_t *c)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* Completions of the flush QP's RDMA reads. */
+static rcoll_status_t progress_flush(rcoll_vrb_comm_t *c)
+{
+    struct ibv_wc wc[POLL_BATCH];
+    int n = 0;
+    while (!c->failed && (n = rcoll_ibv->poll_cq(c->flush_cq, POLL_BATCH, wc)) > 0) {
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != IBV_WC_SUCCESS)
+                return rcoll_vrb_comm_fail(
+                    c, RCOLL_ERR_SYSTEM, "verbs: the flush of received GPU data (an RDMA read "
+                    "on %s QPN 0x%x) failed: %s (status %d, vendor error 0x%x)", c->dev->name,
+                    wc[i].qp_num, rcoll_ibv->wc_status_str(wc[i].status), (int)wc[i].status,
+                    wc[i].vendor_err);
+            c->reqs[WR_IDX(wc[i].wr_id)].left--;
+        }
+    }
+    if (!c->failed && n < 0)
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: polling the flush CQ of %s "
+                                  "failed", c->dev->name);
+    return RCOLL_OK;
+}
+
 static rcoll_status_t progress(rcoll_vrb_comm_t *c)
 {
     struct ibv_wc wc[POLL_BATCH];
     int n = 0;
+    if (c->flush_cq) {
+        rcoll_status_t st = progress_flush(c);
+        if (st != RCOLL_OK) return st;
+    }
     while (!c->failed && (n = rcoll_ibv->poll_cq(c->cq, POLL_BATCH, wc)) > 0) {
         for (int i = 0; i < n; i++) {
             rcoll_status_t st = on_completion(c, &wc[i]);
@@ -229,7 +272,7 @@ static const rcoll_vrb_fifo_slot_t *ready_slot(rcoll_vrb_comm_t *c)
  * WITH IMM carrying len. */
 static rcoll_status_t post_part(rcoll_vrb_comm_t *c, int q, rcoll_vrb_req_t *r, const char *data,
                                 size_t off, size_t len, const rcoll_vrb_fifo_entry_t *e,
-                                uint32_t lkey)
+                                uint32_t lkey, int may_inline)
 {
     struct ibv_sge sge[2];
     struct ibv_send_wr wr[2];
@@ -248,7 +291,9 @@ static rcoll_status_t post_part(rcoll_vrb_comm_t *c, int q, rcoll_vrb_req_t *r, 
     struct ibv_send_wr *last = &wr[nwr - 1];
     last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     last->imm_data = htonl((uint32_t)len);
-    last->send_flags = IBV_SEND_SIGNALED | (len <= c->max_inline ? IBV_SEND_INLINE : 0);
+    /* inline: the host copies the bytes into the WR, so never for GPU memory */
+    last->send_flags = IBV_SEND_SIGNALED |
+                       (may_inline && len <= c->max_inline ? IBV_SEND_INLINE : 0);
     last->wr_id = WR_ID(WR_SEND, r - c->reqs, nwr);
     struct ibv_send_wr *bad;
     int rc = rcoll_ibv->post_send(c->qp[q], wr, &bad);
@@ -284,7 +329,6 @@ rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag
                               void *mhandle, void **request)
 {
     rcoll_vrb_comm_t *c = send_comm;
-    (void)mhandle; /* the cache finds the registration it keeps alive */
     if (!c || !request || c->is_recv || (size && !data))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs isend: bad arguments");
     *request = NULL;
@@ -314,7 +358,9 @@ rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag
     if (!r) return RCOLL_OK;
     r->n = 1;
     r->size[0] = size;
-    st = size > c->max_inline ? buf_mr(c, data, size, &r->mr[0]) : RCOLL_OK;
+    int may_inline = !on_gpu(mhandle);
+    st = size > c->max_inline || !may_inline ? buf_mr(c, data, size, mhandle, &r->mr[0])
+                                             : RCOLL_OK;
     if (st != RCOLL_OK) {
         req_put(r);
         return st;
@@ -324,7 +370,7 @@ rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag
     for (int q = 0; q < c->nqps && st == RCOLL_OK; q++) {
         size_t off = (size_t)q * part < size ? (size_t)q * part : size;
         size_t len = size - off < part ? size - off : part;
-        st = post_part(c, q, r, data, off, len, &e, lkey);
+        st = post_part(c, q, r, data, off, len, &e, lkey, may_inline);
         if (st == RCOLL_OK) r->left++;
     }
     if (++c->slot_entry == (int)s->n) {
@@ -366,7 +412,6 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
                               void **mhandles, void **request)
 {
     rcoll_vrb_comm_t *c = recv_comm;
-    (void)mhandles;
     if (!c || !request || !c->is_recv || n < 1 || n > RCOLL_TRANSPORT_MAX_RECVS || !data ||
         !sizes)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs irecv: bad arguments");
@@ -383,7 +428,7 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
     memset(s, 0, sizeof(*s));
     for (int i = 0; i < n; i++) {
         if (sizes[i] > RCOLL_VRB_MAX_MSG) sizes[i] = RCOLL_VRB_MAX_MSG; /* nothing bigger comes */
-        st = buf_mr(c, data[i], sizes[i], &r->mr[i]);
+        st = buf_mr(c, data[i], sizes[i], mhandles ? mhandles[i] : NULL, &r->mr[i]);
         r->n = i + 1;
         if (st != RCOLL_OK) {
             req_put(r);
@@ -411,6 +456,60 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Flush: make data the NIC wrote into GPU memory visible to the GPU's kernels.  PCIe writes
+ * may still be in flight when the completion arrives; a read from the same memory through the
+ * NIC (an RDMA READ on a QP connected to itself, as NCCL does) returns only after them.  One
+ * read of the last non-empty CUDA buffer of the receive flushes them all.
+ * ------------------------------------------------------------------------------------------ */
+
+rcoll_status_t rcoll_vrb_iflush(void *recv_comm, int n, void **data, int *sizes,
+                               void **mhandles, void **request)
+{
+    rcoll_vrb_comm_t *c = recv_comm;
+    if (!c || !request || !c->is_recv || n < 0 || n > RCOLL_TRANSPORT_MAX_RECVS ||
+        (n && (!data || !sizes)))
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs iflush: bad arguments");
+    *request = NULL;
+    if (c->failed) return rcoll_err_set(c->failed, "%s", c->fail_text);
+    int last = -1;
+    for (int i = 0; i < n; i++)
+        if (sizes[i] > 0 && mhandles && on_gpu(mhandles[i])) last = i;
+    if (last < 0) return RCOLL_OK; /* host memory only: visible already */
+    rcoll_status_t st;
+    if (!c->flush_qp && (st = rcoll_vrb_flush_setup(c)) != RCOLL_OK)
+        return rcoll_vrb_comm_fail(c, st, "%s", rcoll_err_get());
+    rcoll_vrb_req_t *r = req_get(c);
+    if (!r)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "verbs iflush: all %d requests of the "
+                             "comm are in use", RCOLL_VRB_MAX_REQS);
+    rcoll_vrb_mr_t *m = mhandles[last];
+    st = buf_mr(c, data[last], 1, m, &r->mr[0]); /* held until the read is done */
+    if (st != RCOLL_OK) {
+        req_put(r);
+        return st;
+    }
+    r->is_flush = 1;
+    r->n = 1;
+    r->left = 1;
+    struct ibv_sge sge = {.addr = (uintptr_t)c->flush_buf, .length = 1,
+                          .lkey = c->flush_mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = WR_ID(WR_FLUSH, r - c->reqs, 1), .sg_list = &sge,
+                             .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+                             .send_flags = IBV_SEND_SIGNALED,
+                             .wr = {.rdma = {.remote_addr = (uintptr_t)data[last],
+                                             .rkey = m->mr->rkey}}};
+    struct ibv_send_wr *bad;
+    int rc = rcoll_ibv->post_send(c->flush_qp, &wr, &bad);
+    if (rc) {
+        req_put(r);
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_SYSTEM, "verbs: posting the flush read on QP "
+                                  "0x%x failed: %s", c->flush_qp->qp_num, strerror(rc));
+    }
+    *request = r;
+    return RCOLL_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Test and close
  * ------------------------------------------------------------------------------------------ */
 
@@ -428,7 +527,8 @@ rcoll_status_t rcoll_vrb_test(void *request, int *done, size_t *sizes)
         return st;
     }
     if (r->left > 0) return RCOLL_OK;
-    for (int i = 0; sizes && i < r->n; i++) sizes[i] = r->is_recv ? r->got[i] : r->size[i];
+    for (int i = 0; sizes && !r->is_flush && i < r->n; i++)
+        sizes[i] = r->is_recv ? r->got[i] : r->size[i];
     req_put(r);
     *done = 1;
     return RCOLL_OK;

@@ -317,7 +317,7 @@ static int add_ports(struct ibv_device *dev, struct ibv_context *ctx,
         d->owns_ctx = kept == 0;
         d->max_qp_wr = da->max_qp_wr;
         fill_identity(d, dev);
-        d->mrs = kept == 0 ? rcoll_vrb_mr_cache_new(pd) : devs[ndevs - 1].mrs;
+        d->mrs = kept == 0 ? rcoll_vrb_mr_cache_new(pd, name) : devs[ndevs - 1].mrs;
         if (!d->mrs) {
             RCOLL_WARN(VERBS, "%s skipped: out of memory", name);
             if (!kept) rcoll_ibv->dealloc_pd(pd);
@@ -398,7 +398,9 @@ static rcoll_status_t vrb_get_props(int dev, rcoll_transport_props_t *props)
     snprintf(props->name, sizeof(props->name), "%s", d->name);
     snprintf(props->pci_path, sizeof(props->pci_path), "%s", d->pci_path);
     props->guid = d->guid;
-    props->ptr_support = RCOLL_PTR_HOST; /* CUDA/dma-buf with the CUDA work (mr cache hook) */
+    /* CUDA memory where GPUDirect RDMA is possible (reg_mr makes the dma-buf itself) */
+    props->ptr_support = RCOLL_PTR_HOST;
+    if (rcoll_vrb_mr_gdr(d->mrs, NULL, 0)) props->ptr_support |= RCOLL_PTR_CUDA;
     props->speed_mbps = d->speed_mbps;
     props->port = d->port;
     props->latency_us = 2.0f;
@@ -496,6 +498,11 @@ static void vrb_describe(int dev, char *buf, size_t len)
                               rcoll_vrb_gid_str(e[k].gid.raw, text, sizeof(text)),
                               rcoll_vrb_gid_type_str((int)e[k].gid_type));
     }
+    if (n < len) {
+        char why[256];
+        rcoll_vrb_mr_gdr(d->mrs, why, sizeof(why));
+        snprintf(buf + n, len - n, "  GPUDirect RDMA: %s\n", why);
+    }
 }
 
 const rcoll_transport_ops_t rcoll_transport_verbs = {
@@ -512,7 +519,7 @@ const rcoll_transport_ops_t rcoll_transport_verbs = {
     .dereg_mr = rcoll_vrb_dereg_mr,
     .isend = rcoll_vrb_isend,
     .irecv = rcoll_vrb_irecv,
-    .iflush = rcoll_transport_stub_iflush,
+    .iflush = rcoll_vrb_iflush,
     .test = rcoll_vrb_test,
     .close_send = rcoll_vrb_close_comm,
     .close_recv = rcoll_vrb_close_comm,

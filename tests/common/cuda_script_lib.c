@@ -21,8 +21,10 @@
  *   function fail (CUDA_ERROR_OUT_OF_MEMORY for allocations, CUDA_ERROR_ILLEGAL_ADDRESS for
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
- *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M kernels K ipc_open I
+ *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K ipc_open I
  *   async_copies C wrong_ctx W".
+ * - dma-bufs (cuMemGetHandleForAddressRange) for page-aligned ranges of device allocations,
+ *   unless CUDA_SCRIPT_NO_DMABUF is set (then CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0).
  * - CUDA IPC: a handle names the owner's pid, its arena memfd and the range; another process
  *   opens it through /proc/<pid>/fd (the same user, or root) and maps it twice as above, so
  *   the peer's device memory is just as untouchable from the host.
@@ -76,7 +78,7 @@ static int dev_fd = -1;           /* its memfd, kept open for the IPC handles */
 static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
-static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async;
+static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
 static unsigned long long htod_bytes, dtoh_bytes, memcpy_bytes;
 static char fail_name[64];
 static long fail_at, fail_calls;
@@ -91,9 +93,10 @@ static void report(void)
 {
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
-                "dtoh_bytes %llu memcpy_bytes %llu kernels %ld ipc_open %ld async_copies %ld "
-                "wrong_ctx %ld\n", (int)getpid(), n_allocs, n_frees, n_live, htod_bytes,
-                dtoh_bytes, memcpy_bytes, n_launches, n_ipc_opens, n_async, wrong_ctx);
+                "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld ipc_open %ld "
+                "async_copies %ld wrong_ctx %ld\n", (int)getpid(), n_allocs, n_frees, n_live,
+                htod_bytes, dtoh_bytes, memcpy_bytes, n_dmabufs, n_launches, n_ipc_opens,
+                n_async, wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -295,7 +298,9 @@ static CUresult s_alloc(CUdeviceptr *p, size_t bytes)
     if (!current) return CUDA_ERROR_INVALID_CONTEXT;
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    size_t at = (dev_used + 255) & ~(size_t)255; /* the arena is never reused */
+    /* page-aligned, as the driver's larger allocations are (dma-bufs need whole pages); the
+     * arena is never reused */
+    size_t at = (dev_used + 4095) & ~(size_t)4095;
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (at + bytes <= ARENA_BYTES) {
         r = add((uintptr_t)dev_view + at, bytes, CU_MEMORYTYPE_DEVICE, 0, rw_view + at);
@@ -745,7 +750,32 @@ static CUresult s_module_fn(CUfunction *f, CUmodule m, const char *name)
 static CUresult s_dev_attr(int *v, CUdevice_attribute attr, CUdevice d)
 {
     (void)d;
-    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 4 : 0;
+    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 4
+         : attr == CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED ? !getenv("CUDA_SCRIPT_NO_DMABUF")
+                                                          : 0;
+    return CUDA_SUCCESS;
+}
+
+/* A dma-buf of a page-aligned range of one device allocation.  No dma-buf exporter exists
+ * here: the descriptor is a new one for the arena's memfd (what a scripted NIC table takes
+ * and closes); the range is checked as the driver checks it. */
+static CUresult s_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
+                         unsigned long long flags)
+{
+    if (should_fail("cuMemGetHandleForAddressRange")) return CUDA_ERROR_NOT_SUPPORTED;
+    if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags || !size || (uintptr_t)p % 4096 ||
+        size % 4096)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    alloc_t *a = find((uintptr_t)p);
+    int ok = a && a->memtype == CU_MEMORYTYPE_DEVICE && !a->managed &&
+             (uintptr_t)p + size <= a->base + ((a->size + 4095) & ~(size_t)4095);
+    int fd = ok ? fcntl(dev_fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (fd >= 0) n_dmabufs++;
+    pthread_mutex_unlock(&lock);
+    if (!ok) return CUDA_ERROR_INVALID_VALUE;
+    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    *(int *)handle = fd;
     return CUDA_SUCCESS;
 }
 
@@ -810,6 +840,7 @@ static const struct {
     {"cuModuleUnload", (void *)s_module_unload},
     {"cuModuleGetFunction", (void *)s_module_fn},
     {"cuDeviceGetAttribute", (void *)s_dev_attr},
+    {"cuMemGetHandleForAddressRange", (void *)s_dmabuf},
     {"cuLaunchKernel", (void *)s_launch},
     {"cuDeviceGetByPCIBusId", (void *)s_dev_by_bus},
     {"cuDeviceCanAccessPeer", (void *)s_can_peer},

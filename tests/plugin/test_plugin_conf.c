@@ -5,9 +5,10 @@
  * Then they register memory and move 0 B..8 MiB in both directions (odd sizes, receive
  * buffers larger than the message, the reported sizes checked), keep 32 sends and 32
  * receives outstanding (matched in order, right data), check grouped receives against
- * maxRecvs and iflush on host memory, and close in NCCL's order (deregMr, closeSend /
- * closeRecv, closeListen).  Misuse: a receive smaller than its message fails with
- * ncclInvalidUsage, a peer that dies (SIGKILL) fails pending and new receives and sends
+ * maxRecvs and iflush on host memory (with RCOLL_IB_GDR=peermem over verbs: CUDA-typed
+ * memory, untouchable by the host, sent, received and flushed), and close in NCCL's order
+ * (deregMr, closeSend / closeRecv, closeListen).  Misuse: a receive smaller than its message
+ * fails with ncclInvalidUsage, a peer that dies (SIGKILL) fails pending and new receives and sends
  * with ncclRemoteError within a bounded time; every such error reaches NCCL's logger at
  * WARN, subsystem NET.  Every wait has a deadline and the parent kills ranks that outlive
  * theirs, so a hang fails the test instead of hanging it.
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -221,14 +223,19 @@ static ncclResult_t t_accept(void *lc, void **rc)
     }
 }
 
-static ncclResult_t t_reg(void *comm, void *data, size_t size, void **mh)
+static ncclResult_t t_reg_type(void *comm, void *data, size_t size, int type, void **mh)
 {
     switch (V) {
-    case 8: return n8->regMr(comm, data, size, NCCL_PTR_HOST, mh);
-    case 9: return n9->regMr(comm, data, size, NCCL_PTR_HOST, mh);
-    case 10: return n10->regMr(comm, data, size, NCCL_PTR_HOST, mh);
-    default: return n11->regMr(comm, data, size, NCCL_PTR_HOST, mh);
+    case 8: return n8->regMr(comm, data, size, type, mh);
+    case 9: return n9->regMr(comm, data, size, type, mh);
+    case 10: return n10->regMr(comm, data, size, type, mh);
+    default: return n11->regMr(comm, data, size, type, mh);
     }
+}
+
+static ncclResult_t t_reg(void *comm, void *data, size_t size, void **mh)
+{
+    return t_reg_type(comm, data, size, NCCL_PTR_HOST, mh);
 }
 
 static ncclResult_t t_dereg(void *comm, void *mh)
@@ -637,6 +644,66 @@ static int over_verbs(void)
     return net && !strcmp(net, "verbs");
 }
 
+/* GPUDirect RDMA as NCCL drives it (the rdma suite runs this with RCOLL_NET=verbs and
+ * RCOLL_IB_GDR=peermem: the VM has no GPU, so the transport registers CUDA-typed buffers with
+ * ibv_reg_mr as it would device pointers through nvidia-peermem).  The buffers are host
+ * memory made untouchable (PROT_NONE) once registered, as device memory is to the host:
+ * rxe moves the bytes through the pages it pinned, and any host access by the plugin or the
+ * transport is a SIGSEGV.  Each rank sends 65539 bytes to the other from NCCL_PTR_CUDA memory
+ * into NCCL_PTR_CUDA memory; the receive is flushed (a request, completed by test). */
+static int gdr_forced(void)
+{
+    const char *g = getenv("RCOLL_IB_GDR");
+    return over_verbs() && g && !strcmp(g, "peermem");
+}
+
+static void gdr_case(void *sc, void *rc)
+{
+    const size_t cap = (size_t)256 << 10, len = 65539;
+    int peer = 1 - R;
+    char *s = aligned_alloc(4096, cap), *r = aligned_alloc(4096, cap);
+    void *smh = NULL, *rmh = NULL, *fr = NULL;
+    treq_t t[2];
+    memset(t, 0, sizeof(t));
+    if (!s || !r) goto out;
+    CHECK(t_reg_type(sc, s, cap, NCCL_PTR_CUDA, &smh) == ncclSuccess && smh &&
+              t_reg_type(rc, r, cap, NCCL_PTR_CUDA, &rmh) == ncclSuccess && rmh,
+          "v%d rank %d: regMr(NCCL_PTR_CUDA) on both comms", V, R);
+    if (!smh || !rmh) goto out;
+    fill(s, len, (uint32_t)(700 + R));
+    memset(r, 0x5a, cap);
+    CHECK(mprotect(s, cap, PROT_NONE) == 0 && mprotect(r, cap, PROT_NONE) == 0,
+          "v%d rank %d: buffers made untouchable", V, R);
+    size_t want = cap;
+    void *d = r;
+    CHECK(post_recv(rc, 1, &d, &want, NULL, &rmh, &t[0].req) == ncclSuccess && t[0].req,
+          "v%d rank %d: irecv into CUDA memory", V, R);
+    sync_step('G');
+    CHECK(post_send(sc, s, len, 0, smh, &t[1].req) == ncclSuccess && t[1].req,
+          "v%d rank %d: isend from CUDA memory", V, R);
+    CHECK(wait_reqs(t, 2, WAIT_S, NULL) == ncclSuccess && t[0].sizes[0] == (int)len,
+          "v%d rank %d: both done, %d bytes received", V, R, t[0].sizes[0]);
+    int sz = (int)len;
+    CHECK(t_iflush(rc, 1, &d, &sz, &rmh, &fr) == ncclSuccess && fr,
+          "v%d rank %d: iflush of CUDA memory gives a request", V, R);
+    if (fr) {
+        treq_t f;
+        memset(&f, 0, sizeof(f));
+        f.req = fr;
+        CHECK(wait_reqs(&f, 1, WAIT_S, NULL) == ncclSuccess, "v%d rank %d: flush done", V, R);
+    }
+    mprotect(s, cap, PROT_READ | PROT_WRITE);
+    mprotect(r, cap, PROT_READ | PROT_WRITE);
+    CHECK(verify(r, len, (uint32_t)(700 + peer)) == len, "v%d rank %d: data from CUDA memory",
+          V, R);
+    sync_step('H');
+out:
+    if (smh) CHECK(t_dereg(sc, smh) == ncclSuccess, "v%d: deregMr (CUDA)", V);
+    if (rmh) CHECK(t_dereg(rc, rmh) == ncclSuccess, "v%d: deregMr (CUDA)", V);
+    free(s);
+    free(r);
+}
+
 /* How many requests one comm takes before it answers NULL (a fresh pair, rank 0 -> 1).  The
  * receiver posts first, so a transport whose sends need posted receives is counted fairly. */
 static void limit_case(void *peer_handle, void *lc)
@@ -797,8 +864,12 @@ static int rank_main(void)
     /* properties, as the plugin must report them */
     CHECK(t_props(0, &p) == ncclSuccess, "v%d: getProperties(0)", V);
     CHECK(p.p.name && p.p.name[0], "v%d: device name", V);
-    CHECK(p.p.ptrSupport == NCCL_PTR_HOST, "v%d: ptrSupport 0x%x (host only expected)", V,
-          p.p.ptrSupport);
+    if (gdr_forced())
+        CHECK(p.p.ptrSupport == (NCCL_PTR_HOST | NCCL_PTR_CUDA), "v%d: ptrSupport 0x%x "
+              "(RCOLL_IB_GDR=peermem over verbs: host and CUDA expected)", V, p.p.ptrSupport);
+    else
+        CHECK(p.p.ptrSupport == NCCL_PTR_HOST, "v%d: ptrSupport 0x%x (host only expected)", V,
+              p.p.ptrSupport);
     CHECK(p.p.regIsGlobal == 0 && p.p.netDeviceType == NCCL_NET_DEVICE_HOST &&
               p.p.netDeviceVersion == 0, "v%d: regIsGlobal %d, netDeviceType %d, version %d",
           V, p.p.regIsGlobal, (int)p.p.netDeviceType, p.p.netDeviceVersion);
@@ -843,6 +914,7 @@ static int rank_main(void)
     if (sync_step('c') == 0) group_flush_args_case(sc, rc, p.p.maxRecvs, sbuf, rbuf);
     if (sync_step('d') == 0) limit_case(peer_handle, lc);
     if (sync_step('e') == 0) small_recv_case(peer_handle, lc, sbuf, rbuf);
+    if (gdr_forced() && sync_step('h') == 0) gdr_case(sc, rc);
 
     /* the death case's connections, made while the listeners still exist: rank 0 -> 1 twice,
      * rank 1 -> 0 once */

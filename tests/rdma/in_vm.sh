@@ -2,8 +2,9 @@
 # in_vm.sh BUILD - the rdma suite's checks, run inside tools/rxe-vm against real kernel verbs
 # (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, rcoll-info's
 # device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, a link
-# taken down under a running job, and the NCCL net plugin's conformance test over verbs.  POSIX sh (busybox): prints one verdict per check, then a
-# summary, and exits non-zero if any check failed.
+# taken down under a running job, and the NCCL net plugin's conformance test over verbs
+# (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem).  POSIX sh (busybox): prints one
+# verdict per check, then a summary, and exits non-zero if any check failed.
 BUILD=${1:?usage: in_vm.sh BUILD}
 TMP=/tmp/rdma-suite
 mkdir -p "$TMP"
@@ -20,10 +21,12 @@ export RCOLL_SHM_DISABLE=1 RCOLL_TIMEOUT=60
 "$BUILD/tools/rcoll-info" >"$TMP/info" 2>&1
 st=1
 grep -q 'verbs  device 0: rxe' "$TMP/info" && grep -q 'verbs  device 1: rxe' "$TMP/info" &&
-    grep -q '^ *\* \[[0-9]*\] ' "$TMP/info" && st=0
+    grep -q '^ *\* \[[0-9]*\] ' "$TMP/info" &&
+    grep -q 'GPUDirect RDMA: rxe0 registers no CUDA memory: its kernel driver takes no dma-buf' \
+        "$TMP/info" && st=0
 [ $st = 0 ] || show "$TMP/info"
-verdict "rcoll-info lists rxe0/rxe1 and the GID it picks" $st
-grep -A4 'verbs  device 0' "$TMP/info"
+verdict "rcoll-info lists rxe0/rxe1, the GID it picks and why no GPUDirect RDMA" $st
+grep -A6 'verbs  device 0' "$TMP/info"
 
 # 2. the transport's conformance suite
 "$BUILD/tests/test_transport_verbs" >"$TMP/conf" 2>&1
@@ -81,6 +84,15 @@ if [ -f "$BUILD/src/plugin/libnccl-net-rcoll.so" ]; then
     tail -n 12 "$TMP/plugin"
     [ $st = 0 ] || show "$TMP/plugin" 60 # RCOLL_NET=verbs: the plugin fails without verbs
     verdict "NCCL net plugin conformance over verbs (every exported version)" $st
+
+    # 8. the same with RCOLL_IB_GDR=peermem: NCCL_PTR_CUDA reported, CUDA-typed buffers
+    #    (untouchable by the host once registered) sent, received and flushed
+    RCOLL_NET=verbs RCOLL_IB_GDR=peermem timeout 600 "$BUILD/tests/test_plugin_conf" \
+        "$BUILD/src/plugin/libnccl-net-rcoll.so" >"$TMP/plugin_gdr" 2>&1
+    st=$?
+    tail -n 6 "$TMP/plugin_gdr"
+    [ $st = 0 ] || show "$TMP/plugin_gdr" 60
+    verdict "NCCL net plugin over verbs with GPUDirect RDMA (RCOLL_IB_GDR=peermem)" $st
 fi
 
 echo "rdma suite: $pass passed, $fail failed"

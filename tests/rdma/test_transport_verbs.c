@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -254,6 +255,101 @@ static void test_reg_cache(void)
     pair_close(&p);
 }
 
+/* Messages into and out of CUDA-registered memory, with the flush, as NCCL drives a GPUDirect
+ * RDMA receive (isend/irecv with the mhandles of reg_mr(RCOLL_PTR_CUDA), then iflush).  The VM
+ * has no GPU: RCOLL_IB_GDR=peermem makes the transport register the buffers with ibv_reg_mr
+ * as it registers device pointers through nvidia-peermem, and the buffers are host memory
+ * made untouchable (PROT_NONE) once registered, as device memory is to the host: rxe moves
+ * the bytes through the pages it pinned, while any host access by the transport (an inline
+ * send copies the message with the CPU) is a SIGSEGV.  The flush is a real RDMA read on the
+ * receive comm's loopback QP. */
+static void test_gdr_peermem(void)
+{
+    const size_t cap = (size_t)1 << 20, page = 4096;
+    int saved = cfg->ib_gdr;
+    cfg->ib_gdr = RCOLL_IB_GDR_PEERMEM;
+    rcoll_transport_props_t pr;
+    CHECK(T->get_props(pair_listen_dev, &pr) == RCOLL_OK &&
+              pr.ptr_support == (RCOLL_PTR_HOST | RCOLL_PTR_CUDA),
+          "RCOLL_IB_GDR=peermem: CUDA memory supported (0x%x)", pr.ptr_support);
+    pair_t p;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    unsigned char *src = aligned_alloc(page, cap), *dst = aligned_alloc(page, cap + page);
+    unsigned char *ref = malloc(cap);
+    void *smh = NULL, *rmh = NULL, *hmh = NULL;
+    if (!p.rc || !src || !dst || !ref) goto out;
+    CHECK(T->reg_mr(p.sc, src, cap, RCOLL_PTR_CUDA, &smh) == RCOLL_OK &&
+              T->reg_mr(p.rc, dst, cap + page, RCOLL_PTR_CUDA, &rmh) == RCOLL_OK,
+          "CUDA registrations on both sides");
+    if (!smh || !rmh) goto out;
+    static const size_t sizes[] = {1, 7, 64, 65, 4096, 65539, (size_t)1 << 20};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && !check_case_failed(); k++) {
+        size_t n = sizes[k];
+        fill(src, cap, (unsigned)k + 11);
+        memcpy(ref, src, n);
+        memset(dst, 0xa5, cap + page);
+        CHECK(mprotect(src, cap, PROT_NONE) == 0 && mprotect(dst, cap + page, PROT_NONE) == 0,
+              "buffers made untouchable");
+        void *rreq = NULL, *sreq = NULL, *freq = NULL, *d = dst;
+        size_t want = cap, got = 0;
+        rcoll_status_t st = RCOLL_OK;
+        for (uint64_t end = rcoll_now_ns() + DEADLINE_NS; !rreq && st == RCOLL_OK &&
+             rcoll_now_ns() < end;)
+            st = T->irecv(p.rc, 1, &d, &want, NULL, &rmh, &rreq);
+        for (uint64_t end = rcoll_now_ns() + DEADLINE_NS; rreq && !sreq && st == RCOLL_OK &&
+             rcoll_now_ns() < end;)
+            st = T->isend(p.sc, src, n, -1, smh, &sreq);
+        CHECK(st == RCOLL_OK && rreq && sreq, "%zu B: posted", n);
+        if (st == RCOLL_OK && rreq && sreq) st = wait2(&sreq, &rreq, &got);
+        CHECK(st == RCOLL_OK && got == n, "%zu B: received %zu", n, got);
+        int isz = (int)n;
+        if (st == RCOLL_OK) st = T->iflush(p.rc, 1, &d, &isz, &rmh, &freq);
+        CHECK(st == RCOLL_OK && freq, "%zu B: a flush request for CUDA memory", n);
+        if (freq) CHECK(wait1(freq, NULL, DEADLINE_NS) == RCOLL_OK, "%zu B: flush done", n);
+        mprotect(src, cap, PROT_READ | PROT_WRITE);
+        mprotect(dst, cap + page, PROT_READ | PROT_WRITE);
+        CHECK(memcmp(dst, ref, n) == 0 && guard_ok(dst + n, cap + page - n, 0xa5),
+              "%zu B: data and the bytes after it", n);
+    }
+    /* host memory needs no flush: no request */
+    CHECK(T->reg_mr(p.rc, ref, cap, RCOLL_PTR_HOST, &hmh) == RCOLL_OK, "host registration");
+    void *freq = (void *)1, *hd = ref;
+    int one = 1;
+    CHECK(hmh && T->iflush(p.rc, 1, &hd, &one, &hmh, &freq) == RCOLL_OK && !freq,
+          "host memory: flushed at once (no request)");
+out:
+    if (hmh) T->dereg_mr(p.rc, hmh);
+    if (smh) T->dereg_mr(p.sc, smh);
+    if (rmh) T->dereg_mr(p.rc, rmh);
+    pair_close(&p);
+    free(src);
+    free(dst);
+    free(ref);
+    cfg->ib_gdr = saved;
+}
+
+/* With the defaults, rxe registers no CUDA memory, and says why. */
+static void test_gdr_auto(void)
+{
+    char buf[4096];
+    rcoll_transport_props_t pr;
+    CHECK(T->get_props(0, &pr) == RCOLL_OK && pr.ptr_support == RCOLL_PTR_HOST,
+          "RCOLL_IB_GDR=auto on rxe: host memory only (0x%x)", pr.ptr_support);
+    T->describe(0, buf, sizeof(buf));
+    CHECK(strstr(buf, "GPUDirect RDMA: rxe") && strstr(buf, "registers no CUDA memory") &&
+              strstr(buf, "takes no dma-buf") && strstr(buf, "nvidia-peermem is not loaded"),
+          "rcoll-info's line says why: %s", buf);
+    pair_t p;
+    void *mh = NULL;
+    char *b = aligned_alloc(4096, 4096);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    rcoll_status_t st = p.rc ? T->reg_mr(p.rc, b, 4096, RCOLL_PTR_CUDA, &mh) : RCOLL_OK;
+    CHECK(st == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_err_get(), "GPUDirect RDMA"),
+          "CUDA registration refused with the reason: %s", rcoll_err_get());
+    pair_close(&p);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     check_set_note(rcoll_err_get);
@@ -275,6 +371,9 @@ int main(int argc, char **argv)
     check_case("grouped irecv", tp_case_grouped);
     check_case("64 connections", test_many);
     check_case("registration cache", test_reg_cache);
+    check_case("GPUDirect RDMA with the defaults: refused on rxe, with the reason", test_gdr_auto);
+    check_case("GPUDirect RDMA path (RCOLL_IB_GDR=peermem), untouchable buffers, flush",
+               test_gdr_peermem);
     check_case("tag and size mismatch -> INVALID_USAGE at the sender, PROTOCOL at the receiver",
                test_tag_and_size);
     check_case("bad rkey -> remote access error", test_bad_rkey);

@@ -2,7 +2,10 @@
  * test_verbs.c - the verbs transport without hardware: the RCOLL_IB_HCA filter, address
  * ranges, GID scoring, and, through a scripted function table, the paths no real device
  * produces on demand (no devices, a missing library, registration and CQ creation failing,
- * the registration cache's sharing).  The real-device suite is tests/rdma/.
+ * the registration cache's sharing), and GPUDirect RDMA's choices: the probe, RCOLL_IB_GDR,
+ * CUDA memory registered by dma-buf (the CUDA side from the scripted driver library,
+ * RCOLL_CUDA_LIB, where rcoll is built with CUDA) or nvidia-peermem, and the errors of each.
+ * The real-device suite is tests/rdma/.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -10,7 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "check.h"
+#include "cuda/gpu.h"
 #include "transport/verbs.h"
 #include "util/config.h"
 
@@ -151,6 +158,33 @@ static int s_dereg_mr(struct ibv_mr *m)
     deregs++;
     return 0;
 }
+/* ibv_reg_dmabuf_mr: the probe (fd -1) gets dmabuf_probe_errno; a registration is recorded
+ * (fd open at the call, its arguments) and fails with ENOMEM when reg_fail is set. */
+static int dmabuf_probe_errno = EBADF, dmabuf_regs, dmabuf_fd = -1, dmabuf_fd_open;
+static uint64_t dmabuf_off, dmabuf_iova;
+static size_t dmabuf_len;
+static struct ibv_mr *s_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t off, size_t len,
+                                      uint64_t iova, int fd, int access)
+{
+    (void)access;
+    if (fd < 0) {
+        errno = dmabuf_probe_errno;
+        return NULL;
+    }
+    dmabuf_fd = fd;
+    dmabuf_fd_open = fcntl(fd, F_GETFD) >= 0;
+    dmabuf_off = off, dmabuf_len = len, dmabuf_iova = iova;
+    if (reg_fail) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct ibv_mr *m = calloc(1, sizeof(*m));
+    *m = (struct ibv_mr){.pd = pd, .addr = (void *)(uintptr_t)iova, .length = len, .lkey = 3,
+                         .rkey = 4};
+    dmabuf_regs++;
+    return m;
+}
+
 static struct ibv_cq *s_create_cq(struct ibv_context *c, int n, void *x,
                                   struct ibv_comp_channel *ch, int v)
 {
@@ -232,6 +266,147 @@ static void test_scripted(rcoll_vrb_config_t *cfg)
     rcoll_ibv_set_api(NULL);
 }
 
+/* Which methods RCOLL_IB_GDR allows for each probe result, and the sentences. */
+static void test_gdr_methods(void)
+{
+    char why[256];
+    rcoll_vrb_gdr_probe_t none = {0, EOPNOTSUPP, 0}, dmabuf = {1, EBADF, 0},
+                          peer = {0, EOPNOTSUPP, 1}, both = {1, EBADF, 1}, old = {0, 0, 0};
+    CHECK(rcoll_vrb_gdr_methods(&none, RCOLL_IB_GDR_AUTO, "d0", why, sizeof(why)) == 0 &&
+              strstr(why, "d0 registers no CUDA memory: its kernel driver takes no dma-buf "
+                          "(Operation not supported), and nvidia-peermem is not loaded"),
+          "auto, nothing: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&old, RCOLL_IB_GDR_AUTO, "d0", why, sizeof(why)) == 0 &&
+              strstr(why, "no ibv_reg_dmabuf_mr"), "auto, old libibverbs: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&dmabuf, RCOLL_IB_GDR_AUTO, "d0", why, sizeof(why)) ==
+                  RCOLL_VRB_GDR_DMABUF && !strcmp(why, "d0 registers CUDA memory by dma-buf"),
+          "auto, dma-buf: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&peer, RCOLL_IB_GDR_AUTO, "d0", why, sizeof(why)) ==
+                  RCOLL_VRB_GDR_PEERMEM && strstr(why, "by nvidia-peermem") &&
+              !strstr(why, "not seen"), "auto, peermem: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&both, RCOLL_IB_GDR_AUTO, "d0", why, sizeof(why)) ==
+                  (RCOLL_VRB_GDR_DMABUF | RCOLL_VRB_GDR_PEERMEM) &&
+              strstr(why, "by dma-buf, else by nvidia-peermem"), "auto, both: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&both, RCOLL_IB_GDR_OFF, "d0", why, sizeof(why)) == 0 &&
+              strstr(why, "RCOLL_IB_GDR=off"), "off: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&both, RCOLL_IB_GDR_DMABUF, "d0", NULL, 0) ==
+              RCOLL_VRB_GDR_DMABUF, "dmabuf only");
+    CHECK(rcoll_vrb_gdr_methods(&peer, RCOLL_IB_GDR_DMABUF, "d0", why, sizeof(why)) == 0 &&
+              strstr(why, "RCOLL_IB_GDR=dmabuf, and its kernel driver takes no dma-buf"),
+          "dmabuf forced where the driver has none: %s", why);
+    CHECK(rcoll_vrb_gdr_methods(&none, RCOLL_IB_GDR_PEERMEM, "d0", why, sizeof(why)) ==
+                  RCOLL_VRB_GDR_PEERMEM && strstr(why, "the module was not seen"),
+          "peermem forced: %s", why);
+}
+
+/* The transport end to end with the scripted table: the probe at init, the properties,
+ * rcoll-info's line, and CUDA registrations by each method with their failures. */
+static void test_gdr_scripted(rcoll_vrb_config_t *cfg)
+{
+    const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+    rcoll_ibv_api_t table = scripted;
+    rcoll_transport_props_t p;
+    char text[2048];
+    rcoll_ibv_set_api(&table); /* no ibv_reg_dmabuf_mr: a libibverbs before rdma-core 34 */
+    CHECK(T->init(cfg) == RCOLL_OK && T->get_props(0, &p) == RCOLL_OK &&
+              p.ptr_support == RCOLL_PTR_HOST, "no dma-buf verb, no peermem: host only");
+    T->describe(0, text, sizeof(text));
+    CHECK(strstr(text, "GPUDirect RDMA: fake0 registers no CUDA memory: libibverbs has no "
+                       "ibv_reg_dmabuf_mr"), "rcoll-info says why: %s", text);
+    T->fini();
+
+    table.reg_dmabuf_mr = s_reg_dmabuf_mr;
+    dmabuf_probe_errno = EOPNOTSUPP;
+    CHECK(T->init(cfg) == RCOLL_OK && T->get_props(0, &p) == RCOLL_OK &&
+              p.ptr_support == RCOLL_PTR_HOST, "driver without dma-buf: host only");
+    rcoll_vrb_mr_t *m = NULL;
+    rcoll_status_t st = rcoll_vrb_mr_get(rcoll_vrb_dev(0)->mrs, (void *)0x10000, 4096,
+                                         RCOLL_PTR_CUDA, &m);
+    CHECK(st == RCOLL_ERR_UNSUPPORTED && strstr(rcoll_err_get(), "takes no dma-buf (Operation "
+                                                "not supported)"), "CUDA refused: %s",
+          rcoll_err_get());
+    T->fini();
+
+    dmabuf_probe_errno = EBADF;
+    CHECK(T->init(cfg) == RCOLL_OK && T->get_props(0, &p) == RCOLL_OK &&
+              p.ptr_support == (RCOLL_PTR_HOST | RCOLL_PTR_CUDA), "dma-buf: CUDA supported");
+    T->describe(0, text, sizeof(text));
+    CHECK(strstr(text, "GPUDirect RDMA: fake0 registers CUDA memory by dma-buf"), "%s", text);
+    rcoll_vrb_mr_cache_t *mrs = rcoll_vrb_dev(0)->mrs;
+    rcoll_vrb_config_t *live = (rcoll_vrb_config_t *)rcoll_vrb_cfg;
+
+    /* the CUDA side: device memory from the scripted driver library */
+    static rcoll_gpu_config_t gcfg;
+    char *dev = NULL;
+    if (!getenv("RCOLL_CUDA_LIB")) {
+        check_skip("dma-buf registration of device memory: no scripted CUDA driver here "
+                   "(RCOLL_CUDA_LIB unset: rcoll built without CUDA)");
+    } else if (rcoll_config_parse(&rcoll_gpu_config_table, &gcfg) != RCOLL_OK ||
+               rcoll_gpu_load(&gcfg) != RCOLL_OK || rcoll_gpu_set_device(0) != RCOLL_OK ||
+               rcoll_gpu_mem_alloc((void **)&dev, 3 * 4096, 0) != RCOLL_OK) {
+        CHECK(0, "scripted CUDA device memory: %s", rcoll_err_get());
+    } else {
+        st = rcoll_vrb_mr_get(mrs, dev + 100, 5000, RCOLL_PTR_CUDA, &m);
+        CHECK(st == RCOLL_OK && m->method == RCOLL_VRB_GDR_DMABUF && dmabuf_regs == 1,
+              "device memory registered by dma-buf");
+        CHECK(dmabuf_off == 0 && dmabuf_len == 2 * 4096 && dmabuf_iova == (uintptr_t)dev,
+              "whole pages, the dma-buf from its start, addressed by the device pointer "
+              "(offset %llu len %zu iova %#llx)", (unsigned long long)dmabuf_off, dmabuf_len,
+              (unsigned long long)dmabuf_iova);
+        CHECK(dmabuf_fd_open && fcntl(dmabuf_fd, F_GETFD) < 0 && errno == EBADF,
+              "the dma-buf descriptor was open for the call and closed after it");
+        rcoll_vrb_mr_t *again = NULL;
+        CHECK(rcoll_vrb_mr_get(mrs, dev + 4096, 10, RCOLL_PTR_CUDA, &again) == RCOLL_OK &&
+                  again == m && dmabuf_regs == 1, "inside: the cached registration");
+        rcoll_vrb_mr_t *host = NULL;
+        int regs0 = regs;
+        CHECK(rcoll_vrb_mr_get(mrs, dev + 4096, 10, RCOLL_PTR_HOST, &host) == RCOLL_OK &&
+                  host != m && regs == regs0 + 1, "the same range as host memory: its own");
+        rcoll_vrb_mr_put(mrs, host);
+        rcoll_vrb_mr_put(mrs, again);
+        rcoll_vrb_mr_put(mrs, m);
+        CHECK(rcoll_vrb_mr_count(mrs) == 0, "all released");
+
+        reg_fail = 1;
+        st = rcoll_vrb_mr_get(mrs, dev, 4096, RCOLL_PTR_CUDA, &m);
+        CHECK(st == RCOLL_ERR_SYSTEM && strstr(rcoll_err_get(), "cannot register 4096 bytes "
+                                                "of CUDA memory") &&
+                  strstr(rcoll_err_get(), "ibv_reg_dmabuf_mr failed: Cannot allocate memory") &&
+                  fcntl(dmabuf_fd, F_GETFD) < 0, "NIC refusal named, descriptor closed: %s",
+              rcoll_err_get());
+        reg_fail = 0;
+
+        setenv("CUDA_SCRIPT_NO_DMABUF", "1", 1);
+        st = rcoll_vrb_mr_get(mrs, dev, 4096, RCOLL_PTR_CUDA, &m);
+        CHECK(st == RCOLL_ERR_SYSTEM && strstr(rcoll_err_get(), "cannot export dma-bufs"),
+              "a GPU without dma-buf export: %s", rcoll_err_get());
+        /* then nvidia-peermem (forced here: no module on this machine) */
+        live->ib_gdr = RCOLL_IB_GDR_PEERMEM;
+        int regs1 = regs;
+        st = rcoll_vrb_mr_get(mrs, dev, 4096, RCOLL_PTR_CUDA, &m);
+        CHECK(st == RCOLL_OK && m->method == RCOLL_VRB_GDR_PEERMEM && regs == regs1 + 1 &&
+                  m->mr->addr == dev, "peermem: ibv_reg_mr on the device pointer");
+        if (st == RCOLL_OK) rcoll_vrb_mr_put(mrs, m);
+        reg_fail = 1;
+        st = rcoll_vrb_mr_get(mrs, dev, 4096, RCOLL_PTR_CUDA, &m);
+        CHECK(st == RCOLL_ERR_SYSTEM && strstr(rcoll_err_get(), "nvidia-peermem: ibv_reg_mr on "
+                                                "the device pointer failed"),
+              "peermem refusal named: %s", rcoll_err_get());
+        reg_fail = 0;
+        unsetenv("CUDA_SCRIPT_NO_DMABUF");
+        live->ib_gdr = RCOLL_IB_GDR_AUTO;
+        rcoll_gpu_mem_free(dev);
+    }
+    live->ib_gdr = RCOLL_IB_GDR_OFF;
+    CHECK(T->get_props(0, &p) == RCOLL_OK && p.ptr_support == RCOLL_PTR_HOST &&
+              rcoll_vrb_mr_get(mrs, (void *)0x10000, 1, RCOLL_PTR_CUDA, &m) ==
+                  RCOLL_ERR_UNSUPPORTED && strstr(rcoll_err_get(), "RCOLL_IB_GDR=off"),
+          "RCOLL_IB_GDR=off: host only, CUDA refused saying so");
+    live->ib_gdr = RCOLL_IB_GDR_AUTO;
+    T->fini();
+    rcoll_ibv_set_api(NULL);
+}
+
 static void test_missing_library(rcoll_vrb_config_t *cfg)
 {
     snprintf(cfg->ibverbs_lib, sizeof(cfg->ibverbs_lib), "/nonexistent/libibverbs.so.1");
@@ -247,6 +422,8 @@ int main(void)
     test_hca_filter();
     test_gid_pick();
     test_scripted(&cfg);
+    test_gdr_methods();
+    test_gdr_scripted(&cfg);
     test_missing_library(&cfg); /* last: the load result is kept for the process */
     return check_summary();
 }
