@@ -652,11 +652,29 @@ static int env_rank_hint(void)
     return 0;
 }
 
+/* --memtype cuda/managed under a launcher that names the local rank: that rank's GPU made
+ * current before the communicator exists (as NCCL expects it), so that rcoll picks the
+ * network device nearest to it.  Failures are left to device_setup, which checks the device
+ * again once the communicator says which ranks share the host. */
+static void early_device(const perf_ctx_t *c)
+{
+    const char *names[] = {"RCOLL_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                           "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    const char *v = NULL;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !v; i++) v = getenv(names[i]);
+    int count = 0, dev = v ? atoi(v) / c->opt.ranks_per_gpu : -1;
+    if (c->opt.memtype == PERF_MEM_HOST || dev < 0 || rcoll_cuda_device_count(&count) != RCOLL_OK ||
+        dev >= count)
+        return;
+    (void)rcoll_cuda_set_device(dev);
+}
+
 static void comm_create(perf_ctx_t *c)
 {
     rcoll_status_t st;
     const char *how;
 
+    early_device(c);
     if (c->opt.algo && setenv("RCOLL_ALGO", c->opt.algo, 1) != 0)
         perf_usage_fail(PERF_EXIT_INTERNAL, "%s: setenv failed%s", "--algo", "");
     if (c->opt.transport && setenv("RCOLL_TRANSPORT", c->opt.transport, 1) != 0)

@@ -307,28 +307,56 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
     return st;
 }
 
-/* The host's topology, when the user asked for it (RCOLL_TOPO_FILE to describe the machine,
- * RCOLL_TOPO_DUMP_FILE to see what rcoll detects): read once per process, logged, dumped.
- * Without GPUs in communicators yet it changes no decision; a bad file is an error. */
-static rcoll_status_t load_topology(const rcoll_topo_config_t *cfg)
+/* The host's topology, detected (or read from RCOLL_TOPO_FILE) once per process and kept:
+ * when the user asked for it (RCOLL_TOPO_FILE to describe the machine, RCOLL_TOPO_DUMP_FILE
+ * to see what rcoll detects), and when a decision needs it (need: the NIC nearest to a rank's
+ * GPU).  Logged and dumped at detection; a bad file is an error.  *out (may be NULL) gets it,
+ * or NULL when it was neither asked for nor needed. */
+static rcoll_status_t load_topology(const rcoll_topo_config_t *cfg, int need,
+                                    const rcoll_topo_t **out)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static int done;
-    if (!cfg->topo_file[0] && !cfg->topo_dump_file[0]) return RCOLL_OK;
+    static rcoll_topo_t *kept;
+    if (out) *out = NULL;
+    if (!need && !cfg->topo_file[0] && !cfg->topo_dump_file[0]) return RCOLL_OK;
     pthread_mutex_lock(&lock);
     rcoll_status_t st = RCOLL_OK;
-    if (!done) {
-        rcoll_topo_t *t = NULL;
+    if (!kept) {
         rcoll_topo_config_t tc = *cfg; /* per-process dump names: %h host, %p pid */
         rcoll_expand_pattern(cfg->topo_dump_file, tc.topo_dump_file, sizeof(tc.topo_dump_file));
-        st = rcoll_topo_detect(&tc, &t);
-        if (st == RCOLL_OK) {
-            done = 1;
-            rcoll_topo_free(t);
-        }
+        st = rcoll_topo_detect(&tc, &kept);
     }
+    if (out) *out = kept;
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+/* Net transport tp has ndev > 1 devices: the one nearest this rank's GPU (the device of the
+ * current CUDA context at creation), else -1 (then ranks spread over them by rank).  The
+ * choice or the reason there is none is logged at INFO. */
+static int gpu_nic(rcoll_comm_t c, const rcoll_transport_ops_t *tp, int ndev)
+{
+    char bus[32], why[320];
+    if (!rcoll_gpu_active() || rcoll_gpu_current_bus(bus, sizeof(bus)) != RCOLL_OK) return -1;
+    rcoll_transport_props_t *props = calloc((size_t)ndev, sizeof(*props));
+    const rcoll_topo_t *t = NULL;
+    int d = -1;
+    if (!props) {
+        snprintf(why, sizeof(why), "out of memory");
+    } else if (load_topology(&c->cfg.topo, 1, &t) != RCOLL_OK || !t) {
+        snprintf(why, sizeof(why), "no topology (%s)", rcoll_err_get());
+    } else {
+        for (int i = 0; i < ndev; i++) tp->get_props(i, &props[i]);
+        d = rcoll_pair_gpu_nic(t, bus, props, ndev, c->rank, why, sizeof(why));
+    }
+    free(props);
+    if (d >= 0)
+        RCOLL_INFO(INIT, "rank %d: %s device %d, nearest to its GPU: %s", c->rank, tp->name, d,
+                   why);
+    else
+        RCOLL_INFO(INIT, "rank %d: %s devices spread by rank, not by GPU: %s", c->rank,
+                   tp->name, why);
+    return d;
 }
 
 /* What the all-reduce algorithms know of the communicator (algo/algo.h): its shape, once the
@@ -359,7 +387,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
     choose_spin(c, mine);
-    rcoll_status_t lst = load_topology(&c->cfg.topo);
+    rcoll_status_t lst = load_topology(&c->cfg.topo, 0, NULL);
     if (lst == RCOLL_OK) lst = build_layout(c);
     if (lst != RCOLL_OK) return lst;
     int me = c->ring_pos;
@@ -507,9 +535,11 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
         st = rcoll_transport_ensure_init(list[t]);
         int ndev = 0;
         if (st == RCOLL_OK) st = list[t]->devices(&ndev);
-        /* several devices: ranks spread over them by rank (choosing the NIC nearest to each
-         * rank's GPU needs the GPU placement, which comes with the CUDA path) */
-        c->dev[t] = ndev > 1 ? c->rank % ndev : 0;
+        /* several devices: the one nearest the rank's GPU when it has one, else spread by
+         * rank */
+        int near = st == RCOLL_OK && ndev > 1 && !list[t]->host_local
+                       ? gpu_nic(c, list[t], ndev) : -1;
+        c->dev[t] = near >= 0 ? near : ndev > 1 ? c->rank % ndev : 0;
         if (st == RCOLL_OK)
             st = rcoll_transport_listen(list[t], c->dev[t], mine->handles[t], &c->listen_comms[t]);
         if (st == RCOLL_OK) {

@@ -4,6 +4,8 @@
  * no I/O, no logging (core/comm.c logs the choice; tools/rcoll-topo prints it for a layout).
  */
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 #include "core/pair.h"
 
@@ -41,4 +43,57 @@ int rcoll_pair_transport(const rcoll_pair_end_t *a, const rcoll_pair_end_t *b)
         return (int)t;
     }
     return -1;
+}
+
+/* The topology NIC that is transport device d (name, and port where both know one). */
+static int topo_nic_of(const rcoll_topo_t *t, const rcoll_transport_props_t *d)
+{
+    for (int i = 0; i < rcoll_topo_nnics(t); i++) {
+        const rcoll_topo_nic_t *n = rcoll_topo_nic(t, i);
+        if (!strcmp(n->name, d->name) && (!n->port || !d->port || n->port == d->port))
+            return i;
+    }
+    return -1;
+}
+
+int rcoll_pair_gpu_nic(const rcoll_topo_t *t, const char *gpu_bus,
+                       const rcoll_transport_props_t *devs, int ndev, int rank, char *why,
+                       size_t len)
+{
+    char scratch[8];
+    if (!why || !len) why = scratch, len = sizeof(scratch);
+    int gpu = -1;
+    for (int g = 0; t && gpu_bus && g < rcoll_topo_ngpus(t); g++)
+        if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, gpu_bus)) gpu = g;
+    if (gpu < 0) {
+        snprintf(why, len, "GPU %s is not in the topology (%d GPUs there)", gpu_bus ? gpu_bus : "?",
+                 t ? rcoll_topo_ngpus(t) : 0);
+        return -1;
+    }
+    int best = RCOLL_PATH_SYS + 1, ntied = 0, known = 0;
+    for (int d = 0; d < ndev; d++) {
+        int nic = topo_nic_of(t, &devs[d]);
+        if (nic < 0) continue;
+        known++;
+        int p = (int)rcoll_topo_path_gpu_nic(t, gpu, nic);
+        if (p < best) best = p, ntied = 0;
+        if (p == best) ntied++;
+    }
+    if (!known) {
+        snprintf(why, len, "none of the %d devices (%s%s) is a NIC of the topology", ndev,
+                 ndev ? devs[0].name : "", ndev > 1 ? ", ..." : "");
+        return -1;
+    }
+    int pick = (rank < 0 ? 0 : rank) % ntied, chosen = -1;
+    for (int d = 0; d < ndev && chosen < 0; d++) {
+        int nic = topo_nic_of(t, &devs[d]);
+        if (nic >= 0 && (int)rcoll_topo_path_gpu_nic(t, gpu, nic) == best && pick-- == 0)
+            chosen = d;
+    }
+    char ex[160];
+    rcoll_topo_explain_gpu_nic(t, gpu, topo_nic_of(t, &devs[chosen]), ex, sizeof(ex));
+    snprintf(why, len, "GPU %s is %s to %s port %d: %s%s", gpu_bus, rcoll_path_name(best),
+             devs[chosen].name, devs[chosen].port, ex,
+             ntied > 1 ? " (one of the equally close NICs, spread by rank)" : "");
+    return chosen;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/config.h"
+#include "topo/topo.h"
 #include "transport/transport.h"
 
 /* What the rank table says of one rank. */
@@ -26,5 +27,15 @@ int rcoll_pair_allowed(const rcoll_config_t *cfg, const rcoll_transport_ops_t *t
 /* The transport between a and b: the first in priority order that both listen on, a
  * host-local one only when both are on one host.  Its registry index, or -1 when none. */
 int rcoll_pair_transport(const rcoll_pair_end_t *a, const rcoll_pair_end_t *b);
+
+/* Which of a network transport's ndev devices (their properties in devs) a rank whose GPU has
+ * PCI bus id gpu_bus uses: among the devices topology t knows (by name, and port where both
+ * have one), those with the strongest GPU-NIC path; several equally close ones are spread by
+ * rank.  Returns the device index, or -1 when t does not know the GPU or any of the devices.
+ * why (may be NULL) gets one sentence either way, e.g. "GPU 0000:19:00.0 is PIX to mlx5_1
+ * port 1: behind the same PCIe switch sw0".  Pure. */
+int rcoll_pair_gpu_nic(const rcoll_topo_t *t, const char *gpu_bus,
+                       const rcoll_transport_props_t *devs, int ndev, int rank, char *why,
+                       size_t len);
 
 #endif

@@ -158,6 +158,12 @@ rcoll_status_t rcoll_gpu_mem_free(void *ptr);
  * CUDA side; host to host is memmove). */
 rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
 
+/* The PCI bus id ("0000:19:00.0") of the device whose context is current in the calling
+ * thread (the GPU a rank works on, as NCCL takes the current device at communicator
+ * creation).  RCOLL_ERR_UNSUPPORTED when the driver is not in use or no context is current
+ * (nothing is loaded for this: a process that never touched CUDA has no GPU). */
+rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len);
+
 /* ---- GPUDirect RDMA (cuda/mem.c; the verbs transport registers what it gets) ----
  * A dma-buf file descriptor for [p, p + len) of device memory, which a NIC driver registers
  * (ibv_reg_dmabuf_mr): cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD);

@@ -139,6 +139,12 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes)
     return NO_CUDA;
 }
 
+rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len)
+{
+    if (len) bus[0] = '\0';
+    return NO_CUDA;
+}
+
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
 {
     (void)p, (void)len;

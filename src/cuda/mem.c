@@ -175,6 +175,21 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len)
+{
+    if (!rcoll_gpu_active())
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "the CUDA driver is not in use");
+    CUcontext cur = NULL;
+    CUdevice dev = 0;
+    CUresult res = rcoll_cu->cuCtxGetCurrent(&cur);
+    if (res == CUDA_SUCCESS && !cur)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no CUDA context is current");
+    if (res == CUDA_SUCCESS) res = rcoll_cu->cuCtxGetDevice(&dev);
+    if (res == CUDA_SUCCESS) res = rcoll_cu->cuDeviceGetPCIBusId(bus, (int)len, dev);
+    if (res != CUDA_SUCCESS) return drv_fail(RCOLL_ERR_SYSTEM, res, "the current CUDA device");
+    return RCOLL_OK;
+}
+
 /* ---- GPUDirect RDMA by dma-buf ---- */
 
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)

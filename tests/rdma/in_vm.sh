@@ -3,9 +3,11 @@
 # (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, rcoll-info's
 # device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, a link
 # taken down under a running job, and the NCCL net plugin's conformance test over verbs
-# (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem).  POSIX sh (busybox): prints one
+# (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem), and the NIC each rank takes next to
+# its GPU (TOPOLOGY_FIXTURE: tests/fixtures/vm_rxe_2gpu.json).  POSIX sh (busybox): prints one
 # verdict per check, then a summary, and exits non-zero if any check failed.
-BUILD=${1:?usage: in_vm.sh BUILD}
+BUILD=${1:?usage: in_vm.sh BUILD [TOPOLOGY_FIXTURE]}
+FIXTURE=${2:-}
 TMP=/tmp/rdma-suite
 mkdir -p "$TMP"
 pass=0
@@ -93,6 +95,26 @@ if [ -f "$BUILD/src/plugin/libnccl-net-rcoll.so" ]; then
     tail -n 6 "$TMP/plugin_gdr"
     [ $st = 0 ] || show "$TMP/plugin_gdr" 60
     verdict "NCCL net plugin over verbs with GPUDirect RDMA (RCOLL_IB_GDR=peermem)" $st
+fi
+
+# 9. the NIC nearest each rank's GPU: the scripted CUDA driver's two GPUs, a topology file
+#    that puts GPU 0 next to rxe1 and GPU 1 next to rxe0 (the opposite of spreading by
+#    rank), all_reduce_perf on device memory: each rank listens on the NIC of its GPU
+if [ -f "$BUILD/tests/libcuda_script.so" ] && [ -n "$FIXTURE" ] && [ -f "$FIXTURE" ]; then
+    RCOLL_NET=verbs RCOLL_CUDA_LIB="$BUILD/tests/libcuda_script.so" CUDA_SCRIPT_DEVICES=2 \
+        RCOLL_TOPO_FILE="$FIXTURE" RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT timeout 300 \
+        "$BUILD/tools/rcoll-run" -n 2 "$BUILD/bench/all_reduce_perf" --memtype cuda -b 8 \
+        -e 1M -f 32 -n 3 -w 1 >"$TMP/gpunic" 2>&1
+    st=$?
+    if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gpunic" &&
+        grep -q 'rank 0: verbs device 1, nearest to its GPU: GPU 0000:19:00.0 is PIX to rxe1' \
+            "$TMP/gpunic" &&
+        grep -q 'rank 1: verbs device 0, nearest to its GPU: GPU 0000:1a:00.0 is PIX to rxe0' \
+            "$TMP/gpunic"; then st=0; else st=1; show "$TMP/gpunic" 60; fi
+    grep 'nearest to its GPU' "$TMP/gpunic"
+    verdict "each rank on the NIC nearest its GPU (scripted GPUs, topology file)" $st
+else
+    echo "skip the NIC-by-GPU check: no scripted CUDA library (built without CUDA) or fixture"
 fi
 
 echo "rdma suite: $pass passed, $fail failed"

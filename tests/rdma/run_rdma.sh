@@ -15,4 +15,5 @@ if [ "$rc" != 0 ]; then
     exit 77
 fi
 exec "$VM" --timeout "${RXE_VM_TIMEOUT:-1500}" --mem 2048 --include "$BUILD" \
-    --include "$SRC/tests/rdma/in_vm.sh" -- /bin/sh "$SRC/tests/rdma/in_vm.sh" "$BUILD"
+    --include "$SRC/tests/rdma/in_vm.sh" --include "$SRC/tests/fixtures/vm_rxe_2gpu.json" \
+    -- /bin/sh "$SRC/tests/rdma/in_vm.sh" "$BUILD" "$SRC/tests/fixtures/vm_rxe_2gpu.json"

@@ -1,7 +1,8 @@
 /*
  * test_pair.c - the transport decision between two ranks (core/pair.c), the one function both
  * the library (core/comm.c, every peer) and rcoll-topo --ranks use: the configuration filter
- * (RCOLL_TRANSPORT, RCOLL_SHM_DISABLE, RCOLL_NET) and the choice from two rank-table entries.
+ * (RCOLL_TRANSPORT, RCOLL_SHM_DISABLE, RCOLL_NET) and the choice from two rank-table entries;
+ * and which network device a rank with a GPU uses (the topology fixtures, argv[1]).
  */
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +31,62 @@ static void expect(const char *what, rcoll_pair_end_t a, rcoll_pair_end_t b, con
           got_rev, want);
 }
 
-int main(void)
+static rcoll_transport_props_t dev(const char *name, int port)
+{
+    rcoll_transport_props_t p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.name, sizeof(p.name), "%s", name);
+    p.port = port;
+    return p;
+}
+
+/* The NIC nearest to a rank's GPU, among the transport's devices. */
+static void test_gpu_nic(const char *fixtures)
+{
+    char path[512], why[320];
+    rcoll_topo_t *t = NULL;
+    snprintf(path, sizeof(path), "%s/dgx8_nvswitch.json", fixtures);
+    CHECK(rcoll_topo_load_file(path, &t) == RCOLL_OK, "load %s", path);
+    if (!t) return;
+    rcoll_transport_props_t eight[8];
+    for (int i = 0; i < 8; i++) {
+        char n[16];
+        snprintf(n, sizeof(n), "mlx5_%d", 7 - i); /* the transport lists them in another order */
+        eight[i] = dev(n, 1);
+    }
+    /* GPU 5 (0000:ab:00.0) shares switch sw5 with mlx5_5: device index 2 here, for any rank */
+    int d = rcoll_pair_gpu_nic(t, "0000:AB:00.0", eight, 8, 3, why, sizeof(why));
+    CHECK(d == 2 && strstr(why, "GPU 0000:AB:00.0 is PIX to mlx5_5 port 1"), "dgx8 GPU 5: %d %s",
+          d, why);
+    CHECK(rcoll_pair_gpu_nic(t, "0000:18:00.0", eight, 8, 0, NULL, 0) == 7, "dgx8 GPU 0");
+    /* only the far NICs left (RCOLL_IB_HCA kept the other socket's): equally close, spread */
+    rcoll_transport_props_t far[2] = {dev("mlx5_6", 1), dev("mlx5_7", 1)};
+    int a = rcoll_pair_gpu_nic(t, "0000:18:00.0", far, 2, 0, why, sizeof(why));
+    int b = rcoll_pair_gpu_nic(t, "0000:18:00.0", far, 2, 1, NULL, 0);
+    CHECK(a == 0 && b == 1 && strstr(why, "SYS") && strstr(why, "spread by rank"),
+          "equally far NICs spread by rank: %d %d %s", a, b, why);
+    /* a port the topology does not have, a GPU it does not have */
+    rcoll_transport_props_t port2[2] = {dev("mlx5_0", 2), dev("mlx5_1", 1)};
+    CHECK(rcoll_pair_gpu_nic(t, "0000:18:00.0", port2, 2, 0, NULL, 0) == 1,
+          "mlx5_0 port 2 is not the topology's mlx5_0 port 1");
+    CHECK(rcoll_pair_gpu_nic(t, "0000:99:00.0", eight, 8, 0, why, sizeof(why)) == -1 &&
+              strstr(why, "not in the topology"), "unknown GPU: %s", why);
+    rcoll_transport_props_t eth[1] = {dev("eth7", 0)};
+    CHECK(rcoll_pair_gpu_nic(t, "0000:18:00.0", eth, 1, 0, why, sizeof(why)) == -1 &&
+              strstr(why, "none of the 1 devices (eth7)"), "devices unknown: %s", why);
+    rcoll_topo_free(t);
+
+    snprintf(path, sizeof(path), "%s/vm_rxe_2gpu.json", fixtures);
+    CHECK(rcoll_topo_load_file(path, &t) == RCOLL_OK, "load %s", path);
+    if (!t) return;
+    rcoll_transport_props_t rxe[2] = {dev("rxe0", 1), dev("rxe1", 1)};
+    CHECK(rcoll_pair_gpu_nic(t, "0000:19:00.0", rxe, 2, 0, NULL, 0) == 1 &&
+              rcoll_pair_gpu_nic(t, "0000:1a:00.0", rxe, 2, 1, NULL, 0) == 0,
+          "the rdma suite's fixture: GPU 0 -> rxe1, GPU 1 -> rxe0");
+    rcoll_topo_free(t);
+}
+
+int main(int argc, char **argv)
 {
     unsigned shm = bit("shm"), tcp = bit("tcp"), verbs = bit("verbs");
     CHECK(shm && tcp, "shm and tcp are built in");
@@ -101,5 +157,9 @@ int main(void)
               rcoll_pair_allowed(&cfg, S, why, sizeof(why)) &&
               !rcoll_pair_allowed(&cfg, T, why, sizeof(why)) && !strcmp(why, "RCOLL_NET=plugin"),
           "RCOLL_NET=plugin: shm and the net plugin: '%s'", why);
+    if (argc > 1)
+        test_gpu_nic(argv[1]);
+    else
+        check_skip("the GPU-NIC choice: no fixtures directory given");
     return check_summary();
 }
