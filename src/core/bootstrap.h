@@ -29,7 +29,10 @@ typedef struct {
     uint64_t host_hash; /* hostname + boot id + network namespace (or RCOLL_HOST_ID) */
     uint64_t machine_hash; /* hostname + boot id: ranks that share CPUs */
     int32_t pid;
-    int32_t pad;
+    /* 1 + the place of this rank's GPU in its machine's GPU chain (core/comm.c gpu_chain_pos:
+     * the topology's ring order over every GPU of the host); 0 when it has no GPU or the
+     * topology does not know it.  A host's ranks enter the ring in this order. */
+    int32_t gpu_pos;
     /* The CPUs this rank may run on (its affinity mask at init): bit i of word i / 64 is CPU i.
      * Ranks of one machine whose masks together hold fewer CPUs than there are ranks share
      * CPUs, so their waits yield. */

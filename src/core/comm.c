@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "algo/tree.h"
@@ -241,8 +242,8 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
         if (host[p] < 0) host[p] = c->nhosts++;
         count[host[p]]++;
     }
-    /* The ring order is topology's decision (hosts now; GPUs and NVLink islands inside a
-     * host when ranks carry GPUs). */
+    /* The ring order is topology's decision: ranks grouped by host, and inside a host by
+     * their GPUs' places in the machine's GPU chain (below). */
     char (*names)[20] = malloc((size_t)n * sizeof(*names));
     const char **hosts = malloc((size_t)n * sizeof(*hosts));
     rcoll_status_t ost = names && hosts ? RCOLL_OK
@@ -256,6 +257,24 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
     if (ost == RCOLL_OK) ost = rcoll_topo_ring_order(NULL, n, hosts, NULL, order);
     free(names);
     free(hosts);
+    /* inside each host (a run of order), ranks with a GPU first in their machine's GPU chain
+     * (gpu_pos, then rank), then the others in rank order: the ring follows the GPU topology */
+    for (int i = 0, j; ost == RCOLL_OK && i < n; i = j) {
+        for (j = i + 1; j < n && host[order[j]] == host[order[i]]; j++) {
+        }
+        for (int a = i + 1; a < j; a++) { /* insertion sort of order[i..j) */
+            int r = order[a], b = a;
+            int32_t kr = c->peers[r].gpu_pos > 0 ? c->peers[r].gpu_pos : INT32_MAX;
+            while (b > i) {
+                int q = order[b - 1];
+                int32_t kq = c->peers[q].gpu_pos > 0 ? c->peers[q].gpu_pos : INT32_MAX;
+                if (kq < kr || (kq == kr && q < r)) break;
+                order[b] = q;
+                b--;
+            }
+            order[b] = r;
+        }
+    }
     if (ost != RCOLL_OK) {
         free(host), free(order), free(count);
         return ost;
@@ -331,13 +350,12 @@ static rcoll_status_t load_topology(const rcoll_topo_config_t *cfg, int need,
     return st;
 }
 
-/* Net transport tp has ndev > 1 devices: the one nearest this rank's GPU (the device of the
- * current CUDA context at creation), else -1 (then ranks spread over them by rank).  The
- * choice or the reason there is none is logged at INFO. */
-static int gpu_nic(rcoll_comm_t c, const rcoll_transport_ops_t *tp, int ndev)
+/* Net transport tp has ndev > 1 devices: the one nearest this rank's GPU (PCI bus id bus),
+ * else -1 (then ranks spread over them by rank).  The choice or the reason there is none is
+ * logged at INFO. */
+static int gpu_nic(rcoll_comm_t c, const rcoll_transport_ops_t *tp, int ndev, const char *bus)
 {
-    char bus[32], why[320];
-    if (!rcoll_gpu_active() || rcoll_gpu_current_bus(bus, sizeof(bus)) != RCOLL_OK) return -1;
+    char why[320];
     rcoll_transport_props_t *props = calloc((size_t)ndev, sizeof(*props));
     const rcoll_topo_t *t = NULL;
     int d = -1;
@@ -357,6 +375,32 @@ static int gpu_nic(rcoll_comm_t c, const rcoll_transport_ops_t *tp, int ndev)
         RCOLL_INFO(INIT, "rank %d: %s devices spread by rank, not by GPU: %s", c->rank,
                    tp->name, why);
     return d;
+}
+
+/* The rank table's gpu_pos for a rank whose GPU has PCI bus id bus: 1 + its place in the
+ * machine's GPU chain, the topology's ring order over all the host's GPUs (NVLink islands,
+ * PCIe switches and sockets crossed as few times as possible).  It depends on the GPU and the
+ * machine alone, so every rank can order any host's ranks by it (build_layout); 0 when the
+ * topology is missing or does not know the GPU. */
+static int32_t gpu_chain_pos(rcoll_comm_t c, const char *bus)
+{
+    const rcoll_topo_t *t = NULL;
+    if (load_topology(&c->cfg.topo, 1, &t) != RCOLL_OK || !t) return 0;
+    int ng = rcoll_topo_ngpus(t), me = -1;
+    for (int g = 0; g < ng; g++)
+        if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, bus)) me = g;
+    if (me < 0) return 0;
+    int *gpus = malloc((size_t)ng * sizeof(int)), *order = malloc((size_t)ng * sizeof(int));
+    const char **hosts = malloc((size_t)ng * sizeof(*hosts));
+    int32_t pos = 0;
+    if (gpus && order && hosts) {
+        for (int g = 0; g < ng; g++) gpus[g] = g, hosts[g] = "this";
+        if (rcoll_topo_ring_order(t, ng, hosts, gpus, order) == RCOLL_OK)
+            for (int i = 0; i < ng; i++)
+                if (order[i] == me) pos = i + 1;
+    }
+    free(gpus), free(order), free(hosts);
+    return pos;
 }
 
 /* What the all-reduce algorithms know of the communicator (algo/algo.h): its shape, once the
@@ -526,6 +570,10 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     int net_auto = c->cfg.net == RCOLL_CFG_NET_AUTO;
     const rcoll_transport_ops_t *net_tp = net_auto ? NULL : rcoll_transport_find(net);
     rcoll_status_t st = RCOLL_OK;
+    /* the rank's GPU: the device of the CUDA context current in this thread, if any */
+    char bus[32];
+    int gpu = rcoll_gpu_active() && rcoll_gpu_current_bus(bus, sizeof(bus)) == RCOLL_OK;
+    mine->gpu_pos = gpu ? gpu_chain_pos(c, bus) : 0;
     for (size_t t = 0; t < n; t++) {
         int is_net = !list[t]->host_local;
         if (!rcoll_pair_allowed(&c->cfg, list[t], c->tp_why[t], sizeof(c->tp_why[t]))) {
@@ -537,8 +585,8 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
         if (st == RCOLL_OK) st = list[t]->devices(&ndev);
         /* several devices: the one nearest the rank's GPU when it has one, else spread by
          * rank */
-        int near = st == RCOLL_OK && ndev > 1 && !list[t]->host_local
-                       ? gpu_nic(c, list[t], ndev) : -1;
+        int near = st == RCOLL_OK && ndev > 1 && !list[t]->host_local && gpu
+                       ? gpu_nic(c, list[t], ndev, bus) : -1;
         c->dev[t] = near >= 0 ? near : ndev > 1 ? c->rank % ndev : 0;
         if (st == RCOLL_OK)
             st = rcoll_transport_listen(list[t], c->dev[t], mine->handles[t], &c->listen_comms[t]);

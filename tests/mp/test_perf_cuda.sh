@@ -100,6 +100,25 @@ CUDA_SCRIPT_DEVICES=1 perf all_reduce_perf 2 "${common[@]}" --memtype managed --
 keep allreduce_managed
 check allreduce_managed clean_run 2
 
+# The ring inside a host follows the GPUs: 4 ranks on scripted GPUs 0-3, GPUs 0 and 2 behind
+# one PCIe switch and 1 and 3 behind another (a topology file): the ring is 0 -> 2 -> 1 -> 3
+# (each rank's INFO line shows its neighbours); without the file (this machine has no GPU in
+# its topology) it stays in rank order.
+RCOLL_TOPO_FILE=$fixtures/script_4gpu_switches.json RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT \
+    CUDA_SCRIPT_DEVICES=4 perf all_reduce_perf 4 "${common[@]}" --memtype cuda
+keep ring_gpu
+ring_gpu_ok() {
+    clean_run 4 && grep -q 'rank 0/4 on .*: ring 3 -> 0 -> 2 ' "$TMP/out" &&
+        grep -q 'rank 2/4 on .*: ring 0 -> 2 -> 1 ' "$TMP/out" &&
+        grep -q 'rank 1/4 on .*: ring 2 -> 1 -> 3 ' "$TMP/out"
+}
+check ring_gpu ring_gpu_ok
+RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT CUDA_SCRIPT_DEVICES=4 perf all_reduce_perf 4 \
+    "${common[@]}" --memtype cuda
+keep ring_rank_order
+ring_rank_ok() { clean_run 4 && grep -q 'rank 0/4 on .*: ring 3 -> 0 -> 1 ' "$TMP/out"; }
+check ring_rank_order ring_rank_ok
+
 # Pipelined staging (RCOLL_STAGE_CHUNK): the chunks' copies asynchronous on the staging
 # streams (counted by the script), results right; blocking and nonblocking.
 pipelined() {

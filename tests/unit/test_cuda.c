@@ -133,6 +133,14 @@ static CUresult s_ctx_get(CUcontext *c)
     *c = cur_ctx;
     return CUDA_SUCCESS;
 }
+/* One scripted device: the current context's, when there is one (the rank's GPU at
+ * communicator creation). */
+static CUresult s_ctx_device(CUdevice *d)
+{
+    if (!cur_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
 static CUresult s_ctx_set(CUcontext c)
 {
     ctx_sets++;
@@ -294,6 +302,7 @@ static const rcoll_cu_api_t scripted = {
     .cuInit = s_init, .cuDriverGetVersion = s_version, .cuGetErrorName = s_err_name,
     .cuGetErrorString = s_err_string, .cuPointerGetAttributes = s_attrs,
     .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
+    .cuCtxGetDevice = s_ctx_device,
     .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
     .cuMemcpyDtoH = s_dtoh, .cuMemcpyHtoD = s_htod,
     .cuDeviceGetCount = s_dev_count, .cuDeviceGet = s_dev_get,

@@ -144,6 +144,19 @@ static CUresult s_ctx_get(CUcontext *c)
     *c = cur_ctx;
     return CUDA_SUCCESS;
 }
+/* One scripted device: the current context's, when there is one (the rank's GPU at
+ * communicator creation). */
+static CUresult s_busid(char *id, int len, CUdevice d)
+{
+    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x19 + (int)d);
+    return CUDA_SUCCESS;
+}
+static CUresult s_ctx_device(CUdevice *d)
+{
+    if (!cur_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
 static CUresult s_ctx_set(CUcontext c)
 {
     cur_ctx = c;
@@ -373,6 +386,7 @@ static const rcoll_cu_api_t scripted = {
     .cuInit = s_init, .cuDriverGetVersion = s_version, .cuGetErrorName = s_err_name,
     .cuGetErrorString = s_err_string, .cuPointerGetAttributes = s_attrs,
     .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
+    .cuCtxGetDevice = s_ctx_device, .cuDeviceGetPCIBusId = s_busid,
     .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
     .cuMemcpyDtoHAsync = s_dtoh_async, .cuMemcpyHtoDAsync = s_htod_async,
     .cuLaunchHostFunc = s_launch_host, .cuStreamSynchronize = s_stream_sync,
