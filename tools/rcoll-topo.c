@@ -112,7 +112,7 @@ static void cell(const rcoll_topo_t *t, int a, int b, char *buf, size_t len, int
     if (nvlinks) *nvlinks = links;
 }
 
-static void print_matrix(const rcoll_topo_t *t, rcoll_path_t p2p_level)
+static void print_matrix(const rcoll_topo_t *t, rcoll_path_t p2p_level, rcoll_path_t gdr_level)
 {
     int ng = rcoll_topo_ngpus(t), nn = rcoll_topo_nnics(t), nd = ng + nn;
     printf("host %s, topology from %s: %d CPU package%s, %d GPU%s, %d NIC%s\n\n",
@@ -161,7 +161,7 @@ static void print_matrix(const rcoll_topo_t *t, rcoll_path_t p2p_level)
     }
     if (ng) {
         printf("\nGPU -> closest NIC, GPUDirect RDMA possible up to %s:\n",
-               rcoll_path_name(RCOLL_TOPO_GDR_LEVEL));
+               rcoll_path_name(gdr_level));
         for (int g = 0; g < ng; g++) {
             int nic = rcoll_topo_gpu_nic(t, g);
             if (nic < 0) {
@@ -169,7 +169,7 @@ static void print_matrix(const rcoll_topo_t *t, rcoll_path_t p2p_level)
                 continue;
             }
             char reason[400];
-            int ok = rcoll_topo_gdr_allowed(t, g, nic, RCOLL_TOPO_GDR_LEVEL, reason, sizeof(reason));
+            int ok = rcoll_topo_gdr_allowed(t, g, nic, gdr_level, reason, sizeof(reason));
             printf("  GPU%-3d -> NIC%d %-10s %s  GDR %s: %s\n", g, nic, rcoll_topo_nic(t, nic)->name,
                    rcoll_path_name(rcoll_topo_path_gpu_nic(t, g, nic)), ok ? "yes" : "no", reason);
         }
@@ -332,7 +332,7 @@ static void print_json(const rcoll_topo_t *t, const rcoll_config_t *cfg, const r
     printf(",\n  \"source\": ");
     jstr(rcoll_topo_source(t));
     printf(",\n  \"gdr_level\": \"%s\",\n  \"p2p_level\": \"%s\",\n  \"cpus\": [",
-           rcoll_path_name(RCOLL_TOPO_GDR_LEVEL),
+           rcoll_path_name((rcoll_path_t)cfg->topo.gdr_level),
            rcoll_path_name((rcoll_path_t)cfg->topo.p2p_level));
     for (int i = 0; i < rcoll_topo_ncpus(t); i++) {
         const rcoll_topo_cpu_t *c = rcoll_topo_cpu(t, i);
@@ -345,7 +345,8 @@ static void print_json(const rcoll_topo_t *t, const rcoll_config_t *cfg, const r
         const rcoll_topo_gpu_t *x = rcoll_topo_gpu(t, g);
         int nic = rcoll_topo_gpu_nic(t, g);
         char reason[400] = "no NIC";
-        int ok = nic >= 0 && rcoll_topo_gdr_allowed(t, g, nic, RCOLL_TOPO_GDR_LEVEL, reason, sizeof(reason));
+        int ok = nic >= 0 && rcoll_topo_gdr_allowed(t, g, nic, (rcoll_path_t)cfg->topo.gdr_level,
+                                                    reason, sizeof(reason));
         printf("%s\n    {\"index\": %d, \"pci\": ", g ? "," : "", g);
         jstr(x->pci);
         printf(", \"name\": ");
@@ -481,7 +482,7 @@ int main(int argc, char **argv)
     if (json) {
         print_json(t, &cfg, ranks_arg ? &ranks : NULL, order);
     } else {
-        print_matrix(t, (rcoll_path_t)cfg.topo.p2p_level);
+        print_matrix(t, (rcoll_path_t)cfg.topo.p2p_level, (rcoll_path_t)cfg.topo.gdr_level);
         if (ranks_arg) print_ranks(t, &cfg, &ranks, order);
     }
     if (dump && rcoll_topo_dump_file(t, dump)) {

@@ -865,9 +865,14 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
     }
     if (p2p_add(r, is_send, peer, buf, bytes) != RCOLL_OK)
         st = arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
-    /* CUDA device or managed memory: the transfer uses a pinned copy (api_stage.c); if that
-     * fails, the item is taken back (a group goes on without it) */
-    if (st == RCOLL_OK && count && dev.ptr &&
+    /* CUDA device memory to or from another host over a transport that registers it, within
+     * RCOLL_NET_GDR_LEVEL of the NIC: straight from and to the GPU (GPUDirect RDMA) */
+    if (st == RCOLL_OK && count && dev.ptr && dev.kind == RCOLL_MEM_DEVICE &&
+        rcoll_comm_gdr_ok(comm, peer, buf))
+        r->items[r->nitems - 1].gdr = 1;
+    /* else CUDA device or managed memory: the transfer uses a pinned copy (api_stage.c); if
+     * that fails, the item is taken back (a group goes on without it) */
+    else if (st == RCOLL_OK && count && dev.ptr &&
         (st = rcoll_api_stage_p2p(comm, r, is_send, buf, bytes, fn,
                                   &r->items[r->nitems - 1].buf)) != RCOLL_OK) {
         r->nitems--;

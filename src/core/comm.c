@@ -403,6 +403,37 @@ static int32_t gpu_chain_pos(rcoll_comm_t c, const char *bus)
     return pos;
 }
 
+int rcoll_comm_gdr_ok(rcoll_comm_t c, int peer, const void *buf)
+{
+    const rcoll_transport_ops_t *tp = peer != c->rank ? c->link.tps[peer] : NULL;
+    int t = tp ? rcoll_transport_index(tp) : -1;
+    char bus[32];
+    if (t < 0 || tp->host_local || rcoll_gpu_ptr_bus(buf, bus, sizeof(bus)) != RCOLL_OK)
+        return 0;
+    if (c->gdr_bus[t][0] && !strcmp(c->gdr_bus[t], bus)) return c->gdr_ok[t];
+    rcoll_transport_props_t props;
+    memset(&props, 0, sizeof(props));
+    const rcoll_topo_t *topo = NULL;
+    char why[400];
+    int ok = 0;
+    if (tp->get_props(c->dev[t], &props) != RCOLL_OK)
+        snprintf(why, sizeof(why), "%s", rcoll_err_get());
+    else if (!(props.ptr_support & RCOLL_PTR_CUDA))
+        snprintf(why, sizeof(why), "%s registers no CUDA memory (rcoll-info says why)",
+                 props.name);
+    else if (load_topology(&c->cfg.topo, 1, &topo) != RCOLL_OK || !topo)
+        snprintf(why, sizeof(why), "no topology (%s)", rcoll_err_get());
+    else
+        ok = rcoll_pair_gdr(topo, bus, &props, (rcoll_path_t)c->cfg.topo.gdr_level, why,
+                            sizeof(why));
+    snprintf(c->gdr_bus[t], sizeof(c->gdr_bus[t]), "%s", bus);
+    c->gdr_ok[t] = ok;
+    RCOLL_INFO(INIT, "rank %d: point-to-point with CUDA buffers of GPU %s over %s %s: %s (%s)",
+               c->rank, bus, tp->name, props.name,
+               ok ? "GPUDirect RDMA" : "staged through host memory", why);
+    return ok;
+}
+
 /* What the all-reduce algorithms know of the communicator (algo/algo.h): its shape, once the
  * layout, connections and staging exist.  The host segment and all_shm follow as they are
  * set up (until then they are 0, as the collectives that set them up must see). */

@@ -54,6 +54,10 @@ typedef struct {
     void *treq;   /* transport request while in flight */
     int posted, done;
     size_t off, cur; /* bytes done; bytes of the piece in flight (core/progress.c) */
+    /* GPUDirect RDMA (rcoll_comm_gdr_ok): buf is device memory the transport moves itself,
+     * registered (mh) when first posted; a receive is flushed (flushing) before it is done */
+    int gdr, flushing;
+    void *mh;
 } rcoll_p2p_item_t;
 
 typedef struct rcoll_conn_state rcoll_conn_state_t;
@@ -122,7 +126,11 @@ struct rcoll_comm {
     /* Transports this rank listens on (index = registry position; NULL where unusable). */
     const rcoll_transport_ops_t *tps[RCOLL_MAX_TRANSPORTS];
     void *listen_comms[RCOLL_MAX_TRANSPORTS];
-    int dev[RCOLL_MAX_TRANSPORTS]; /* device of each transport (rank modulo its devices) */
+    int dev[RCOLL_MAX_TRANSPORTS]; /* device of each transport (nearest the GPU, or by rank) */
+    /* GPUDirect RDMA verdicts for point-to-point (rcoll_comm_gdr_ok), per transport: the GPU
+     * (bus id) last decided for, and the verdict (0 staged, 1 direct); "" = none yet */
+    char gdr_bus[RCOLL_MAX_TRANSPORTS][32];
+    int gdr_ok[RCOLL_MAX_TRANSPORTS];
     char tp_why[RCOLL_MAX_TRANSPORTS][160]; /* why a transport is not used here ("" = it is) */
     rcoll_peer_info_t *peers;
     rcoll_bootstrap_t *bs;
@@ -247,6 +255,12 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text);
 /* "rank 3 (host pid 1234)" */
 const char *rcoll_comm_peer_name(rcoll_comm_t comm, int rank, char *buf, size_t len);
+/* May a point-to-point message between device memory buf (cuMemAlloc memory) and peer go
+ * straight between the GPU and the network (GPUDirect RDMA) instead of being staged?  Yes
+ * when the peer is on another host, the transport to it registers CUDA memory on this rank's
+ * device of it, and the topology puts that device within RCOLL_NET_GDR_LEVEL of buf's GPU.
+ * The verdict is kept per transport and GPU, and logged at INFO when first made. */
+int rcoll_comm_gdr_ok(rcoll_comm_t comm, int peer, const void *buf);
 
 /* conn.c */
 rcoll_status_t rcoll_conn_init(rcoll_comm_t comm);

@@ -97,3 +97,24 @@ int rcoll_pair_gpu_nic(const rcoll_topo_t *t, const char *gpu_bus,
              ntied > 1 ? " (one of the equally close NICs, spread by rank)" : "");
     return chosen;
 }
+
+int rcoll_pair_gdr(const rcoll_topo_t *t, const char *gpu_bus,
+                   const rcoll_transport_props_t *dev, rcoll_path_t level, char *why,
+                   size_t len)
+{
+    char scratch[8];
+    if (!why || !len) why = scratch, len = sizeof(scratch);
+    if (!(dev->ptr_support & RCOLL_PTR_CUDA)) {
+        snprintf(why, len, "%s registers no CUDA memory (rcoll-info says why)", dev->name);
+        return 0;
+    }
+    int gpu = -1, nic = t ? topo_nic_of(t, dev) : -1;
+    for (int g = 0; t && g < rcoll_topo_ngpus(t); g++)
+        if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, gpu_bus)) gpu = g;
+    if (gpu < 0 || nic < 0) {
+        snprintf(why, len, "the topology knows %s %s: the path between them is unknown",
+                 gpu < 0 ? "no GPU" : "no NIC", gpu < 0 ? gpu_bus : dev->name);
+        return 0;
+    }
+    return rcoll_topo_gdr_allowed(t, gpu, nic, level, why, len);
+}

@@ -38,4 +38,12 @@ int rcoll_pair_gpu_nic(const rcoll_topo_t *t, const char *gpu_bus,
                        const rcoll_transport_props_t *devs, int ndev, int rank, char *why,
                        size_t len);
 
+/* May network device dev move GPU gpu_bus's memory directly (GPUDirect RDMA)?  1 when it
+ * registers CUDA memory (RCOLL_PTR_CUDA) and topology t puts it within level of the GPU
+ * (rcoll_topo_gdr_allowed); 0 otherwise, also when t does not know the GPU or the device.
+ * why gets one sentence either way.  Pure. */
+int rcoll_pair_gdr(const rcoll_topo_t *t, const char *gpu_bus,
+                   const rcoll_transport_props_t *dev, rcoll_path_t level, char *why,
+                   size_t len);
+
 #endif

@@ -126,10 +126,23 @@ void rcoll_req_release(struct rcoll_request *req)
     comm->free_reqs = req;
 }
 
+/* Drop the registration of a GPUDirect point-to-point item (the transport's requests hold
+ * their own references while they are in flight). */
+static void p2p_unreg(rcoll_comm_t comm, rcoll_p2p_item_t *it)
+{
+    if (!it->mh) return;
+    const rcoll_transport_ops_t *tp = comm->link.tps[it->peer];
+    tp->dereg_mr(it->is_send ? comm->link.send_comms[it->peer]
+                             : comm->link.recv_comms[it->peer], it->mh);
+    it->mh = NULL;
+}
+
 /* Complete r, which follows prev in the queue (prev NULL: r is the head). */
 static void complete_req(rcoll_comm_t comm, struct rcoll_request *prev,
                          struct rcoll_request *r, rcoll_status_t st)
 {
+    for (int i = 0; r->kind == RCOLL_OP_P2P && i < r->nitems; i++)
+        p2p_unreg(comm, &r->items[i]);
     r->complete = 1;
     r->status = st;
     /* Whoever completes it (the progress thread, rcoll_test, another waiter) holds pt_lock:
@@ -461,14 +474,17 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
             if (piece && it->cur > piece) it->cur = piece;
             void *at = (char *)it->buf + it->off;
             int tag = it->off + it->cur < it->bytes ? it->tag ^ RCOLL_P2P_MORE : it->tag;
-            if (it->is_send) {
-                st = tp->isend(comm->link.send_comms[it->peer], at, it->cur, tag, NULL,
-                               &it->treq);
-            } else {
-                void *mh = NULL;
-                st = tp->irecv(comm->link.recv_comms[it->peer], 1, &at, &it->cur, &tag, &mh,
-                               &it->treq);
-            }
+            void *tc = it->is_send ? comm->link.send_comms[it->peer]
+                                   : comm->link.recv_comms[it->peer];
+            /* GPU memory: registered as such once, for every piece */
+            if (it->gdr && !it->mh &&
+                (st = tp->reg_mr(tc, it->buf, it->bytes, RCOLL_PTR_CUDA, &it->mh)) < 0)
+                return p2p_failed(comm, r, it, st);
+            void *mh = it->mh;
+            if (it->is_send)
+                st = tp->isend(tc, at, it->cur, tag, mh, &it->treq);
+            else
+                st = tp->irecv(tc, 1, &at, &it->cur, &tag, &mh, &it->treq);
             if (st < 0) return p2p_failed(comm, r, it, st);
             if (!it->treq) {
                 left++;
@@ -492,6 +508,12 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
         }
         it->treq = NULL;
         *moved = 1;
+        if (it->flushing) { /* the flush of a GPUDirect receive: the message is visible now */
+            it->flushing = 0;
+            it->done = 1;
+            p2p_unreg(comm, it);
+            continue;
+        }
         if (!it->is_send && got != it->cur) {
             r->aop.err_peer = it->peer;
             return rcoll_err_set(RCOLL_ERR_INVALID_USAGE,
@@ -505,7 +527,20 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
             i--;
             continue;
         }
+        if (it->gdr && !it->is_send) { /* make the NIC's writes visible to the GPU */
+            void *fbuf = it->buf, *fmh = it->mh;
+            int fsize = it->bytes > INT32_MAX ? INT32_MAX : (int)it->bytes;
+            st = tp->iflush(comm->link.recv_comms[it->peer], 1, &fbuf, &fsize, &fmh,
+                            &it->treq);
+            if (st < 0) return p2p_failed(comm, r, it, st);
+            if (it->treq) {
+                it->flushing = 1;
+                left++;
+                continue;
+            }
+        }
         it->done = 1;
+        p2p_unreg(comm, it);
     }
     return left ? RCOLL_INPROGRESS : RCOLL_OK;
 }

@@ -163,6 +163,9 @@ rcoll_status_t rcoll_gpu_memcpy(void *dst, const void *src, size_t bytes);
  * creation).  RCOLL_ERR_UNSUPPORTED when the driver is not in use or no context is current
  * (nothing is loaded for this: a process that never touched CUDA has no GPU). */
 rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len);
+/* The PCI bus id of the GPU that holds device memory p (its allocation's context's device).
+ * RCOLL_ERR_INVALID_ARG when p is not device memory the driver knows. */
+rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len);
 
 /* ---- GPUDirect RDMA (cuda/mem.c; the verbs transport registers what it gets) ----
  * A dma-buf file descriptor for [p, p + len) of device memory, which a NIC driver registers

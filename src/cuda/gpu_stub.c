@@ -145,6 +145,13 @@ rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len)
     return NO_CUDA;
 }
 
+rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len)
+{
+    (void)p;
+    if (len) bus[0] = '\0';
+    return NO_CUDA;
+}
+
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
 {
     (void)p, (void)len;

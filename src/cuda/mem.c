@@ -190,6 +190,22 @@ rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len)
+{
+    if (!rcoll_gpu_active())
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "the CUDA driver is not in use");
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = rcoll_gpu_ctx_enter(p, &saved, &switched);
+    if (st != RCOLL_OK) return st;
+    CUdevice dev = 0;
+    CUresult res = rcoll_cu->cuCtxGetDevice(&dev);
+    if (res == CUDA_SUCCESS) res = rcoll_cu->cuDeviceGetPCIBusId(bus, (int)len, dev);
+    rcoll_gpu_ctx_leave(saved, switched);
+    if (res != CUDA_SUCCESS) return drv_fail(RCOLL_ERR_SYSTEM, res, "the device of a buffer");
+    return RCOLL_OK;
+}
+
 /* ---- GPUDirect RDMA by dma-buf ---- */
 
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)

@@ -77,15 +77,17 @@ typedef struct {
 
 typedef struct rcoll_topo rcoll_topo_t;
 
-/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE, RCOLL_P2P_LEVEL. */
+/* The topology knobs (topo_detect.c): RCOLL_TOPO_FILE, RCOLL_TOPO_DUMP_FILE, RCOLL_P2P_LEVEL,
+ * RCOLL_NET_GDR_LEVEL. */
 typedef struct {
     char topo_file[RCOLL_CFG_STR_MAX];      /* "" = detect */
     char topo_dump_file[RCOLL_CFG_STR_MAX]; /* "" = no dump */
     int p2p_level; /* rcoll_path_t: the farthest GPU-GPU path that CUDA IPC may cross */
+    int gdr_level; /* rcoll_path_t: the farthest GPU-NIC path GPUDirect RDMA may cross */
 } rcoll_topo_config_t;
 
-/* The farthest GPU-NIC path at which topology reports call GPUDirect RDMA possible (NCCL's
- * default).  A fact for rcoll-topo today; a knob when the CUDA path uses it. */
+/* The farthest GPU-NIC path at which GPUDirect RDMA is used by default (NCCL's default too);
+ * RCOLL_NET_GDR_LEVEL changes it for the library, rcoll-topo reports with it. */
 #define RCOLL_TOPO_GDR_LEVEL RCOLL_PATH_PXB
 extern const rcoll_config_table_t rcoll_topo_config_table;
 

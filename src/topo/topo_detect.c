@@ -27,6 +27,12 @@ static const rcoll_knob_t topo_knobs[] = {
                           "the farthest path between two GPUs over which ranks may read each "
                           "other's memory directly (CUDA IPC, RCOLL_CUDA_IPC): LOC (same GPU "
                           "only), NVL, NVB, PIX, PXB, PHB or SYS (any, as the driver allows)"),
+    RCOLL_KNOB_ENUM_RANGE(rcoll_topo_config_t, "RCOLL_NET_GDR_LEVEL", "PXB", gdr_level,
+                          rcoll_path_names, RCOLL_PATH_LOC, RCOLL_PATH_SYS,
+                          "the farthest path between a GPU and its NIC over which point-to-point "
+                          "messages go straight between GPU memory and the network (GPUDirect "
+                          "RDMA, where the transport registers CUDA memory): PIX, PXB (default), "
+                          "PHB, SYS; LOC turns it off"),
 };
 const rcoll_config_table_t rcoll_topo_config_table =
     RCOLL_CONFIG_TABLE("topo", topo_knobs, rcoll_topo_config_t);

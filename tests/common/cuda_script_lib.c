@@ -23,6 +23,10 @@
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
  *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K ipc_open I
  *   async_copies C wrong_ctx W".
+ * - CUDA_SCRIPT_DEVICE_VISIBLE set: the device arena's handed-out view is mapped readable and
+ *   writable instead, so that a NIC (Soft-RoCE in the test VM) can register device memory as
+ *   nvidia-peermem lets it; host access then goes unnoticed (use the byte counters to show
+ *   that nothing was staged).
  * - dma-bufs (cuMemGetHandleForAddressRange) for page-aligned ranges of device allocations,
  *   unless CUDA_SCRIPT_NO_DMABUF is set (then CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0).
  * - CUDA IPC: a handle names the owner's pid, its arena memfd and the range; another process
@@ -128,7 +132,10 @@ EXPORT CUresult cuInit(unsigned int flags)
             pthread_mutex_unlock(&lock);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        dev_view = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        /* CUDA_SCRIPT_DEVICE_VISIBLE: the handed-out view readable and writable, for tests
+         * where a NIC must register device memory (no fault then on host access) */
+        int prot = getenv("CUDA_SCRIPT_DEVICE_VISIBLE") ? PROT_READ | PROT_WRITE : PROT_NONE;
+        dev_view = mmap(NULL, ARENA_BYTES, prot, MAP_SHARED | MAP_NORESERVE, fd, 0);
         rw_view = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
                        fd, 0);
         dev_fd = fd;

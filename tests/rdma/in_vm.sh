@@ -4,7 +4,8 @@
 # device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, a link
 # taken down under a running job, and the NCCL net plugin's conformance test over verbs
 # (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem), and the NIC each rank takes next to
-# its GPU (TOPOLOGY_FIXTURE: tests/fixtures/vm_rxe_2gpu.json).  POSIX sh (busybox): prints one
+# its GPU (TOPOLOGY_FIXTURE: tests/fixtures/vm_rxe_2gpu.json) and point-to-point between GPUs
+# over GPUDirect RDMA.  POSIX sh (busybox): prints one
 # verdict per check, then a summary, and exits non-zero if any check failed.
 BUILD=${1:?usage: in_vm.sh BUILD [TOPOLOGY_FIXTURE]}
 FIXTURE=${2:-}
@@ -113,6 +114,35 @@ if [ -f "$BUILD/tests/libcuda_script.so" ] && [ -n "$FIXTURE" ] && [ -f "$FIXTUR
             "$TMP/gpunic"; then st=0; else st=1; show "$TMP/gpunic" 60; fi
     grep 'nearest to its GPU' "$TMP/gpunic"
     verdict "each rank on the NIC nearest its GPU (scripted GPUs, topology file)" $st
+
+    # 10. point-to-point between GPUs over GPUDirect RDMA: the scripted driver's device memory
+    #     made registrable (CUDA_SCRIPT_DEVICE_VISIBLE), RCOLL_IB_GDR=peermem; sendrecv_perf on
+    #     device buffers: right results and no byte staged (the driver's copy counters stay 0);
+    #     with RCOLL_NET_GDR_LEVEL=LOC the same run is staged and says why
+    gdr_run() { # OUT [ENV...]
+        out=$1
+        shift
+        env "$@" RCOLL_NET=verbs RCOLL_IB_GDR=peermem RCOLL_CUDA_LIB="$BUILD/tests/libcuda_script.so" \
+            CUDA_SCRIPT_DEVICES=2 CUDA_SCRIPT_DEVICE_VISIBLE=1 CUDA_SCRIPT_STATS=1 \
+            RCOLL_TOPO_FILE="$FIXTURE" RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT timeout 300 \
+            "$BUILD/tools/rcoll-run" -n 2 "$BUILD/bench/sendrecv_perf" --memtype cuda -b 8 \
+            -e 4M -f 16 -n 3 -w 1 >"$out" 2>&1
+    }
+    gdr_run "$TMP/gdr"
+    st=$?
+    if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr" &&
+        [ "$(grep -c 'cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr")" = 2 ] &&
+        grep -q 'rank 0: point-to-point with CUDA buffers of GPU 0000:19:00.0 over verbs rxe1: GPUDirect RDMA (GPU 0 and rxe1 are PIX' \
+            "$TMP/gdr"; then st=0; else st=1; show "$TMP/gdr" 60; fi
+    grep -E 'point-to-point|cuda-script' "$TMP/gdr"
+    verdict "point-to-point GPU to GPU over GPUDirect RDMA, nothing staged" $st
+    gdr_run "$TMP/gdr_loc" RCOLL_NET_GDR_LEVEL=LOC
+    st=$?
+    if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr_loc" &&
+        [ "$(grep -c 'cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr_loc")" = 0 ] &&
+        grep -q 'staged through host memory (GPU 0 and rxe1 are PIX.*up to LOC' "$TMP/gdr_loc"
+    then st=0; else st=1; show "$TMP/gdr_loc" 60; fi
+    verdict "RCOLL_NET_GDR_LEVEL=LOC: the same run staged, saying why" $st
 else
     echo "skip the NIC-by-GPU check: no scripted CUDA library (built without CUDA) or fixture"
 fi

@@ -40,13 +40,21 @@ static rcoll_transport_props_t dev(const char *name, int port)
     return p;
 }
 
+/* Topology fixture `name` of directory dir (a failed check and NULL when it does not load). */
+static rcoll_topo_t *fixture(const char *dir, const char *name)
+{
+    char path[512];
+    rcoll_topo_t *t = NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    CHECK(rcoll_topo_load_file(path, &t) == RCOLL_OK, "load %s", path);
+    return t;
+}
+
 /* The NIC nearest to a rank's GPU, among the transport's devices. */
 static void test_gpu_nic(const char *fixtures)
 {
-    char path[512], why[320];
-    rcoll_topo_t *t = NULL;
-    snprintf(path, sizeof(path), "%s/dgx8_nvswitch.json", fixtures);
-    CHECK(rcoll_topo_load_file(path, &t) == RCOLL_OK, "load %s", path);
+    char why[320];
+    rcoll_topo_t *t = fixture(fixtures, "dgx8_nvswitch.json");
     if (!t) return;
     rcoll_transport_props_t eight[8];
     for (int i = 0; i < 8; i++) {
@@ -76,13 +84,48 @@ static void test_gpu_nic(const char *fixtures)
               strstr(why, "none of the 1 devices (eth7)"), "devices unknown: %s", why);
     rcoll_topo_free(t);
 
-    snprintf(path, sizeof(path), "%s/vm_rxe_2gpu.json", fixtures);
-    CHECK(rcoll_topo_load_file(path, &t) == RCOLL_OK, "load %s", path);
-    if (!t) return;
+    if (!(t = fixture(fixtures, "vm_rxe_2gpu.json"))) return;
     rcoll_transport_props_t rxe[2] = {dev("rxe0", 1), dev("rxe1", 1)};
     CHECK(rcoll_pair_gpu_nic(t, "0000:19:00.0", rxe, 2, 0, NULL, 0) == 1 &&
               rcoll_pair_gpu_nic(t, "0000:1a:00.0", rxe, 2, 1, NULL, 0) == 0,
           "the rdma suite's fixture: GPU 0 -> rxe1, GPU 1 -> rxe0");
+    rcoll_topo_free(t);
+}
+
+/* May a device move a GPU's memory directly (GPUDirect RDMA for point-to-point)? */
+static void test_gdr(const char *fixtures)
+{
+    char why[400];
+    rcoll_topo_t *t = fixture(fixtures, "dgx8_nvswitch.json");
+    if (!t) return;
+    rcoll_transport_props_t near = dev("mlx5_0", 1), far = dev("mlx5_7", 1);
+    rcoll_transport_props_t host = dev("mlx5_0", 1), other = dev("eth9", 0);
+    near.ptr_support = far.ptr_support = other.ptr_support = RCOLL_PTR_HOST | RCOLL_PTR_CUDA;
+    host.ptr_support = RCOLL_PTR_HOST;
+    static const struct {
+        const char *bus;
+        int which; /* near, far, host, other */
+        rcoll_path_t level;
+        int want;
+        const char *says;
+    } cases[] = {
+        {"0000:18:00.0", 0, RCOLL_PATH_PXB, 1, "are PIX"},        /* GPU 0 and mlx5_0 */
+        {"0000:18:00.0", 1, RCOLL_PATH_PXB, 0, "are SYS"},        /* GPU 0 and mlx5_7 */
+        {"0000:18:00.0", 1, RCOLL_PATH_SYS, 1, "are SYS"},        /* RCOLL_NET_GDR_LEVEL=SYS */
+        {"0000:18:00.0", 0, RCOLL_PATH_LOC, 0, "up to LOC"},      /* LOC: never */
+        {"0000:18:00.0", 2, RCOLL_PATH_SYS, 0, "mlx5_0 registers no CUDA memory"},
+        {"0000:18:00.0", 3, RCOLL_PATH_SYS, 0, "knows no NIC eth9"},
+        {"0000:99:00.0", 0, RCOLL_PATH_SYS, 0, "knows no GPU 0000:99:00.0"},
+    };
+    const rcoll_transport_props_t *devs[] = {&near, &far, &host, &other};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        int got = rcoll_pair_gdr(t, cases[k].bus, devs[cases[k].which], cases[k].level, why,
+                                 sizeof(why));
+        CHECK(got == cases[k].want && strstr(why, cases[k].says), "case %zu: %d, %s", k, got,
+              why);
+    }
+    CHECK(rcoll_pair_gdr(NULL, "0000:18:00.0", &near, RCOLL_PATH_SYS, NULL, 0) == 0,
+          "no topology: no");
     rcoll_topo_free(t);
 }
 
@@ -157,9 +200,11 @@ int main(int argc, char **argv)
               rcoll_pair_allowed(&cfg, S, why, sizeof(why)) &&
               !rcoll_pair_allowed(&cfg, T, why, sizeof(why)) && !strcmp(why, "RCOLL_NET=plugin"),
           "RCOLL_NET=plugin: shm and the net plugin: '%s'", why);
-    if (argc > 1)
+    if (argc > 1) {
         test_gpu_nic(argv[1]);
-    else
-        check_skip("the GPU-NIC choice: no fixtures directory given");
+        test_gdr(argv[1]);
+    } else {
+        check_skip("the GPU-NIC choice and GPUDirect verdicts: no fixtures directory given");
+    }
     return check_summary();
 }
