@@ -90,8 +90,11 @@ static void print_cuda(const rcoll_config_t *cfg)
     if (cfg->gpu.stage_chunk)
         snprintf(chunk, sizeof(chunk), "%zu-byte chunks", cfg->gpu.stage_chunk);
     printf("  CUDA buffers: staged through pinned host memory, pipelined %s; CUDA IPC between "
-           "the ranks of a host %s\n", chunk,
-           cfg->gpu.ipc ? "on (RCOLL_CUDA_IPC=1)" : "off (RCOLL_CUDA_IPC=0)");
+           "the ranks of a host %s; point to point across hosts over GPUDirect RDMA where a "
+           "NIC registers CUDA memory (verbs lines above) within %s of the GPU "
+           "(RCOLL_NET_GDR_LEVEL)\n", chunk,
+           cfg->gpu.ipc ? "on (RCOLL_CUDA_IPC=1)" : "off (RCOLL_CUDA_IPC=0)",
+           rcoll_path_name((rcoll_path_t)cfg->topo.gdr_level));
 #endif
 }
 

@@ -148,10 +148,12 @@ check allreduce_host host_ok
 
 # rcoll-info: the driver's devices, and the CUDA paths the knobs select; without a driver, why.
 info_devices() {
-    RCOLL_CUDA_LIB=$lib CUDA_SCRIPT_DEVICES=2 RCOLL_CUDA_IPC=1 "$build/tools/rcoll-info" >"$TMP/info_devices.out" 2>&1 &&
+    RCOLL_CUDA_LIB=$lib CUDA_SCRIPT_DEVICES=2 RCOLL_CUDA_IPC=1 RCOLL_NET_GDR_LEVEL=PHB \
+        "$build/tools/rcoll-info" >"$TMP/info_devices.out" 2>&1 &&
         grep -qF "cuda: driver $lib, 2 devices" "$TMP/info_devices.out" &&
         grep -qF 'device 1: Scripted GPU 1 [0000:1a:00.0]' "$TMP/info_devices.out" &&
-        grep -qF 'CUDA IPC between the ranks of a host on (RCOLL_CUDA_IPC=1)' "$TMP/info_devices.out"
+        grep -qF 'CUDA IPC between the ranks of a host on (RCOLL_CUDA_IPC=1)' "$TMP/info_devices.out" &&
+        grep -qF 'GPUDirect RDMA where a NIC registers CUDA memory (verbs lines above) within PHB of the GPU' "$TMP/info_devices.out"
 }
 check info_devices info_devices
 info_no_driver() {
