@@ -868,7 +868,7 @@ static rcoll_status_t do_p2p(int is_send, void *buf, size_t count, rcoll_datatyp
     /* CUDA device memory to or from another host over a transport that registers it, within
      * RCOLL_NET_GDR_LEVEL of the NIC: straight from and to the GPU (GPUDirect RDMA) */
     if (st == RCOLL_OK && count && dev.ptr && dev.kind == RCOLL_MEM_DEVICE &&
-        rcoll_comm_gdr_ok(comm, peer, buf))
+        rcoll_comm_gdr_ok(comm, peer, buf, bytes))
         r->items[r->nitems - 1].gdr = 1;
     /* else CUDA device or managed memory: the transfer uses a pinned copy (api_stage.c); if
      * that fails, the item is taken back (a group goes on without it) */

@@ -403,14 +403,36 @@ static int32_t gpu_chain_pos(rcoll_comm_t c, const char *bus)
     return pos;
 }
 
-int rcoll_comm_gdr_ok(rcoll_comm_t c, int peer, const void *buf)
+/* Whether the whole host pages of [buf, buf + bytes) lie in buf's CUDA allocation. */
+static int whole_pages(const void *buf, size_t bytes)
+{
+    uintptr_t base = 0, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    size_t size = 0;
+    if (rcoll_gpu_ptr_range(buf, &base, &size) != RCOLL_OK) return 0;
+    uintptr_t lo = (uintptr_t)buf & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)buf + bytes + page - 1) & ~(page - 1);
+    return lo >= base && hi <= base + size;
+}
+
+void rcoll_comm_gdr_failed(rcoll_comm_t c, const rcoll_transport_ops_t *tp, const char *why)
+{
+    int t = rcoll_transport_index(tp);
+    if (t < 0 || !c->gdr_ok[t]) return;
+    c->gdr_ok[t] = 0;
+    RCOLL_WARN(INIT, "rank %d: GPUDirect RDMA over %s failed (%s): this message fails, later "
+               "ones with CUDA buffers of GPU %s are staged through host memory", c->rank,
+               tp->name, why, c->gdr_bus[t]);
+}
+
+int rcoll_comm_gdr_ok(rcoll_comm_t c, int peer, const void *buf, size_t bytes)
 {
     const rcoll_transport_ops_t *tp = peer != c->rank ? c->link.tps[peer] : NULL;
     int t = tp ? rcoll_transport_index(tp) : -1;
     char bus[32];
     if (t < 0 || tp->host_local || rcoll_gpu_ptr_bus(buf, bus, sizeof(bus)) != RCOLL_OK)
         return 0;
-    if (c->gdr_bus[t][0] && !strcmp(c->gdr_bus[t], bus)) return c->gdr_ok[t];
+    if (c->gdr_bus[t][0] && !strcmp(c->gdr_bus[t], bus))
+        return c->gdr_ok[t] && whole_pages(buf, bytes);
     rcoll_transport_props_t props;
     memset(&props, 0, sizeof(props));
     const rcoll_topo_t *topo = NULL;
@@ -430,8 +452,9 @@ int rcoll_comm_gdr_ok(rcoll_comm_t c, int peer, const void *buf)
     c->gdr_ok[t] = ok;
     RCOLL_INFO(INIT, "rank %d: point-to-point with CUDA buffers of GPU %s over %s %s: %s (%s)",
                c->rank, bus, tp->name, props.name,
-               ok ? "GPUDirect RDMA" : "staged through host memory", why);
-    return ok;
+               ok ? "GPUDirect RDMA for buffers on whole pages of their allocation"
+                  : "staged through host memory", why);
+    return ok && whole_pages(buf, bytes);
 }
 
 /* What the all-reduce algorithms know of the communicator (algo/algo.h): its shape, once the

@@ -255,12 +255,17 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text);
 /* "rank 3 (host pid 1234)" */
 const char *rcoll_comm_peer_name(rcoll_comm_t comm, int rank, char *buf, size_t len);
-/* May a point-to-point message between device memory buf (cuMemAlloc memory) and peer go
- * straight between the GPU and the network (GPUDirect RDMA) instead of being staged?  Yes
- * when the peer is on another host, the transport to it registers CUDA memory on this rank's
- * device of it, and the topology puts that device within RCOLL_NET_GDR_LEVEL of buf's GPU.
- * The verdict is kept per transport and GPU, and logged at INFO when first made. */
-int rcoll_comm_gdr_ok(rcoll_comm_t comm, int peer, const void *buf);
+/* May a point-to-point message of bytes at device memory buf (cuMemAlloc memory) to or from
+ * peer go straight between the GPU and the network (GPUDirect RDMA) instead of being staged?
+ * Yes when the peer is on another host, the transport to it registers CUDA memory on this
+ * rank's device of it, the topology puts that device within RCOLL_NET_GDR_LEVEL of buf's
+ * GPU, and the whole host pages the message touches lie inside buf's allocation (a
+ * registration covers whole pages).  The verdict is kept per transport and GPU, and logged
+ * at INFO when first made. */
+int rcoll_comm_gdr_ok(rcoll_comm_t comm, int peer, const void *buf, size_t bytes);
+/* A GPUDirect registration failed on transport tp (why): later messages over it are staged
+ * (logged once at WARN). */
+void rcoll_comm_gdr_failed(rcoll_comm_t comm, const rcoll_transport_ops_t *tp, const char *why);
 
 /* conn.c */
 rcoll_status_t rcoll_conn_init(rcoll_comm_t comm);

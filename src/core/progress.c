@@ -478,8 +478,10 @@ static rcoll_status_t p2p_progress(rcoll_comm_t comm, struct rcoll_request *r, i
                                    : comm->link.recv_comms[it->peer];
             /* GPU memory: registered as such once, for every piece */
             if (it->gdr && !it->mh &&
-                (st = tp->reg_mr(tc, it->buf, it->bytes, RCOLL_PTR_CUDA, &it->mh)) < 0)
+                (st = tp->reg_mr(tc, it->buf, it->bytes, RCOLL_PTR_CUDA, &it->mh)) < 0) {
+                rcoll_comm_gdr_failed(comm, tp, rcoll_err_get());
                 return p2p_failed(comm, r, it, st);
+            }
             void *mh = it->mh;
             if (it->is_send)
                 st = tp->isend(tc, at, it->cur, tag, mh, &it->treq);

@@ -152,6 +152,14 @@ rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len)
     return NO_CUDA;
 }
 
+rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size)
+{
+    (void)p;
+    *base = 0;
+    *size = 0;
+    return NO_CUDA;
+}
+
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
 {
     (void)p, (void)len;

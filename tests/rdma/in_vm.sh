@@ -119,24 +119,32 @@ if [ -f "$BUILD/tests/libcuda_script.so" ] && [ -n "$FIXTURE" ] && [ -f "$FIXTUR
     #     made registrable (CUDA_SCRIPT_DEVICE_VISIBLE), RCOLL_IB_GDR=peermem; sendrecv_perf on
     #     device buffers: right results and no byte staged (the driver's copy counters stay 0);
     #     with RCOLL_NET_GDR_LEVEL=LOC the same run is staged and says why
-    gdr_run() { # OUT [ENV...]
+    gdr_run() { # OUT MAXBYTES [ENV...]
         out=$1
-        shift
+        max=$2
+        shift 2
         env "$@" RCOLL_NET=verbs RCOLL_IB_GDR=peermem RCOLL_CUDA_LIB="$BUILD/tests/libcuda_script.so" \
             CUDA_SCRIPT_DEVICES=2 CUDA_SCRIPT_DEVICE_VISIBLE=1 CUDA_SCRIPT_STATS=1 \
             RCOLL_TOPO_FILE="$FIXTURE" RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT timeout 300 \
             "$BUILD/tools/rcoll-run" -n 2 "$BUILD/bench/sendrecv_perf" --memtype cuda -b 8 \
-            -e 4M -f 16 -n 3 -w 1 >"$out" 2>&1
+            -e "$max" -f 16 -n 3 -w 1 >"$out" 2>&1
     }
-    gdr_run "$TMP/gdr"
+    gdr_run "$TMP/gdr" 4M
     st=$?
     if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr" &&
         [ "$(grep -c 'cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr")" = 2 ] &&
-        grep -q 'rank 0: point-to-point with CUDA buffers of GPU 0000:19:00.0 over verbs rxe1: GPUDirect RDMA (GPU 0 and rxe1 are PIX' \
+        grep -q 'rank 0: point-to-point with CUDA buffers of GPU 0000:19:00.0 over verbs rxe1: GPUDirect RDMA for buffers on whole pages of their allocation (GPU 0 and rxe1 are PIX' \
             "$TMP/gdr"; then st=0; else st=1; show "$TMP/gdr" 60; fi
     grep -E 'point-to-point|cuda-script' "$TMP/gdr"
     verdict "point-to-point GPU to GPU over GPUDirect RDMA, nothing staged" $st
-    gdr_run "$TMP/gdr_loc" RCOLL_NET_GDR_LEVEL=LOC
+    # a 1 KiB allocation holds no whole page: staged (a registration covers whole pages)
+    gdr_run "$TMP/gdr_small" 1K
+    st=$?
+    if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr_small" &&
+        [ "$(grep -c 'cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr_small")" = 0 ]
+    then st=0; else st=1; show "$TMP/gdr_small" 60; fi
+    verdict "GPUDirect RDMA: a buffer not on whole pages of its allocation is staged" $st
+    gdr_run "$TMP/gdr_loc" 4M RCOLL_NET_GDR_LEVEL=LOC
     st=$?
     if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr_loc" &&
         [ "$(grep -c 'cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr_loc")" = 0 ] &&
