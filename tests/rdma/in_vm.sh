@@ -144,6 +144,20 @@ if [ -f "$BUILD/tests/libcuda_script.so" ] && [ -n "$FIXTURE" ] && [ -f "$FIXTUR
         [ "$(grep -c 'cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr_small")" = 0 ]
     then st=0; else st=1; show "$TMP/gdr_small" 60; fi
     verdict "GPUDirect RDMA: a buffer not on whole pages of its allocation is staged" $st
+    # each side decides alone, the wire is the same: rank 0 stages (RCOLL_NET_GDR_LEVEL=LOC
+    # there only), rank 1 goes direct
+    env RCOLL_NET=verbs RCOLL_IB_GDR=peermem RCOLL_CUDA_LIB="$BUILD/tests/libcuda_script.so" \
+        CUDA_SCRIPT_DEVICES=2 CUDA_SCRIPT_DEVICE_VISIBLE=1 CUDA_SCRIPT_STATS=1 \
+        RCOLL_TOPO_FILE="$FIXTURE" timeout 300 "$BUILD/tools/rcoll-run" -n 2 \
+        sh -c '[ "$RCOLL_RANK" = 0 ] && export RCOLL_NET_GDR_LEVEL=LOC; exec "$0" "$@"' \
+        "$BUILD/bench/sendrecv_perf" --memtype cuda -b 8 -e 4M -f 16 -n 3 -w 1 \
+        >"$TMP/gdr_mixed" 2>&1
+    st=$?
+    if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr_mixed" &&
+        grep -q '^\[1\] cuda-script: .* htod_bytes 0 dtoh_bytes 0 ' "$TMP/gdr_mixed" &&
+        ! grep -q '^\[0\] cuda-script: .* htod_bytes 0 ' "$TMP/gdr_mixed"
+    then st=0; else st=1; show "$TMP/gdr_mixed" 60; fi
+    verdict "GPUDirect on one side, staging on the other: the same bytes on the wire" $st
     gdr_run "$TMP/gdr_loc" 4M RCOLL_NET_GDR_LEVEL=LOC
     st=$?
     if [ $st = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/gdr_loc" &&
