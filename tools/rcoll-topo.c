@@ -471,10 +471,23 @@ int main(int argc, char **argv)
             rc = 2;
             goto out;
         }
+        /* the ring as the library builds it: each rank's GPU's place in its (this) machine's
+         * GPU chain, then rcoll_topo_ring_by_chain */
         order = malloc(sizeof(int) * (size_t)ranks.n);
-        if (!order || rcoll_topo_ring_order(t, ranks.n, (const char *const *)ranks.hosts,
-                                            ranks.gpus, order)) {
-            fprintf(stderr, "rcoll-topo: %s\n", order ? rcoll_err_get() : "out of memory");
+        int *chain = calloc((size_t)rcoll_topo_ngpus(t) + 1, sizeof(int));
+        int *cpos = calloc((size_t)ranks.n, sizeof(int));
+        rcoll_status_t rst = order && chain && cpos ? rcoll_topo_gpu_chain(t, chain)
+                                                    : RCOLL_ERR_NO_MEMORY;
+        for (int r = 0; rst == RCOLL_OK && r < ranks.n; r++)
+            cpos[r] = ranks.gpus[r] >= 0 ? chain[ranks.gpus[r]] : 0;
+        if (rst == RCOLL_OK)
+            rst = rcoll_topo_ring_by_chain(ranks.n, (const char *const *)ranks.hosts, cpos,
+                                           order);
+        free(chain);
+        free(cpos);
+        if (rst != RCOLL_OK) {
+            fprintf(stderr, "rcoll-topo: %s\n",
+                    rst == RCOLL_ERR_NO_MEMORY ? "out of memory" : rcoll_err_get());
             rc = 2;
             goto out;
         }

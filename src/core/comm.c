@@ -254,27 +254,15 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
                  (unsigned long long)c->peers[p].host_hash);
         hosts[p] = names[p];
     }
-    if (ost == RCOLL_OK) ost = rcoll_topo_ring_order(NULL, n, hosts, NULL, order);
+    /* inside a host, the ranks' GPUs in their machine's GPU chain (gpu_pos) */
+    int *chain = ost == RCOLL_OK ? malloc((size_t)n * sizeof(int)) : NULL;
+    if (ost == RCOLL_OK && !chain)
+        ost = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank layout: out of memory");
+    for (int p = 0; ost == RCOLL_OK && p < n; p++) chain[p] = c->peers[p].gpu_pos;
+    if (ost == RCOLL_OK) ost = rcoll_topo_ring_by_chain(n, hosts, chain, order);
+    free(chain);
     free(names);
     free(hosts);
-    /* inside each host (a run of order), ranks with a GPU first in their machine's GPU chain
-     * (gpu_pos, then rank), then the others in rank order: the ring follows the GPU topology */
-    for (int i = 0, j; ost == RCOLL_OK && i < n; i = j) {
-        for (j = i + 1; j < n && host[order[j]] == host[order[i]]; j++) {
-        }
-        for (int a = i + 1; a < j; a++) { /* insertion sort of order[i..j) */
-            int r = order[a], b = a;
-            int32_t kr = c->peers[r].gpu_pos > 0 ? c->peers[r].gpu_pos : INT32_MAX;
-            while (b > i) {
-                int q = order[b - 1];
-                int32_t kq = c->peers[q].gpu_pos > 0 ? c->peers[q].gpu_pos : INT32_MAX;
-                if (kq < kr || (kq == kr && q < r)) break;
-                order[b] = q;
-                b--;
-            }
-            order[b] = r;
-        }
-    }
     if (ost != RCOLL_OK) {
         free(host), free(order), free(count);
         return ost;
@@ -389,18 +377,10 @@ static int32_t gpu_chain_pos(rcoll_comm_t c, const char *bus)
     int ng = rcoll_topo_ngpus(t), me = -1;
     for (int g = 0; g < ng; g++)
         if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, bus)) me = g;
-    if (me < 0) return 0;
-    int *gpus = malloc((size_t)ng * sizeof(int)), *order = malloc((size_t)ng * sizeof(int));
-    const char **hosts = malloc((size_t)ng * sizeof(*hosts));
-    int32_t pos = 0;
-    if (gpus && order && hosts) {
-        for (int g = 0; g < ng; g++) gpus[g] = g, hosts[g] = "this";
-        if (rcoll_topo_ring_order(t, ng, hosts, gpus, order) == RCOLL_OK)
-            for (int i = 0; i < ng; i++)
-                if (order[i] == me) pos = i + 1;
-    }
-    free(gpus), free(order), free(hosts);
-    return pos;
+    int *pos = me >= 0 ? calloc((size_t)ng, sizeof(int)) : NULL;
+    int32_t mine = pos && rcoll_topo_gpu_chain(t, pos) == RCOLL_OK ? pos[me] : 0;
+    free(pos);
+    return mine;
 }
 
 /* Whether the whole host pages of [buf, buf + bytes) lie in buf's CUDA allocation. */

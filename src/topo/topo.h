@@ -176,4 +176,18 @@ int rcoll_topo_gdr_allowed(const rcoll_topo_t *t, int gpu, int nic, rcoll_path_t
 rcoll_status_t rcoll_topo_ring_order(const rcoll_topo_t *t, int nranks,
                                      const char *const *hosts, const int *gpus, int *order);
 
+/* Each GPU's place in its machine's GPU chain: pos[g] = 1 + the position of GPU g in
+ * rcoll_topo_ring_order over every GPU of t (one host).  It depends on the GPU and the
+ * machine alone, so ranks on different hosts can publish theirs and order any host's ranks
+ * alike.  pos holds rcoll_topo_ngpus(t) entries. */
+rcoll_status_t rcoll_topo_gpu_chain(const rcoll_topo_t *t, int *pos);
+/* The ring the library builds (core/comm.c) and rcoll-topo --ranks shows: ranks grouped by
+ * host as rcoll_topo_ring_order does without a topology; inside a host, ranks with a chain
+ * place (chain_pos[r] > 0, from their own machine's rcoll_topo_gpu_chain) by place, then
+ * rank; the others after, in rank order.  chain_pos may be NULL (rank order inside hosts).
+ * A subset of a chain keeps its property: islands, switches and sockets crossed as few times
+ * as the chain does.  Errors as rcoll_topo_ring_order's. */
+rcoll_status_t rcoll_topo_ring_by_chain(int nranks, const char *const *hosts,
+                                        const int *chain_pos, int *order);
+
 #endif

@@ -4,6 +4,7 @@
  * them and tests can check them on fixtures.  (The transport two ranks use is core/pair.c's
  * decision, from the rank table.)
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,4 +156,46 @@ out:
     free(pci_num);
     free(cpu_num);
     return st;
+}
+
+rcoll_status_t rcoll_topo_gpu_chain(const rcoll_topo_t *t, int *pos)
+{
+    int ng = rcoll_topo_ngpus(t);
+    if (!t || !pos) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "GPU chain: NULL topology or pos");
+    if (!ng) return RCOLL_OK;
+    int *gpus = malloc((size_t)ng * sizeof(int)), *order = malloc((size_t)ng * sizeof(int));
+    const char **hosts = malloc((size_t)ng * sizeof(*hosts));
+    rcoll_status_t st = gpus && order && hosts
+                            ? RCOLL_OK
+                            : rcoll_err_set(RCOLL_ERR_NO_MEMORY, "GPU chain: out of memory");
+    for (int g = 0; st == RCOLL_OK && g < ng; g++) gpus[g] = g, hosts[g] = "";
+    if (st == RCOLL_OK) st = rcoll_topo_ring_order(t, ng, hosts, gpus, order);
+    for (int i = 0; st == RCOLL_OK && i < ng; i++) pos[order[i]] = i + 1;
+    free(gpus), free(order), free(hosts);
+    return st;
+}
+
+rcoll_status_t rcoll_topo_ring_by_chain(int nranks, const char *const *hosts,
+                                        const int *chain_pos, int *order)
+{
+    rcoll_status_t st = rcoll_topo_ring_order(NULL, nranks, hosts, NULL, order);
+    if (st != RCOLL_OK || !chain_pos) return st;
+    /* inside each host (a run of order): chain place first (0: none, last), then rank */
+    for (int i = 0, j; i < nranks; i = j) {
+        for (j = i + 1; j < nranks && !strcmp(hosts[order[j]], hosts[order[i]]); j++) {
+        }
+        for (int a = i + 1; a < j; a++) { /* insertion sort of order[i..j) */
+            int r = order[a], b = a;
+            long kr = chain_pos[r] > 0 ? chain_pos[r] : LONG_MAX;
+            while (b > i) {
+                int q = order[b - 1];
+                long kq = chain_pos[q] > 0 ? chain_pos[q] : LONG_MAX;
+                if (kq < kr || (kq == kr && q < r)) break;
+                order[b] = q;
+                b--;
+            }
+            order[b] = r;
+        }
+    }
+    return RCOLL_OK;
 }

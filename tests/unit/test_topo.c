@@ -333,6 +333,44 @@ static void check_ring(const char *what, const rcoll_topo_t *t, int n, const cha
               !memcmp(order, again, sizeof(int) * (size_t)n), "%s: deterministic", what);
 }
 
+/* The ring the library builds: each rank's GPU's place in its machine's chain, then sorted
+ * inside each host; on a full or chain-ordered set it is rcoll_topo_ring_order's ring. */
+static void check_chain_ring(const char *what, const rcoll_topo_t *t, int n,
+                             const char *const *hosts, const int *gpus, const int *want)
+{
+    int pos[64] = {0}, cpos[16], order[16];
+    CHECK(rcoll_topo_gpu_chain(t, pos) == RCOLL_OK, "%s: chain", what);
+    for (int r = 0; r < n; r++) cpos[r] = gpus[r] >= 0 ? pos[gpus[r]] : 0;
+    CHECK(rcoll_topo_ring_by_chain(n, hosts, cpos, order) == RCOLL_OK &&
+              !memcmp(order, want, sizeof(int) * (size_t)n),
+          "%s: %d %d %d %d ...", what, order[0], order[1], order[2], order[3]);
+}
+
+static void test_ring_by_chain(void)
+{
+    rcoll_topo_t *t = load("dgx8_nvswitch.json");
+    if (!t) return;
+    int pos[8] = {0};
+    CHECK(rcoll_topo_gpu_chain(t, pos) == RCOLL_OK && pos[0] == 1 && pos[4] == 5 &&
+              pos[7] == 8, "dgx8 chain: 0..7 in socket order (%d %d %d)", pos[0], pos[4],
+          pos[7]);
+    static const char *const one[] = {"a", "a", "a", "a", "a", "a", "a", "a"};
+    check_chain_ring("dgx8, GPUs 0 4 1 5 2 6 3 7", t, 8, one,
+                     (const int[]){0, 4, 1, 5, 2, 6, 3, 7}, (const int[]){0, 2, 4, 6, 1, 3, 5, 7});
+    static const char *const ab[] = {"a", "b", "a", "b", "a", "b", "a", "b"};
+    check_chain_ring("dgx8, two hosts interleaved", t, 8, ab,
+                     (const int[]){0, 0, 4, 4, 1, 1, 5, 5}, (const int[]){0, 4, 2, 6, 1, 5, 3, 7});
+    static const char *const mixed[] = {"a", "a", "a", "a"};
+    check_chain_ring("dgx8, ranks without a GPU last", t, 4, mixed,
+                     (const int[]){-1, 7, -1, 6}, (const int[]){3, 1, 0, 2});
+    int order[4];
+    CHECK(rcoll_topo_ring_by_chain(4, (const char *const[]){"b", "a", "b", "a"}, NULL,
+                                   order) == RCOLL_OK &&
+              !memcmp(order, (const int[]){0, 2, 1, 3}, sizeof(order)),
+          "no chain places: grouped by host, rank order inside");
+    rcoll_topo_free(t);
+}
+
 static void test_ring(void)
 {
     static const char *const abab[] = {"a", "b", "a", "b"};
@@ -875,6 +913,7 @@ int main(int argc, char **argv)
     test_matrices();
     test_nic_and_gdr();
     test_ring();
+    test_ring_by_chain();
     test_bad_files();
     test_fuzz();
     test_round_trip();
