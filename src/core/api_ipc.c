@@ -88,12 +88,9 @@ static int p2p_allowed(rcoll_comm_t comm, const char *records, size_t rec, char 
                          "read: %s", lname, rcoll_err_get());
                 return 0;
             }
-            for (int g = 0; g < rcoll_topo_ngpus(t); g++)
-                if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, mine)) ia = g;
+            ia = rcoll_topo_gpu_index(t, mine);
         }
-        int ib = -1;
-        for (int g = 0; g < rcoll_topo_ngpus(t); g++)
-            if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, bus)) ib = g;
+        int ib = rcoll_topo_gpu_index(t, bus);
         if (ia < 0 || ib < 0) {
             snprintf(why, len, "RCOLL_P2P_LEVEL=%s: %s GPU %s is not in this host's topology "
                      "(%s, %d GPUs), so the path between this rank's GPU %s and rank %d's GPU "

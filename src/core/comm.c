@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "algo/tree.h"
@@ -374,9 +373,7 @@ static int32_t gpu_chain_pos(rcoll_comm_t c, const char *bus)
 {
     const rcoll_topo_t *t = NULL;
     if (load_topology(&c->cfg.topo, 1, &t) != RCOLL_OK || !t) return 0;
-    int ng = rcoll_topo_ngpus(t), me = -1;
-    for (int g = 0; g < ng; g++)
-        if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, bus)) me = g;
+    int ng = rcoll_topo_ngpus(t), me = rcoll_topo_gpu_index(t, bus);
     int *pos = me >= 0 ? calloc((size_t)ng, sizeof(int)) : NULL;
     int32_t mine = pos && rcoll_topo_gpu_chain(t, pos) == RCOLL_OK ? pos[me] : 0;
     free(pos);

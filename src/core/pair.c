@@ -5,7 +5,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/pair.h"
 
@@ -62,9 +61,7 @@ int rcoll_pair_gpu_nic(const rcoll_topo_t *t, const char *gpu_bus,
 {
     char scratch[8];
     if (!why || !len) why = scratch, len = sizeof(scratch);
-    int gpu = -1;
-    for (int g = 0; t && gpu_bus && g < rcoll_topo_ngpus(t); g++)
-        if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, gpu_bus)) gpu = g;
+    int gpu = rcoll_topo_gpu_index(t, gpu_bus);
     if (gpu < 0) {
         snprintf(why, len, "GPU %s is not in the topology (%d GPUs there)", gpu_bus ? gpu_bus : "?",
                  t ? rcoll_topo_ngpus(t) : 0);
@@ -108,9 +105,7 @@ int rcoll_pair_gdr(const rcoll_topo_t *t, const char *gpu_bus,
         snprintf(why, len, "%s registers no CUDA memory (rcoll-info says why)", dev->name);
         return 0;
     }
-    int gpu = -1, nic = t ? topo_nic_of(t, dev) : -1;
-    for (int g = 0; t && g < rcoll_topo_ngpus(t); g++)
-        if (!strcasecmp(rcoll_topo_gpu(t, g)->pci, gpu_bus)) gpu = g;
+    int gpu = rcoll_topo_gpu_index(t, gpu_bus), nic = t ? topo_nic_of(t, dev) : -1;
     if (gpu < 0 || nic < 0) {
         snprintf(why, len, "the topology knows %s %s: the path between them is unknown",
                  gpu < 0 ? "no GPU" : "no NIC", gpu < 0 ? gpu_bus : dev->name);

@@ -726,3 +726,10 @@ int rcoll_topo_gdr_allowed(const rcoll_topo_t *t, int gpu, int nic, rcoll_path_t
             n->name, rcoll_path_name(p), why, ok ? "" : "only ", rcoll_path_name(max_level));
     return ok;
 }
+
+int rcoll_topo_gpu_index(const rcoll_topo_t *t, const char *bus)
+{
+    for (int g = 0; t && bus && g < t->ngpus; g++)
+        if (!strcasecmp(t->gpus[g].info.pci, bus)) return g;
+    return -1;
+}

@@ -127,6 +127,9 @@ int rcoll_topo_nnics(const rcoll_topo_t *t);
 const rcoll_topo_cpu_t *rcoll_topo_cpu(const rcoll_topo_t *t, int i);
 const rcoll_topo_gpu_t *rcoll_topo_gpu(const rcoll_topo_t *t, int i);
 const rcoll_topo_nic_t *rcoll_topo_nic(const rcoll_topo_t *t, int i);
+/* The index of the GPU at PCI bus id bus ("0000:19:00.0", any case), -1 when t (may be NULL)
+ * has none there. */
+int rcoll_topo_gpu_index(const rcoll_topo_t *t, const char *bus);
 /* CPU list of a package id ("" unknown, also for id -1). */
 const char *rcoll_topo_cpulist(const rcoll_topo_t *t, int cpu_id);
 
