@@ -128,6 +128,34 @@ rcoll_memkind_t rcoll_gpu_classify(const void *ptr)
     return kind;
 }
 
+rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size)
+{
+    if (!rcoll_gpu_active())
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "the CUDA driver is not in use");
+    /* a classified allocation is in the cache (the calls classify their buffers first) */
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = 0; i < cache_n; i++) {
+        if ((uintptr_t)p >= cache[i].base && (uintptr_t)p < cache[i].end) {
+            *base = cache[i].base;
+            *size = cache[i].end - cache[i].base;
+            pthread_mutex_unlock(&cache_lock);
+            return RCOLL_OK;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    CUdeviceptr start = 0;
+    size_t bytes = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[] = {&start, &bytes};
+    CUresult res = rcoll_cu->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)(uintptr_t)p);
+    if (res != CUDA_SUCCESS || !start || !bytes)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%p is not in a CUDA allocation", p);
+    *base = (uintptr_t)start;
+    *size = bytes;
+    return RCOLL_OK;
+}
+
 size_t rcoll_gpu_cache_count(void)
 {
     pthread_mutex_lock(&cache_lock);

@@ -166,8 +166,9 @@ rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len);
 /* The PCI bus id of the GPU that holds device memory p (its allocation's context's device).
  * RCOLL_ERR_INVALID_ARG when p is not device memory the driver knows. */
 rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len);
-/* The allocation that holds device memory p: its start and size (the driver's range).
- * RCOLL_ERR_INVALID_ARG when the driver does not know p. */
+/* The allocation that holds device memory p: its start and size (the driver's range; from
+ * the classification cache when p was classified, cuda/gpu.c).  RCOLL_ERR_INVALID_ARG when
+ * the driver does not know p. */
 rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size);
 
 /* ---- GPUDirect RDMA (cuda/mem.c; the verbs transport registers what it gets) ----

@@ -206,23 +206,6 @@ rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size)
-{
-    if (!rcoll_gpu_active())
-        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "the CUDA driver is not in use");
-    CUdeviceptr start = 0;
-    size_t bytes = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[] = {&start, &bytes};
-    CUresult res = rcoll_cu->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)(uintptr_t)p);
-    if (res != CUDA_SUCCESS || !start || !bytes)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%p is not in a CUDA allocation", p);
-    *base = (uintptr_t)start;
-    *size = bytes;
-    return RCOLL_OK;
-}
-
 /* ---- GPUDirect RDMA by dma-buf ---- */
 
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
