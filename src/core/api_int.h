@@ -105,6 +105,10 @@ int rcoll_api_ipc_vkind(rcoll_op_kind_t kind);
 rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                   const size_t *const *v, rcoll_request_t *req, const char *fn,
                                   int *taken);
+/* The communicator's CUDA IPC workspaces, at its end: this rank unmaps the peers' and, when
+ * graceful and the host segment is there, waits (RCOLL_TIMEOUT at most; a WARN) until every
+ * peer has unmapped this rank's, then frees its own. */
+void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful);
 
 /* ---- groups (api_group.c) and the communicator creations deferred to them (api_init.c) ---- */
 /* rcoll_group_start minus rcoll_group_end, this thread: inside a group when not 0. */

@@ -33,11 +33,15 @@
  * at the first such call, collectively; if any rank cannot make or map them, every rank logs
  * why and stages from then on.
  */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "algo/reduce.h"
 #include "core/api_int.h"
@@ -47,6 +51,7 @@
 #include "core/sig.h"
 #include "topo/topo.h"
 #include "util/status.h"
+#include "util/time.h"
 
 #define PIECE_ALIGN 256 /* bytes: areas and shards start on this boundary */
 
@@ -190,7 +195,13 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
                      "says why)");
         RCOLL_WARN(CUDA, "CUDA IPC not used (RCOLL_CUDA_IPC=1): %s; CUDA buffers are staged "
                    "through host memory", why);
+        /* every rank unmaps what it opened before any frees its own */
+        rcoll_gpu_ipc_unmap(comm->gpu_ipc);
+        st = barrier(comm);
         rcoll_gpu_ipc_free(&comm->gpu_ipc);
+        if (st != RCOLL_OK)
+            return rcoll_api_arg_error(comm, st, "%s: setting up CUDA IPC: %s", fn,
+                                       rcoll_err_get());
         comm->gpu_ipc_state = -1;
         return RCOLL_OK;
     }
@@ -387,6 +398,36 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
     default:
         return rcoll_err_set(RCOLL_ERR_INTERNAL, "CUDA IPC: collective kind %d", (int)a->kind);
     }
+}
+
+void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
+{
+    if (!comm->gpu_ipc) return;
+    rcoll_gpu_ipc_unmap(comm->gpu_ipc); /* this rank's work done, the peers' unmapped */
+    if (graceful && comm->ipc_area) {
+        /* Say so, then wait until every peer has (or is gone): the driver leaves freeing an
+         * exported allocation that another process still has mapped undefined. */
+        _Atomic uint64_t *mine = (_Atomic uint64_t *)(void *)(comm->ipc_area +
+                                                              (size_t)comm->rank * 64);
+        atomic_store_explicit(mine, 1, memory_order_release);
+        uint64_t until = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
+        for (int p = 0; p < comm->nranks; p++) {
+            _Atomic uint64_t *theirs =
+                (_Atomic uint64_t *)(void *)(comm->ipc_area + (size_t)p * 64);
+            while (p != comm->rank && atomic_load_explicit(theirs, memory_order_acquire) != 1) {
+                if (kill(comm->peers[p].pid, 0) != 0 && errno == ESRCH) break; /* exited */
+                if (rcoll_now_ns() > until) {
+                    RCOLL_WARN(CUDA, "freeing the CUDA IPC workspace: rank %d has not unmapped "
+                               "it after %g s (RCOLL_TIMEOUT; has it destroyed the "
+                               "communicator?); freed all the same", p, comm->cfg.timeout_s);
+                    break;
+                }
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    rcoll_gpu_ipc_free(&comm->gpu_ipc);
 }
 
 int rcoll_api_ipc_kind(rcoll_op_kind_t kind)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "algo/tree.h"
+#include "core/api_int.h"
 #include "core/comm.h"
 #include "core/pair.h"
 #include "cuda/gpu.h"
@@ -830,7 +831,8 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     size_t ts_size = algs ? rcoll_twoshot_area_size(c->nranks, slot) : 0;
     size_t cma_size = algs ? rcoll_cma_area_size(c->nranks) : 0;
     size_t sig_size = (size_t)c->nranks * RCOLL_SIG_ANNOUNCE_BYTES;
-    size_t size = os_size + ts_size + cma_size + sig_size;
+    size_t ipc_size = (size_t)c->nranks * 64; /* api_ipc.c: workspace unmapped, per rank */
+    size_t size = os_size + ts_size + cma_size + sig_size + ipc_size;
     rcoll_shmseg_ref_t ref;
     memset(&ref, 0, sizeof(ref));
     int32_t ok = 1;
@@ -855,6 +857,7 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
         return RCOLL_OK;
     }
     c->sig_area = c->hostseg.base + os_size + ts_size + cma_size;
+    c->ipc_area = c->sig_area + sig_size;
     c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
     if (!algs) {
         RCOLL_INFO(INIT, "host segment: %zu B (call signatures only)", size);
@@ -887,13 +890,13 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_pt_stop(c);
     family_leave(c);
     rcoll_cma_detach(&c->algo.cma);
+    rcoll_api_ipc_release(c, graceful); /* the host segment says when peers unmapped it */
     rcoll_shmseg_detach(&c->hostseg);
     if (c->conn) rcoll_conn_fini(c);
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
         if (c->listen_comms[t]) c->tps[t]->close_listen(c->listen_comms[t]);
     rcoll_bs_leave(c->bs, graceful);
     rcoll_gpu_stage_free(&c->gpu_stage); /* after the transports: nothing writes it now */
-    rcoll_gpu_ipc_free(&c->gpu_ipc);
     rcoll_gpu_pipe_free(&c->gpu_pipe);
     rcoll_stage_jobs_free(c);
     rcoll_stream_jobs_free(c);

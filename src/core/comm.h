@@ -146,6 +146,7 @@ struct rcoll_comm {
     uint64_t coll_seq;     /* collectives issued so far (their signatures' numbers) */
     uint64_t seq0;         /* coll_seq when creation ended: the user's operation #1 */
     char *sig_area;        /* signature announcements in the host segment, or NULL */
+    char *ipc_area;        /* per rank, 64 bytes: its CUDA IPC mappings closed (api_ipc.c) */
     struct rcoll_request *open_group; /* P2P batch collecting the current group's calls */
     int local_ranks;       /* ranks on this host (same host identity) */
     uint32_t nsplits;      /* children made so far (part of their ids) */

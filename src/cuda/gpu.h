@@ -227,7 +227,12 @@ rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void 
                                     rcoll_op_t op, int avg_divisor);
 /* Wait for everything enqueued on the IPC stream. */
 rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc);
-/* Unmap the peers' workspaces, free this one's and the stream; *ipc becomes NULL. */
+/* Wait for the IPC stream, then unmap the peers' workspaces (this rank reads none of them
+ * any more). */
+void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc);
+/* Unmap the peers' workspaces, free this one's and the stream; *ipc becomes NULL.  Other
+ * ranks must have unmapped this rank's workspace first (the driver leaves freeing an
+ * exported allocation that is still mapped elsewhere undefined). */
 void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc);
 
 #endif

@@ -221,6 +221,8 @@ rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
     return NO_CUDA;
 }
 
+void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc) { (void)ipc; }
+
 void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc)
 {
     *ipc = NULL;

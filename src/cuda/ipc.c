@@ -213,24 +213,37 @@ rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
     return RCOLL_OK;
 }
 
+void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc)
+{
+    CUcontext saved = NULL;
+    if (!ipc || !ipc->ctx || enter(ipc, &saved) != RCOLL_OK) return;
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    char text[160];
+    CUresult res;
+    if (ipc->stream && (res = cu->cuStreamSynchronize(ipc->stream)) != CUDA_SUCCESS)
+        RCOLL_WARN(CUDA, "cuStreamSynchronize(the CUDA IPC stream) failed: %s",
+                   rcoll_cu_strerror(res, text, sizeof(text)));
+    for (int p = 0; p < ipc->nranks; p++) {
+        if (p == ipc->rank || !ipc->peer[p]) continue;
+        if ((res = cu->cuIpcCloseMemHandle(ipc->peer[p])) != CUDA_SUCCESS)
+            RCOLL_WARN(CUDA, "cuIpcCloseMemHandle(rank %d's workspace) failed: %s", p,
+                       rcoll_cu_strerror(res, text, sizeof(text)));
+        ipc->peer[p] = 0;
+    }
+    leave(ipc, saved);
+}
+
 void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)
 {
     rcoll_gpu_ipc_t *ipc = *ipc_p;
     *ipc_p = NULL;
     if (!ipc) return;
+    rcoll_gpu_ipc_unmap(ipc);
     const rcoll_cu_api_t *cu = rcoll_cu;
     CUcontext saved = NULL;
     if (ipc->ctx && enter(ipc, &saved) == RCOLL_OK) {
         char text[160];
         CUresult res;
-        if (ipc->stream && (res = cu->cuStreamSynchronize(ipc->stream)) != CUDA_SUCCESS)
-            RCOLL_WARN(CUDA, "cuStreamSynchronize(the CUDA IPC stream) failed: %s",
-                       rcoll_cu_strerror(res, text, sizeof(text)));
-        for (int p = 0; p < ipc->nranks; p++)
-            if (p != ipc->rank && ipc->peer[p] &&
-                (res = cu->cuIpcCloseMemHandle(ipc->peer[p])) != CUDA_SUCCESS)
-                RCOLL_WARN(CUDA, "cuIpcCloseMemHandle(rank %d's workspace) failed: %s", p,
-                           rcoll_cu_strerror(res, text, sizeof(text)));
         if (ipc->stream) cu->cuStreamDestroy(ipc->stream);
         if (ipc->own && (res = cu->cuMemFree(ipc->own)) != CUDA_SUCCESS)
             RCOLL_WARN(CUDA, "cuMemFree(the CUDA IPC workspace) failed: %s",

@@ -21,7 +21,8 @@
  *   function fail (CUDA_ERROR_OUT_OF_MEMORY for allocations, CUDA_ERROR_ILLEGAL_ADDRESS for
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
- *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K ipc_open I
+ *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K
+ *   freed_mapped X ipc_open I
  *   async_copies C wrong_ctx W".
  * - CUDA_SCRIPT_DEVICE_VISIBLE set: the device arena's handed-out view is mapped readable and
  *   writable instead, so that a NIC (Soft-RoCE in the test VM) can register device memory as
@@ -31,7 +32,9 @@
  *   unless CUDA_SCRIPT_NO_DMABUF is set (then CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0).
  * - CUDA IPC: a handle names the owner's pid, its arena memfd and the range; another process
  *   opens it through /proc/<pid>/fd (the same user, or root) and maps it twice as above, so
- *   the peer's device memory is just as untouchable from the host.
+ *   the peer's device memory is just as untouchable from the host.  Open mappings are counted
+ *   in the owner's arena; the owner freeing an allocation another process still has mapped
+ *   (undefined with the driver) is counted too (freed_mapped in the stats).
  * - Streams run nothing until they are synchronized: the async copies and kernel launches
  *   are queued on their stream and carried out, in order, by cuStreamSynchronize (which
  *   returns the first failure, as a real stream's sticky error) or, up to an event's place,
@@ -72,6 +75,8 @@ typedef struct {
     char *rw; /* where the library reads and writes it */
     void *map_none, *map_rw; /* an opened IPC mapping (unmapped at close), else NULL */
     size_t map_len;
+    uint32_t *imports; /* an opened IPC mapping: the owner's import counts (mapped), else NULL */
+    unsigned import_idx; /* and which of them is this mapping's */
 } alloc_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,6 +88,11 @@ static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
 static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
+static long n_freed_mapped;
+/* The arena's first bytes: per allocation slot, how many other processes have it mapped
+ * (CUDA IPC); freeing an allocation that is still mapped elsewhere is counted
+ * (freed_mapped), since the driver leaves it undefined. */
+#define IMPORTS_BYTES (MAX_ALLOCS * sizeof(uint32_t))
 static unsigned long long htod_bytes, dtoh_bytes, memcpy_bytes;
 static char fail_name[64];
 static long fail_at, fail_calls;
@@ -97,10 +107,10 @@ static void report(void)
 {
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
-                "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld ipc_open %ld "
-                "async_copies %ld wrong_ctx %ld\n", (int)getpid(), n_allocs, n_frees, n_live,
-                htod_bytes, dtoh_bytes, memcpy_bytes, n_dmabufs, n_launches, n_ipc_opens,
-                n_async, wrong_ctx);
+                "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld freed_mapped %ld "
+                "ipc_open %ld async_copies %ld wrong_ctx %ld\n", (int)getpid(), n_allocs,
+                n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes, n_dmabufs, n_launches,
+                n_freed_mapped, n_ipc_opens, n_async, wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -139,6 +149,7 @@ EXPORT CUresult cuInit(unsigned int flags)
         rw_view = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
                        fd, 0);
         dev_fd = fd;
+        dev_used = IMPORTS_BYTES;
         if (dev_view == MAP_FAILED || rw_view == MAP_FAILED) {
             dev_view = NULL;
             pthread_mutex_unlock(&lock);
@@ -290,7 +301,7 @@ static CUresult add(uintptr_t base, size_t size, unsigned memtype, unsigned mana
     for (int i = 0; i < MAX_ALLOCS; i++) {
         if (!allocs[i].size) {
             allocs[i] = (alloc_t){base, size, memtype, managed, ++next_id, current, rw, NULL,
-                                  NULL, 0};
+                                  NULL, 0, NULL, 0};
             n_allocs++;
             n_live++;
             return CUDA_SUCCESS;
@@ -355,6 +366,9 @@ static CUresult release(uintptr_t p, int host)
     alloc_t *a = find(p);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     if (a && a->base == p && (a->memtype == CU_MEMORYTYPE_HOST) == (host != 0) && !a->map_len) {
+        if (!host && !a->managed &&
+            __atomic_load_n((uint32_t *)(void *)rw_view + (a - allocs), __ATOMIC_ACQUIRE))
+            n_freed_mapped++;
         if (host || a->managed) free(a->rw);
         a->size = 0;
         n_frees++;
@@ -454,6 +468,7 @@ static CUresult s_capturing(CUstream s, CUstreamCaptureStatus *st)
 typedef struct {
     uint32_t magic;
     int32_t pid, fd;
+    uint32_t idx; /* the allocation's slot: its import count */
     uint64_t offset, size;
 } ipc_handle_t;
 #define IPC_MAGIC 0x50494352u /* "RCIP" */
@@ -466,7 +481,7 @@ static CUresult s_ipc_get(CUipcMemHandle *h, CUdeviceptr p)
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     if (a && a->base == (uintptr_t)p && a->memtype == CU_MEMORYTYPE_DEVICE && !a->managed &&
         !a->map_len) {
-        ipc_handle_t ih = {IPC_MAGIC, (int32_t)getpid(), dev_fd,
+        ipc_handle_t ih = {IPC_MAGIC, (int32_t)getpid(), dev_fd, (uint32_t)(a - allocs),
                            (uint64_t)(a->base - (uintptr_t)dev_view), a->size};
         memset(h, 0, sizeof(*h));
         memcpy(h, &ih, sizeof(ih));
@@ -492,10 +507,13 @@ static CUresult s_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
     size_t len = (delta + ih.size + page - 1) / page * page;
     char *none = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, (off_t)start);
     char *rw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+    uint32_t *imports = mmap(NULL, IMPORTS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (none == MAP_FAILED || rw == MAP_FAILED) {
+    if (none == MAP_FAILED || rw == MAP_FAILED || imports == MAP_FAILED ||
+        ih.idx >= MAX_ALLOCS) {
         if (none != MAP_FAILED) munmap(none, len);
         if (rw != MAP_FAILED) munmap(rw, len);
+        if (imports != MAP_FAILED) munmap(imports, IMPORTS_BYTES);
         return CUDA_ERROR_INVALID_HANDLE;
     }
     pthread_mutex_lock(&lock);
@@ -505,6 +523,9 @@ static CUresult s_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
         a->map_none = none;
         a->map_rw = rw;
         a->map_len = len;
+        a->imports = imports;
+        a->import_idx = ih.idx;
+        __atomic_add_fetch(&imports[ih.idx], 1, __ATOMIC_RELEASE);
         n_allocs--; /* an import, not an allocation: counted apart */
         n_live--;
         n_ipc_opens++;
@@ -514,6 +535,7 @@ static CUresult s_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
     if (r != CUDA_SUCCESS) {
         munmap(none, len);
         munmap(rw, len);
+        munmap(imports, IMPORTS_BYTES);
     }
     return r;
 }
@@ -526,6 +548,9 @@ static CUresult s_ipc_close(CUdeviceptr p)
     if (a && a->base == (uintptr_t)p && a->map_len) {
         munmap(a->map_none, a->map_len);
         munmap(a->map_rw, a->map_len);
+        __atomic_sub_fetch(&a->imports[a->import_idx], 1, __ATOMIC_RELEASE);
+        munmap(a->imports, IMPORTS_BYTES);
+        a->imports = NULL;
         a->size = 0;
         a->map_len = 0;
         n_ipc_opens--;

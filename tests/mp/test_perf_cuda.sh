@@ -190,13 +190,13 @@ if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/nul
 fi
 # The run passed its own check, every rank reduced on the "GPU" (kernels; not with a second
 # argument, for the collectives that only copy) and staged nothing, and every mapping and
-# allocation was given back.
+# allocation was given back (no workspace freed while another rank still had it mapped).
 ipc_run() {
     local n=$1 copies_only=${2:-}
     [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" || return 1
     [ "$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")" = "$n" ] || return 1
-    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* ipc_open 0 async_copies [0-9]+ wrong_ctx 0$' || {
-        echo "    staged, leaked or left mapped:"; grep 'cuda-script:' "$TMP/out"; return 1; }
+    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* freed_mapped 0 ipc_open 0 async_copies [0-9]+ wrong_ctx 0$' || {
+        echo "    staged, leaked, left mapped or freed while mapped elsewhere:"; grep 'cuda-script:' "$TMP/out"; return 1; }
     [ "$n" = 1 ] || [ -n "$copies_only" ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
         echo "    a rank launched no reduction:"; grep 'cuda-script:' "$TMP/out"; return 1; }
 }
@@ -239,7 +239,8 @@ if [ $ipc_ok = 1 ]; then
     fallback_ok() {
         clean_run 3 &&
             [ "$(grep -c 'CUDA IPC not used (RCOLL_CUDA_IPC=1): ' "$TMP/out")" = 3 ] &&
-            grep -q "cuIpcOpenMemHandle(rank 2's workspace) failed: CUDA_ERROR_INVALID_HANDLE" "$TMP/out"
+            grep -q "cuIpcOpenMemHandle(rank 2's workspace) failed: CUDA_ERROR_INVALID_HANDLE" "$TMP/out" &&
+            ! grep 'cuda-script:' "$TMP/out" | grep -qv ' freed_mapped 0 ' # rank 1 had rank 0's open
     }
     check ipc_fallback fallback_ok
     # RCOLL_CUDA_IPC_BYTES smaller on one rank: every rank cuts pieces by the smallest
