@@ -107,7 +107,8 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                   int *taken);
 /* The communicator's CUDA IPC workspaces, at its end: this rank unmaps the peers' and, when
  * graceful and the host segment is there, waits (RCOLL_TIMEOUT at most; a WARN) until every
- * peer has unmapped this rank's, then frees its own. */
+ * peer has unmapped this rank's (a peer may still read it: the one-kernel all-reduce ends
+ * with no barrier), then frees its own. */
 void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful);
 
 /* ---- groups (api_group.c) and the communicator creations deferred to them (api_init.c) ---- */

@@ -118,6 +118,39 @@ static int p2p_allowed(rcoll_comm_t comm, const char *records, size_t rec, char 
     return ok;
 }
 
+/* Where the one-kernel all-reduce fits in the workspaces (every rank computes the same from
+ * the same agreed values): its limit, the halves' offset after the header and the two slots;
+ * why, for the INFO line. */
+static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, int shared_ok, int shared_gpu,
+                           char *why, size_t len)
+{
+    uint64_t room = (comm->gpu_ipc_bytes - RCOLL_ONESHOT_HDR) / 4 / PIECE_ALIGN * PIECE_ALIGN;
+    comm->gpu_ipc_oneshot = 0;
+    comm->gpu_ipc_off = RCOLL_ONESHOT_HDR;
+    if (comm->nranks < 2)
+        snprintf(why, len, "no one-kernel all-reduce (one rank)");
+    else if (comm->nranks > RCOLL_ONESHOT_MAX_RANKS)
+        snprintf(why, len, "no one-kernel all-reduce (more than %d ranks)",
+                 RCOLL_ONESHOT_MAX_RANKS);
+    else if (!limit)
+        snprintf(why, len, "no one-kernel all-reduce (RCOLL_CUDA_IPC_ONESHOT=0 on a rank)");
+    else if (!comm->ipc_area) /* where ranks say they unmapped the workspaces */
+        snprintf(why, len, "no one-kernel all-reduce (no host segment: RCOLL_SHM_DISABLE=1 or "
+                 "another transport forced)");
+    else if (shared_gpu && !shared_ok)
+        snprintf(why, len, "no one-kernel all-reduce: ranks share a GPU, where kernels waiting "
+                 "for each other take turns (RCOLL_CUDA_IPC_ONESHOT_SHARED=1 allows it)");
+    else if (!room)
+        snprintf(why, len, "no one-kernel all-reduce (RCOLL_CUDA_IPC_BYTES too small)");
+    else {
+        if (limit > room) limit = room;
+        comm->gpu_ipc_oneshot = (size_t)limit;
+        comm->gpu_ipc_off = RCOLL_ONESHOT_HDR +
+                            2 * (size_t)((limit + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN);
+        snprintf(why, len, "all-reduces up to %zu bytes as one kernel", comm->gpu_ipc_oneshot);
+    }
+}
+
 /* The workspaces, made collectively at the first call: every rank allocates and exports its
  * own, the handles are gathered, every rank maps the others', and all agree.  Each rank's
  * outcome: OK, NOBUF (no CUDA buffer in this call to give the workspace a context: an
@@ -128,11 +161,16 @@ enum { SETUP_FAILED = 0, SETUP_NOBUF = 1, SETUP_OK = 2 };
 static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *fn)
 {
     int n = comm->nranks;
-    /* per rank: the handle, int32 outcome, 4 bytes of padding, uint64 workspace bytes */
-    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 16;
+    /* per rank: the handle, int32 outcome, int32 RCOLL_CUDA_IPC_ONESHOT_SHARED, uint64
+     * workspace bytes, uint64 RCOLL_CUDA_IPC_ONESHOT */
+    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 24;
     char *all = calloc((size_t)n, rec);
-    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 16];
+    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 24];
     uint64_t bytes = comm->cfg.gpu.ipc_bytes, use = bytes;
+    uint64_t oneshot = comm->cfg.gpu.ipc_oneshot, one_use = oneshot;
+    int shared_gpu = 0; /* two ranks on one GPU */
+    char oneshot_why[160];
+    int32_t shared = comm->cfg.gpu.ipc_oneshot_shared, shared_use = shared;
     memset(mine, 0, sizeof(mine));
     char why[RCOLL_ERR_TEXT_MAX] = "";
     int32_t ok = all ? SETUP_OK : SETUP_FAILED;
@@ -145,19 +183,31 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         ok = SETUP_FAILED;
     }
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES, &ok, sizeof(ok));
+    memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 4, &shared, sizeof(shared));
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 8, &bytes, sizeof(bytes));
+    memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 16, &oneshot, sizeof(oneshot));
     /* Every rank takes part in every step, whatever its own outcome. */
     rcoll_status_t st = rcoll_coll_run(comm, RCOLL_OP_ALLGATHER, mine, all ? all : mine,
                                        all ? rec : 0, RCOLL_UINT8, RCOLL_SUM, 0);
     if (st == RCOLL_OK && ok == SETUP_OK) {
         for (int p = 0; p < n; p++) {
-            int32_t pok;
-            uint64_t pbytes;
-            memcpy(&pok, all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES, sizeof(pok));
-            memcpy(&pbytes, all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES + 8,
-                   sizeof(pbytes));
+            const char *r = all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES;
+            int32_t pok, pshared;
+            uint64_t pbytes, poneshot;
+            memcpy(&pok, r, sizeof(pok));
+            memcpy(&pshared, r + 4, sizeof(pshared));
+            memcpy(&pbytes, r + 8, sizeof(pbytes));
+            memcpy(&poneshot, r + 16, sizeof(poneshot));
             if (pok < ok) ok = pok;
             if (pbytes < use) use = pbytes; /* every rank cuts pieces the same */
+            if (poneshot < one_use) one_use = poneshot;
+            if (pshared < shared_use) shared_use = pshared;
+            char bp[32], bq[32];
+            rcoll_gpu_ipc_bus(all + (size_t)p * rec, bp, sizeof(bp));
+            for (int q = 0; q < p; q++) {
+                rcoll_gpu_ipc_bus(all + (size_t)q * rec, bq, sizeof(bq));
+                if (!strcasecmp(bp, bq)) shared_gpu = 1;
+            }
         }
         if (ok == SETUP_FAILED)
             snprintf(why, sizeof(why), "another rank could not make its workspace (its log "
@@ -207,11 +257,12 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     }
     comm->gpu_ipc_state = 1;
     comm->gpu_ipc_bytes = (size_t)use;
+    oneshot_layout(comm, one_use, shared_use, shared_gpu, oneshot_why, sizeof(oneshot_why));
     if (use != bytes)
         RCOLL_INFO(CUDA, "CUDA IPC: another rank has a smaller RCOLL_CUDA_IPC_BYTES: %zu of this "
                    "rank's %zu bytes used", (size_t)use, (size_t)bytes);
-    RCOLL_INFO(CUDA, "CUDA IPC: %d ranks, %zu-byte workspaces mapped by every rank", n,
-               comm->gpu_ipc_bytes);
+    RCOLL_INFO(CUDA, "CUDA IPC: %d ranks, %zu-byte workspaces mapped by every rank; %s", n,
+               comm->gpu_ipc_bytes, oneshot_why);
     return RCOLL_OK;
 }
 
@@ -233,7 +284,7 @@ static size_t part(size_t total, size_t off, size_t cnt)
 
 static char *in_area(const ipc_call_t *c, int p, int h)
 {
-    return rcoll_gpu_ipc_base(c->ipc, p) + (size_t)h * c->half;
+    return rcoll_gpu_ipc_base(c->ipc, p) + c->comm->gpu_ipc_off + (size_t)h * c->half;
 }
 
 static char *out_area(const ipc_call_t *c, int p, int h)
@@ -400,13 +451,79 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
     }
 }
 
+/* The one-kernel all-reduce (cuda/oneshot.h): numbered and announced as any collective (so
+ * that a peer stalled in a different call names this one), one kernel, no host
+ * synchronization.  A failure leaves the ranks' flags out of step: the communicator's CUDA
+ * IPC calls fail from then on (gpu_ipc_state -2). */
+static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args_t *a)
+{
+    rcoll_sig_t mine;
+    memset(&mine, 0, sizeof(mine));
+    mine.seq = comm->coll_seq++;
+    mine.count = a->count;
+    mine.kind = RCOLL_OP_ALLREDUCE;
+    mine.dt = (int32_t)a->dt;
+    mine.op = (int32_t)a->op;
+    mine.root = mine.alg = -1;
+    if (comm->sig_area) rcoll_sig_announce(comm->sig_area, comm->rank, &mine);
+    size_t slot = (comm->gpu_ipc_off - RCOLL_ONESHOT_HDR) / 2;
+    rcoll_oneshot_args_t args;
+    memset(&args, 0, sizeof(args));
+    args.src = (uint64_t)(uintptr_t)a->src;
+    args.dst = (uint64_t)(uintptr_t)a->dst;
+    args.count = a->count;
+    args.slot = RCOLL_ONESHOT_HDR + (comm->gpu_ipc_oneshots & 1) * slot;
+    args.flag = (mine.seq & 0xffffffffu) << 32 | (uint32_t)rcoll_sig_tag(&mine);
+    args.timeout_ns = (uint64_t)(comm->cfg.timeout_s * 1e9);
+    args.avg_divisor = a->op == RCOLL_AVG ? comm->nranks : 0;
+    comm->gpu_ipc_oneshots++;
+    rcoll_oneshot_err_t rep;
+    rcoll_status_t st = rcoll_gpu_ipc_oneshot(comm->gpu_ipc, &args, a->dt, a->op, &rep);
+    if (st == RCOLL_OK && rep.code == RCOLL_ONESHOT_OK) return RCOLL_OK;
+    comm->gpu_ipc_state = -2;
+    if (st != RCOLL_OK) return st;
+    /* Name the peer's call where it announced one (every rank is on this host). */
+    rcoll_sig_t theirs;
+    char num[48], sentence[RCOLL_ERR_TEXT_MAX];
+    rcoll_sig_op_number(mine.seq, comm->seq0, num, sizeof(num));
+    if (comm->sig_area && rcoll_sig_announced(comm->sig_area, rep.peer, mine.seq, &theirs) &&
+        !rcoll_sig_equal(&theirs, &mine)) {
+        rcoll_sig_sentence(&theirs, rep.peer, &mine, -1, comm->seq0, sentence, sizeof(sentence));
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "%s", sentence);
+    }
+    if (rep.code == RCOLL_ONESHOT_MISMATCH)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "rank %d's one-kernel all-reduce as %s "
+                             "has signature digest %08x, this rank's %08x: the ranks called "
+                             "different collectives", (int)rep.peer, num,
+                             (unsigned)(rep.flag & 0xffffffffu),
+                             (unsigned)(args.flag & 0xffffffffu));
+    /* A timeout: where the peer is, from its last flag and its last announcement. */
+    char where[200] = "", flagged[96] = "no one-kernel all-reduce yet";
+    if (rep.flag) {
+        char pn[48];
+        rcoll_sig_op_number((mine.seq & ~(uint64_t)0xffffffffu) | (rep.flag >> 32), comm->seq0,
+                            pn, sizeof(pn));
+        snprintf(flagged, sizeof(flagged), "its last one-kernel all-reduce was %s", pn);
+    }
+    if (comm->sig_area && rcoll_sig_latest(comm->sig_area, rep.peer, &theirs)) {
+        char what[120], tn[48];
+        rcoll_sig_format(&theirs, 0, what, sizeof(what));
+        rcoll_sig_op_number(theirs.seq, comm->seq0, tn, sizeof(tn));
+        snprintf(where, sizeof(where), "; it last started %s as %s", what, tn);
+    }
+    return rcoll_err_set(RCOLL_ERR_TIMEOUT, "rank %d did not join %s within %g s "
+                         "(RCOLL_TIMEOUT): %s%s", (int)rep.peer, num, comm->cfg.timeout_s,
+                         flagged, where);
+}
+
 void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
 {
     if (!comm->gpu_ipc) return;
     rcoll_gpu_ipc_unmap(comm->gpu_ipc); /* this rank's work done, the peers' unmapped */
     if (graceful && comm->ipc_area) {
         /* Say so, then wait until every peer has (or is gone): the driver leaves freeing an
-         * exported allocation that another process still has mapped undefined. */
+         * exported allocation that another process still has mapped undefined, and a peer
+         * may still read this rank's (a one-kernel call ends with no barrier). */
         _Atomic uint64_t *mine = (_Atomic uint64_t *)(void *)(comm->ipc_area +
                                                               (size_t)comm->rank * 64);
         atomic_store_explicit(mine, 1, memory_order_release);
@@ -463,14 +580,36 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
             return st;
         }
     }
+    if (comm->gpu_ipc_state == -2) {
+        if (r) rcoll_req_release(r);
+        return rcoll_api_arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: an earlier one-kernel "
+                                   "all-reduce on this communicator failed, so its ranks no "
+                                   "longer agree on the CUDA IPC flags: abort it", fn);
+    }
     if (comm->gpu_ipc_state != 1) { /* not usable, or postponed: staged */
         if (r) rcoll_req_release(r);
         return RCOLL_OK;
     }
     *taken = 1;
+    if (a->kind == RCOLL_OP_ALLREDUCE && a->count &&
+        a->count * rcoll_dt_size(a->dt) <= comm->gpu_ipc_oneshot) {
+        rcoll_status_t st = oneshot_allreduce(comm, a);
+        if (st != RCOLL_OK) {
+            if (r) rcoll_req_release(r);
+            return rcoll_api_arg_error(comm, st, "%s: CUDA IPC one-kernel all-reduce: %s", fn,
+                                       rcoll_err_get());
+        }
+        if (r) {
+            r->complete = 1;
+            r->status = RCOLL_OK;
+            *req = r;
+        }
+        return RCOLL_OK;
+    }
     ipc_call_t c = {comm, comm->gpu_ipc, a, v, comm->nranks, comm->rank, rcoll_dt_size(a->dt),
                     0, 0};
-    c.half = comm->gpu_ipc_bytes / 2 / PIECE_ALIGN * PIECE_ALIGN; /* the same on every rank */
+    /* the same on every rank */
+    c.half = (comm->gpu_ipc_bytes - comm->gpu_ipc_off) / 2 / PIECE_ALIGN * PIECE_ALIGN;
     c.area = c.half / 2 / PIECE_ALIGN * PIECE_ALIGN;
     /* elements per piece: what one input area holds (n blocks' pieces side by side for the
      * reduce-scatter, the all-to-all and the scatter) */

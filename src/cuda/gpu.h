@@ -17,6 +17,7 @@
 #define RCOLL_CUDA_GPU_H
 
 #include <stddef.h>
+#include "cuda/oneshot.h"
 #include "rcoll.h"
 #include "util/config.h"
 
@@ -35,6 +36,8 @@ typedef struct {
     char cuda_lib[RCOLL_CFG_STR_MAX]; /* RCOLL_CUDA_LIB: the driver library dlopen()ed */
     int ipc;                         /* RCOLL_CUDA_IPC: the CUDA IPC all-reduce (core/api_ipc.c) */
     size_t ipc_bytes;                /* RCOLL_CUDA_IPC_BYTES: each rank's IPC workspace */
+    size_t ipc_oneshot;              /* RCOLL_CUDA_IPC_ONESHOT: one-kernel all-reduce up to */
+    int ipc_oneshot_shared;          /* RCOLL_CUDA_IPC_ONESHOT_SHARED: also on shared GPUs */
     size_t stage_chunk;              /* RCOLL_STAGE_CHUNK: pipelined staging's chunk, 0 off */
 } rcoll_gpu_config_t;
 
@@ -225,6 +228,13 @@ rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *s
 rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void *a,
                                     const void *b, size_t count, rcoll_datatype_t dt,
                                     rcoll_op_t op, int avg_divisor);
+/* The one-kernel all-reduce (cuda/oneshot.h) of a: its peers, ranks and report address are
+ * filled in here, the rest is the caller's.  Launched on the IPC stream and waited for; what
+ * the kernel reported (a peer's flag with another signature, or none by the deadline) in
+ * *report (code RCOLL_ONESHOT_OK when all went well).  Errors: the driver's, one sentence. */
+rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                     rcoll_datatype_t dt, rcoll_op_t op,
+                                     rcoll_oneshot_err_t *report);
 /* Wait for everything enqueued on the IPC stream. */
 rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc);
 /* Wait for the IPC stream, then unmap the peers' workspaces (this rank reads none of them

@@ -19,9 +19,20 @@ static const rcoll_knob_t gpu_knobs[] = {
                    "GPUs over CUDA IPC instead of staging through host memory (every rank must then pass CUDA buffers to "
                    "them, outside groups; docs/gpu.md); 0: staging only"),
     RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC_BYTES", "33554432", SIZE, ipc_bytes,
-                   4096, 1LL << 36,
+                   16384, 1LL << 36,
                    "device memory of each rank's CUDA IPC workspace (larger all-reduces go "
                    "through it in pieces of a quarter of it)"),
+    RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC_ONESHOT", "65536", SIZE, ipc_oneshot,
+                   0, 1LL << 30,
+                   "bytes: with RCOLL_CUDA_IPC=1, an all-reduce up to this size is one kernel "
+                   "per rank that reads every rank's data where it lies, the ranks meeting on "
+                   "flags in device memory (no host synchronization); 0: never.  Every rank "
+                   "uses the smallest value set"),
+    RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC_ONESHOT_SHARED", "0", INT,
+                   ipc_oneshot_shared, 0, 1,
+                   "1: the one-kernel all-reduce also when ranks share a GPU (their kernels, "
+                   "waiting for each other, then take turns on it: slow without MPS); 0: only "
+                   "when every rank has a GPU of its own"),
     RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_STAGE_CHUNK", "0", SIZE, stage_chunk, 0,
                    1LL << 40,
                    "bytes: a blocking all-reduce, broadcast or reduce larger than this is run "

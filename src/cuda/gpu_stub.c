@@ -215,6 +215,15 @@ rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void 
     return NO_CUDA;
 }
 
+rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                     rcoll_datatype_t dt, rcoll_op_t op,
+                                     rcoll_oneshot_err_t *report)
+{
+    (void)ipc, (void)a, (void)dt, (void)op;
+    report->code = RCOLL_ONESHOT_OK;
+    return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA");
+}
+
 rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
 {
     (void)ipc;

@@ -30,6 +30,7 @@ struct rcoll_gpu_ipc {
     int nranks, rank;
     CUdeviceptr *peer; /* [nranks]: each rank's workspace as mapped here (own for this rank;
                         * 0 where not opened) */
+    rcoll_oneshot_err_t *err; /* the one-kernel all-reduce's reports (cuMemAllocHost) */
 };
 
 static rcoll_status_t enter(const rcoll_gpu_ipc_t *ipc, CUcontext *saved)
@@ -83,6 +84,24 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         goto err_ctx;
     }
     ipc->bytes = bytes;
+    /* The one-kernel all-reduce's flags start at 0; complete before any peer can read them
+     * (they are read only after the set-up's last host collective). */
+    if ((res = cu->cuMemsetD8(ipc->own, 0, bytes < RCOLL_ONESHOT_HDR ? bytes
+                                                                     : RCOLL_ONESHOT_HDR)) !=
+            CUDA_SUCCESS ||
+        (res = cu->cuCtxSynchronize()) != CUDA_SUCCESS) {
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "clearing the CUDA IPC workspace's flags "
+                           "(cuMemsetD8, cuCtxSynchronize)");
+        goto err_ctx;
+    }
+    void *err = NULL;
+    if ((res = cu->cuMemAllocHost(&err, RCOLL_ONESHOT_BLOCKS * sizeof(rcoll_oneshot_err_t))) !=
+        CUDA_SUCCESS) {
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuMemAllocHost(the one-kernel all-reduce's "
+                           "reports)");
+        goto err_ctx;
+    }
+    ipc->err = err;
     if ((res = cu->cuIpcGetMemHandle((CUipcMemHandle *)handle, ipc->own)) != CUDA_SUCCESS) {
         st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuIpcGetMemHandle(the CUDA IPC workspace)");
         goto err_ctx;
@@ -201,6 +220,41 @@ rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void 
     return st;
 }
 
+rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                     rcoll_datatype_t dt, rcoll_op_t op,
+                                     rcoll_oneshot_err_t *report)
+{
+    memset(report, 0, sizeof(*report));
+    if (ipc->nranks > RCOLL_ONESHOT_MAX_RANKS)
+        return rcoll_err_set(RCOLL_ERR_INTERNAL, "one-kernel all-reduce on %d ranks (at most "
+                             "%d)", ipc->nranks, RCOLL_ONESHOT_MAX_RANKS);
+    memset(a->peer, 0, sizeof(a->peer));
+    for (int p = 0; p < ipc->nranks; p++) a->peer[p] = (uint64_t)ipc->peer[p];
+    a->nranks = ipc->nranks;
+    a->rank = ipc->rank;
+    a->err = (uint64_t)(uintptr_t)ipc->err;
+    memset(ipc->err, 0, RCOLL_ONESHOT_BLOCKS * sizeof(rcoll_oneshot_err_t));
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    st = rcoll_cuda_oneshot(a, dt, op, ipc->stream);
+    CUresult res = st == RCOLL_OK ? rcoll_cu->cuStreamSynchronize(ipc->stream) : CUDA_SUCCESS;
+    leave(ipc, saved);
+    if (st != RCOLL_OK) return st;
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuStreamSynchronize(the CUDA IPC stream)");
+    for (int b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+        const volatile rcoll_oneshot_err_t *e = &ipc->err[b];
+        if (e->code != RCOLL_ONESHOT_OK && (report->code == RCOLL_ONESHOT_OK ||
+                                             e->code == RCOLL_ONESHOT_MISMATCH)) {
+            report->code = e->code; /* a mismatch says more than a timeout */
+            report->peer = e->peer;
+            report->flag = e->flag;
+        }
+    }
+    return RCOLL_OK;
+}
+
 rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
 {
     CUcontext saved;
@@ -245,6 +299,7 @@ void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)
         char text[160];
         CUresult res;
         if (ipc->stream) cu->cuStreamDestroy(ipc->stream);
+        if (ipc->err) cu->cuMemFreeHost(ipc->err);
         if (ipc->own && (res = cu->cuMemFree(ipc->own)) != CUDA_SUCCESS)
             RCOLL_WARN(CUDA, "cuMemFree(the CUDA IPC workspace) failed: %s",
                        rcoll_cu_strerror(res, text, sizeof(text)));

@@ -16,6 +16,11 @@ static const char *const kernel_names[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS] = {
     RCOLL_ELEM_LIST(NAME_OF)};
 #undef NAME_OF
 
+#define ONESHOT_NAME_OF(DT, OP, T, fn) [DT][OP] = "rcoll_oneshot_" #DT "_" #OP,
+static const char *const oneshot_names[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS] = {
+    RCOLL_ELEM_LIST(ONESHOT_NAME_OF)};
+#undef ONESHOT_NAME_OF
+
 #define SIZE_OF(DT, OP, T, fn) [DT][OP] = sizeof(T),
 static const size_t elem_size[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS] = {RCOLL_ELEM_LIST(SIZE_OF)};
 #undef SIZE_OF
@@ -28,6 +33,7 @@ typedef struct {
     CUmodule module;
     int sms;
     CUfunction fn[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS];
+    CUfunction oneshot[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS];
 } module_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,10 +92,15 @@ static rcoll_status_t module_get(module_t **out)
     for (int dt = 0; dt < RCOLL_NUM_DATATYPES; dt++) {
         for (int op = 0; op < RCOLL_NUM_OPS; op++) {
             if (!kernel_names[dt][op]) continue;
-            res = cu->cuModuleGetFunction(&m->fn[dt][op], m->module, kernel_names[dt][op]);
+            const char *bad = kernel_names[dt][op];
+            res = cu->cuModuleGetFunction(&m->fn[dt][op], m->module, bad);
+            if (res == CUDA_SUCCESS) {
+                bad = oneshot_names[dt][op];
+                res = cu->cuModuleGetFunction(&m->oneshot[dt][op], m->module, bad);
+            }
             if (res != CUDA_SUCCESS) {
                 cu->cuModuleUnload(m->module);
-                st = cu_fail(res, kernel_names[dt][op]);
+                st = cu_fail(res, bad);
                 goto done;
             }
         }
@@ -137,6 +148,28 @@ rcoll_status_t rcoll_cuda_reduce(CUdeviceptr dst, CUdeviceptr dst2, CUdeviceptr 
     CUresult res = rcoll_cu->cuLaunchKernel(m->fn[dt][op], (unsigned)blocks, 1, 1, THREADS, 1,
                                             1, 0, stream, params, NULL);
     if (res != CUDA_SUCCESS) return cu_fail(res, kernel_names[dt][op]);
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_cuda_oneshot(const rcoll_oneshot_args_t *args, rcoll_datatype_t dt,
+                                  rcoll_op_t op, CUstream stream)
+{
+    if ((unsigned)dt >= RCOLL_NUM_DATATYPES || (unsigned)op >= RCOLL_NUM_OPS ||
+        !oneshot_names[dt][op])
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "one-kernel all-reduce: datatype %d with op "
+                             "%d is not defined", (int)dt, (int)op);
+    if (!rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "one-kernel all-reduce: no CUDA driver "
+                             "loaded");
+    module_t *m = NULL;
+    rcoll_status_t st = module_get(&m);
+    if (st != RCOLL_OK) return st;
+    rcoll_oneshot_args_t a = *args;
+    void *params[] = {&a};
+    CUresult res = rcoll_cu->cuLaunchKernel(m->oneshot[dt][op], RCOLL_ONESHOT_BLOCKS, 1, 1,
+                                            RCOLL_ONESHOT_THREADS, 1, 1, 0, stream, params,
+                                            NULL);
+    if (res != CUDA_SUCCESS) return cu_fail(res, oneshot_names[dt][op]);
     return RCOLL_OK;
 }
 

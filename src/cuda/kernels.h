@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "cuda/cuda_drv.h"
+#include "cuda/oneshot.h"
 #include "rcoll.h"
 
 /* The fatbin nvcc built from reduce.cu (generated kernels_fatbin.c). */
@@ -22,6 +23,12 @@ extern const size_t rcoll_cuda_fatbin_size;
 rcoll_status_t rcoll_cuda_reduce(CUdeviceptr dst, CUdeviceptr dst2, CUdeviceptr a,
                                  CUdeviceptr b, size_t count, rcoll_datatype_t dt, rcoll_op_t op,
                                  int avg_divisor, CUstream stream);
+
+/* The one-kernel all-reduce (cuda/oneshot.h) of dt x op with *args, launched on stream
+ * (RCOLL_ONESHOT_BLOCKS blocks), asynchronously; the current context's.  Errors as
+ * rcoll_cuda_reduce. */
+rcoll_status_t rcoll_cuda_oneshot(const rcoll_oneshot_args_t *args, rcoll_datatype_t dt,
+                                  rcoll_op_t op, CUstream stream);
 
 /* The kernel's name for dt x op ("rcoll_reduce_8_0"), NULL where the pair is not defined. */
 const char *rcoll_cuda_kernel_name(rcoll_datatype_t dt, rcoll_op_t op);

@@ -21,7 +21,7 @@
  *   function fail (CUDA_ERROR_OUT_OF_MEMORY for allocations, CUDA_ERROR_ILLEGAL_ADDRESS for
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
- *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K
+ *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K oneshots O
  *   freed_mapped X ipc_open I
  *   async_copies C wrong_ctx W".
  * - CUDA_SCRIPT_DEVICE_VISIBLE set: the device arena's handed-out view is mapped readable and
@@ -41,7 +41,12 @@
  *   by cuEventSynchronize; so work the program forgot to wait for is not there when it (or
  *   another process) looks.
  * - rcoll's reduction kernels (rcoll_reduce_<dt>_<op>) are carried out on the host with the
- *   same element arithmetic (src/cuda/reduce_elem.h) over the launch's parameters.
+ *   same element arithmetic (src/cuda/reduce_elem.h) over the launch's parameters; so is the
+ *   one-kernel all-reduce (rcoll_oneshot_<dt>_<op>, the protocol of src/cuda/oneshot.h: copy
+ *   in, publish the flags, wait for every peer's in its mapped workspace with the deadline,
+ *   report a different signature or the deadline in the host records, reduce in rank order).
+ *   Its waits run while
+ *   the stream is synchronized, so the ranks' "kernels" meet as real ones would.
  * Entry points rcoll binds but a test never reaches (events, graphs, the legacy copies of the
  * stream API) return CUDA_ERROR_NOT_SUPPORTED.
  *
@@ -55,8 +60,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cuda/oneshot.h"
 #include "cuda/reduce_elem.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -88,7 +95,7 @@ static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
 static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
-static long n_freed_mapped;
+static long n_oneshots, n_freed_mapped;
 /* The arena's first bytes: per allocation slot, how many other processes have it mapped
  * (CUDA IPC); freeing an allocation that is still mapped elsewhere is counted
  * (freed_mapped), since the driver leaves it undefined. */
@@ -107,10 +114,11 @@ static void report(void)
 {
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
-                "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld freed_mapped %ld "
-                "ipc_open %ld async_copies %ld wrong_ctx %ld\n", (int)getpid(), n_allocs,
-                n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes, n_dmabufs, n_launches,
-                n_freed_mapped, n_ipc_opens, n_async, wrong_ctx);
+                "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld oneshots %ld "
+                "freed_mapped %ld ipc_open %ld async_copies %ld wrong_ctx %ld\n",
+                (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
+                n_dmabufs, n_launches, n_oneshots, n_freed_mapped, n_ipc_opens, n_async,
+                wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -583,14 +591,24 @@ typedef struct {
 } kernel_t;
 #define EMU_ENTRY(DT, OP, T, fn) {DT, OP, sizeof(T), emu_##DT##_##OP},
 static const kernel_t kernels[] = {RCOLL_ELEM_LIST(EMU_ENTRY)};
+static const kernel_t oneshots[] = {RCOLL_ELEM_LIST(EMU_ENTRY)}; /* the same, as one-shots */
 #undef EMU_ENTRY
+#define NKERNELS (sizeof(kernels) / sizeof(kernels[0]))
+
+static const kernel_t *kernel_of(int dt, int op)
+{
+    for (size_t i = 0; i < NKERNELS; i++)
+        if (kernels[i].dt == dt && kernels[i].op == op) return &kernels[i];
+    return NULL;
+}
 
 typedef struct {
-    int kernel;                 /* 0: a copy (DtoD), 1: a kernel, 2: DtoH, 3: HtoD */
+    int kernel;                 /* 0: a copy (DtoD), 1: a kernel, 2: DtoH, 3: HtoD, 4: one-shot */
     const kernel_t *k;
     uintptr_t dst, dst2, a, b;  /* copy: dst, a = src; n = bytes */
     size_t n;
     int d;
+    rcoll_oneshot_args_t os;    /* 4: the kernel's parameter */
 } work_t;
 typedef struct {
     pthread_mutex_t lock;
@@ -631,9 +649,83 @@ static CUresult enqueue(CUstream st, const work_t *w)
     return CUDA_SUCCESS;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The one-kernel all-reduce, block by block as the kernel of reduce.cu does it. */
+static CUresult run_oneshot(const work_t *w)
+{
+    const rcoll_oneshot_args_t *a = &w->os;
+    const kernel_t *k = w->k, *mid = kernel_of(k->dt, k->op == 4 ? 0 : k->op);
+    size_t bytes = a->count * k->es;
+    int n = a->nranks, me = a->rank, dev;
+    if (n < 1 || n > RCOLL_ONESHOT_MAX_RANKS || me < 0 || me >= n || !mid)
+        return CUDA_ERROR_INVALID_VALUE;
+    char *hdr[RCOLL_ONESHOT_MAX_RANKS], *slot[RCOLL_ONESHOT_MAX_RANKS];
+    for (int p = 0; p < n; p++) {
+        hdr[p] = access_of(a->peer[p], RCOLL_ONESHOT_HDR, &dev);
+        slot[p] = bytes ? access_of(a->peer[p] + a->slot, bytes, &dev) : NULL;
+        if (!hdr[p] || (bytes && !slot[p])) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    rcoll_oneshot_err_t *err = (rcoll_oneshot_err_t *)(uintptr_t)a->err;
+    char *src = access_of(a->src, bytes, &dev), *dst = access_of(a->dst, bytes, &dev);
+    if (!src || !dst) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    memcpy(slot[me], src, bytes);
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
+        __atomic_store_n((uint64_t *)(void *)hdr[me] + b, a->flag, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&n_oneshots, 1, __ATOMIC_RELAXED);
+    uint32_t seq = (uint32_t)(a->flag >> 32);
+    uint64_t start = mono_ns();
+    int stopped[RCOLL_ONESHOT_BLOCKS] = {0};
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+        for (int p = 0; p < n && !stopped[b]; p++) {
+            if (p == me) continue;
+            const uint64_t *pf = (const uint64_t *)(const void *)hdr[p] + b;
+            for (int spins = 0;; spins++) {
+                uint64_t f = __atomic_load_n(pf, __ATOMIC_ACQUIRE);
+                int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
+                uint32_t code = 0;
+                if (ahead > 0 || (ahead == 0 && f == a->flag)) break;
+                if (ahead == 0)
+                    code = RCOLL_ONESHOT_MISMATCH;
+                else if (mono_ns() - start > a->timeout_ns)
+                    code = RCOLL_ONESHOT_TIMEOUT;
+                if (code) {
+                    err[b].peer = p;
+                    err[b].flag = f;
+                    err[b].code = code;
+                    stopped[b] = 1;
+                    break;
+                }
+                if (spins > 100) {
+                    struct timespec ts = {0, 20000};
+                    nanosleep(&ts, NULL);
+                }
+            }
+        }
+    }
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+        if (stopped[b]) continue;
+        uint64_t lo, hi;
+        rcoll_oneshot_part(a->count, k->es, b, &lo, &hi);
+        size_t at = (size_t)lo * k->es, cnt = (size_t)(hi - lo);
+        if (!cnt) continue;
+        memcpy(dst + at, slot[0] + at, cnt * k->es);
+        for (int p = 1; p < n; p++) /* AVG: sums, the division at the last rank */
+            (p == n - 1 ? k : mid)->fn(dst + at, NULL, dst + at, slot[p] + at, cnt,
+                                       a->avg_divisor);
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult run_work(const work_t *w)
 {
     int dev;
+    if (w->kernel == 4) return run_oneshot(w);
     if (w->kernel != 1) {
         char *d = access_of(w->dst, w->n, &dev), *s = access_of(w->a, w->n, &dev);
         if (!d || !s) return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -735,21 +827,21 @@ static CUresult s_event_destroy(CUevent ev)
 static CUresult s_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyDtoHAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0};
+    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
 static CUresult s_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyHtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0};
+    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
 static CUresult s_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyDtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0};
+    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
@@ -769,14 +861,15 @@ static CUresult s_module_unload(CUmodule m)
 static CUresult s_module_fn(CUfunction *f, CUmodule m, const char *name)
 {
     (void)m;
-    int dt = -1, op = -1;
-    if (sscanf(name, "rcoll_reduce_%d_%d", &dt, &op) != 2) return CUDA_ERROR_NOT_FOUND;
-    for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
-        if (kernels[i].dt == dt && kernels[i].op == op) {
-            *f = (CUfunction)(uintptr_t)&kernels[i];
-            return CUDA_SUCCESS;
-        }
-    return CUDA_ERROR_NOT_FOUND;
+    int dt = -1, op = -1, one = 0;
+    if (sscanf(name, "rcoll_reduce_%d_%d", &dt, &op) != 2) {
+        if (sscanf(name, "rcoll_oneshot_%d_%d", &dt, &op) != 2) return CUDA_ERROR_NOT_FOUND;
+        one = 1;
+    }
+    const kernel_t *k = kernel_of(dt, op);
+    if (!k) return CUDA_ERROR_NOT_FOUND;
+    *f = (CUfunction)(uintptr_t)(one ? &oneshots[k - kernels] : k);
+    return CUDA_SUCCESS;
 }
 
 static CUresult s_dev_attr(int *v, CUdevice_attribute attr, CUdevice d)
@@ -820,10 +913,21 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     if (should_fail("cuLaunchKernel")) return CUDA_ERROR_LAUNCH_FAILED;
     if (!gx || !bx || bx > 1024) return CUDA_ERROR_INVALID_VALUE;
     const kernel_t *k = (const kernel_t *)f;
+    if (k >= oneshots && k < oneshots + NKERNELS) { /* the one-kernel all-reduce */
+        if (gx != RCOLL_ONESHOT_BLOCKS || bx != RCOLL_ONESHOT_THREADS)
+            return CUDA_ERROR_INVALID_VALUE;
+        work_t w;
+        memset(&w, 0, sizeof(w));
+        w.kernel = 4;
+        w.k = &kernels[k - oneshots];
+        memcpy(&w.os, params[0], sizeof(w.os));
+        __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
+        return enqueue(st, &w);
+    }
     work_t w = {1, k, (uintptr_t) * (CUdeviceptr *)params[0],
                 (uintptr_t) * (CUdeviceptr *)params[1], (uintptr_t) * (CUdeviceptr *)params[2],
                 (uintptr_t) * (CUdeviceptr *)params[3], *(size_t *)params[4],
-                *(int *)params[6]};
+                *(int *)params[6], {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
     return enqueue(st, &w);
 }

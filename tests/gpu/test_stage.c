@@ -351,31 +351,99 @@ static void ordered(rk_t *k, size_t cnt)
            7 * n + n * (n - 1) / 2);
 }
 
+/* The driver, GPU 0's primary context made current, the communicator: 0, or the exit code
+ * (SKIP_CODE with the reason where there is no usable driver or device). */
+static int rank_up(rk_t *k, const rcoll_unique_id_t *id, CUdevice *dev, CUcontext *ctx)
+{
+    if (rcoll_cu_load(lib) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: SKIP: %s\n", k->rank, rcoll_err_get());
+        return SKIP_CODE;
+    }
+    const rcoll_cu_api_t *cu = k->cu = rcoll_cu;
+    int ndev = 0;
+    if (cu->cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev == 0) {
+        fprintf(stderr, "rank %d: SKIP: the CUDA driver sees no device\n", k->rank);
+        return SKIP_CODE;
+    }
+    if (!cu_ok(k, cu->cuDeviceGet(dev, 0), "cuDeviceGet") ||
+        !cu_ok(k, cu->cuDevicePrimaryCtxRetain(ctx, *dev), "cuDevicePrimaryCtxRetain") ||
+        !cu_ok(k, cu->cuCtxSetCurrent(*ctx), "cuCtxSetCurrent"))
+        return 1;
+    if (rcoll_comm_init_rank(k->n, id, k->rank, &k->comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", k->rank, rcoll_last_init_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* Misuse of the one-kernel all-reduce (RCOLL_CUDA_IPC=1, RCOLL_CUDA_IPC_ONESHOT_SHARED=1),
+ * after one good call: arg 1, rank 1 calls it with another count (every rank is refused with
+ * RCOLL_ERR_INVALID_USAGE naming both calls, and the next CUDA IPC call is refused too); arg
+ * 2, rank 2 never calls it (the others get RCOLL_ERR_TIMEOUT naming rank 2, within
+ * RCOLL_TIMEOUT and well before the test's own limit). */
+static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks, void *arg)
+{
+    long mode = (long)(intptr_t)arg;
+    rk_t k = {.rank = rank, .n = nranks};
+    CUdevice dev;
+    CUcontext ctx;
+    int up = rank_up(&k, id, &dev, &ctx);
+    if (up) return up;
+    const rcoll_cu_api_t *cu = k.cu;
+    CUdeviceptr d = 0;
+    elem_t h[16];
+    if (!cu_ok(&k, cu->cuMemAlloc(&d, 64 * sizeof(elem_t)), "cuMemAlloc")) goto out;
+    for (int i = 0; i < 16; i++) h[i] = rank + i;
+    if (!cu_ok(&k, cu->cuMemcpyHtoD(d, h, sizeof(h)), "HtoD") ||
+        !ran(&k, rcoll_allreduce((void *)d, (void *)(d + 128), 16, RCOLL_INT32, RCOLL_SUM,
+                                 k.comm), "first allreduce") ||
+        !cu_ok(&k, cu->cuMemcpyDtoH(h, d + 128, sizeof(h)), "DtoH"))
+        goto out;
+    for (int i = 0; i < 16; i++)
+        if (h[i] != nranks * (nranks - 1) / 2 + nranks * i) {
+            fail(&k, "element %ld: %ld", "first allreduce", i, h[i]);
+            goto out;
+        }
+    if (mode == 2 && rank == 2) goto out; /* never joins: destroys its communicator */
+    double t0 = now_s();
+    size_t cnt = mode == 1 && rank == 1 ? 8 : 16;
+    rcoll_status_t st =
+        rcoll_allreduce((void *)d, (void *)(d + 128), cnt, RCOLL_INT32, RCOLL_SUM, k.comm);
+    double took = now_s() - t0;
+    const char *e = rcoll_comm_last_error(k.comm);
+    fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, rcoll_status_string(st), took, e);
+    if (mode == 1) {
+        char want[96];
+        snprintf(want, sizeof(want), "called allreduce(count=%d, int32, sum) as operation #",
+                 rank == 1 ? 16 : 8);
+        if (st != RCOLL_ERR_INVALID_USAGE || !strstr(e, want) || !strstr(e, "one-kernel"))
+            fail(&k, "%ld %ld", "a different count is not named", (long)st, 0);
+        st = rcoll_allreduce((void *)d, (void *)(d + 128), 16, RCOLL_INT32, RCOLL_SUM, k.comm);
+        if (st != RCOLL_ERR_INVALID_USAGE ||
+            !strstr(rcoll_comm_last_error(k.comm), "an earlier one-kernel all-reduce"))
+            fail(&k, "%ld %ld", "the call after a failed one-kernel all-reduce is not refused",
+                 (long)st, 0);
+    } else if (st != RCOLL_ERR_TIMEOUT || !strstr(e, "rank 2 did not join operation #") ||
+               took > 30) {
+        fail(&k, "status %ld after %ld s", "a rank that never joins is not named", (long)st,
+             (long)took);
+    }
+out:
+    if (d) cu->cuMemFree(d);
+    if (rcoll_comm_abort(k.comm) != RCOLL_OK) k.fails++;
+    cu->cuDevicePrimaryCtxRelease(dev);
+    return k.fails ? 1 : 0;
+}
+
 static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *arg)
 {
     int timing = arg != NULL;
     rk_t k = {.rank = rank, .n = nranks};
-    if (rcoll_cu_load(lib) != RCOLL_OK) {
-        fprintf(stderr, "rank %d: SKIP: %s\n", rank, rcoll_err_get());
-        return SKIP_CODE;
-    }
-    const rcoll_cu_api_t *cu = k.cu = rcoll_cu;
     CUdevice dev;
     CUcontext ctx;
-    int ndev = 0;
-    if (cu->cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev == 0) {
-        fprintf(stderr, "rank %d: SKIP: the CUDA driver sees no device\n", rank);
-        return SKIP_CODE;
-    }
-    if (!cu_ok(&k, cu->cuDeviceGet(&dev, 0), "cuDeviceGet") ||
-        !cu_ok(&k, cu->cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
-        !cu_ok(&k, cu->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"))
-        return 1;
-    rcoll_status_t st = rcoll_comm_init_rank(nranks, id, rank, &k.comm);
-    if (st != RCOLL_OK) {
-        fprintf(stderr, "rank %d: init: %s\n", rank, rcoll_last_init_error());
-        return 1;
-    }
+    int up = rank_up(&k, id, &dev, &ctx);
+    if (up) return up;
+    const rcoll_cu_api_t *cu = k.cu;
     if (timing) {
         cost(&k);
     } else {
@@ -448,6 +516,26 @@ int main(void)
               "device buffers (exit codes %d %d %d %d)", n, res.codes[0], res.codes[1],
               res.codes[2], res.codes[3]);
     }
+    /* Again with the one-kernel all-reduce on the shared GPU (its all-reduces of up to 64 KiB),
+     * then its misuse: a different count, a rank that never joins. */
+    setenv("RCOLL_CUDA_IPC_ONESHOT_SHARED", "1", 1);
+    for (int n = 2; n <= 4; n++) {
+        mp_result_t res;
+        int bad = mp_run_raw(n, rank_main, NULL, 300, &res);
+        CHECK(bad == 0, "%d ranks on one GPU, the one-kernel all-reduce: every blocking "
+              "collective with device buffers (exit codes %d %d %d %d)", n, res.codes[0],
+              res.codes[1], res.codes[2], res.codes[3]);
+    }
+    mp_result_t mres;
+    CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)1, 120, &mres) == 0,
+          "one-kernel all-reduce, another count on rank 1: named on every rank (exit codes %d "
+          "%d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    setenv("RCOLL_TIMEOUT", "3", 1);
+    CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)2, 120, &mres) == 0,
+          "one-kernel all-reduce, rank 2 never joins: named within the deadline (exit codes %d "
+          "%d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    unsetenv("RCOLL_TIMEOUT");
+    unsetenv("RCOLL_CUDA_IPC_ONESHOT_SHARED");
     unsetenv("RCOLL_CUDA_IPC");
     mp_result_t res;
     CHECK(mp_run_raw(2, rank_main, (void *)1, 300, &res) == 0, "timing run");

@@ -1281,6 +1281,9 @@ static void test_kernels(void)
             CHECK(!strcmp(buf, name), "%s", name);
             CHECK(memmem(rcoll_cuda_fatbin, rcoll_cuda_fatbin_size, name, strlen(name)) != NULL,
                   "%s is in the fatbin", name);
+            snprintf(buf, sizeof(buf), "rcoll_oneshot_%d_%d", dt, op); /* the one-kernel too */
+            CHECK(memmem(rcoll_cuda_fatbin, rcoll_cuda_fatbin_size, buf, strlen(buf)) != NULL,
+                  "%s is in the fatbin", buf);
         }
     CHECK(defined == 91, "91 pairs: %d", defined);
     CHECK(rcoll_cuda_reduce(0, 0, 0, 0, 4, RCOLL_FLOAT32, RCOLL_BAND, 1, NULL) ==
