@@ -121,19 +121,22 @@ static int p2p_allowed(rcoll_comm_t comm, const char *records, size_t rec, char 
 /* Where the one-kernel all-reduce fits in the workspaces (every rank computes the same from
  * the same agreed values): its limit, the halves' offset after the header and the two slots;
  * why, for the INFO line. */
-static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, int shared_ok, int shared_gpu,
-                           char *why, size_t len)
+static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, uint64_t limit2, int shared_ok,
+                           int shared_gpu, char *why, size_t len)
 {
+    /* each of the two slots at most a quarter of what follows the header; the two-shot's
+     * slot holds an input and an output area */
     uint64_t room = (comm->gpu_ipc_bytes - RCOLL_ONESHOT_HDR) / 4 / PIECE_ALIGN * PIECE_ALIGN;
-    comm->gpu_ipc_oneshot = 0;
+    comm->gpu_ipc_oneshot = comm->gpu_ipc_twoshot = 0;
     comm->gpu_ipc_off = RCOLL_ONESHOT_HDR;
     if (comm->nranks < 2)
         snprintf(why, len, "no one-kernel all-reduce (one rank)");
     else if (comm->nranks > RCOLL_ONESHOT_MAX_RANKS)
         snprintf(why, len, "no one-kernel all-reduce (more than %d ranks)",
                  RCOLL_ONESHOT_MAX_RANKS);
-    else if (!limit)
-        snprintf(why, len, "no one-kernel all-reduce (RCOLL_CUDA_IPC_ONESHOT=0 on a rank)");
+    else if (!limit && !limit2)
+        snprintf(why, len, "no one-kernel all-reduce (RCOLL_CUDA_IPC_ONESHOT and "
+                 "RCOLL_CUDA_IPC_TWOSHOT 0 on a rank)");
     else if (!comm->ipc_area) /* where ranks say they unmapped the workspaces */
         snprintf(why, len, "no one-kernel all-reduce (no host segment: RCOLL_SHM_DISABLE=1 or "
                  "another transport forced)");
@@ -144,10 +147,20 @@ static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, int shared_ok, int
         snprintf(why, len, "no one-kernel all-reduce (RCOLL_CUDA_IPC_BYTES too small)");
     else {
         if (limit > room) limit = room;
+        if (limit2 > room / 2) limit2 = room / 2 / PIECE_ALIGN * PIECE_ALIGN;
+        if (limit2 < limit) limit2 = limit; /* none */
+        uint64_t slot = (limit + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
+        uint64_t slot2 = 2 * ((limit2 + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN);
+        if (limit2 > limit && slot2 > slot) slot = slot2;
         comm->gpu_ipc_oneshot = (size_t)limit;
-        comm->gpu_ipc_off = RCOLL_ONESHOT_HDR +
-                            2 * (size_t)((limit + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN);
-        snprintf(why, len, "all-reduces up to %zu bytes as one kernel", comm->gpu_ipc_oneshot);
+        comm->gpu_ipc_twoshot = (size_t)limit2;
+        comm->gpu_ipc_off = RCOLL_ONESHOT_HDR + 2 * (size_t)slot;
+        if (limit2 > limit)
+            snprintf(why, len, "all-reduces as one kernel: one-shot up to %zu bytes, two-shot "
+                     "up to %zu bytes", comm->gpu_ipc_oneshot, comm->gpu_ipc_twoshot);
+        else
+            snprintf(why, len, "all-reduces up to %zu bytes as one kernel",
+                     comm->gpu_ipc_oneshot);
     }
 }
 
@@ -162,12 +175,13 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
 {
     int n = comm->nranks;
     /* per rank: the handle, int32 outcome, int32 RCOLL_CUDA_IPC_ONESHOT_SHARED, uint64
-     * workspace bytes, uint64 RCOLL_CUDA_IPC_ONESHOT */
-    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 24;
+     * workspace bytes, uint64 RCOLL_CUDA_IPC_ONESHOT, uint64 RCOLL_CUDA_IPC_TWOSHOT */
+    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 32;
     char *all = calloc((size_t)n, rec);
-    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 24];
+    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 32];
     uint64_t bytes = comm->cfg.gpu.ipc_bytes, use = bytes;
     uint64_t oneshot = comm->cfg.gpu.ipc_oneshot, one_use = oneshot;
+    uint64_t twoshot = comm->cfg.gpu.ipc_twoshot, two_use = twoshot;
     int shared_gpu = 0; /* two ranks on one GPU */
     char oneshot_why[160];
     int32_t shared = comm->cfg.gpu.ipc_oneshot_shared, shared_use = shared;
@@ -186,6 +200,7 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 4, &shared, sizeof(shared));
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 8, &bytes, sizeof(bytes));
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 16, &oneshot, sizeof(oneshot));
+    memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 24, &twoshot, sizeof(twoshot));
     /* Every rank takes part in every step, whatever its own outcome. */
     rcoll_status_t st = rcoll_coll_run(comm, RCOLL_OP_ALLGATHER, mine, all ? all : mine,
                                        all ? rec : 0, RCOLL_UINT8, RCOLL_SUM, 0);
@@ -193,14 +208,16 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         for (int p = 0; p < n; p++) {
             const char *r = all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES;
             int32_t pok, pshared;
-            uint64_t pbytes, poneshot;
+            uint64_t pbytes, poneshot, ptwoshot;
             memcpy(&pok, r, sizeof(pok));
             memcpy(&pshared, r + 4, sizeof(pshared));
             memcpy(&pbytes, r + 8, sizeof(pbytes));
             memcpy(&poneshot, r + 16, sizeof(poneshot));
+            memcpy(&ptwoshot, r + 24, sizeof(ptwoshot));
             if (pok < ok) ok = pok;
             if (pbytes < use) use = pbytes; /* every rank cuts pieces the same */
             if (poneshot < one_use) one_use = poneshot;
+            if (ptwoshot < two_use) two_use = ptwoshot;
             if (pshared < shared_use) shared_use = pshared;
             char bp[32], bq[32];
             rcoll_gpu_ipc_bus(all + (size_t)p * rec, bp, sizeof(bp));
@@ -257,7 +274,8 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     }
     comm->gpu_ipc_state = 1;
     comm->gpu_ipc_bytes = (size_t)use;
-    oneshot_layout(comm, one_use, shared_use, shared_gpu, oneshot_why, sizeof(oneshot_why));
+    oneshot_layout(comm, one_use, two_use, shared_use, shared_gpu, oneshot_why,
+                   sizeof(oneshot_why));
     if (use != bytes)
         RCOLL_INFO(CUDA, "CUDA IPC: another rank has a smaller RCOLL_CUDA_IPC_BYTES: %zu of this "
                    "rank's %zu bytes used", (size_t)use, (size_t)bytes);
@@ -476,6 +494,9 @@ static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args
     args.flag = (mine.seq & 0xffffffffu) << 32 | (uint32_t)rcoll_sig_tag(&mine);
     args.timeout_ns = (uint64_t)(comm->cfg.timeout_s * 1e9);
     args.avg_divisor = a->op == RCOLL_AVG ? comm->nranks : 0;
+    size_t bytes = a->count * rcoll_dt_size(a->dt);
+    args.shots = bytes > comm->gpu_ipc_oneshot ? 2 : 1; /* two-shot: an output area after */
+    args.out = (bytes + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
     comm->gpu_ipc_oneshots++;
     rcoll_oneshot_err_t rep;
     rcoll_status_t st = rcoll_gpu_ipc_oneshot(comm->gpu_ipc, &args, a->dt, a->op, &rep);
@@ -592,7 +613,7 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     }
     *taken = 1;
     if (a->kind == RCOLL_OP_ALLREDUCE && a->count &&
-        a->count * rcoll_dt_size(a->dt) <= comm->gpu_ipc_oneshot) {
+        a->count * rcoll_dt_size(a->dt) <= comm->gpu_ipc_twoshot) {
         rcoll_status_t st = oneshot_allreduce(comm, a);
         if (st != RCOLL_OK) {
             if (r) rcoll_req_release(r);
@@ -617,6 +638,13 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                  a->kind == RCOLL_OP_SCATTER || a->kind == RCOLL_OP_REDUCE_SCATTERV ||
                  a->kind == RCOLL_OP_ALLTOALLV;
     size_t max_count = c.area / c.es / (blocks ? (size_t)c.n : 1);
+    if (!max_count) { /* never a piece of nothing (that would loop for ever) */
+        if (r) rcoll_req_release(r);
+        return rcoll_api_arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: CUDA IPC %s: a %zu-byte "
+                                   "input area holds no piece of %d blocks (raise "
+                                   "RCOLL_CUDA_IPC_BYTES)", fn, rcoll_sig_kind_name(a->kind),
+                                   c.area, c.n);
+    }
     rcoll_status_t st = RCOLL_OK;
     /* The pieces walk [0, extent): the count, or for the uneven collectives the largest
      * block, the same on every rank (all-to-all-v: agreed, since each rank knows its own

@@ -192,10 +192,11 @@ struct rcoll_comm {
     struct rcoll_gpu_pipe *gpu_pipe;
     int gpu_ipc_state, gpu_ipc_half;
     size_t gpu_ipc_bytes; /* of every workspace used: the smallest rank's */
-    /* The one-kernel all-reduce (cuda/oneshot.h): up to this many bytes (agreed; 0 never),
+    /* The one-kernel all-reduce (cuda/oneshot.h): up to this many bytes, its two-shot form up
+     * to that many (agreed; 0 never),
      * the offset of the pieces' halves in every workspace (after the header and the two
      * slots), calls made so far (their parity picks the slot). */
-    size_t gpu_ipc_oneshot, gpu_ipc_off;
+    size_t gpu_ipc_oneshot, gpu_ipc_twoshot, gpu_ipc_off;
     uint64_t gpu_ipc_oneshots;
     /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);
      * freed by rcoll_comm_free. */

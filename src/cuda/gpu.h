@@ -37,6 +37,7 @@ typedef struct {
     int ipc;                         /* RCOLL_CUDA_IPC: the CUDA IPC all-reduce (core/api_ipc.c) */
     size_t ipc_bytes;                /* RCOLL_CUDA_IPC_BYTES: each rank's IPC workspace */
     size_t ipc_oneshot;              /* RCOLL_CUDA_IPC_ONESHOT: one-kernel all-reduce up to */
+    size_t ipc_twoshot;              /* RCOLL_CUDA_IPC_TWOSHOT: its two-shot form up to */
     int ipc_oneshot_shared;          /* RCOLL_CUDA_IPC_ONESHOT_SHARED: also on shared GPUs */
     size_t stage_chunk;              /* RCOLL_STAGE_CHUNK: pipelined staging's chunk, 0 off */
 } rcoll_gpu_config_t;

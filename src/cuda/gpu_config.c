@@ -28,6 +28,12 @@ static const rcoll_knob_t gpu_knobs[] = {
                    "per rank that reads every rank's data where it lies, the ranks meeting on "
                    "flags in device memory (no host synchronization); 0: never.  Every rank "
                    "uses the smallest value set"),
+    RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC_TWOSHOT", "2097152", SIZE, ipc_twoshot,
+                   0, 1LL << 32,
+                   "bytes: larger all-reduces up to this size are the one kernel's two-shot "
+                   "form (each rank reduces its shard of every rank's data, then gathers the "
+                   "others' shards; a second flag between); 0: never.  Every rank uses the "
+                   "smallest value set"),
     RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_CUDA_IPC_ONESHOT_SHARED", "0", INT,
                    ipc_oneshot_shared, 0, 1,
                    "1: the one-kernel all-reduce also when ranks share a GPU (their kernels, "

@@ -6,6 +6,7 @@
  *
  * Every rank's IPC workspace starts with a header:
  *   [0, RCOLL_ONESHOT_BLOCKS * 8)       one 64-bit flag per kernel block, written by this rank
+ *   [RCOLL_ONESHOT_FLAG2, + BLOCKS * 8) the two-shot's second flag per block
  *   [RCOLL_ONESHOT_HDR, + 2 * slot)     two data slots, used by alternate one-kernel calls
  * The flags are zeroed when the workspace is made.  In call number seq (the communicator's
  * collective number) with signature digest sig, block b of rank r:
@@ -21,6 +22,17 @@
  * flag of the next call after it, in stream order).  No barrier ends a call, so a peer may
  * still read this rank's slot after this rank's call returned: a rank frees its workspace
  * only once every peer has closed its mapping of it (core/api_ipc.c, at destroy).
+ *
+ * The two-shot (shots = 2, for larger calls) moves each byte fewer times: sendbuf is cut into
+ * nranks shards (rcoll_twoshot_shard), the slot holds an input area and, at byte offset out,
+ * an output area, and block b takes part b of every shard:
+ *   1. copies part b of every shard into r's input area;
+ *   2./3. flag[b] as above;
+ *   4. reduces part b of r's own shard over every rank's input area, in rank order, into r's
+ *      output area and recvbuf;
+ *   5. publishes flag2[b] (the same value, at RCOLL_ONESHOT_FLAG2) and waits for every
+ *      peer's, as in 2./3.;
+ *   6. copies part b of every other rank's shard from that rank's output area into recvbuf.
  */
 #ifndef RCOLL_CUDA_ONESHOT_H
 #define RCOLL_CUDA_ONESHOT_H
@@ -36,6 +48,7 @@
 #define RCOLL_ONESHOT_BLOCKS 32   /* the kernel's grid, and flags per rank */
 #define RCOLL_ONESHOT_THREADS 256
 #define RCOLL_ONESHOT_MAX_RANKS 16
+#define RCOLL_ONESHOT_FLAG2 512   /* byte offset of the two-shot's second flags */
 #define RCOLL_ONESHOT_HDR 4096    /* bytes before the slots (flags, room to spare) */
 
 /* What a block reports, in host memory the kernel can write (pinned, device-mapped): one
@@ -53,12 +66,13 @@ typedef struct {
     uint64_t src, dst;                      /* sendbuf, recvbuf (device pointers) */
     uint64_t count;                         /* elements */
     uint64_t slot;                          /* byte offset of this call's slot */
+    uint64_t out;                           /* two-shot: the output area, bytes into the slot */
     uint64_t flag;                          /* the flag value of this call (seq << 32 | sig) */
     uint64_t timeout_ns;                    /* waiting for a peer's flag, at most */
     uint64_t err; /* rcoll_oneshot_err_t[RCOLL_ONESHOT_BLOCKS] (host memory, device-mapped) */
     int32_t nranks, rank;
     int32_t avg_divisor;                    /* AVG: nranks; else 0 */
-    int32_t pad;
+    int32_t shots;                          /* 1: one-shot; 2: two-shot */
 } rcoll_oneshot_args_t;
 
 /* Elements of block b's part of count elements of es bytes: [*lo, *hi), cut on 16 bytes. */
@@ -69,6 +83,28 @@ RCOLL_ONESHOT_HD void rcoll_oneshot_part(uint64_t count, uint64_t es, unsigned b
     per = (per + v - 1) / v * v;
     *lo = (uint64_t)b * per < count ? (uint64_t)b * per : count;
     *hi = *lo + per < count ? *lo + per : count;
+}
+
+/* Rank r's shard of count elements of es bytes for the two-shot: [*lo, *hi), cut on 16
+ * bytes (the last shards may be short or empty). */
+RCOLL_ONESHOT_HD void rcoll_twoshot_shard(uint64_t count, uint64_t es, int nranks, int r,
+                                          uint64_t *lo, uint64_t *hi)
+{
+    uint64_t v = 16 / es, per = (count + (uint64_t)nranks - 1) / (uint64_t)nranks;
+    per = (per + v - 1) / v * v;
+    *lo = (uint64_t)r * per < count ? (uint64_t)r * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
+
+/* Block b's part of rank r's two-shot shard: [*lo, *hi) in elements of the whole buffer. */
+RCOLL_ONESHOT_HD void rcoll_twoshot_part(uint64_t count, uint64_t es, int nranks, int r,
+                                         unsigned b, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t slo, shi, plo, phi;
+    rcoll_twoshot_shard(count, es, nranks, r, &slo, &shi);
+    rcoll_oneshot_part(shi - slo, es, b, &plo, &phi);
+    *lo = slo + plo;
+    *hi = slo + phi;
 }
 
 #endif

@@ -98,18 +98,19 @@ __device__ __forceinline__ uint64_t global_ns()
     return t;
 }
 
-/* Thread 0 of each block: publish this block's flag, then wait for every peer's.  0 when
- * the block may go on; else the block's record in a.err says why. */
-__device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a)
+/* Thread 0 of each block: publish this block's flag at byte offset off of this rank's
+ * workspace, then wait for every peer's there.  0 when the block may go on; else the block's
+ * record in a.err says why. */
+__device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a, unsigned off)
 {
-    uint64_t *flags = reinterpret_cast<uint64_t *>(a.peer[a.rank]);
-    __threadfence_system(); /* the block's copy (ordered before by __syncthreads) first */
+    uint64_t *flags = reinterpret_cast<uint64_t *>(a.peer[a.rank] + off);
+    __threadfence_system(); /* the block's writes (ordered before by __syncthreads) first */
     st_release_sys(&flags[blockIdx.x], a.flag);
     const uint32_t seq = (uint32_t)(a.flag >> 32);
     const uint64_t start = global_ns();
     for (int p = 0; p < a.nranks; p++) {
         if (p == a.rank) continue;
-        const uint64_t *pf = reinterpret_cast<const uint64_t *>(a.peer[p]) + blockIdx.x;
+        const uint64_t *pf = reinterpret_cast<const uint64_t *>(a.peer[p] + off) + blockIdx.x;
         for (;;) {
             uint64_t f = ld_acquire_sys(pf);
             int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
@@ -134,47 +135,100 @@ __device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a)
     return 0;
 }
 
-template <int DT, int OP>
-__device__ __forceinline__ void oneshot_body(const rcoll_oneshot_args_t &a)
+/* The whole block meets the peers on the flags at off: 0 to go on. */
+__device__ __forceinline__ int block_meet(const rcoll_oneshot_args_t &a, unsigned off)
 {
-    typedef typename elem_of<DT, OP>::type T;
-    typedef elem_of<DT, OP == 4 ? 0 : OP> mid; /* AVG: sums, divided at the last rank */
-    constexpr uint64_t V = 16 / sizeof(T);
-    uint64_t lo, hi;
-    rcoll_oneshot_part(a.count, sizeof(T), blockIdx.x, &lo, &hi);
-    const T *src = reinterpret_cast<const T *>(a.src);
-    T *dst = reinterpret_cast<T *>(a.dst);
-    T *mine = reinterpret_cast<T *>(a.peer[a.rank] + a.slot);
-    const uint64_t nv = (a.src & 15) == 0 ? (hi - lo) / V : 0; /* slots are 16-byte aligned */
-    for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x)
-        reinterpret_cast<uint4 *>(mine + lo)[v] = reinterpret_cast<const uint4 *>(src + lo)[v];
-    for (uint64_t i = lo + nv * V + threadIdx.x; i < hi; i += blockDim.x) mine[i] = src[i];
     __shared__ int stop;
     __syncthreads();
-    if (threadIdx.x == 0) stop = oneshot_meet(a);
+    if (threadIdx.x == 0) stop = oneshot_meet(a, off);
     __syncthreads();
-    if (stop) return;
+    return stop;
+}
+
+/* dst[lo, hi) = src[lo, hi), 16 bytes at a time where both allow (lo is on 16 bytes);
+ * src read past L1 when it is another rank's memory. */
+template <typename T>
+__device__ __forceinline__ void copy_part(T *dst, const T *src, uint64_t lo, uint64_t hi,
+                                          bool peer)
+{
+    constexpr uint64_t V = 16 / sizeof(T);
+    const uint64_t nv =
+        ((uintptr_t)dst & 15) == 0 && ((uintptr_t)src & 15) == 0 ? (hi - lo) / V : 0;
+    const uint4 *s4 = reinterpret_cast<const uint4 *>(src + lo);
+    uint4 *d4 = reinterpret_cast<uint4 *>(dst + lo);
+    for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x) d4[v] = peer ? __ldcg(s4 + v) : s4[v];
+    for (uint64_t i = lo + nv * V + threadIdx.x; i < hi; i += blockDim.x)
+        dst[i] = peer ? reinterpret_cast<const volatile T *>(src)[i] : src[i];
+}
+
+/* dst[lo, hi) (and dst2's, when not NULL) = every rank's slot (at byte offset at of its
+ * workspace) reduced in rank order; AVG sums and divides at the last rank. */
+template <int DT, int OP>
+__device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint64_t at,
+                                            typename elem_of<DT, OP>::type *dst,
+                                            typename elem_of<DT, OP>::type *dst2, uint64_t lo,
+                                            uint64_t hi)
+{
+    typedef typename elem_of<DT, OP>::type T;
+    typedef elem_of<DT, OP == 4 ? 0 : OP> mid;
+    constexpr uint64_t V = 16 / sizeof(T);
     const int n = a.nranks, d = a.avg_divisor;
-    const uint64_t rv = (a.dst & 15) == 0 ? (hi - lo) / V : 0;
+    const uint64_t rv = ((uintptr_t)dst & 15) == 0 && ((uintptr_t)dst2 & 15) == 0
+                            ? (hi - lo) / V : 0; /* the slots are 16-byte aligned */
     for (uint64_t v = threadIdx.x; v < rv; v += blockDim.x) {
         vec16<T> r, x;
-        r.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[0] + a.slot) + lo / V + v);
+        r.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[0] + at) + lo / V + v);
         for (int p = 1; p < n; p++) {
-            x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + a.slot) + lo / V + v);
+            x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
 #pragma unroll
             for (uint64_t j = 0; j < V; j++)
                 r.e[j] = p == n - 1 ? elem_of<DT, OP>::f(r.e[j], x.e[j], d)
                                     : mid::f(r.e[j], x.e[j], d);
         }
         reinterpret_cast<uint4 *>(dst + lo)[v] = r.v;
+        if (dst2) reinterpret_cast<uint4 *>(dst2 + lo)[v] = r.v;
     }
     for (uint64_t i = lo + rv * V + threadIdx.x; i < hi; i += blockDim.x) {
-        T r = reinterpret_cast<const volatile T *>(a.peer[0] + a.slot)[i];
+        T r = reinterpret_cast<const volatile T *>(a.peer[0] + at)[i];
         for (int p = 1; p < n; p++) {
-            T x = reinterpret_cast<const volatile T *>(a.peer[p] + a.slot)[i];
+            T x = reinterpret_cast<const volatile T *>(a.peer[p] + at)[i];
             r = p == n - 1 ? elem_of<DT, OP>::f(r, x, d) : mid::f(r, x, d);
         }
         dst[i] = r;
+        if (dst2) dst2[i] = r;
+    }
+}
+
+template <int DT, int OP>
+__device__ __forceinline__ void oneshot_body(const rcoll_oneshot_args_t &a)
+{
+    typedef typename elem_of<DT, OP>::type T;
+    const T *src = reinterpret_cast<const T *>(a.src);
+    T *dst = reinterpret_cast<T *>(a.dst);
+    T *in = reinterpret_cast<T *>(a.peer[a.rank] + a.slot);
+    uint64_t lo, hi;
+    if (a.shots != 2) {
+        rcoll_oneshot_part(a.count, sizeof(T), blockIdx.x, &lo, &hi);
+        copy_part(in, src, lo, hi, false);
+        if (block_meet(a, 0)) return;
+        reduce_part<DT, OP>(a, a.slot, dst, (T *)nullptr, lo, hi);
+        return;
+    }
+    /* the two-shot: part b of every shard in; part b of this rank's shard reduced into its
+     * output area and recvbuf; part b of every other shard from its owner's output area */
+    T *out = reinterpret_cast<T *>(a.peer[a.rank] + a.slot + a.out);
+    for (int r = 0; r < a.nranks; r++) {
+        rcoll_twoshot_part(a.count, sizeof(T), a.nranks, r, blockIdx.x, &lo, &hi);
+        copy_part(in, src, lo, hi, false);
+    }
+    if (block_meet(a, 0)) return;
+    rcoll_twoshot_part(a.count, sizeof(T), a.nranks, a.rank, blockIdx.x, &lo, &hi);
+    reduce_part<DT, OP>(a, a.slot, dst, out, lo, hi);
+    if (block_meet(a, RCOLL_ONESHOT_FLAG2)) return;
+    for (int r = 0; r < a.nranks; r++) {
+        if (r == a.rank) continue;
+        rcoll_twoshot_part(a.count, sizeof(T), a.nranks, r, blockIdx.x, &lo, &hi);
+        copy_part(dst, reinterpret_cast<const T *>(a.peer[r] + a.slot + a.out), lo, hi, true);
     }
 }
 

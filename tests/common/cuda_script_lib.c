@@ -22,7 +22,7 @@
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
  *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K oneshots O
- *   freed_mapped X ipc_open I
+ *   twoshots T freed_mapped X ipc_open I
  *   async_copies C wrong_ctx W".
  * - CUDA_SCRIPT_DEVICE_VISIBLE set: the device arena's handed-out view is mapped readable and
  *   writable instead, so that a NIC (Soft-RoCE in the test VM) can register device memory as
@@ -44,7 +44,9 @@
  *   same element arithmetic (src/cuda/reduce_elem.h) over the launch's parameters; so is the
  *   one-kernel all-reduce (rcoll_oneshot_<dt>_<op>, the protocol of src/cuda/oneshot.h: copy
  *   in, publish the flags, wait for every peer's in its mapped workspace with the deadline,
- *   report a different signature or the deadline in the host records, reduce in rank order).
+ *   report a different signature or the deadline in the host records, reduce in rank order;
+ *   the two-shot: each rank's shard reduced into its output area, the second flags, every
+ *   other shard copied from its owner's output area).
  *   Its waits run while
  *   the stream is synchronized, so the ranks' "kernels" meet as real ones would.
  * Entry points rcoll binds but a test never reaches (events, graphs, the legacy copies of the
@@ -95,7 +97,7 @@ static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
 static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
-static long n_oneshots, n_freed_mapped;
+static long n_oneshots, n_twoshots, n_freed_mapped;
 /* The arena's first bytes: per allocation slot, how many other processes have it mapped
  * (CUDA IPC); freeing an allocation that is still mapped elsewhere is counted
  * (freed_mapped), since the driver leaves it undefined. */
@@ -115,10 +117,10 @@ static void report(void)
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
                 "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld oneshots %ld "
-                "freed_mapped %ld ipc_open %ld async_copies %ld wrong_ctx %ld\n",
+                "twoshots %ld freed_mapped %ld ipc_open %ld async_copies %ld wrong_ctx %ld\n",
                 (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
-                n_dmabufs, n_launches, n_oneshots, n_freed_mapped, n_ipc_opens, n_async,
-                wrong_ctx);
+                n_dmabufs, n_launches, n_oneshots, n_twoshots, n_freed_mapped, n_ipc_opens,
+                n_async, wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -656,35 +658,21 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* The one-kernel all-reduce, block by block as the kernel of reduce.cu does it. */
-static CUresult run_oneshot(const work_t *w)
+/* The blocks that have not stopped publish their flag at byte offset off of this rank's
+ * header, then wait for every peer's there (a block that fails stops: its report in err). */
+static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, size_t off, int *stopped)
 {
-    const rcoll_oneshot_args_t *a = &w->os;
-    const kernel_t *k = w->k, *mid = kernel_of(k->dt, k->op == 4 ? 0 : k->op);
-    size_t bytes = a->count * k->es;
-    int n = a->nranks, me = a->rank, dev;
-    if (n < 1 || n > RCOLL_ONESHOT_MAX_RANKS || me < 0 || me >= n || !mid)
-        return CUDA_ERROR_INVALID_VALUE;
-    char *hdr[RCOLL_ONESHOT_MAX_RANKS], *slot[RCOLL_ONESHOT_MAX_RANKS];
-    for (int p = 0; p < n; p++) {
-        hdr[p] = access_of(a->peer[p], RCOLL_ONESHOT_HDR, &dev);
-        slot[p] = bytes ? access_of(a->peer[p] + a->slot, bytes, &dev) : NULL;
-        if (!hdr[p] || (bytes && !slot[p])) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    }
     rcoll_oneshot_err_t *err = (rcoll_oneshot_err_t *)(uintptr_t)a->err;
-    char *src = access_of(a->src, bytes, &dev), *dst = access_of(a->dst, bytes, &dev);
-    if (!src || !dst) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    memcpy(slot[me], src, bytes);
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
-        __atomic_store_n((uint64_t *)(void *)hdr[me] + b, a->flag, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&n_oneshots, 1, __ATOMIC_RELAXED);
     uint32_t seq = (uint32_t)(a->flag >> 32);
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
+        if (!stopped[b])
+            __atomic_store_n((uint64_t *)(void *)(hdr[a->rank] + off) + b, a->flag,
+                             __ATOMIC_RELEASE);
     uint64_t start = mono_ns();
-    int stopped[RCOLL_ONESHOT_BLOCKS] = {0};
     for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
-        for (int p = 0; p < n && !stopped[b]; p++) {
-            if (p == me) continue;
-            const uint64_t *pf = (const uint64_t *)(const void *)hdr[p] + b;
+        for (int p = 0; p < a->nranks && !stopped[b]; p++) {
+            if (p == a->rank) continue;
+            const uint64_t *pf = (const uint64_t *)(const void *)(hdr[p] + off) + b;
             for (int spins = 0;; spins++) {
                 uint64_t f = __atomic_load_n(pf, __ATOMIC_ACQUIRE);
                 int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
@@ -708,16 +696,64 @@ static CUresult run_oneshot(const work_t *w)
             }
         }
     }
+}
+
+/* dst[lo, hi) (and dst2's) = every rank's area (areas[p]) reduced in rank order; AVG sums
+ * and divides at the last rank. */
+static void reduce_rank_order(const rcoll_oneshot_args_t *a, const kernel_t *k, char *dst,
+                              char *dst2, char *const *areas, uint64_t lo, uint64_t hi)
+{
+    const kernel_t *mid = kernel_of(k->dt, k->op == 4 ? 0 : k->op);
+    size_t at = (size_t)lo * k->es, cnt = (size_t)(hi - lo);
+    if (!cnt) return;
+    memcpy(dst + at, areas[0] + at, cnt * k->es);
+    for (int p = 1; p < a->nranks; p++)
+        (p == a->nranks - 1 ? k : mid)->fn(dst + at, NULL, dst + at, areas[p] + at, cnt,
+                                           a->avg_divisor);
+    if (dst2) memcpy(dst2 + at, dst + at, cnt * k->es);
+}
+
+/* The one-kernel all-reduce (one-shot or two-shot), block by block as reduce.cu does it. */
+static CUresult run_oneshot(const work_t *w)
+{
+    const rcoll_oneshot_args_t *a = &w->os;
+    const kernel_t *k = w->k;
+    size_t bytes = a->count * k->es, span = a->shots == 2 ? a->out + bytes : bytes;
+    int n = a->nranks, me = a->rank, dev, two = a->shots == 2;
+    if (n < 1 || n > RCOLL_ONESHOT_MAX_RANKS || me < 0 || me >= n ||
+        !kernel_of(k->dt, k->op == 4 ? 0 : k->op) || (two && a->out < bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    char *hdr[RCOLL_ONESHOT_MAX_RANKS], *in[RCOLL_ONESHOT_MAX_RANKS];
+    char *out[RCOLL_ONESHOT_MAX_RANKS];
+    for (int p = 0; p < n; p++) {
+        hdr[p] = access_of(a->peer[p], RCOLL_ONESHOT_HDR, &dev);
+        in[p] = bytes ? access_of(a->peer[p] + a->slot, span, &dev) : NULL;
+        if (!hdr[p] || (bytes && !in[p])) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        out[p] = in[p] ? in[p] + a->out : NULL;
+    }
+    char *src = access_of(a->src, bytes, &dev), *dst = access_of(a->dst, bytes, &dev);
+    if (!src || !dst) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    memcpy(in[me], src, bytes); /* every block's part of every shard */
+    __atomic_add_fetch(two ? &n_twoshots : &n_oneshots, 1, __ATOMIC_RELAXED);
+    int stopped[RCOLL_ONESHOT_BLOCKS] = {0};
+    uint64_t lo, hi;
+    meet(a, hdr, 0, stopped);
     for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
         if (stopped[b]) continue;
-        uint64_t lo, hi;
-        rcoll_oneshot_part(a->count, k->es, b, &lo, &hi);
-        size_t at = (size_t)lo * k->es, cnt = (size_t)(hi - lo);
-        if (!cnt) continue;
-        memcpy(dst + at, slot[0] + at, cnt * k->es);
-        for (int p = 1; p < n; p++) /* AVG: sums, the division at the last rank */
-            (p == n - 1 ? k : mid)->fn(dst + at, NULL, dst + at, slot[p] + at, cnt,
-                                       a->avg_divisor);
+        if (two)
+            rcoll_twoshot_part(a->count, k->es, n, me, b, &lo, &hi);
+        else
+            rcoll_oneshot_part(a->count, k->es, b, &lo, &hi);
+        reduce_rank_order(a, k, dst, two ? out[me] : NULL, in, lo, hi);
+    }
+    if (!two) return CUDA_SUCCESS;
+    meet(a, hdr, RCOLL_ONESHOT_FLAG2, stopped);
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+        for (int r = 0; r < n && !stopped[b]; r++) {
+            if (r == me) continue;
+            rcoll_twoshot_part(a->count, k->es, n, r, b, &lo, &hi);
+            memcpy(dst + lo * k->es, out[r] + lo * k->es, (size_t)(hi - lo) * k->es);
+        }
     }
     return CUDA_SUCCESS;
 }
@@ -827,21 +863,21 @@ static CUresult s_event_destroy(CUevent ev)
 static CUresult s_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyDtoHAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
 static CUresult s_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyHtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
 static CUresult s_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyDtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
@@ -927,7 +963,7 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     work_t w = {1, k, (uintptr_t) * (CUdeviceptr *)params[0],
                 (uintptr_t) * (CUdeviceptr *)params[1], (uintptr_t) * (CUdeviceptr *)params[2],
                 (uintptr_t) * (CUdeviceptr *)params[3], *(size_t *)params[4],
-                *(int *)params[6], {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+                *(int *)params[6], {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
     return enqueue(st, &w);
 }

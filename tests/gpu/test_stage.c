@@ -530,6 +530,11 @@ int main(void)
     CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)1, 120, &mres) == 0,
           "one-kernel all-reduce, another count on rank 1: named on every rank (exit codes %d "
           "%d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    setenv("RCOLL_CUDA_IPC_ONESHOT", "0", 1); /* the same through the two-shot */
+    CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)1, 120, &mres) == 0,
+          "two-shot all-reduce, another count on rank 1: named on every rank (exit codes %d "
+          "%d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    unsetenv("RCOLL_CUDA_IPC_ONESHOT");
     setenv("RCOLL_TIMEOUT", "3", 1);
     CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)2, 120, &mres) == 0,
           "one-kernel all-reduce, rank 2 never joins: named within the deadline (exit codes %d "

@@ -200,12 +200,13 @@ ipc_run() {
     [ "$n" = 1 ] || [ -n "$copies_only" ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
         echo "    a rank launched no reduction:"; grep 'cuda-script:' "$TMP/out"; return 1; }
 }
-# oneshots_on N 1: every one of the N ranks ran one-kernel all-reduces; N 0: none did.
+# oneshots_on N 1 [twoshots]: every one of the N ranks ran one-kernel all-reduces (one-shot;
+# with a third argument, two-shot); N 0: none did.
 oneshots_on() {
-    local n=$1 want=$2 got
-    got=$(grep 'cuda-script:' "$TMP/out" | grep -cE ' oneshots [1-9]')
+    local n=$1 want=$2 kind=${3:-oneshots} got
+    got=$(grep 'cuda-script:' "$TMP/out" | grep -cE " $kind [1-9]")
     if [ "$want" = 1 ]; then [ "$got" = "$n" ]; else [ "$got" = 0 ]; fi || {
-        echo "    one-kernel all-reduce on $got of $n ranks:"; grep 'cuda-script:' "$TMP/out"
+        echo "    $kind on $got of $n ranks:"; grep 'cuda-script:' "$TMP/out"
         return 1; }
 }
 if [ $ipc_ok = 1 ]; then
@@ -217,32 +218,45 @@ if [ $ipc_ok = 1 ]; then
         # ranks sharing a GPU: no one-kernel all-reduce by default
         check ipc_${n}_shared_no_oneshot oneshots_on "$n" 0
     done
-    # The one-kernel all-reduce (every rank on a GPU of its own; up to 64 KiB, pieces above):
-    # every datatype x op right on 2-4 ranks, in-place too, nothing staged
+    # The one-kernel all-reduce (every rank on a GPU of its own; one-shot up to 64 KiB,
+    # two-shot up to 2 MiB, pieces above): every datatype x op right on 2-4 ranks, in-place
+    # too, nothing staged
     for n in 2 4; do
         RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=$n perf all_reduce_perf $n "${common[@]}" \
             --memtype cuda -d all -o all
         keep oneshot_$n
         check oneshot_$n ipc_run $n
         check oneshot_${n}_used oneshots_on "$n" 1
+        check oneshot_${n}_twoshot_used oneshots_on "$n" 1 twoshots
     done
     RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=3 perf all_reduce_perf 3 -b 4 -e 96K -i 4100 -n 3 -w 1 \
         --memtype cuda -d float,half,int8 -o sum,avg,max -z 2
     keep oneshot_odd
     check oneshot_odd ipc_run 3
     check oneshot_odd_used oneshots_on 3 1
+    check oneshot_odd_twoshot_used oneshots_on 3 1 twoshots
     # a small workspace leaves room for smaller one-kernel calls; pieces beyond
     RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=3 perf all_reduce_perf 3 \
         -b 8 -e 64K -f 2 -n 2 -w 1 -d float -o sum --memtype cuda
     keep oneshot_small_ws
     check oneshot_small_ws ipc_run 3
     check oneshot_small_ws_used oneshots_on 3 1
-    # RCOLL_CUDA_IPC_ONESHOT=0 on one rank: no rank uses it
-    RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=3 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_ONESHOT=0;' \
-        3 "${common[@]}" --memtype cuda -d float -o sum
+    # RCOLL_CUDA_IPC_ONESHOT=0 on one rank: no rank uses the one-shot, all the two-shot (from
+    # the smallest call) and pieces beyond 1 MiB (RCOLL_CUDA_IPC_TWOSHOT on another rank)
+    RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=3 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_ONESHOT=0;
+        [ $RCOLL_RANK = 2 ] && export RCOLL_CUDA_IPC_TWOSHOT=1048576;' \
+        3 -b 1 -e 4M -f 4 -n 2 -w 1 --memtype cuda -d int8,float,bfloat16 -o sum,avg,min
     keep oneshot_off_one_rank
     check oneshot_off_one_rank ipc_run 3
     check oneshot_off_one_rank_unused oneshots_on 3 0
+    check oneshot_off_one_rank_twoshot oneshots_on 3 1 twoshots
+    # both 0 on one rank: none at all
+    RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=3 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_ONESHOT=0 RCOLL_CUDA_IPC_TWOSHOT=0;' \
+        3 "${common[@]}" --memtype cuda -d float -o sum
+    keep oneshot_off
+    check oneshot_off ipc_run 3
+    check oneshot_off_unused oneshots_on 3 0
+    check oneshot_off_unused2 oneshots_on 3 0 twoshots
     # pieces: a 64 KiB workspace (16 KiB per input area) for up to 1 MiB; blocking calls
     RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=2 perf all_reduce_perf 4 \
         -b 1K -e 1M -f 4 -n 2 -w 1 -d float,int64,half -o sum,avg,min --memtype cuda \
