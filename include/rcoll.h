@@ -233,7 +233,10 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes);
 
 /* Release a communicator.  Outstanding requests must have completed (rcoll_wait) or their
  * results are lost.  The rank hosting the bootstrap root waits, up to RCOLL_TIMEOUT, for the
- * other ranks to destroy theirs, so that a late rank's failure can still be reported.
+ * other ranks to destroy theirs, so that a late rank's failure can still be reported.  With
+ * CUDA IPC in use (RCOLL_CUDA_IPC=1) every rank waits, up to RCOLL_TIMEOUT, until the other
+ * ranks have unmapped its device workspace (they do so in rcoll_comm_destroy) or exited, and
+ * frees it then (after the timeout too, with a WARN naming the rank).
  * Safe to call on a failed communicator.  comm may be NULL (no-op).
  * Errors: RCOLL_ERR_TIMEOUT if peers did not leave in time (resources are freed anyway);
  * RCOLL_ERR_INVALID_ARG for a handle destroyed already (or never created).  Every call that
