@@ -7,12 +7,15 @@
  * launcher (kernels.c) picks head so that every pointer is 16-byte aligned there, or head = n
  * (all scalar) when the pointers' alignments differ.  dst and dst2 may alias a or b exactly:
  * each element (each 16-byte vector) is read before it is written.
- * Grid-stride loops: any grid size is correct.  Built by nvcc into the embedded fatbin
- * (src/cuda/meson.build); no host code here.
+ * Grid-stride loops: any grid size is correct.
+ * Then the one-kernel all-reduce over CUDA IPC, rcoll_oneshot_<DT>_<OP>(args), one-shot or
+ * two-shot (cuda/oneshot.h states the protocol; a fixed grid of RCOLL_ONESHOT_BLOCKS).
+ * Built by nvcc into the embedded fatbin (src/cuda/meson.build); no host code here.
  */
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/oneshot.h"
 #include "cuda/reduce_elem.h"
 
 template <typename T>
@@ -66,7 +69,6 @@ __device__ __forceinline__ void reduce_body(T *dst, T *dst2, const T *a, const T
 RCOLL_ELEM_LIST(RCOLL_KERNEL)
 
 /* ---- the one-kernel all-reduce over CUDA IPC (cuda/oneshot.h says the protocol) ---- */
-#include "cuda/oneshot.h"
 
 template <int DT, int OP>
 struct elem_of;
