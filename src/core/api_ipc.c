@@ -23,9 +23,11 @@
  * The barriers are host collectives of the communicator (core/run.c); before each one the
  * IPC stream is synchronized, so what a rank wrote is complete when the others read it.  A
  * half is written again two pieces later, after the next piece's first barrier, by which
- * time every rank has finished reading it; a last barrier ends the call, so that no rank
- * frees its workspace (destroy) while another still reads it.  Each reduced element is
- * reduced by one rank, so every rank gets the same bits.
+ * time every rank has finished reading it (across calls too: halves alternate between
+ * calls).  No barrier ends a call: a rank frees its workspace only once every other rank has
+ * unmapped it (rcoll_api_ipc_release, at destroy, told through the host segment: without
+ * one, CUDA IPC is not used).  Each reduced element is reduced by one rank, so every rank
+ * gets the same bits.
  *
  * Every rank must take this path for the same calls: a rank that passes host buffers while
  * the others pass CUDA buffers runs the host collective against their barriers, which the
@@ -137,9 +139,6 @@ static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, uint64_t limit2, i
     else if (!limit && !limit2)
         snprintf(why, len, "no one-kernel all-reduce (RCOLL_CUDA_IPC_ONESHOT and "
                  "RCOLL_CUDA_IPC_TWOSHOT 0 on a rank)");
-    else if (!comm->ipc_area) /* where ranks say they unmapped the workspaces */
-        snprintf(why, len, "no one-kernel all-reduce (no host segment: RCOLL_SHM_DISABLE=1 or "
-                 "another transport forced)");
     else if (shared_gpu && !shared_ok)
         snprintf(why, len, "no one-kernel all-reduce: ranks share a GPU, where kernels waiting "
                  "for each other take turns (RCOLL_CUDA_IPC_ONESHOT_SHARED=1 allows it)");
@@ -189,7 +188,12 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     char why[RCOLL_ERR_TEXT_MAX] = "";
     int32_t ok = all ? SETUP_OK : SETUP_FAILED;
     if (!all) snprintf(why, sizeof(why), "out of memory");
-    if (ok == SETUP_OK && !dev) {
+    if (ok == SETUP_OK && !comm->ipc_area && n > 1) { /* the same on every rank */
+        snprintf(why, sizeof(why), "no host segment (RCOLL_SHM_DISABLE=1, or another transport "
+                 "than shared memory forced), through which ranks tell each other they have "
+                 "unmapped the workspaces");
+        ok = SETUP_FAILED;
+    } else if (ok == SETUP_OK && !dev) {
         ok = SETUP_NOBUF;
     } else if (ok == SETUP_OK && rcoll_gpu_ipc_create(dev, comm->cfg.gpu.ipc_bytes, comm->rank,
                                                       n, &comm->gpu_ipc, mine) != RCOLL_OK) {
@@ -668,9 +672,8 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
         done += cnt;
         comm->gpu_ipc_half = h ^ 1;
     }
-    /* Nobody returns while a peer may still read its workspace: a rank may destroy its
-     * communicator (and free the workspace) as soon as the call returns. */
-    if (st == RCOLL_OK) st = barrier(comm);
+    /* No barrier ends the call: the next call's first barrier comes before any rank writes a
+     * half again, and a rank frees its workspace only once the others have unmapped it. */
     if (st != RCOLL_OK) {
         if (r) rcoll_req_release(r);
         return rcoll_api_arg_error(comm, st, "%s: CUDA IPC %s: %s", fn,

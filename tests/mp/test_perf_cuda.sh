@@ -293,6 +293,14 @@ if [ $ipc_ok = 1 ]; then
             ! grep 'cuda-script:' "$TMP/out" | grep -qv ' freed_mapped 0 ' # rank 1 had rank 0's open
     }
     check ipc_fallback fallback_ok
+    # no host segment (RCOLL_SHM_DISABLE=1): no CUDA IPC, every rank says why and stages
+    RCOLL_CUDA_IPC=1 RCOLL_SHM_DISABLE=1 CUDA_SCRIPT_DEVICES=3 perf all_reduce_perf 3 \
+        -b 8 -e 64K -f 8 -n 2 -w 1 --memtype cuda
+    keep ipc_no_hostseg
+    no_hostseg_ok() {
+        clean_run 3 && [ "$(grep -c 'CUDA IPC not used (RCOLL_CUDA_IPC=1): no host segment' "$TMP/out")" = 3 ]
+    }
+    check ipc_no_hostseg no_hostseg_ok
     # RCOLL_CUDA_IPC_BYTES smaller on one rank: every rank cuts pieces by the smallest
     RCOLL_CUDA_IPC=1 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_BYTES=65536;' \
         3 -b 8 -e 1M -f 8 -n 2 -w 1 -d float,int8 -o sum,avg --memtype cuda --ranks-per-gpu 3
