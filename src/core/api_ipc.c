@@ -482,6 +482,9 @@ static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args
     rcoll_sig_t mine;
     memset(&mine, 0, sizeof(mine));
     mine.seq = comm->coll_seq++;
+    comm->opnum.internal = 0; /* the call's own number */
+    rcoll_opnum_record(&comm->opnum, mine.seq);
+    comm->opnum.internal = 1;
     mine.count = a->count;
     mine.kind = RCOLL_OP_ALLREDUCE;
     mine.dt = (int32_t)a->dt;
@@ -510,10 +513,10 @@ static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args
     /* Name the peer's call where it announced one (every rank is on this host). */
     rcoll_sig_t theirs;
     char num[48], sentence[RCOLL_ERR_TEXT_MAX];
-    rcoll_sig_op_number(mine.seq, comm->seq0, num, sizeof(num));
+    rcoll_sig_op_number(&comm->opnum, mine.seq, num, sizeof(num));
     if (comm->sig_area && rcoll_sig_announced(comm->sig_area, rep.peer, mine.seq, &theirs) &&
         !rcoll_sig_equal(&theirs, &mine)) {
-        rcoll_sig_sentence(&theirs, rep.peer, &mine, -1, comm->seq0, sentence, sizeof(sentence));
+        rcoll_sig_sentence(&theirs, rep.peer, &mine, -1, &comm->opnum, sentence, sizeof(sentence));
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "%s", sentence);
     }
     if (rep.code == RCOLL_ONESHOT_MISMATCH)
@@ -526,14 +529,14 @@ static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args
     char where[200] = "", flagged[96] = "no one-kernel all-reduce yet";
     if (rep.flag) {
         char pn[48];
-        rcoll_sig_op_number((mine.seq & ~(uint64_t)0xffffffffu) | (rep.flag >> 32), comm->seq0,
+        rcoll_sig_op_number(&comm->opnum, (mine.seq & ~(uint64_t)0xffffffffu) | (rep.flag >> 32),
                             pn, sizeof(pn));
         snprintf(flagged, sizeof(flagged), "its last one-kernel all-reduce was %s", pn);
     }
     if (comm->sig_area && rcoll_sig_latest(comm->sig_area, rep.peer, &theirs)) {
         char what[120], tn[48];
         rcoll_sig_format(&theirs, 0, what, sizeof(what));
-        rcoll_sig_op_number(theirs.seq, comm->seq0, tn, sizeof(tn));
+        rcoll_sig_op_number(&comm->opnum, theirs.seq, tn, sizeof(tn));
         snprintf(where, sizeof(where), "; it last started %s as %s", what, tn);
     }
     return rcoll_err_set(RCOLL_ERR_TIMEOUT, "rank %d did not join %s within %g s "
@@ -586,9 +589,9 @@ int rcoll_api_ipc_vkind(rcoll_op_kind_t kind)
            kind == RCOLL_OP_ALLTOALLV;
 }
 
-rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                  const size_t *const *v, rcoll_request_t *req, const char *fn,
-                                  int *taken)
+static rcoll_status_t ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                               const size_t *const *v, rcoll_request_t *req, const char *fn,
+                               int *taken)
 {
     *taken = 0;
     struct rcoll_request *r = NULL;
@@ -685,4 +688,18 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
         *req = r;
     }
     return RCOLL_OK;
+}
+
+/* The call is one operation in sentences; its set-up and barriers are steps of it (core/sig.h).
+ * Staged, the host collective that follows is the operation. */
+rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                  const size_t *const *v, rcoll_request_t *req, const char *fn,
+                                  int *taken)
+{
+    uint64_t ops = comm->opnum.ops;
+    comm->opnum.internal = 1;
+    rcoll_status_t st = ipc_coll(comm, a, v, req, fn, taken);
+    comm->opnum.internal = 0;
+    if ((*taken || st != RCOLL_OK) && comm->opnum.ops == ops) rcoll_opnum_count(&comm->opnum);
+    return st;
 }

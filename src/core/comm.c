@@ -131,7 +131,7 @@ rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
 {
     rcoll_status_t st = rcoll_comm_register(c); /* from here on the handle is valid */
     if (st != RCOLL_OK) return st;
-    c->seq0 = c->coll_seq; /* the user's collectives are numbered from here */
+    c->opnum.seq0 = c->coll_seq; /* the user's collectives are numbered from here */
     if (!f) {
         f = calloc(1, sizeof(*f));
         if (!f) {
@@ -190,7 +190,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     rcoll_comm_t c = calloc(1, sizeof(*c));
     if (!c) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     c->rank = rank;
-    c->seq0 = UINT64_MAX; /* until creation ends, its collectives are set-up operations */
+    c->opnum.seq0 = UINT64_MAX; /* until creation ends: set-up operations */
     c->nranks = nranks;
     c->cfg = *cfg;
     c->mem_bytes = sizeof(*c);

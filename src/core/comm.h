@@ -144,7 +144,7 @@ struct rcoll_comm {
      * compute the same value from the rank table) */
     size_t *p2p_piece;
     uint64_t coll_seq;     /* collectives issued so far (their signatures' numbers) */
-    uint64_t seq0;         /* coll_seq when creation ended: the user's operation #1 */
+    rcoll_opnum_t opnum;   /* how coll_seq numbers read in sentences (core/sig.h) */
     char *sig_area;        /* signature announcements in the host segment, or NULL */
     char *ipc_area;        /* per rank, 64 bytes: its CUDA IPC mappings closed (api_ipc.c) */
     struct rcoll_request *open_group; /* P2P batch collecting the current group's calls */

@@ -110,6 +110,7 @@ void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req)
     /* Collectives are numbered (their tags) on every rank alike; point-to-point messages
      * carry per-peer numbers instead, since only two ranks take part. */
     req->seq = req->kind == RCOLL_OP_P2P ? 0 : comm->coll_seq++;
+    if (req->kind != RCOLL_OP_P2P) rcoll_opnum_record(&comm->opnum, req->seq);
     req->next = NULL;
     if (comm->tail)
         comm->tail->next = req;
@@ -675,7 +676,7 @@ static void mismatch_failed(rcoll_comm_t comm, struct rcoll_request *r, int peer
      * names the pair and the sizes, says it; another rank's next call would not. */
     if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs) &&
         (r->kind != RCOLL_OP_ALLTOALLV || theirs.seq == mine.seq)) {
-        rcoll_sig_sentence(&theirs, who, &mine, -1, comm->seq0, sent, sizeof(sent));
+        rcoll_sig_sentence(&theirs, who, &mine, -1, &comm->opnum, sent, sizeof(sent));
         snprintf(text, sizeof(text), "rank %d: %s", comm->rank, sent);
     } else if (!detected) {
         snprintf(text, sizeof(text), "rank %d: %s", comm->rank, detail);
@@ -696,7 +697,7 @@ int rcoll_sig_explain(rcoll_comm_t comm, char *buf, size_t len)
                 memcpy(&b, got[j].sig, sizeof(b));
                 if (a.seq != b.seq || rcoll_sig_equal(&a, &b) || got[i].rank == got[j].rank)
                     continue;
-                rcoll_sig_sentence(&a, got[i].rank, &b, got[j].rank, comm->seq0, buf, len);
+                rcoll_sig_sentence(&a, got[i].rank, &b, got[j].rank, &comm->opnum, buf, len);
                 return 1;
             }
         if (rcoll_now_ns() >= until) return 0;
@@ -828,7 +829,7 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
     char *out = comm->wdog_report, call[160], num[48], pbuf[128];
     size_t len = sizeof(comm->wdog_report), o;
     rcoll_sig_format(&r->sig, 0, call, sizeof(call));
-    rcoll_sig_op_number(r->sig.seq, comm->seq0, num, sizeof(num));
+    rcoll_sig_op_number(&comm->opnum, r->sig.seq, num, sizeof(num));
     o = (size_t)snprintf(out, len, "watchdog: communicator %s%s%s(id %016llx) %s %s: no progress "
                          "for %.3g s on rank %d, ", comm->cfg.comm_name[0] ? "\"" : "",
                          comm->cfg.comm_name, comm->cfg.comm_name[0] ? "\" " : "",
@@ -866,7 +867,7 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
                 if (w.last[i].rank == p) k = i;
             if (comm->sig_area && rcoll_sig_latest(comm->sig_area, p, &seen)) {
                 rcoll_sig_format(&seen, 0, sc, sizeof(sc));
-                rcoll_sig_op_number(seen.seq, comm->seq0, sn, sizeof(sn));
+                rcoll_sig_op_number(&comm->opnum, seen.seq, sn, sizeof(sn));
                 wo = (size_t)snprintf(what, sizeof(what), "%s %s %s", seen.seq == r->sig.seq ?
                                       "called a different collective as" : "last seen in",
                                       sn, sc);
@@ -879,7 +880,7 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
                          (unsigned long long)w.last[k].seq + 1,
                          (unsigned long long)w.last[k].ctx);
             } else if (k >= 0 && !wo) {
-                rcoll_sig_op_number(w.last[k].seq, comm->seq0, sn, sizeof(sn));
+                rcoll_sig_op_number(&comm->opnum, w.last[k].seq, sn, sizeof(sn));
                 snprintf(what, sizeof(what), "last reported waiting in %s (%s)", sn,
                          rcoll_sig_kind_name(w.last[k].kind));
             } else if (!wo) {

@@ -155,16 +155,43 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
     if (o < len) snprintf(buf + o, len - o, ")");
 }
 
-void rcoll_sig_op_number(uint64_t seq, uint64_t seq0, char *buf, size_t len)
+void rcoll_opnum_record(rcoll_opnum_t *t, uint64_t seq)
 {
-    if (seq >= seq0)
-        snprintf(buf, len, "operation #%llu", (unsigned long long)(seq - seq0 + 1));
-    else
+    t->next = seq + 1;
+    if (seq < t->seq0) return; /* the set-up's: numbered by seq */
+    uint64_t op = t->internal ? (t->ops + 1) << 1 | 1 : (++t->ops) << 1;
+    t->ring[seq % RCOLL_OPNUM_RING].seq = seq + 1;
+    t->ring[seq % RCOLL_OPNUM_RING].op = op;
+}
+
+void rcoll_opnum_count(rcoll_opnum_t *t)
+{
+    t->ops++;
+}
+
+void rcoll_sig_op_number(const rcoll_opnum_t *t, uint64_t seq, char *buf, size_t len)
+{
+    if (!t) {
+        snprintf(buf, len, "collective #%llu", (unsigned long long)(seq + 1));
+        return;
+    }
+    if (seq < t->seq0) {
         snprintf(buf, len, "set-up operation #%llu", (unsigned long long)(seq + 1));
+        return;
+    }
+    uint64_t op = t->ring[seq % RCOLL_OPNUM_RING].op;
+    if (t->ring[seq % RCOLL_OPNUM_RING].seq == seq + 1)
+        snprintf(buf, len, "%soperation #%llu", op & 1 ? "a step of " : "",
+                 (unsigned long long)(op >> 1));
+    else if (seq >= t->next) /* a peer ahead of this rank: its next operations */
+        snprintf(buf, len, "operation #%llu", (unsigned long long)(t->ops + seq - t->next + 1));
+    else
+        snprintf(buf, len, "collective #%llu (set-up and rcoll's own steps included)",
+                 (unsigned long long)(seq + 1));
 }
 
 void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_sig_t *mine,
-                        int my_rank, uint64_t seq0, char *buf, size_t len)
+                        int my_rank, const rcoll_opnum_t *t, char *buf, size_t len)
 {
     /* The algorithm is named only when nothing else tells the calls apart. */
     rcoll_sig_t a = *theirs, b = *mine;
@@ -173,8 +200,8 @@ void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_s
     char ts[160], ms[160], tn[48], mn[48];
     rcoll_sig_format(theirs, with_alg, ts, sizeof(ts));
     rcoll_sig_format(mine, with_alg, ms, sizeof(ms));
-    rcoll_sig_op_number(theirs->seq, seq0, tn, sizeof(tn));
-    rcoll_sig_op_number(mine->seq, seq0, mn, sizeof(mn));
+    rcoll_sig_op_number(t, theirs->seq, tn, sizeof(tn));
+    rcoll_sig_op_number(t, mine->seq, mn, sizeof(mn));
     char me[32] = "this rank";
     if (my_rank >= 0) snprintf(me, sizeof(me), "rank %d", my_rank);
     size_t o;

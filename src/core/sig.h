@@ -49,17 +49,41 @@ int rcoll_sig_tag(const rcoll_sig_t *s);
 int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b);
 /* "allreduce(count=1000, int32, sum)"; with_alg adds "; algorithm ring" (all-reduce). */
 void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len);
+/* How a communicator's collectives are numbered in sentences.  Every collective has a
+ * number on the communicator (its signature's seq, set-up and rcoll's own steps included, the
+ * same on every rank); the user sees operations, numbered from 1 after the set-up, in the
+ * order the program started them.  rcoll's own collectives inside a user's call (CUDA IPC's
+ * set-up and barriers) are steps of that call, not operations.  The table maps the recent
+ * numbers to operations (older ones are named by their collective number). */
+#define RCOLL_OPNUM_RING 256
+typedef struct {
+    uint64_t seq0;     /* the first collective after the set-up (UINT64_MAX during it) */
+    uint64_t next;     /* the next collective's number (the communicator's coll_seq) */
+    uint64_t ops;      /* user operations started after the set-up */
+    int internal;      /* the collectives now being started are steps of the coming call */
+    struct {
+        uint64_t seq;  /* + 1 (0: empty) */
+        uint64_t op;   /* operation number << 1 | 1 for a step inside it */
+    } ring[RCOLL_OPNUM_RING];
+} rcoll_opnum_t;
+/* Collective seq is started (after the set-up): an operation of its own, or (t->internal) a
+ * step of the operation now starting, whose number the next rcoll_opnum_count or
+ * operation takes. */
+void rcoll_opnum_record(rcoll_opnum_t *t, uint64_t seq);
+/* A user's call that started no collective of its own (a CUDA IPC call made of steps) counts
+ * as an operation. */
+void rcoll_opnum_count(rcoll_opnum_t *t);
+/* "operation #17", "a step of operation #4" (rcoll's own collective inside that call),
+ * "set-up operation #2" (the communicator's creation) or, for a number older than the
+ * table, "collective #90 (set-up and rcoll's own steps included)".  t may be NULL (numbers
+ * as collective numbers). */
+void rcoll_sig_op_number(const rcoll_opnum_t *t, uint64_t seq, char *buf, size_t len);
 /* The sentence naming both sides: "rank 2 called X as operation #17 while this rank called
- * Y" (operations numbered from 1 after the communicator's set-up, seq0; my_rank >= 0 names
- * the second side "rank N" instead of "this rank"). */
+ * Y" (my_rank >= 0 names the second side "rank N" instead of "this rank"). */
 void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_sig_t *mine,
-                        int my_rank, uint64_t seq0, char *buf, size_t len);
+                        int my_rank, const rcoll_opnum_t *t, char *buf, size_t len);
 /* "allreduce", "bcast", ... for an rcoll_op_kind_t. */
 const char *rcoll_sig_kind_name(int kind);
-/* "operation #17" (numbered from 1 after the communicator's set-up, seq0), or "set-up
- * operation #2" for the communicator's own set-up collectives. */
-void rcoll_sig_op_number(uint64_t seq, uint64_t seq0, char *buf, size_t len);
-
 /* Host segment: publish this rank's signature of the operation being started, and read
  * peer p's (1 when p has announced the operation numbered seq, its signature in *out). */
 void rcoll_sig_announce(char *area, int rank, const rcoll_sig_t *s);

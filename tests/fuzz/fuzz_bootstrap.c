@@ -36,8 +36,11 @@ static void sig_print(const rcoll_bs_sig_t *g)
     memset(&mine, 0, sizeof(mine));
     char buf[512];
     rcoll_sig_format(&theirs, 1, buf, sizeof(buf));
-    rcoll_sig_sentence(&theirs, g->rank, &mine, -1, 3, buf, sizeof(buf));
-    rcoll_sig_sentence(&mine, 0, &theirs, g->rank, 0, buf, sizeof(buf));
+    rcoll_opnum_t t;
+    memset(&t, 0, sizeof(t));
+    t.seq0 = 3;
+    rcoll_sig_sentence(&theirs, g->rank, &mine, -1, &t, buf, sizeof(buf));
+    rcoll_sig_sentence(&mine, 0, &theirs, g->rank, NULL, buf, sizeof(buf));
 }
 
 static void ctl_case(const uint8_t *p, size_t n, int to_root)

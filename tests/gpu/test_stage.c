@@ -392,7 +392,21 @@ static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks
     const rcoll_cu_api_t *cu = k.cu;
     CUdeviceptr d = 0;
     elem_t h[16];
-    if (!cu_ok(&k, cu->cuMemAlloc(&d, 64 * sizeof(elem_t)), "cuMemAlloc")) goto out;
+    if (!cu_ok(&k, cu->cuMemAlloc(&d, 256 * sizeof(elem_t)), "cuMemAlloc")) goto out;
+    /* Operation #1, an all-gather over CUDA IPC: rcoll's own collectives inside it (the
+     * set-up, the barriers) are steps of it, so the sentences below number the all-reduces
+     * #2 and #3. */
+    for (int i = 0; i < 4; i++) h[i] = 100 * rank + i;
+    if (!cu_ok(&k, cu->cuMemcpyHtoD(d + 512, h, 4 * sizeof(elem_t)), "HtoD") ||
+        !ran(&k, rcoll_allgather((void *)(d + 512), (void *)(d + 640), 4, RCOLL_INT32, k.comm),
+             "allgather") ||
+        !cu_ok(&k, cu->cuMemcpyDtoH(h, d + 640, 16 * sizeof(elem_t)), "DtoH"))
+        goto out;
+    for (int i = 0; i < 4 * nranks && i < 16; i++)
+        if (h[i] != 100 * (i / 4) + i % 4) {
+            fail(&k, "element %ld: %ld", "allgather", i, h[i]);
+            goto out;
+        }
     for (int i = 0; i < 16; i++) h[i] = rank + i;
     if (!cu_ok(&k, cu->cuMemcpyHtoD(d, h, sizeof(h)), "HtoD") ||
         !ran(&k, rcoll_allreduce((void *)d, (void *)(d + 128), 16, RCOLL_INT32, RCOLL_SUM,
@@ -414,8 +428,8 @@ static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks
     fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, rcoll_status_string(st), took, e);
     if (mode == 1) {
         char want[96];
-        snprintf(want, sizeof(want), "called allreduce(count=%d, int32, sum) as operation #",
-                 rank == 1 ? 16 : 8);
+        snprintf(want, sizeof(want), "called allreduce(count=%d, int32, sum) as operation #3 "
+                 "while", rank == 1 ? 16 : 8);
         if (st != RCOLL_ERR_INVALID_USAGE || !strstr(e, want) || !strstr(e, "one-kernel"))
             fail(&k, "%ld %ld", "a different count is not named", (long)st, 0);
         st = rcoll_allreduce((void *)d, (void *)(d + 128), 16, RCOLL_INT32, RCOLL_SUM, k.comm);
@@ -423,8 +437,9 @@ static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks
             !strstr(rcoll_comm_last_error(k.comm), "an earlier one-kernel all-reduce"))
             fail(&k, "%ld %ld", "the call after a failed one-kernel all-reduce is not refused",
                  (long)st, 0);
-    } else if (st != RCOLL_ERR_TIMEOUT || !strstr(e, "rank 2 did not join operation #") ||
-               took > 30) {
+    } else if (st != RCOLL_ERR_TIMEOUT ||
+               !strstr(e, "rank 2 did not join operation #3 within") ||
+               !strstr(e, "its last one-kernel all-reduce was operation #2") || took > 30) {
         fail(&k, "status %ld after %ld s", "a rank that never joins is not named", (long)st,
              (long)took);
     }
