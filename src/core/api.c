@@ -228,6 +228,9 @@ static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
 {
     rcoll_status_t st = check_live(comm, fn);
     if (st != RCOLL_OK) return st;
+    /* stream-ordered one-kernel all-reduces that have run: did any fail? (not from a host
+     * function's thread: the enqueuing thread owns their records) */
+    if (__builtin_expect(!stream_in_host && comm->ipc_fl_busy != 0, 0)) rcoll_api_ipc_poll(comm);
     if (comm->failed != RCOLL_OK) {
         if (strncmp(comm->last_error, "communicator failed earlier", 27) != 0) {
             char keep[RCOLL_LAST_ERROR_MAX];
@@ -404,8 +407,19 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
                             ? check_mem(comm, fn, "buf", NULL, "buf", a->dst, &dev)
                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst, &dev);
     if (st != RCOLL_OK) return st;
-    if (__builtin_expect(stream_enq, 0))
+    if (__builtin_expect(stream_enq, 0)) {
+        /* CUDA IPC: a small all-reduce as one kernel on the caller's stream */
+        if (comm->cfg.gpu.ipc && a->kind == RCOLL_OP_ALLREDUCE && dev.ptr &&
+            comm->local_ranks == comm->nranks) {
+            st = rcoll_gpu_stream_check(stream_enq_stream);
+            if (st != RCOLL_OK)
+                return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
+            int taken = 0;
+            st = rcoll_api_ipc_stream(comm, a, stream_enq_stream, fn, &taken);
+            if (taken || st != RCOLL_OK) return st;
+        }
         return rcoll_api_stream_coll(comm, a, v, dev.ptr != NULL, stream_enq_stream, fn);
+    }
     /* CUDA IPC: CUDA buffers, or none at all in an uneven collective whose other ranks have
      * some (this rank takes part in the steps all the same) */
     if (__builtin_expect(comm->cfg.gpu.ipc != 0, 0) && rcoll_api_ipc_kind(a->kind) &&

@@ -110,6 +110,15 @@ rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
  * peer has unmapped this rank's (a peer may still read it: the one-kernel all-reduce ends
  * with no barrier), then frees its own. */
 void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful);
+/* The stream-ordered all-reduce as one kernel on the caller's stream (RCOLL_CUDA_IPC=1, CUDA
+ * buffers, every rank on this host, no larger than RCOLL_CUDA_IPC_TWOSHOT): *taken 1 when it
+ * was enqueued so (or failed trying); 0: stage it in stream order as before.  Sets CUDA IPC
+ * up at the first such call (after this communicator's earlier stream calls have run). */
+rcoll_status_t rcoll_api_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a, void *stream,
+                                    const char *fn, int *taken);
+/* Read the reports of the stream-ordered one-kernel calls that have finished: a failure
+ * fails the communicator (its next call says which call failed and why). */
+void rcoll_api_ipc_poll(rcoll_comm_t comm);
 
 /* ---- groups (api_group.c) and the communicator creations deferred to them (api_init.c) ---- */
 /* rcoll_group_start minus rcoll_group_end, this thread: inside a group when not 0. */

@@ -473,80 +473,232 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
     }
 }
 
-/* The one-kernel all-reduce (cuda/oneshot.h): numbered and announced as any collective (so
- * that a peer stalled in a different call names this one), one kernel, no host
- * synchronization.  A failure leaves the ranks' flags out of step: the communicator's CUDA
- * IPC calls fail from then on (gpu_ipc_state -2). */
-static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args_t *a)
+/* A one-kernel all-reduce's signature and kernel parameter: numbered and announced as any
+ * collective (so that a peer stalled in a different call names this one); the slot and the
+ * flag of the communicator's next one-kernel call. */
+static void oneshot_prepare(rcoll_comm_t comm, const rcoll_coll_args_t *a, rcoll_sig_t *mine,
+                            rcoll_oneshot_args_t *args)
 {
-    rcoll_sig_t mine;
-    memset(&mine, 0, sizeof(mine));
-    mine.seq = comm->coll_seq++;
+    memset(mine, 0, sizeof(*mine));
+    mine->seq = comm->coll_seq++;
     comm->opnum.internal = 0; /* the call's own number */
-    rcoll_opnum_record(&comm->opnum, mine.seq);
+    rcoll_opnum_record(&comm->opnum, mine->seq);
     comm->opnum.internal = 1;
-    mine.count = a->count;
-    mine.kind = RCOLL_OP_ALLREDUCE;
-    mine.dt = (int32_t)a->dt;
-    mine.op = (int32_t)a->op;
-    mine.root = mine.alg = -1;
-    if (comm->sig_area) rcoll_sig_announce(comm->sig_area, comm->rank, &mine);
+    mine->count = a->count;
+    mine->kind = RCOLL_OP_ALLREDUCE;
+    mine->dt = (int32_t)a->dt;
+    mine->op = (int32_t)a->op;
+    mine->root = mine->alg = -1;
+    if (comm->sig_area) rcoll_sig_announce(comm->sig_area, comm->rank, mine);
     size_t slot = (comm->gpu_ipc_off - RCOLL_ONESHOT_HDR) / 2;
-    rcoll_oneshot_args_t args;
-    memset(&args, 0, sizeof(args));
-    args.src = (uint64_t)(uintptr_t)a->src;
-    args.dst = (uint64_t)(uintptr_t)a->dst;
-    args.count = a->count;
-    args.slot = RCOLL_ONESHOT_HDR + (comm->gpu_ipc_oneshots & 1) * slot;
-    args.flag = (mine.seq & 0xffffffffu) << 32 | (uint32_t)rcoll_sig_tag(&mine);
-    args.timeout_ns = (uint64_t)(comm->cfg.timeout_s * 1e9);
-    args.avg_divisor = a->op == RCOLL_AVG ? comm->nranks : 0;
+    memset(args, 0, sizeof(*args));
+    args->src = (uint64_t)(uintptr_t)a->src;
+    args->dst = (uint64_t)(uintptr_t)a->dst;
+    args->count = a->count;
+    args->slot = RCOLL_ONESHOT_HDR + (comm->gpu_ipc_oneshots & 1) * slot;
+    args->flag = (mine->seq & 0xffffffffu) << 32 | (uint32_t)rcoll_sig_tag(mine);
+    args->timeout_ns = (uint64_t)(comm->cfg.timeout_s * 1e9);
+    args->avg_divisor = a->op == RCOLL_AVG ? comm->nranks : 0;
     size_t bytes = a->count * rcoll_dt_size(a->dt);
-    args.shots = bytes > comm->gpu_ipc_oneshot ? 2 : 1; /* two-shot: an output area after */
-    args.out = (bytes + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
+    args->shots = bytes > comm->gpu_ipc_oneshot ? 2 : 1; /* two-shot: an output area after */
+    args->out = (bytes + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
     comm->gpu_ipc_oneshots++;
-    rcoll_oneshot_err_t rep;
-    rcoll_status_t st = rcoll_gpu_ipc_oneshot(comm->gpu_ipc, &args, a->dt, a->op, &rep);
-    if (st == RCOLL_OK && rep.code == RCOLL_ONESHOT_OK) return RCOLL_OK;
-    comm->gpu_ipc_state = -2;
-    if (st != RCOLL_OK) return st;
+}
+
+/* What a failed one-kernel call (mine, its flag) reported, as the error to return. */
+static rcoll_status_t oneshot_failure(rcoll_comm_t comm, const rcoll_sig_t *mine, uint64_t flag,
+                                      const rcoll_oneshot_err_t *rep)
+{
     /* Name the peer's call where it announced one (every rank is on this host). */
     rcoll_sig_t theirs;
     char num[48], sentence[RCOLL_ERR_TEXT_MAX];
-    rcoll_sig_op_number(&comm->opnum, mine.seq, num, sizeof(num));
-    if (comm->sig_area && rcoll_sig_announced(comm->sig_area, rep.peer, mine.seq, &theirs) &&
-        !rcoll_sig_equal(&theirs, &mine)) {
-        rcoll_sig_sentence(&theirs, rep.peer, &mine, -1, &comm->opnum, sentence, sizeof(sentence));
+    rcoll_sig_op_number(&comm->opnum, mine->seq, num, sizeof(num));
+    if (rep->code == RCOLL_ONESHOT_ABORTED)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "%s stopped at once: %s one-kernel "
+                             "all-reduces had stopped after an earlier failure (the first "
+                             "failed call's error names its cause)", num,
+                             rep->peer == comm->rank ? "this rank's" : "the peers'");
+    if (comm->sig_area && rcoll_sig_announced(comm->sig_area, rep->peer, mine->seq, &theirs) &&
+        !rcoll_sig_equal(&theirs, mine)) {
+        rcoll_sig_sentence(&theirs, rep->peer, mine, -1, &comm->opnum, sentence,
+                           sizeof(sentence));
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "%s", sentence);
     }
-    if (rep.code == RCOLL_ONESHOT_MISMATCH)
+    if (rep->code == RCOLL_ONESHOT_MISMATCH) { /* its announcement replaced since */
+        char what[120];
+        rcoll_sig_format(mine, 0, what, sizeof(what));
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "rank %d's one-kernel all-reduce as %s "
-                             "has signature digest %08x, this rank's %08x: the ranks called "
-                             "different collectives", (int)rep.peer, num,
-                             (unsigned)(rep.flag & 0xffffffffu),
-                             (unsigned)(args.flag & 0xffffffffu));
+                             "was another call (signature digest %08x; this rank's %s has "
+                             "%08x): the ranks called different collectives", (int)rep->peer,
+                             num, (unsigned)(rep->flag & 0xffffffffu), what,
+                             (unsigned)(flag & 0xffffffffu));
+    }
     /* A timeout: where the peer is, from its last flag and its last announcement. */
     char where[200] = "", flagged[96] = "no one-kernel all-reduce yet";
-    if (rep.flag) {
+    if (rep->flag) {
         char pn[48];
-        rcoll_sig_op_number(&comm->opnum, (mine.seq & ~(uint64_t)0xffffffffu) | (rep.flag >> 32),
-                            pn, sizeof(pn));
+        rcoll_sig_op_number(&comm->opnum, (mine->seq & ~(uint64_t)0xffffffffu) |
+                                              (rep->flag >> 32), pn, sizeof(pn));
         snprintf(flagged, sizeof(flagged), "its last one-kernel all-reduce was %s", pn);
     }
-    if (comm->sig_area && rcoll_sig_latest(comm->sig_area, rep.peer, &theirs)) {
+    if (comm->sig_area && rcoll_sig_latest(comm->sig_area, rep->peer, &theirs)) {
         char what[120], tn[48];
         rcoll_sig_format(&theirs, 0, what, sizeof(what));
         rcoll_sig_op_number(&comm->opnum, theirs.seq, tn, sizeof(tn));
         snprintf(where, sizeof(where), "; it last started %s as %s", what, tn);
     }
     return rcoll_err_set(RCOLL_ERR_TIMEOUT, "rank %d did not join %s within %g s "
-                         "(RCOLL_TIMEOUT): %s%s", (int)rep.peer, num, comm->cfg.timeout_s,
+                         "(RCOLL_TIMEOUT): %s%s", (int)rep->peer, num, comm->cfg.timeout_s,
                          flagged, where);
+}
+
+/* The one-kernel all-reduce (cuda/oneshot.h), blocking: one kernel, no host synchronization
+ * but the stream's at the end.  A failure leaves the ranks' flags out of step: the
+ * communicator's CUDA IPC calls fail from then on (gpu_ipc_state -2). */
+static rcoll_status_t oneshot_allreduce(rcoll_comm_t comm, const rcoll_coll_args_t *a)
+{
+    rcoll_sig_t mine;
+    rcoll_oneshot_args_t args;
+    oneshot_prepare(comm, a, &mine, &args);
+    rcoll_oneshot_err_t rep;
+    rcoll_status_t st = rcoll_gpu_ipc_oneshot(comm->gpu_ipc, &args, a->dt, a->op, &rep);
+    if (st == RCOLL_OK && rep.code == RCOLL_ONESHOT_OK) return RCOLL_OK;
+    comm->gpu_ipc_state = -2;
+    if (st != RCOLL_OK) return st;
+    return oneshot_failure(comm, &mine, args.flag, &rep);
+}
+
+/* ---- the one-kernel all-reduce in the caller's stream order ----
+ * Each call is launched on the caller's stream (after the previous one-kernel call, cuda/
+ * ipc.c's event chain) and not waited for: its report is read once its event has passed, by
+ * a later call on the communicator (any call: check_comm polls) or at destroy.  A failure
+ * fails the communicator (no caller to return it to), as a stream call's host function does;
+ * the kernels queued behind it stop at once on every rank (the abort word, cuda/oneshot.h). */
+struct rcoll_ipc_inflight {
+    rcoll_sig_t sig;
+    uint64_t flag;
+    const char *fn;
+    void *stream;
+    int busy;
+};
+
+static void stream_fail(rcoll_comm_t comm, const struct rcoll_ipc_inflight *f,
+                        rcoll_status_t st)
+{
+    comm->gpu_ipc_state = -2;
+    if (comm->failed != RCOLL_OK) return;
+    comm->failed = st;
+    char num[48];
+    rcoll_sig_op_number(&comm->opnum, f->sig.seq, num, sizeof(num));
+    snprintf(comm->last_error, sizeof(comm->last_error), "%s (%s, a CUDA IPC one-kernel "
+             "all-reduce on stream %p) failed in stream order: %.480s", f->fn, num, f->stream,
+             rcoll_err_get());
+    RCOLL_WARN(COLL, "%s", comm->last_error);
+}
+
+/* Read the reports of the finished stream-ordered calls, oldest first (wait: up to and
+ * including ring entry upto, or every one for upto < 0; else only those finished). */
+static void stream_reap(rcoll_comm_t comm, int wait, int upto)
+{
+    struct rcoll_ipc_inflight *fl = comm->ipc_fl;
+    if (!fl || !comm->gpu_ipc) return;
+    while (comm->ipc_fl_busy > 0) {
+        int i = comm->ipc_fl_head, done = 0;
+        int w = wait && (upto < 0 || comm->ipc_fl_waiting);
+        rcoll_oneshot_err_t rep;
+        rcoll_status_t st = rcoll_gpu_ipc_oneshot_poll(comm->gpu_ipc, i, w, &done, &rep);
+        if (!done) break;
+        fl[i].busy = 0;
+        comm->ipc_fl_busy--;
+        comm->ipc_fl_head = (i + 1) % RCOLL_GPU_IPC_RING;
+        if (st != RCOLL_OK)
+            stream_fail(comm, &fl[i], st);
+        else if (rep.code != RCOLL_ONESHOT_OK)
+            stream_fail(comm, &fl[i], oneshot_failure(comm, &fl[i].sig, fl[i].flag, &rep));
+        if (i == upto) comm->ipc_fl_waiting = 0;
+    }
+}
+
+void rcoll_api_ipc_poll(rcoll_comm_t comm)
+{
+    stream_reap(comm, 0, -1);
+}
+
+rcoll_status_t rcoll_api_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a, void *stream,
+                                    const char *fn, int *taken)
+{
+    *taken = 0;
+    if (comm->gpu_ipc_state == 0) {
+        /* The set-up's host collectives must not run beside an earlier stream call's host
+         * function: wait until they have all run (every rank reaches this call; once). */
+        uint64_t until = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
+        while (atomic_load_explicit(&comm->stream_pending, memory_order_acquire)) {
+            if (rcoll_now_ns() > until)
+                return rcoll_api_arg_error(comm, RCOLL_ERR_TIMEOUT, "%s: setting up CUDA IPC "
+                                           "waits for this communicator's earlier stream calls "
+                                           "to run: none ran within %g s (RCOLL_TIMEOUT; is "
+                                           "the stream blocked?)", fn, comm->cfg.timeout_s);
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+        uint64_t ops = comm->opnum.ops;
+        comm->opnum.internal = 1;
+        rcoll_status_t st = ipc_setup(comm, a->src, fn);
+        comm->opnum.internal = 0;
+        if (st != RCOLL_OK) {
+            if (comm->opnum.ops == ops) rcoll_opnum_count(&comm->opnum);
+            return st;
+        }
+    }
+    if (comm->gpu_ipc_state == -2)
+        return rcoll_api_arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: an earlier one-kernel "
+                                   "all-reduce on this communicator failed, so its ranks no "
+                                   "longer agree on the CUDA IPC flags: abort it", fn);
+    /* not usable (staged), or larger than the one-kernel takes (staged in stream order) */
+    if (comm->gpu_ipc_state != 1 || !a->count ||
+        a->count * rcoll_dt_size(a->dt) > comm->gpu_ipc_twoshot)
+        return RCOLL_OK;
+    if (!comm->ipc_fl &&
+        !(comm->ipc_fl = calloc(RCOLL_GPU_IPC_RING, sizeof(struct rcoll_ipc_inflight))))
+        return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    stream_reap(comm, 0, -1);
+    int busy, i = rcoll_gpu_ipc_ring_next(comm->gpu_ipc, &busy);
+    if (busy) { /* RCOLL_GPU_IPC_RING calls in flight: wait for the oldest */
+        comm->ipc_fl_waiting = 1;
+        stream_reap(comm, 1, i);
+        comm->ipc_fl_waiting = 0;
+    }
+    if (comm->failed != RCOLL_OK)
+        return rcoll_api_arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: an earlier stream call "
+                                   "on this communicator failed: %s", fn, comm->last_error);
+    *taken = 1;
+    struct rcoll_ipc_inflight *f = &comm->ipc_fl[i];
+    rcoll_oneshot_args_t args;
+    oneshot_prepare(comm, a, &f->sig, &args);
+    comm->opnum.internal = 0;
+    f->flag = args.flag;
+    f->fn = fn;
+    f->stream = stream;
+    int slot = -1;
+    rcoll_status_t st =
+        rcoll_gpu_ipc_oneshot_async(comm->gpu_ipc, &args, a->dt, a->op, stream, &slot);
+    if (st != RCOLL_OK) {
+        comm->gpu_ipc_state = -2; /* this rank's flags are behind the peers' now */
+        return rcoll_api_arg_error(comm, st, "%s: CUDA IPC one-kernel all-reduce: %s (not "
+                                   "enqueued; the communicator's CUDA IPC calls fail from now "
+                                   "on: abort it)", fn, rcoll_err_get());
+    }
+    f->busy = 1;
+    if (!comm->ipc_fl_busy++) comm->ipc_fl_head = slot;
+    return RCOLL_OK;
 }
 
 void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
 {
     if (!comm->gpu_ipc) return;
+    stream_reap(comm, 1, -1); /* the stream-ordered calls still running: a failure is logged */
+    free(comm->ipc_fl);
+    comm->ipc_fl = NULL;
     rcoll_gpu_ipc_unmap(comm->gpu_ipc); /* this rank's work done, the peers' unmapped */
     if (graceful && comm->ipc_area) {
         /* Say so, then wait until every peer has (or is gone): the driver leaves freeing an

@@ -198,6 +198,10 @@ struct rcoll_comm {
      * slots), calls made so far (their parity picks the slot). */
     size_t gpu_ipc_oneshot, gpu_ipc_twoshot, gpu_ipc_off;
     uint64_t gpu_ipc_oneshots;
+    /* the stream-ordered one-kernel calls not yet reaped (api_ipc.c), in ring order from
+     * ipc_fl_head */
+    struct rcoll_ipc_inflight *ipc_fl;
+    int ipc_fl_busy, ipc_fl_head, ipc_fl_waiting;
     /* The nonblocking calls' staging areas, one per call in flight, kept for reuse (api_stage.c);
      * freed by rcoll_comm_free. */
     struct rcoll_stage_job *stage_jobs;

@@ -147,6 +147,8 @@ static rcoll_status_t load_locked(const char *path)
         BIND(cuEventSynchronize);
         BIND(cuEventElapsedTime);
         BIND(cuEventDestroy);
+        BIND(cuEventQuery);
+        BIND(cuStreamWaitEvent);
         BIND(cuMemcpyDtoHAsync);
         BIND(cuMemcpyHtoDAsync);
         BIND(cuLaunchHostFunc);

@@ -66,6 +66,9 @@ typedef struct rcoll_cu_api {
     CUresult (*cuEventSynchronize)(CUevent ev);
     CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*cuEventDestroy)(CUevent ev);
+    /* The stream-ordered one-kernel all-reduce (cuda/ipc.c). */
+    CUresult (*cuEventQuery)(CUevent ev);
+    CUresult (*cuStreamWaitEvent)(CUstream stream, CUevent ev, unsigned int flags);
     /* The stream-ordered calls (core/api_stream.c, cuda/stream.c). */
     CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
     CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes,

@@ -236,10 +236,26 @@ rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void 
 rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
                                      rcoll_datatype_t dt, rcoll_op_t op,
                                      rcoll_oneshot_err_t *report);
+/* The same kernel in the caller's stream order (stream: a CUstream, NULL the legacy one):
+ * launched on stream after the communicator's previous one-kernel all-reduce, whatever its
+ * stream (an event chain: a rank's one-kernel calls never overlap), and not waited for.  It
+ * reports into entry *slot of a ring of RCOLL_GPU_IPC_RING entries, used in turn; the caller
+ * must have polled the entry's previous call to completion (rcoll_gpu_ipc_ring_next says which
+ * entry comes next; its previous call, when busy). */
+#define RCOLL_GPU_IPC_RING 16
+int rcoll_gpu_ipc_ring_next(const rcoll_gpu_ipc_t *ipc, int *busy);
+rcoll_status_t rcoll_gpu_ipc_oneshot_async(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                           rcoll_datatype_t dt, rcoll_op_t op, void *stream,
+                                           int *slot);
+/* Has entry slot's call finished (wait: wait for it)?  *done 1 with its report in *report
+ * (the entry is free again), 0 while it runs.  An error: the driver's (the call's kernel
+ * failed, or the query did), one sentence; the entry is free again. */
+rcoll_status_t rcoll_gpu_ipc_oneshot_poll(rcoll_gpu_ipc_t *ipc, int slot, int wait, int *done,
+                                          rcoll_oneshot_err_t *report);
 /* Wait for everything enqueued on the IPC stream. */
 rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc);
-/* Wait for the IPC stream, then unmap the peers' workspaces (this rank reads none of them
- * any more). */
+/* Wait for the IPC stream and the stream-ordered one-kernel calls, then unmap the peers'
+ * workspaces (this rank reads none of them any more). */
 void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc);
 /* Unmap the peers' workspaces, free this one's and the stream; *ipc becomes NULL.  Other
  * ranks must have unmapped this rank's workspace first (the driver leaves freeing an

@@ -200,6 +200,29 @@ size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc)
     return 0;
 }
 
+int rcoll_gpu_ipc_ring_next(const rcoll_gpu_ipc_t *ipc, int *busy)
+{
+    (void)ipc;
+    *busy = 0;
+    return 0;
+}
+
+rcoll_status_t rcoll_gpu_ipc_oneshot_async(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                           rcoll_datatype_t dt, rcoll_op_t op, void *stream,
+                                           int *slot)
+{
+    (void)ipc, (void)a, (void)dt, (void)op, (void)stream, (void)slot;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_ipc_oneshot_poll(rcoll_gpu_ipc_t *ipc, int slot, int wait, int *done,
+                                          rcoll_oneshot_err_t *report)
+{
+    (void)ipc, (void)slot, (void)wait, (void)report;
+    *done = 1;
+    return NO_CUDA;
+}
+
 rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *src,
                                   size_t bytes)
 {

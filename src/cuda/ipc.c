@@ -31,6 +31,13 @@ struct rcoll_gpu_ipc {
     CUdeviceptr *peer; /* [nranks]: each rank's workspace as mapped here (own for this rank;
                         * 0 where not opened) */
     rcoll_oneshot_err_t *err; /* the one-kernel all-reduce's reports (cuMemAllocHost) */
+    /* The stream-ordered one-kernel calls: per ring entry an event after its kernel and its
+     * reports (made at the first such call); the entry of the last one launched (-1: none
+     * since the last blocking one, which was waited for). */
+    CUevent ring_ev[RCOLL_GPU_IPC_RING];
+    int ring_busy[RCOLL_GPU_IPC_RING];
+    rcoll_oneshot_err_t *ring_err; /* [RCOLL_GPU_IPC_RING][RCOLL_ONESHOT_BLOCKS] */
+    int ring_next, ring_last;
 };
 
 static rcoll_status_t enter(const rcoll_gpu_ipc_t *ipc, CUcontext *saved)
@@ -57,6 +64,7 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory for the CUDA IPC state");
     }
     ipc->peer = peer;
+    ipc->ring_last = -1;
     ipc->nranks = nranks;
     ipc->rank = rank;
     CUcontext saved = NULL;
@@ -220,11 +228,10 @@ rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void 
     return st;
 }
 
-rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
-                                     rcoll_datatype_t dt, rcoll_op_t op,
-                                     rcoll_oneshot_err_t *report)
+/* The kernel's parameter: the peers, ranks and report address; its reports cleared. */
+static rcoll_status_t oneshot_fill(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                   rcoll_oneshot_err_t *err)
 {
-    memset(report, 0, sizeof(*report));
     if (ipc->nranks > RCOLL_ONESHOT_MAX_RANKS)
         return rcoll_err_set(RCOLL_ERR_INTERNAL, "one-kernel all-reduce on %d ranks (at most "
                              "%d)", ipc->nranks, RCOLL_ONESHOT_MAX_RANKS);
@@ -232,26 +239,148 @@ rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t 
     for (int p = 0; p < ipc->nranks; p++) a->peer[p] = (uint64_t)ipc->peer[p];
     a->nranks = ipc->nranks;
     a->rank = ipc->rank;
-    a->err = (uint64_t)(uintptr_t)ipc->err;
-    memset(ipc->err, 0, RCOLL_ONESHOT_BLOCKS * sizeof(rcoll_oneshot_err_t));
-    CUcontext saved;
-    rcoll_status_t st = enter(ipc, &saved);
+    a->err = (uint64_t)(uintptr_t)err;
+    memset(err, 0, RCOLL_ONESHOT_BLOCKS * sizeof(rcoll_oneshot_err_t));
+    return RCOLL_OK;
+}
+
+/* The blocks' reports as one: the first failure, a mismatch before a timeout before an abort
+ * (each says more than the next). */
+static void oneshot_fold(const rcoll_oneshot_err_t *err, rcoll_oneshot_err_t *report)
+{
+    static const int rank_of[] = {0, 2, 3, 1}; /* by code: higher says more */
+    memset(report, 0, sizeof(*report));
+    for (int b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+        const volatile rcoll_oneshot_err_t *e = &err[b];
+        uint32_t c = e->code;
+        if (c == RCOLL_ONESHOT_OK || c > RCOLL_ONESHOT_ABORTED) continue;
+        if (report->code == RCOLL_ONESHOT_OK || rank_of[c] > rank_of[report->code]) {
+            report->code = c;
+            report->peer = e->peer;
+            report->flag = e->flag;
+        }
+    }
+}
+
+/* Make the stream wait for the last stream-ordered one-kernel call (inside the context). */
+static rcoll_status_t after_last(rcoll_gpu_ipc_t *ipc, CUstream stream)
+{
+    if (ipc->ring_last < 0) return RCOLL_OK;
+    CUresult res = rcoll_cu->cuStreamWaitEvent(stream, ipc->ring_ev[ipc->ring_last], 0);
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuStreamWaitEvent(after the previous "
+                             "one-kernel all-reduce)");
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                     rcoll_datatype_t dt, rcoll_op_t op,
+                                     rcoll_oneshot_err_t *report)
+{
+    memset(report, 0, sizeof(*report));
+    rcoll_status_t st = oneshot_fill(ipc, a, ipc->err);
     if (st != RCOLL_OK) return st;
-    st = rcoll_cuda_oneshot(a, dt, op, ipc->stream);
+    CUcontext saved;
+    st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    st = after_last(ipc, ipc->stream);
+    if (st == RCOLL_OK) st = rcoll_cuda_oneshot(a, dt, op, ipc->stream);
     CUresult res = st == RCOLL_OK ? rcoll_cu->cuStreamSynchronize(ipc->stream) : CUDA_SUCCESS;
     leave(ipc, saved);
     if (st != RCOLL_OK) return st;
     if (res != CUDA_SUCCESS)
         return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuStreamSynchronize(the CUDA IPC stream)");
-    for (int b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
-        const volatile rcoll_oneshot_err_t *e = &ipc->err[b];
-        if (e->code != RCOLL_ONESHOT_OK && (report->code == RCOLL_ONESHOT_OK ||
-                                             e->code == RCOLL_ONESHOT_MISMATCH)) {
-            report->code = e->code; /* a mismatch says more than a timeout */
-            report->peer = e->peer;
-            report->flag = e->flag;
+    ipc->ring_last = -1; /* everything before it has run too */
+    oneshot_fold(ipc->err, report);
+    return RCOLL_OK;
+}
+
+int rcoll_gpu_ipc_ring_next(const rcoll_gpu_ipc_t *ipc, int *busy)
+{
+    *busy = ipc->ring_busy[ipc->ring_next];
+    return ipc->ring_next;
+}
+
+/* The ring's events and reports, at the first stream-ordered call (inside the context). */
+static rcoll_status_t ring_make(rcoll_gpu_ipc_t *ipc)
+{
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    void *err = NULL;
+    CUresult res = cu->cuMemAllocHost(&err, (size_t)RCOLL_GPU_IPC_RING * RCOLL_ONESHOT_BLOCKS *
+                                                sizeof(rcoll_oneshot_err_t));
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuMemAllocHost(the stream-ordered "
+                             "one-kernel all-reduce's reports)");
+    ipc->ring_err = err;
+    for (int i = 0; i < RCOLL_GPU_IPC_RING; i++) {
+        if ((res = cu->cuEventCreate(&ipc->ring_ev[i], CU_EVENT_DISABLE_TIMING)) !=
+            CUDA_SUCCESS) {
+            ipc->ring_ev[i] = NULL;
+            return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuEventCreate(for the stream-ordered "
+                                 "one-kernel all-reduce)");
         }
     }
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_ipc_oneshot_async(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
+                                           rcoll_datatype_t dt, rcoll_op_t op, void *stream,
+                                           int *slot)
+{
+    int i = ipc->ring_next;
+    if (ipc->ring_busy[i])
+        return rcoll_err_set(RCOLL_ERR_INTERNAL, "stream-ordered one-kernel all-reduce: ring "
+                             "entry %d still in use", i);
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    if (!ipc->ring_err) st = ring_make(ipc);
+    if (st == RCOLL_OK)
+        st = oneshot_fill(ipc, a, ipc->ring_err + (size_t)i * RCOLL_ONESHOT_BLOCKS);
+    CUstream s = (CUstream)stream;
+    if (st == RCOLL_OK) st = after_last(ipc, s);
+    if (st == RCOLL_OK) st = rcoll_cuda_oneshot(a, dt, op, s);
+    if (st == RCOLL_OK) {
+        CUresult res = rcoll_cu->cuEventRecord(ipc->ring_ev[i], s);
+        if (res != CUDA_SUCCESS) {
+            /* the kernel is queued and will run: wait for it here instead */
+            st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuEventRecord(after the stream-ordered "
+                               "one-kernel all-reduce)");
+            rcoll_cu->cuStreamSynchronize(s);
+        }
+    }
+    leave(ipc, saved);
+    if (st != RCOLL_OK) return st;
+    ipc->ring_busy[i] = 1;
+    ipc->ring_last = i;
+    ipc->ring_next = (i + 1) % RCOLL_GPU_IPC_RING;
+    *slot = i;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_gpu_ipc_oneshot_poll(rcoll_gpu_ipc_t *ipc, int slot, int wait, int *done,
+                                          rcoll_oneshot_err_t *report)
+{
+    memset(report, 0, sizeof(*report));
+    *done = 1;
+    if (slot < 0 || slot >= RCOLL_GPU_IPC_RING || !ipc->ring_busy[slot]) return RCOLL_OK;
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    CUresult res = wait ? rcoll_cu->cuEventSynchronize(ipc->ring_ev[slot])
+                        : rcoll_cu->cuEventQuery(ipc->ring_ev[slot]);
+    leave(ipc, saved);
+    if (res == CUDA_ERROR_NOT_READY && !wait) {
+        *done = 0;
+        return RCOLL_OK;
+    }
+    ipc->ring_busy[slot] = 0;
+    if (ipc->ring_last == slot) ipc->ring_last = -1;
+    if (res != CUDA_SUCCESS)
+        return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, wait ? "cuEventSynchronize(after a "
+                             "stream-ordered one-kernel all-reduce)" : "cuEventQuery(after a "
+                             "stream-ordered one-kernel all-reduce)");
+    oneshot_fold(ipc->ring_err + (size_t)slot * RCOLL_ONESHOT_BLOCKS, report);
     return RCOLL_OK;
 }
 
@@ -277,6 +406,10 @@ void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc)
     if (ipc->stream && (res = cu->cuStreamSynchronize(ipc->stream)) != CUDA_SUCCESS)
         RCOLL_WARN(CUDA, "cuStreamSynchronize(the CUDA IPC stream) failed: %s",
                    rcoll_cu_strerror(res, text, sizeof(text)));
+    for (int i = 0; i < RCOLL_GPU_IPC_RING; i++) /* stream-ordered ones still queued */
+        if (ipc->ring_busy[i] && (res = cu->cuEventSynchronize(ipc->ring_ev[i])) != CUDA_SUCCESS)
+            RCOLL_WARN(CUDA, "cuEventSynchronize(after a stream-ordered one-kernel all-reduce) "
+                       "failed: %s", rcoll_cu_strerror(res, text, sizeof(text)));
     for (int p = 0; p < ipc->nranks; p++) {
         if (p == ipc->rank || !ipc->peer[p]) continue;
         if ((res = cu->cuIpcCloseMemHandle(ipc->peer[p])) != CUDA_SUCCESS)
@@ -300,6 +433,9 @@ void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)
         CUresult res;
         if (ipc->stream) cu->cuStreamDestroy(ipc->stream);
         if (ipc->err) cu->cuMemFreeHost(ipc->err);
+        for (int i = 0; i < RCOLL_GPU_IPC_RING; i++)
+            if (ipc->ring_ev[i]) cu->cuEventDestroy(ipc->ring_ev[i]);
+        if (ipc->ring_err) cu->cuMemFreeHost(ipc->ring_err);
         if (ipc->own && (res = cu->cuMemFree(ipc->own)) != CUDA_SUCCESS)
             RCOLL_WARN(CUDA, "cuMemFree(the CUDA IPC workspace) failed: %s",
                        rcoll_cu_strerror(res, text, sizeof(text)));

@@ -7,6 +7,8 @@
  * Every rank's IPC workspace starts with a header:
  *   [0, RCOLL_ONESHOT_BLOCKS * 8)       one 64-bit flag per kernel block, written by this rank
  *   [RCOLL_ONESHOT_FLAG2, + BLOCKS * 8) the two-shot's second flag per block
+ *   [RCOLL_ONESHOT_ABORT, + 8)          0, or the flag of the call in which this rank's
+ *                                       one-kernel all-reduces stopped for good
  *   [RCOLL_ONESHOT_HDR, + 2 * slot)     two data slots, used by alternate one-kernel calls
  * The flags are zeroed when the workspace is made.  In call number seq (the communicator's
  * collective number) with signature digest sig, block b of rank r:
@@ -14,8 +16,13 @@
  *   2. publishes flag[b] = (seq mod 2^32) << 32 | sig (release, system scope);
  *   3. waits until every other rank's flag[b] has reached seq (acquire): the same signature
  *      or the rank has gone on (then it had this rank's flag, so they matched); a different
- *      signature, or the deadline passing, is reported in *err and the block stops;
+ *      signature, the deadline passing, or the rank's abort word set, is reported in *err,
+ *      the block sets this rank's abort word and stops;
  *   4. reduces its part over every rank's slot, in rank order, into recvbuf.
+ * A block that finds this rank's own abort word set stops at once (reported as ABORTED):
+ * after a failure the calls already queued behind it (stream-ordered calls) end at once on
+ * every rank instead of each waiting out the deadline, and a peer waiting at the two-shot's
+ * second flag for a block that stopped at the first is released.
  * The grid is always RCOLL_ONESHOT_BLOCKS blocks, so that two ranks in calls of different
  * counts still meet on every flag and see the signatures differ.  A slot is written again two
  * calls later, by which time every rank has finished this call's block (it published its
@@ -49,11 +56,17 @@
 #define RCOLL_ONESHOT_THREADS 256
 #define RCOLL_ONESHOT_MAX_RANKS 16
 #define RCOLL_ONESHOT_FLAG2 512   /* byte offset of the two-shot's second flags */
+#define RCOLL_ONESHOT_ABORT 1024  /* byte offset of the abort word */
 #define RCOLL_ONESHOT_HDR 4096    /* bytes before the slots (flags, room to spare) */
 
 /* What a block reports, in host memory the kernel can write (pinned, device-mapped): one
  * record per block, so that no atomic crosses the bus; zeroed by the host before the launch. */
-enum { RCOLL_ONESHOT_OK = 0, RCOLL_ONESHOT_TIMEOUT = 1, RCOLL_ONESHOT_MISMATCH = 2 };
+enum {
+    RCOLL_ONESHOT_OK = 0,
+    RCOLL_ONESHOT_TIMEOUT = 1,
+    RCOLL_ONESHOT_MISMATCH = 2,
+    RCOLL_ONESHOT_ABORTED = 3 /* peer's abort word set (peer == rank: this rank's own) */
+};
 typedef struct {
     uint32_t code; /* RCOLL_ONESHOT_* */
     int32_t peer;  /* the rank waited for */

@@ -100,11 +100,29 @@ __device__ __forceinline__ uint64_t global_ns()
     return t;
 }
 
+/* Block b's report, and this rank's abort word set (so that every later call, here and at
+ * the peers waiting for this rank, stops at once). */
+__device__ __forceinline__ int oneshot_stop(const rcoll_oneshot_args_t &a, uint32_t code, int p,
+                                            uint64_t f)
+{
+    volatile rcoll_oneshot_err_t *e = reinterpret_cast<rcoll_oneshot_err_t *>(a.err) + blockIdx.x;
+    e->peer = p;
+    e->flag = f;
+    e->code = code;
+    st_release_sys(reinterpret_cast<uint64_t *>(a.peer[a.rank] + RCOLL_ONESHOT_ABORT),
+                   a.flag ? a.flag : 1);
+    __threadfence_system();
+    return 1;
+}
+
 /* Thread 0 of each block: publish this block's flag at byte offset off of this rank's
  * workspace, then wait for every peer's there.  0 when the block may go on; else the block's
  * record in a.err says why. */
 __device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a, unsigned off)
 {
+    const uint64_t own_abort = ld_acquire_sys(
+        reinterpret_cast<const uint64_t *>(a.peer[a.rank] + RCOLL_ONESHOT_ABORT));
+    if (own_abort) return oneshot_stop(a, RCOLL_ONESHOT_ABORTED, a.rank, own_abort);
     uint64_t *flags = reinterpret_cast<uint64_t *>(a.peer[a.rank] + off);
     __threadfence_system(); /* the block's writes (ordered before by __syncthreads) first */
     st_release_sys(&flags[blockIdx.x], a.flag);
@@ -113,25 +131,17 @@ __device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a, unsig
     for (int p = 0; p < a.nranks; p++) {
         if (p == a.rank) continue;
         const uint64_t *pf = reinterpret_cast<const uint64_t *>(a.peer[p] + off) + blockIdx.x;
+        const uint64_t *pa = reinterpret_cast<const uint64_t *>(a.peer[p] + RCOLL_ONESHOT_ABORT);
         for (;;) {
             uint64_t f = ld_acquire_sys(pf);
             int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
-            uint32_t code = RCOLL_ONESHOT_OK;
             if (ahead > 0) break; /* gone on: it met this rank's flag of this call */
             if (ahead == 0 && f == a.flag) break;
-            if (ahead == 0)
-                code = RCOLL_ONESHOT_MISMATCH;
-            else if (global_ns() - start > a.timeout_ns)
-                code = RCOLL_ONESHOT_TIMEOUT;
-            if (code != RCOLL_ONESHOT_OK) {
-                volatile rcoll_oneshot_err_t *e =
-                    reinterpret_cast<rcoll_oneshot_err_t *>(a.err) + blockIdx.x;
-                e->peer = p;
-                e->flag = f;
-                e->code = code;
-                __threadfence_system();
-                return 1;
-            }
+            if (ahead == 0) return oneshot_stop(a, RCOLL_ONESHOT_MISMATCH, p, f);
+            const uint64_t ab = ld_acquire_sys(pa);
+            if (ab) return oneshot_stop(a, RCOLL_ONESHOT_ABORTED, p, ab);
+            if (global_ns() - start > a.timeout_ns)
+                return oneshot_stop(a, RCOLL_ONESHOT_TIMEOUT, p, f);
         }
     }
     return 0;

@@ -97,7 +97,7 @@ static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
 static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
-static long n_oneshots, n_twoshots, n_freed_mapped;
+static long n_oneshots, n_twoshots, n_oneshot_stops, n_freed_mapped;
 /* The arena's first bytes: per allocation slot, how many other processes have it mapped
  * (CUDA IPC); freeing an allocation that is still mapped elsewhere is counted
  * (freed_mapped), since the driver leaves it undefined. */
@@ -117,9 +117,9 @@ static void report(void)
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
                 "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld oneshots %ld "
-                "twoshots %ld freed_mapped %ld ipc_open %ld async_copies %ld wrong_ctx %ld\n",
+                "twoshots %ld stops %ld freed_mapped %ld ipc_open %ld async_copies %ld wrong_ctx %ld\n",
                 (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
-                n_dmabufs, n_launches, n_oneshots, n_twoshots, n_freed_mapped, n_ipc_opens,
+                n_dmabufs, n_launches, n_oneshots, n_twoshots, n_oneshot_stops, n_freed_mapped, n_ipc_opens,
                 n_async, wrong_ctx);
 }
 
@@ -605,7 +605,8 @@ static const kernel_t *kernel_of(int dt, int op)
 }
 
 typedef struct {
-    int kernel;                 /* 0: a copy (DtoD), 1: a kernel, 2: DtoH, 3: HtoD, 4: one-shot */
+    int kernel;                 /* 0: a copy (DtoD), 1: a kernel, 2: DtoH, 3: HtoD, 4: one-shot,
+                                 * 5: wait for stream (stream_t *)dst up to position n */
     const kernel_t *k;
     uintptr_t dst, dst2, a, b;  /* copy: dst, a = src; n = bytes */
     size_t n;
@@ -626,7 +627,13 @@ static CUresult s_stream_create(CUstream *st, unsigned flags)
     (void)flags;
     stream_t *s = calloc(1, sizeof(*s));
     if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_init(&s->lock, NULL);
+    /* recursive: a stream's wait for an event of its own, or of a stream waiting on it,
+     * comes back to a lock this thread holds (already carried out that far then) */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&s->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     *st = (CUstream)s;
     return CUDA_SUCCESS;
 }
@@ -658,35 +665,58 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* The blocks that have not stopped publish their flag at byte offset off of this rank's
- * header, then wait for every peer's there (a block that fails stops: its report in err). */
-static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, size_t off, int *stopped)
+/* Block b stops: its report, and this rank's abort word set (oneshot.h). */
+static void stop_block(const rcoll_oneshot_args_t *a, char *const *hdr, int *stopped, unsigned b,
+                       uint32_t code, int p, uint64_t f)
 {
     rcoll_oneshot_err_t *err = (rcoll_oneshot_err_t *)(uintptr_t)a->err;
+    err[b].peer = p;
+    err[b].flag = f;
+    err[b].code = code;
+    stopped[b] = 1;
+    __atomic_store_n((uint64_t *)(void *)(hdr[a->rank] + RCOLL_ONESHOT_ABORT),
+                     a->flag ? a->flag : 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&n_oneshot_stops, 1, __ATOMIC_RELAXED);
+}
+
+/* The blocks that have not stopped publish their flag at byte offset off of this rank's
+ * header, then wait for every peer's there (a block that fails stops: its report in err),
+ * as reduce.cu's oneshot_meet: a block finding this rank's abort word set stops at once, one
+ * finding the awaited peer's set stops too. */
+static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, size_t off, int *stopped)
+{
     uint32_t seq = (uint32_t)(a->flag >> 32);
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
-        if (!stopped[b])
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+        if (stopped[b]) continue;
+        uint64_t own = __atomic_load_n((const uint64_t *)(const void *)(hdr[a->rank] +
+                                                                        RCOLL_ONESHOT_ABORT),
+                                       __ATOMIC_ACQUIRE);
+        if (own)
+            stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_ABORTED, a->rank, own);
+        else
             __atomic_store_n((uint64_t *)(void *)(hdr[a->rank] + off) + b, a->flag,
                              __ATOMIC_RELEASE);
+    }
     uint64_t start = mono_ns();
     for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
         for (int p = 0; p < a->nranks && !stopped[b]; p++) {
             if (p == a->rank) continue;
             const uint64_t *pf = (const uint64_t *)(const void *)(hdr[p] + off) + b;
+            const uint64_t *pa = (const uint64_t *)(const void *)(hdr[p] + RCOLL_ONESHOT_ABORT);
             for (int spins = 0;; spins++) {
-                uint64_t f = __atomic_load_n(pf, __ATOMIC_ACQUIRE);
+                uint64_t f = __atomic_load_n(pf, __ATOMIC_ACQUIRE), ab;
                 int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
-                uint32_t code = 0;
                 if (ahead > 0 || (ahead == 0 && f == a->flag)) break;
-                if (ahead == 0)
-                    code = RCOLL_ONESHOT_MISMATCH;
-                else if (mono_ns() - start > a->timeout_ns)
-                    code = RCOLL_ONESHOT_TIMEOUT;
-                if (code) {
-                    err[b].peer = p;
-                    err[b].flag = f;
-                    err[b].code = code;
-                    stopped[b] = 1;
+                if (ahead == 0) {
+                    stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_MISMATCH, p, f);
+                    break;
+                }
+                if ((ab = __atomic_load_n(pa, __ATOMIC_ACQUIRE))) {
+                    stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_ABORTED, p, ab);
+                    break;
+                }
+                if (mono_ns() - start > a->timeout_ns) {
+                    stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_TIMEOUT, p, f);
                     break;
                 }
                 if (spins > 100) {
@@ -758,10 +788,19 @@ static CUresult run_oneshot(const work_t *w)
     return CUDA_SUCCESS;
 }
 
+static void run_upto(stream_t *s, unsigned long long upto);
+
 static CUresult run_work(const work_t *w)
 {
     int dev;
     if (w->kernel == 4) return run_oneshot(w);
+    if (w->kernel == 5) { /* cuStreamWaitEvent: the other stream's work up to the event */
+        stream_t *o = (stream_t *)w->dst;
+        pthread_mutex_lock(&o->lock);
+        run_upto(o, w->n);
+        pthread_mutex_unlock(&o->lock);
+        return CUDA_SUCCESS;
+    }
     if (w->kernel != 1) {
         char *d = access_of(w->dst, w->n, &dev), *s = access_of(w->a, w->n, &dev);
         if (!d || !s) return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -852,6 +891,30 @@ static CUresult s_event_sync(CUevent ev)
     CUresult r = e->s->err;
     pthread_mutex_unlock(&e->s->lock);
     return r;
+}
+
+static CUresult s_event_query(CUevent ev)
+{
+    event_t *e = (event_t *)ev;
+    if (!e->s) return CUDA_SUCCESS;
+    pthread_mutex_lock(&e->s->lock);
+    CUresult r = e->s->base + e->s->done >= e->pos ? e->s->err : CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&e->s->lock);
+    return r;
+}
+
+static CUresult s_stream_wait_event(CUstream st, CUevent ev, unsigned flags)
+{
+    event_t *e = (event_t *)ev;
+    if (flags) return CUDA_ERROR_INVALID_VALUE;
+    if (should_fail("cuStreamWaitEvent")) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e->s || e->s == (stream_t *)st) return st ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    work_t w;
+    memset(&w, 0, sizeof(w));
+    w.kernel = 5;
+    w.dst = (uintptr_t)e->s;
+    w.n = (size_t)e->pos;
+    return enqueue(st, &w);
 }
 
 static CUresult s_event_destroy(CUevent ev)
@@ -1021,6 +1084,8 @@ static const struct {
     {"cuEventRecord", (void *)s_event_record},
     {"cuEventSynchronize", (void *)s_event_sync},
     {"cuEventDestroy", (void *)s_event_destroy},
+    {"cuEventQuery", (void *)s_event_query},
+    {"cuStreamWaitEvent", (void *)s_stream_wait_event},
     {"cuMemcpyDtoHAsync", (void *)s_dtoh_async},
     {"cuMemcpyHtoDAsync", (void *)s_htod_async},
 };

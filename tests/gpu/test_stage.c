@@ -450,6 +450,101 @@ out:
     return k.fails ? 1 : 0;
 }
 
+/* The stream-ordered all-reduce as one kernel on the caller's stream (RCOLL_CUDA_IPC=1,
+ * RCOLL_CUDA_IPC_ONESHOT_SHARED=1).  Mode 0: NCALLS calls alternating between two streams of
+ * the caller's (more than the ring of RCOLL_GPU_IPC_RING in flight), one-shot and two-shot
+ * sizes, some in place, nothing synchronized in between; then every result checked.  Mode
+ * 1: rank 1 enqueues another count as its third call, and every rank two calls more: after
+ * synchronizing, the next call fails on every rank (INVALID_USAGE) naming both calls, and
+ * the calls behind it stopped at once.  Mode 2: rank 2 never enqueues its second call: the
+ * others' next call names rank 2 (TIMEOUT after RCOLL_TIMEOUT = 3 s), and the two calls
+ * queued behind stop at once (the streams drain in about 3 s, not 9). */
+#define NCALLS 24
+static int rank_stream_oneshot(const rcoll_unique_id_t *id, int rank, int nranks, void *arg)
+{
+    long mode = (long)(intptr_t)arg;
+    static const size_t counts[] = {1, 7, 1000, 4096, 16384, 40000}; /* 40000: two-shot */
+    rk_t k = {.rank = rank, .n = nranks};
+    CUdevice dev;
+    CUcontext ctx;
+    int up = rank_up(&k, id, &dev, &ctx);
+    if (up) return up;
+    const rcoll_cu_api_t *cu = k.cu;
+    const size_t maxc = 40000, per = 2 * maxc * sizeof(elem_t);
+    CUdeviceptr d = 0;
+    CUstream st[2] = {NULL, NULL};
+    elem_t *h = malloc(maxc * sizeof(elem_t));
+    if (!h) goto out;
+    if (!cu_ok(&k, cu->cuMemAlloc(&d, NCALLS * per), "cuMemAlloc") ||
+        !cu_ok(&k, cu->cuStreamCreate(&st[0], 0), "cuStreamCreate") ||
+        !cu_ok(&k, cu->cuStreamCreate(&st[1], 0), "cuStreamCreate"))
+        goto out;
+    int calls = mode ? 5 : NCALLS;
+    for (int c = 0; c < calls; c++) { /* inputs (in-place calls: the receive buffer) */
+        size_t cnt = mode ? 16 : counts[c % 6];
+        for (size_t i = 0; i < cnt; i++) h[i] = val(rank, i, c);
+        CUdeviceptr in = d + (size_t)c * per + (c % 4 == 3 ? maxc * sizeof(elem_t) : 0);
+        if (!cu_ok(&k, cu->cuMemcpyHtoD(in, h, cnt * sizeof(elem_t)), "HtoD")) goto out;
+    }
+    double t0 = now_s();
+    for (int c = 0; c < calls; c++) {
+        size_t cnt = mode ? 16 : counts[c % 6];
+        if (mode == 1 && rank == 1 && c == 2) cnt = 8;
+        if (mode == 2 && rank == 2 && c == 1) break; /* never joins */
+        CUdeviceptr S = d + (size_t)c * per, R = S + maxc * sizeof(elem_t);
+        rcoll_status_t r = rcoll_allreduce_stream(c % 4 == 3 ? RCOLL_IN_PLACE : (void *)S,
+                                                  (void *)R, cnt, RCOLL_INT32, RCOLL_SUM,
+                                                  k.comm, st[c % 2]);
+        if (!ran(&k, r, "rcoll_allreduce_stream")) goto out;
+    }
+    if (!cu_ok(&k, cu->cuStreamSynchronize(st[0]), "cuStreamSynchronize") ||
+        !cu_ok(&k, cu->cuStreamSynchronize(st[1]), "cuStreamSynchronize"))
+        goto out;
+    double took = now_s() - t0;
+    if (mode == 0) {
+        for (int c = 0; c < calls; c++) {
+            size_t cnt = counts[c % 6];
+            if (!cu_ok(&k, cu->cuMemcpyDtoH(h, d + (size_t)c * per + maxc * sizeof(elem_t),
+                                            cnt * sizeof(elem_t)), "DtoH"))
+                goto out;
+            EXPECT_G(&k, "stream-ordered one-kernel all-reduce", h, cnt, 0,
+                     nranks * (nranks - 1) / 2 * 1000 + nranks * ((elem_t)i * 3 + c));
+        }
+        /* and a blocking call after them works */
+        if (!ran(&k, rcoll_barrier(k.comm), "barrier after the stream calls")) goto out;
+    } else if (!(mode == 2 && rank == 2)) {
+        rcoll_status_t r = rcoll_barrier(k.comm);
+        const char *e = rcoll_comm_last_error(k.comm);
+        fprintf(stderr, "rank %d: streams drained in %.1f s; next call: %s: %s\n", rank, took,
+                rcoll_status_string(r), e);
+        /* the peer's call is announced no more (later calls replaced it): its digest */
+        char want[160];
+        snprintf(want, sizeof(want), "rank %d's one-kernel all-reduce as operation #3 was "
+                 "another call (signature digest ", rank == 1 ? 0 : 1);
+        if (!strstr(e, want) || !strstr(e, rank == 1 ? "this rank's allreduce(count=8, int32, "
+                                        "sum)" : "this rank's allreduce(count=16, int32, sum)"))
+            want[0] = '\0';
+        if (r != RCOLL_ERR_INVALID_USAGE || !strstr(e, "failed in stream order") ||
+            (mode == 1 && !want[0]) ||
+            (mode == 2 && !strstr(e, "rank 2 did not join operation #2 within")))
+            fail(&k, "%ld %ld", "the failed stream-ordered call is not named", (long)r, 0);
+        if (took > (mode == 2 ? 6 : 2))
+            fail(&k, "%ld s (mode %ld)", "the calls behind the failed one did not stop at once",
+                 (long)took, mode);
+    }
+out:
+    if (st[0]) cu->cuStreamSynchronize(st[0]);
+    if (st[1]) cu->cuStreamSynchronize(st[1]);
+    if (mode == 2 && rank == 2) sleep(4); /* its workspace stays until the others have failed */
+    if ((mode ? rcoll_comm_abort(k.comm) : rcoll_comm_destroy(k.comm)) != RCOLL_OK) k.fails++;
+    if (st[0]) cu->cuStreamDestroy(st[0]);
+    if (st[1]) cu->cuStreamDestroy(st[1]);
+    if (d) cu->cuMemFree(d);
+    free(h);
+    cu->cuDevicePrimaryCtxRelease(dev);
+    return k.fails ? 1 : 0;
+}
+
 static int rank_main(const rcoll_unique_id_t *id, int rank, int nranks, void *arg)
 {
     int timing = arg != NULL;
@@ -554,6 +649,19 @@ int main(void)
     CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)2, 120, &mres) == 0,
           "one-kernel all-reduce, rank 2 never joins: named within the deadline (exit codes %d "
           "%d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    unsetenv("RCOLL_TIMEOUT");
+    /* In the caller's stream order: the matrix on 2-4 ranks, then the misuses. */
+    for (int n = 2; n <= 4; n++)
+        CHECK(mp_run_raw(n, rank_stream_oneshot, (void *)0, 120, &mres) == 0,
+              "%d ranks, the stream-ordered one-kernel all-reduce on two streams (exit codes "
+              "%d %d %d %d)", n, mres.codes[0], mres.codes[1], mres.codes[2], mres.codes[3]);
+    CHECK(mp_run_raw(3, rank_stream_oneshot, (void *)1, 120, &mres) == 0,
+          "stream-ordered one-kernel all-reduce, another count on rank 1: named at the next "
+          "call (exit codes %d %d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    setenv("RCOLL_TIMEOUT", "3", 1);
+    CHECK(mp_run_raw(3, rank_stream_oneshot, (void *)2, 120, &mres) == 0,
+          "stream-ordered one-kernel all-reduce, rank 2 never joins: named, the calls behind "
+          "stopped (exit codes %d %d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
     unsetenv("RCOLL_TIMEOUT");
     unsetenv("RCOLL_CUDA_IPC_ONESHOT_SHARED");
     unsetenv("RCOLL_CUDA_IPC");
