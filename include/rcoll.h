@@ -577,7 +577,10 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req);
  * work before it is what the operation reads.  Buffers may be CUDA device or managed memory
  * (staged through pinned host memory in stream order: a copy in, the host collective in a
  * host function, a copy out) or host memory (read and written by the host function when the
- * stream reaches it: leave them alone until then).  Nothing is linked against CUDA: the
+ * stream reaches it: leave them alone until then).  With RCOLL_CUDA_IPC=1 an all-reduce of
+ * device buffers up to RCOLL_CUDA_IPC_TWOSHOT bytes is instead one kernel launched on stream
+ * (no copies, no host function), which does not hold the communicator: the rule below on
+ * calls that have not run does not apply to it.  Nothing is linked against CUDA: the
  * driver must be in use (RCOLL_CUDA=1, or auto with libcuda loaded before the communicator
  * was created), else RCOLL_ERR_UNSUPPORTED.
  *
