@@ -497,6 +497,9 @@ static int rank_stream_oneshot(const rcoll_unique_id_t *id, int rank, int nranks
                                                   k.comm, st[c % 2]);
         if (!ran(&k, r, "rcoll_allreduce_stream")) goto out;
     }
+    /* a blocking call before the streams have run their kernels: allowed (no host function
+     * holds the communicator) */
+    if (mode == 0 && !ran(&k, rcoll_barrier(k.comm), "barrier before the streams ran")) goto out;
     if (!cu_ok(&k, cu->cuStreamSynchronize(st[0]), "cuStreamSynchronize") ||
         !cu_ok(&k, cu->cuStreamSynchronize(st[1]), "cuStreamSynchronize"))
         goto out;
