@@ -132,12 +132,13 @@ __device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a, unsig
         if (p == a.rank) continue;
         const uint64_t *pf = reinterpret_cast<const uint64_t *>(a.peer[p] + off) + blockIdx.x;
         const uint64_t *pa = reinterpret_cast<const uint64_t *>(a.peer[p] + RCOLL_ONESHOT_ABORT);
-        for (;;) {
+        for (unsigned spins = 1;; spins++) {
             uint64_t f = ld_acquire_sys(pf);
             int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
             if (ahead > 0) break; /* gone on: it met this rank's flag of this call */
             if (ahead == 0 && f == a.flag) break;
             if (ahead == 0) return oneshot_stop(a, RCOLL_ONESHOT_MISMATCH, p, f);
+            if (spins % 32) continue; /* the rest now and then: the flag's load is the hot one */
             const uint64_t ab = ld_acquire_sys(pa);
             if (ab) return oneshot_stop(a, RCOLL_ONESHOT_ABORTED, p, ab);
             if (global_ns() - start > a.timeout_ns)
