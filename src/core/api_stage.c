@@ -477,15 +477,19 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
         if (p.dev_in && (st = rcoll_gpu_pipe_wait(comm->gpu_pipe, (int)k)) != RCOLL_OK) break;
         rcoll_coll_args_t c = chunk_of(&p.h, off, cnt);
         if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
-        if (p.dev_out)
-            st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, p.dev_out + off * es,
-                                     p.host_out + off * es, cnt * es, -1);
+        if (p.dev_out &&
+            (st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, p.dev_out + off * es,
+                                      p.host_out + off * es, cnt * es, -1)) != RCOLL_OK)
+            break; /* k: the chunk that failed */
     }
     rcoll_status_t fst = dev ? rcoll_gpu_pipe_finish(comm->gpu_pipe) : RCOLL_OK;
     if (st == RCOLL_OK) st = fst;
-    if (st != RCOLL_OK && !strstr(comm->last_error, fn))
+    if (st != RCOLL_OK && !strstr(comm->last_error, fn) && k < nch)
         st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, chunk %zu of %zu: %s", fn,
                                  k + 1, nch, rcoll_err_get());
+    else if (st != RCOLL_OK && !strstr(comm->last_error, fn))
+        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, waiting for the copies out "
+                                 "of the %zu chunks: %s", fn, nch, rcoll_err_get());
     plan_free(&p);
 done:
     if (r && st != RCOLL_OK) rcoll_req_release(r);
