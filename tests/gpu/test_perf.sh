@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The perf binaries with CUDA device buffers on a real GPU (suite gpu): every perf binary
-# with --memtype cuda on 2 ranks sharing the GPU must pass its own check, the CUDA IPC
+# with --memtype cuda on 2 ranks sharing the GPU must pass its own check, and so must the
+# collectives RCOLL_STAGE_CHUNK pipelines on 3 ranks, the CUDA IPC
 # all-reduce (RCOLL_CUDA_IPC=1) every datatype x op on 2-4 ranks, then the bandwidth table:
 # all_reduce_perf, 4 ranks on one GPU (--ranks-per-gpu 4), 8 B to 256 MiB, with host buffers,
 # staged device buffers, staged in 4 MiB chunks (RCOLL_STAGE_CHUNK) and over CUDA IPC in the
@@ -43,6 +44,11 @@ for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf redu
     alltoall_perf gather_perf scatter_perf sendrecv_perf; do
     ok_run "$p --memtype cuda (2 ranks on one GPU)" 2 "$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
         --memtype cuda --ranks-per-gpu 2
+done
+# Pipelined staging (RCOLL_STAGE_CHUNK, 1 MiB chunks): every collective it chunks.
+for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf; do
+    RCOLL_STAGE_CHUNK=1048576 ok_run "$p --memtype cuda, RCOLL_STAGE_CHUNK=1M, 3 ranks on one GPU" \
+        3 "$p" -b 8 -e 16M -f 16 -n 3 -w 1 -d float,half -o sum,max -r -1 --memtype cuda --ranks-per-gpu 3
 done
 # CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU, and the
 # other collectives it runs, every root.

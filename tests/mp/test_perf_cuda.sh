@@ -126,15 +126,27 @@ pipelined() {
         echo "    a rank made no asynchronous staging copy:"; grep 'cuda-script:' "$TMP/out"
         return 1; }
 }
-for p in all_reduce_perf broadcast_perf reduce_perf; do
+for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf; do
     for z in 0 1; do
         args=(-b 8 -e 1M -f 8 -n 2 -w 1 -z $z -d float,int8,half --memtype cuda --ranks-per-gpu 3)
         case $p in reduce_perf | broadcast_perf) args+=(-r -1) ;; esac
-        case $p in broadcast_perf) ;; *) args+=(-o all) ;; esac
+        case $p in broadcast_perf | all_gather_perf) ;; *) args+=(-o all) ;; esac
         RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}"
         keep "chunked_${p}_z$z"
         check "chunked_${p}_z$z" pipelined 3
     done
+done
+# Host buffers chunk alike (every rank must run the same collectives); all-gather and
+# reduce-scatter go through a packed copy of each chunk's pieces there.
+chunked_host() {
+    [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" && ! grep -q 'cuda-script:' "$TMP/out"
+}
+for p in all_gather_perf reduce_scatter_perf; do
+    args=(-b 8 -e 1M -f 8 -n 2 -w 1 -d float,int8,half)
+    case $p in reduce_scatter_perf) args+=(-o all) ;; esac
+    RCOLL_STAGE_CHUNK=16384 perf "$p" 3 "${args[@]}"
+    keep "chunked_${p}_host"
+    check "chunked_${p}_host" chunked_host
 done
 
 # Host memory with the scripted driver loaded by nobody: unchanged, and no staging.
@@ -190,6 +202,13 @@ chunk_copy_failed() {
     [ "$RC" = 3 ] && grep -qF 'rcoll_iallreduce: pipelined staging, chunk 2 of 4: cuMemcpyHtoDAsync of 16384 bytes' "$TMP/out"
 }
 check chunk_copy_fails chunk_copy_failed
+RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemcpyHtoDAsync:2 \
+    perf reduce_scatter_perf 1 -b 64K -e 64K -n 1 -w 1 --memtype cuda
+keep chunk_rs_copy_fails
+chunk_rs_copy_failed() {
+    [ "$RC" = 3 ] && grep -qF 'rcoll_ireduce_scatter: pipelined staging, chunk 2 of 4: cuMemcpyHtoDAsync of 16384 bytes' "$TMP/out"
+}
+check chunk_rs_copy_fails chunk_rs_copy_failed
 # ---- CUDA IPC (RCOLL_CUDA_IPC=1): the all-reduce on the scripted GPUs, no staging ----
 # Another rank's memfd is opened through /proc/<pid>/fd: root may; another user only where
 # Yama lets a process read its siblings (ptrace_scope 0).
