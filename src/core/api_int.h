@@ -84,9 +84,9 @@ rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_
 void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
 
 /* api_stage.c, pipelined staging (RCOLL_STAGE_CHUNK): a blocking or nonblocking (completed
- * inside the call) all-reduce, broadcast, reduce, all-gather or reduce-scatter
- * (rcoll_api_chunk_kind) run as chunks of RCOLL_STAGE_CHUNK bytes (of each rank's block for
- * the last two); staged 1 (CUDA buffers): chunk k's copy in overlaps the earlier chunks'
+ * inside the call) all-reduce, broadcast, reduce, all-gather, reduce-scatter, all-to-all,
+ * gather or scatter (rcoll_api_chunk_kind) run as chunks of RCOLL_STAGE_CHUNK bytes (of
+ * every block for the collectives of per-rank blocks); staged 1 (CUDA buffers): chunk k's copy in overlaps the earlier chunks'
  * collectives and its copy out the later ones'; staged 0 (host buffers): the same chunks, so
  * that every rank runs the same collectives. */
 int rcoll_api_chunk_kind(rcoll_op_kind_t kind);

@@ -410,117 +410,151 @@ rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, i
     return RCOLL_OK;
 }
 
-/* ---- pipelined staging: large elementwise collectives, all-gathers and reduce-scatters in
- * chunks ---- */
+/* ---- pipelined staging: large collectives in chunks ---- */
 
 int rcoll_api_chunk_kind(rcoll_op_kind_t kind)
 {
     return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_BCAST || kind == RCOLL_OP_REDUCE ||
-           kind == RCOLL_OP_ALLGATHER || kind == RCOLL_OP_REDUCE_SCATTER;
+           kind == RCOLL_OP_ALLGATHER || kind == RCOLL_OP_REDUCE_SCATTER ||
+           kind == RCOLL_OP_ALLTOALL || kind == RCOLL_OP_GATHER || kind == RCOLL_OP_SCATTER;
+}
+
+static int block_kind(rcoll_op_kind_t kind)
+{
+    return kind == RCOLL_OP_ALLGATHER || kind == RCOLL_OP_REDUCE_SCATTER ||
+           kind == RCOLL_OP_ALLTOALL || kind == RCOLL_OP_GATHER || kind == RCOLL_OP_SCATTER;
 }
 
 /*
- * All-gather and reduce-scatter in chunks: chunk k is elements [off, off + cnt) of every
- * rank's block (count elements each), so every rank runs the same all-gather / reduce-scatter
- * of cnt elements per rank.  The chunk's blocks are not contiguous in the caller's buffer
- * (rank r's piece is at r x count + off), so the host collective works on a packed copy,
- * [rank][cnt], chunk after chunk ("chunk-major": chunk k's pack at n x off elements):
+ * The collectives of per-rank blocks in chunks (all-gather, reduce-scatter, all-to-all,
+ * gather, scatter; count elements per block): chunk k is elements [off, off + cnt) of every
+ * block, so every rank runs the same collective of cnt elements per block.  This rank reads
+ * nin blocks of src and writes nout blocks of dst (0, 1 or nranks each: below); block r's
+ * piece of chunk k is at r x count + off in the caller's buffer and at nin x off + r x cnt
+ * (nout x ... for dst) in the chunk-major copy the host collective works on, so a chunk's
+ * pieces are contiguous there ([block][cnt]).  With one block the two layouts are the same.
  *
- *   all-gather:     own piece (contiguous) -> collective -> packed [n][cnt] -> n pieces out
- *   reduce-scatter: n pieces in -> packed [n][cnt] -> collective -> own piece (contiguous)
- *
- * Staged, the packing is the copies' own addressing (one copy per piece, on the staging
- * streams); with host buffers, memcpy through one pack of n x per elements.  In place, the
- * pieces a chunk writes are pieces that chunk already read (reduce-scatter: the result at
- * recvbuf's start or on the own block; all-gather: the own block is not written back).
+ * Staged, the copies themselves do the packing (one copy per piece on the staging streams,
+ * chunk k's event after its last piece in); with host buffers, memcpy through a pack of
+ * nranks x per elements on a side of nranks blocks (a side of one block is used in place).
+ * skip: a block of dst not written back (in place: the own block of an all-gather or gather
+ * already holds its piece; a scatter's root in place: its block is where it was read).  In
+ * place otherwise (a reduce-scatter's result at recvbuf's start or on the own block), every
+ * piece a chunk writes is one that chunk has already read.
  */
+typedef struct {
+    size_t nin, nout; /* blocks of src read, of dst written, on this rank */
+    size_t skip;      /* a block of dst not written back, or SIZE_MAX */
+} blocks_t;
+
+static blocks_t call_blocks(rcoll_comm_t comm, const rcoll_coll_args_t *a)
+{
+    size_t n = (size_t)comm->nranks, me = (size_t)comm->rank;
+    size_t blk = a->count * rcoll_dt_size(a->dt);
+    const char *s = a->src;
+    char *d = a->dst;
+    blocks_t b = {0, 0, SIZE_MAX};
+    switch (a->kind) {
+    case RCOLL_OP_ALLGATHER:
+    case RCOLL_OP_GATHER: /* dst on the root only */
+        b.nin = s ? 1 : 0;
+        b.nout = d ? n : 0;
+        if (s && d && s == d + me * blk) b.skip = me;
+        break;
+    case RCOLL_OP_REDUCE_SCATTER:
+        b.nin = n;
+        b.nout = 1;
+        break;
+    case RCOLL_OP_ALLTOALL:
+        b.nin = b.nout = n;
+        break;
+    case RCOLL_OP_SCATTER: /* src on the root only */
+        b.nin = s ? n : 0;
+        b.nout = d ? 1 : 0;
+        if (s && d && d == s + me * blk) b.skip = 0;
+        break;
+    default:
+        break;
+    }
+    return b;
+}
+
 static rcoll_status_t chunked_blocks(rcoll_comm_t comm, const rcoll_coll_args_t *a, int staged,
                                      size_t per, size_t nch, const char *fn)
 {
-    size_t es = rcoll_dt_size(a->dt), n = (size_t)comm->nranks, me = (size_t)comm->rank;
+    size_t es = rcoll_dt_size(a->dt), n = (size_t)comm->nranks;
     size_t count = a->count, blk = count * es;
-    int gather = a->kind == RCOLL_OP_ALLGATHER;
-    /* all-gather in place: the own block needs no copy back */
-    int own_in_place = gather && (const char *)a->src == (const char *)a->dst + me * blk;
+    blocks_t b = call_blocks(comm, a);
+    const char *src = a->src;
+    char *dst = a->dst;
     rcoll_status_t st = RCOLL_OK;
     if (!staged) {
-        char *pack = malloc(n * per * es);
-        if (!pack)
+        char *pin = b.nin > 1 ? malloc(b.nin * per * es) : NULL;
+        char *pout = b.nout > 1 ? malloc(b.nout * per * es) : NULL;
+        if ((b.nin > 1 && !pin) || (b.nout > 1 && !pout)) {
+            free(pin);
+            free(pout);
             return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory (a pack "
                                        "of %zu bytes for RCOLL_STAGE_CHUNK)", fn, n * per * es);
+        }
         for (size_t k = 0; k < nch && st == RCOLL_OK; k++) {
             size_t off = k * per, cnt = count - off < per ? count - off : per;
+            for (size_t r = 0; pin && r < b.nin; r++)
+                memcpy(pin + r * cnt * es, src + (r * count + off) * es, cnt * es);
             rcoll_coll_args_t c = *a;
             c.count = cnt;
-            if (gather) {
-                c.src = (const char *)a->src + off * es;
-                c.dst = pack;
-            } else {
-                for (size_t r = 0; r < n; r++)
-                    memcpy(pack + r * cnt * es, (const char *)a->src + (r * count + off) * es,
-                           cnt * es);
-                c.src = pack;
-                c.dst = (char *)a->dst + off * es;
-            }
+            if (b.nin) c.src = pin ? pin : src + off * es;
+            if (b.nout) c.dst = pout ? pout : dst + off * es;
             st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn);
-            for (size_t r = 0; gather && st == RCOLL_OK && r < n; r++)
-                if (!(own_in_place && r == me))
-                    memcpy((char *)a->dst + (r * count + off) * es, pack + r * cnt * es,
-                           cnt * es);
+            for (size_t r = 0; pout && st == RCOLL_OK && r < b.nout; r++)
+                if (r != b.skip)
+                    memcpy(dst + (r * count + off) * es, pout + r * cnt * es, cnt * es);
         }
-        free(pack);
+        free(pin);
+        free(pout);
         return st;
     }
-    /* the staged copies: in, then out, 64-byte aligned apart */
-    size_t in_bytes = gather ? blk : n * blk, out_bytes = gather ? n * blk : blk;
-    size_t out_at = (in_bytes + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1);
-    const char *dev_in = a->src;
-    char *dev_out = a->dst, *host = NULL;
-    if ((st = rcoll_gpu_stage_reserve(&comm->gpu_stage, dev_in, out_at + out_bytes,
+    /* the staged copies: src's chunk-major copy, then dst's, 64-byte aligned apart */
+    size_t out_at = (b.nin * blk + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1);
+    const void *dev = b.nin ? (const void *)src : (const void *)dst;
+    char *host = NULL;
+    if ((st = rcoll_gpu_stage_reserve(&comm->gpu_stage, dev, out_at + b.nout * blk,
                                       (void **)&host)) != RCOLL_OK)
-        return rcoll_api_arg_error(comm, st, "%s: staging sendbuf %p through pinned host memory: "
-                                   "%s", fn, (const void *)dev_in, rcoll_err_get());
+        return rcoll_api_arg_error(comm, st, "%s: staging %s %p through pinned host memory: %s",
+                                   fn, b.nin ? "sendbuf" : "recvbuf", dev, rcoll_err_get());
     char *host_in = host, *host_out = host + out_at;
     if (nch > INT32_MAX) nch = INT32_MAX; /* never: counts are bounded far below */
-    if ((st = rcoll_gpu_pipe_get(&comm->gpu_pipe, dev_in, (int)nch)) != RCOLL_OK)
+    if ((st = rcoll_gpu_pipe_get(&comm->gpu_pipe, dev, (int)nch)) != RCOLL_OK)
         return rcoll_api_arg_error(comm, st, "%s: pipelined staging: %s (the collective was not "
                                    "started on this rank)", fn, rcoll_err_get());
-    /* every chunk's copies in at once, an event after each chunk's last */
+    /* every chunk's pieces in at once, an event after each chunk's last */
     for (size_t k = 0; k < nch && st == RCOLL_OK; k++) {
         size_t off = k * per, cnt = count - off < per ? count - off : per;
-        if (gather) {
-            st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 0, (char *)dev_in + off * es,
-                                     host_in + off * es, cnt * es, (int)k);
-            continue;
-        }
-        for (size_t r = 0; r < n && st == RCOLL_OK; r++)
-            st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 0, (char *)dev_in + (r * count + off) * es,
-                                     host_in + (n * off + r * cnt) * es, cnt * es,
-                                     r == n - 1 ? (int)k : -1);
+        for (size_t r = 0; r < b.nin && st == RCOLL_OK; r++)
+            st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 0, (char *)src + (r * count + off) * es,
+                                     host_in + (b.nin * off + r * cnt) * es, cnt * es,
+                                     r == b.nin - 1 ? (int)k : -1);
     }
     if (st != RCOLL_OK) {
         rcoll_gpu_pipe_finish(comm->gpu_pipe); /* nothing enqueued may outlive the call */
         return rcoll_api_arg_error(comm, st, "%s: copying sendbuf %p to the staging area: %s (the "
                                    "collective was not started on this rank)", fn,
-                                   (const void *)dev_in, rcoll_err_get());
+                                   (const void *)src, rcoll_err_get());
     }
-    /* chunk k's collective as soon as it is in; its copies out behind the later chunks */
+    /* chunk k's collective as soon as it is in; its pieces out behind the later chunks */
     size_t k = 0;
     for (; k < nch && st == RCOLL_OK; k++) {
         size_t off = k * per, cnt = count - off < per ? count - off : per;
-        if ((st = rcoll_gpu_pipe_wait(comm->gpu_pipe, (int)k)) != RCOLL_OK) break;
+        if (b.nin && (st = rcoll_gpu_pipe_wait(comm->gpu_pipe, (int)k)) != RCOLL_OK) break;
         rcoll_coll_args_t c = *a;
         c.count = cnt;
-        c.src = gather ? host_in + off * es : host_in + n * off * es;
-        c.dst = gather ? host_out + n * off * es : host_out + off * es;
+        if (b.nin) c.src = host_in + b.nin * off * es;
+        if (b.nout) c.dst = host_out + b.nout * off * es;
         if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
-        if (!gather)
-            st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, dev_out + off * es, host_out + off * es,
-                                     cnt * es, -1);
-        for (size_t r = 0; gather && r < n && st == RCOLL_OK; r++)
-            if (!(own_in_place && r == me))
-                st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, dev_out + (r * count + off) * es,
-                                         host_out + (n * off + r * cnt) * es, cnt * es, -1);
+        for (size_t r = 0; r < b.nout && st == RCOLL_OK; r++)
+            if (r != b.skip)
+                st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, dst + (r * count + off) * es,
+                                         host_out + (b.nout * off + r * cnt) * es, cnt * es, -1);
         if (st != RCOLL_OK) break; /* k: the chunk that failed */
     }
     rcoll_status_t fst = rcoll_gpu_pipe_finish(comm->gpu_pipe);
@@ -555,7 +589,7 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
     rcoll_status_t st = RCOLL_OK;
     if (req && (st = rcoll_req_alloc(comm, a->kind, &r)) != RCOLL_OK)
         return rcoll_api_arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    if (a->kind == RCOLL_OP_ALLGATHER || a->kind == RCOLL_OP_REDUCE_SCATTER) {
+    if (block_kind(a->kind)) {
         st = chunked_blocks(comm, a, staged, per, nch, fn);
         goto done;
     }

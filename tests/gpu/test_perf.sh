@@ -46,7 +46,8 @@ for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf redu
         --memtype cuda --ranks-per-gpu 2
 done
 # Pipelined staging (RCOLL_STAGE_CHUNK, 1 MiB chunks): every collective it chunks.
-for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf; do
+for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf \
+    alltoall_perf gather_perf scatter_perf; do
     RCOLL_STAGE_CHUNK=1048576 ok_run "$p --memtype cuda, RCOLL_STAGE_CHUNK=1M, 3 ranks on one GPU" \
         3 "$p" -b 8 -e 16M -f 16 -n 3 -w 1 -d float,half -o sum,max -r -1 --memtype cuda --ranks-per-gpu 3
 done

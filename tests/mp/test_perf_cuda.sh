@@ -126,24 +126,29 @@ pipelined() {
         echo "    a rank made no asynchronous staging copy:"; grep 'cuda-script:' "$TMP/out"
         return 1; }
 }
-for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf; do
-    for z in 0 1; do
+# The nonblocking forms (-z 1) take the same chunked path once posted: the block
+# collectives' chunking is checked blocking only past the first two.
+for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf \
+    alltoall_perf gather_perf scatter_perf; do
+    zs="0 1"
+    case $p in alltoall_perf | gather_perf | scatter_perf) zs=0 ;; esac
+    for z in $zs; do
         args=(-b 8 -e 1M -f 8 -n 2 -w 1 -z $z -d float,int8,half --memtype cuda --ranks-per-gpu 3)
-        case $p in reduce_perf | broadcast_perf) args+=(-r -1) ;; esac
-        case $p in broadcast_perf | all_gather_perf) ;; *) args+=(-o all) ;; esac
+        case $p in reduce_perf | broadcast_perf | gather_perf | scatter_perf) args+=(-r -1) ;; esac
+        case $p in all_reduce_perf | reduce_perf | reduce_scatter_perf) args+=(-o all) ;; esac
         RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 perf "$p" 3 "${args[@]}"
         keep "chunked_${p}_z$z"
         check "chunked_${p}_z$z" pipelined 3
     done
 done
-# Host buffers chunk alike (every rank must run the same collectives); all-gather and
-# reduce-scatter go through a packed copy of each chunk's pieces there.
+# Host buffers chunk alike (every rank must run the same collectives); the collectives of
+# blocks go through a packed copy of each chunk's pieces there.
 chunked_host() {
     [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" && ! grep -q 'cuda-script:' "$TMP/out"
 }
-for p in all_gather_perf reduce_scatter_perf; do
+for p in all_gather_perf reduce_scatter_perf alltoall_perf gather_perf scatter_perf; do
     args=(-b 8 -e 1M -f 8 -n 2 -w 1 -d float,int8,half)
-    case $p in reduce_scatter_perf) args+=(-o all) ;; esac
+    case $p in reduce_scatter_perf) args+=(-o all) ;; gather_perf | scatter_perf) args+=(-r -1) ;; esac
     RCOLL_STAGE_CHUNK=16384 perf "$p" 3 "${args[@]}"
     keep "chunked_${p}_host"
     check "chunked_${p}_host" chunked_host
