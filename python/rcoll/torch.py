@@ -64,8 +64,10 @@ class _Tensor:
         if not isinstance(t, torch.Tensor):
             raise _fail(call, f"expected a tensor, got {type(t).__name__}")
         if t.device.type != "cpu":
-            raise _fail(call, f"a {t.device.type} tensor: rcoll's GPU path is not built yet; "
-                        "use CPU tensors (or another backend for CUDA ones)")
+            raise _fail(call, f"a {t.device.type} tensor: this backend takes CPU tensors only "
+                        "(rcoll's C API takes CUDA device pointers, but the backend does not "
+                        "pass CUDA tensors to it yet); use CPU tensors, or another backend "
+                        "(nccl) for CUDA ones")
         if t.is_complex():
             t = torch.view_as_real(t)
         dt = _DTYPES.get(t.dtype)

@@ -251,7 +251,10 @@ def calls_vs_gloo(rank, n, gloo):
     premul = dist._make_nccl_premul_sum(2.0)
     for name, f, why in (("recv_anysource", lambda: dist.recv(torch.zeros(1)), "source"),
                          ("PREMUL_SUM", lambda: dist.all_reduce(torch.ones(2), op=premul),
-                          "PREMUL_SUM is not supported")):
+                          "PREMUL_SUM is not supported"),
+                         ("a tensor not on the CPU", lambda: dist.all_reduce(
+                             torch.empty(2, device="meta")), "a meta tensor: this backend takes "
+                          "CPU tensors only")):
         try:
             f()
             bad.append(f"{name} did not raise")
