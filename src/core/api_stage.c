@@ -479,6 +479,22 @@ static blocks_t call_blocks(rcoll_comm_t comm, const rcoll_coll_args_t *a)
     return b;
 }
 
+/* The end of a chunked call: wait for the staging streams (finish: they were used) and
+ * name what failed, st or the wait: chunk k of nch (the loop stopped at it), or the wait
+ * for the copies out once every chunk had gone. */
+static rcoll_status_t pipe_end(rcoll_comm_t comm, rcoll_status_t st, int finish, size_t k,
+                               size_t nch, const char *fn)
+{
+    rcoll_status_t fst = finish ? rcoll_gpu_pipe_finish(comm->gpu_pipe) : RCOLL_OK;
+    if (st == RCOLL_OK) st = fst;
+    if (st == RCOLL_OK || strstr(comm->last_error, fn)) return st;
+    if (k < nch)
+        return rcoll_api_arg_error(comm, st, "%s: pipelined staging, chunk %zu of %zu: %s", fn,
+                                   k + 1, nch, rcoll_err_get());
+    return rcoll_api_arg_error(comm, st, "%s: pipelined staging, waiting for the copies out of "
+                               "the %zu chunks: %s", fn, nch, rcoll_err_get());
+}
+
 static rcoll_status_t chunked_blocks(rcoll_comm_t comm, const rcoll_coll_args_t *a, int staged,
                                      size_t per, size_t nch, const char *fn)
 {
@@ -557,15 +573,7 @@ static rcoll_status_t chunked_blocks(rcoll_comm_t comm, const rcoll_coll_args_t 
                                          host_out + (b.nout * off + r * cnt) * es, cnt * es, -1);
         if (st != RCOLL_OK) break; /* k: the chunk that failed */
     }
-    rcoll_status_t fst = rcoll_gpu_pipe_finish(comm->gpu_pipe);
-    if (st == RCOLL_OK) st = fst;
-    if (st != RCOLL_OK && !strstr(comm->last_error, fn) && k < nch)
-        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, chunk %zu of %zu: %s", fn,
-                                 k + 1, nch, rcoll_err_get());
-    else if (st != RCOLL_OK && !strstr(comm->last_error, fn))
-        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, waiting for the copies out "
-                                 "of the %zu chunks: %s", fn, nch, rcoll_err_get());
-    return st;
+    return pipe_end(comm, st, 1, k, nch, fn);
 }
 
 /* The call a restricted to elements [off, off + cnt) (elementwise collectives only). */
@@ -637,14 +645,7 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
                                       p.host_out + off * es, cnt * es, -1)) != RCOLL_OK)
             break; /* k: the chunk that failed */
     }
-    rcoll_status_t fst = dev ? rcoll_gpu_pipe_finish(comm->gpu_pipe) : RCOLL_OK;
-    if (st == RCOLL_OK) st = fst;
-    if (st != RCOLL_OK && !strstr(comm->last_error, fn) && k < nch)
-        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, chunk %zu of %zu: %s", fn,
-                                 k + 1, nch, rcoll_err_get());
-    else if (st != RCOLL_OK && !strstr(comm->last_error, fn))
-        st = rcoll_api_arg_error(comm, st, "%s: pipelined staging, waiting for the copies out "
-                                 "of the %zu chunks: %s", fn, nch, rcoll_err_get());
+    st = pipe_end(comm, st, dev != NULL, k, nch, fn);
     plan_free(&p);
 done:
     if (r && st != RCOLL_OK) rcoll_req_release(r);

@@ -199,21 +199,17 @@ keep copy_fails
 copy_failed() { [ "$RC" = 3 ] && grep -qF 'cuMemcpyDtoH of 64 bytes from' "$TMP/out"; }
 check copy_fails copy_failed
 # A pipelined staging copy out failing: the sentence names the chunk it belonged to (the
-# second of four here: the second asynchronous copy to the device).
-RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemcpyHtoDAsync:2 \
-    perf all_reduce_perf 1 -b 64K -e 64K -n 1 -w 1 --memtype cuda
-keep chunk_copy_fails
+# second of four here: the second asynchronous copy to the device), for an elementwise
+# collective and one of blocks.
 chunk_copy_failed() {
-    [ "$RC" = 3 ] && grep -qF 'rcoll_iallreduce: pipelined staging, chunk 2 of 4: cuMemcpyHtoDAsync of 16384 bytes' "$TMP/out"
+    [ "$RC" = 3 ] && grep -qF "$1: pipelined staging, chunk 2 of 4: cuMemcpyHtoDAsync of 16384 bytes" "$TMP/out"
 }
-check chunk_copy_fails chunk_copy_failed
-RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemcpyHtoDAsync:2 \
-    perf reduce_scatter_perf 1 -b 64K -e 64K -n 1 -w 1 --memtype cuda
-keep chunk_rs_copy_fails
-chunk_rs_copy_failed() {
-    [ "$RC" = 3 ] && grep -qF 'rcoll_ireduce_scatter: pipelined staging, chunk 2 of 4: cuMemcpyHtoDAsync of 16384 bytes' "$TMP/out"
-}
-check chunk_rs_copy_fails chunk_rs_copy_failed
+for p in all_reduce_perf:rcoll_iallreduce reduce_scatter_perf:rcoll_ireduce_scatter; do
+    RCOLL_STAGE_CHUNK=16384 CUDA_SCRIPT_DEVICES=1 CUDA_SCRIPT_FAIL=cuMemcpyHtoDAsync:2 \
+        perf "${p%%:*}" 1 -b 64K -e 64K -n 1 -w 1 --memtype cuda
+    keep "chunk_copy_fails_${p%%:*}"
+    check "chunk_copy_fails_${p%%:*}" chunk_copy_failed "${p#*:}"
+done
 # ---- CUDA IPC (RCOLL_CUDA_IPC=1): the all-reduce on the scripted GPUs, no staging ----
 # Another rank's memfd is opened through /proc/<pid>/fd: root may; another user only where
 # Yama lets a process read its siblings (ptrace_scope 0).
