@@ -1,12 +1,16 @@
 /*
  * cuda_drv.c - loads the CUDA driver at run time and fills the driver function table (see
- * cuda_drv.h).  Entry points are bound with cuGetProcAddress for CUDA_VERSION, so that the
- * versioned symbols (cuMemAlloc_v2 ...) are those of the header rcoll was built with.
+ * cuda_drv.h).  Each entry point is bound with cuGetProcAddress at the version of the ABI
+ * its member declares (RCOLL_CU_ENTRIES), checked here at compile time against
+ * cudaTypedefs.h, so that the driver hands out the function of that signature (cuMemAlloc_v2,
+ * and the one-argument cuCtxGetDevice even from a CUDA 13 driver).
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <cudaTypedefs.h>
 
 #include "cuda/cuda_drv.h"
 #include "util/log.h"
@@ -20,6 +24,21 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static rcoll_status_t load_status = RCOLL_ERR_UNSUPPORTED;
 static char load_text[RCOLL_ERR_TEXT_MAX];
 static int load_done;
+
+/* Each member has the type of the PFN typedef of the version it is bound at, and the list
+ * names every member (the table holds nothing but these pointers). */
+#define RCOLL_CU_PASTE_(a, b) a##b
+#define RCOLL_CU_PASTE(a, b) RCOLL_CU_PASTE_(a, b) /* b expanded, a not (cuMemAlloc is a macro) */
+#define RCOLL_CU_CHECK(name, version)                                                      \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(((rcoll_cu_api_t *)0)->name),   \
+                                                RCOLL_CU_PASTE(PFN_##name##_v, version)),   \
+                   "rcoll_cu_api_t." #name " is not the PFN_" #name " of its version");
+RCOLL_CU_ENTRIES(RCOLL_CU_CHECK)
+#undef RCOLL_CU_CHECK
+#define RCOLL_CU_COUNT(name, version) +1
+_Static_assert(sizeof(rcoll_cu_api_t) == (0 RCOLL_CU_ENTRIES(RCOLL_CU_COUNT)) * sizeof(void (*)(void)),
+               "a member of rcoll_cu_api_t is missing from RCOLL_CU_ENTRIES");
+#undef RCOLL_CU_COUNT
 
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
@@ -66,17 +85,17 @@ static rcoll_status_t start(const rcoll_cu_api_t *api, const char *what)
     return RCOLL_OK;
 }
 
-#define BIND(name)                                                                         \
+#define BIND(name, version)                                                                \
     do {                                                                                   \
         void *p_ = NULL;                                                                   \
         CUdriverProcAddressQueryResult q_ = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;          \
-        if (get_proc(#name, &p_, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q_) !=        \
+        if (get_proc(#name, &p_, version, CU_GET_PROC_ADDRESS_DEFAULT, &q_) !=             \
                 CUDA_SUCCESS ||                                                            \
             q_ != CU_GET_PROC_ADDRESS_SUCCESS || !p_) {                                    \
-            if (!missing) missing = #name;                                                 \
+            if (!missing) missing = #name, missing_version = version;                      \
         }                                                                                  \
         memcpy(&loaded.name, &p_, sizeof(p_));                                             \
-    } while (0)
+    } while (0);
 
 static rcoll_status_t load_locked(const char *path)
 {
@@ -106,65 +125,13 @@ static rcoll_status_t load_locked(const char *path)
         get_proc_fn get_proc;
         memcpy(&get_proc, &g, sizeof(g));
         const char *missing = NULL;
-        BIND(cuInit);
-        BIND(cuDriverGetVersion);
-        BIND(cuGetErrorName);
-        BIND(cuGetErrorString);
-        BIND(cuPointerGetAttributes);
-        BIND(cuCtxGetCurrent);
-        BIND(cuCtxSetCurrent);
-        BIND(cuCtxGetDevice);
-        BIND(cuCtxSynchronize);
-        BIND(cuDeviceGetCount);
-        BIND(cuDeviceGet);
-        BIND(cuDeviceGetAttribute);
-        BIND(cuDeviceGetName);
-        BIND(cuDevicePrimaryCtxRetain);
-        BIND(cuDevicePrimaryCtxRelease);
-        BIND(cuModuleLoadData);
-        BIND(cuModuleUnload);
-        BIND(cuModuleGetFunction);
-        BIND(cuLaunchKernel);
-        BIND(cuMemAlloc);
-        BIND(cuMemAllocManaged);
-        BIND(cuMemAllocHost);
-        BIND(cuMemFree);
-        BIND(cuMemFreeHost);
-        BIND(cuMemcpyHtoD);
-        BIND(cuMemcpyDtoH);
-        BIND(cuMemcpyDtoD);
-        BIND(cuMemsetD8);
-        BIND(cuMemcpy);
-        BIND(cuDeviceGetPCIBusId);
-        BIND(cuIpcGetMemHandle);
-        BIND(cuIpcOpenMemHandle);
-        BIND(cuIpcCloseMemHandle);
-        BIND(cuMemcpyDtoDAsync);
-        BIND(cuDeviceGetByPCIBusId);
-        BIND(cuDeviceCanAccessPeer);
-        BIND(cuEventCreate);
-        BIND(cuEventRecord);
-        BIND(cuEventSynchronize);
-        BIND(cuEventElapsedTime);
-        BIND(cuEventDestroy);
-        BIND(cuEventQuery);
-        BIND(cuStreamWaitEvent);
-        BIND(cuMemcpyDtoHAsync);
-        BIND(cuMemcpyHtoDAsync);
-        BIND(cuLaunchHostFunc);
-        BIND(cuStreamSynchronize);
-        BIND(cuStreamIsCapturing);
-        BIND(cuStreamCreate);
-        BIND(cuStreamDestroy);
-        BIND(cuMemsetD32Async);
-        BIND(cuStreamBeginCapture);
-        BIND(cuStreamEndCapture);
-        BIND(cuGraphDestroy);
-        BIND(cuMemGetHandleForAddressRange);
+        int missing_version = 0;
+        RCOLL_CU_ENTRIES(BIND)
         if (missing)
             st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
-                               "no CUDA driver (%s has no %s for CUDA %d.%d)", path, missing,
-                               CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+                               "no CUDA driver (%s has no %s of the CUDA %d.%d interface)",
+                               path, missing, missing_version / 1000,
+                               missing_version % 1000 / 10);
         else
             st = start(&loaded, path);
     }

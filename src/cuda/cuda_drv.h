@@ -90,6 +90,76 @@ typedef struct rcoll_cu_api {
                                               unsigned long long flags);
 } rcoll_cu_api_t;
 
+/* Every entry of the table with the CUDA version of the ABI its member declares (the
+ * _v<version> of cudaTypedefs.h's PFN_<name>_v<version>), in the table's order.  The driver
+ * is asked for each name at that version, never at CUDA_VERSION: a driver hands out the newest
+ * form of a function that is not newer than the version asked, and some functions changed
+ * their arguments (CUDA 13's cuCtxGetDevice takes a context too: PFN_cuCtxGetDevice_v13000),
+ * so asking for CUDA_VERSION would give a function of another signature than the member's.
+ * cuda_drv.c checks every member's type against its PFN typedef at compile time. */
+/* cuEventElapsedTime_v2 (CUDA 12.8) where the header has it. */
+#if CUDA_VERSION >= 12080
+#define RCOLL_CU_ELAPSED_V 12080
+#else
+#define RCOLL_CU_ELAPSED_V 2000
+#endif
+#define RCOLL_CU_ENTRIES(X) \
+    X(cuInit, 2000) \
+    X(cuDriverGetVersion, 2020) \
+    X(cuGetErrorName, 6000) \
+    X(cuGetErrorString, 6000) \
+    X(cuPointerGetAttributes, 7000) \
+    X(cuCtxGetCurrent, 4000) \
+    X(cuCtxSetCurrent, 4000) \
+    X(cuCtxGetDevice, 2000) \
+    X(cuCtxSynchronize, 2000) \
+    X(cuDeviceGetCount, 2000) \
+    X(cuDeviceGet, 2000) \
+    X(cuDeviceGetAttribute, 2000) \
+    X(cuDeviceGetName, 2000) \
+    X(cuDevicePrimaryCtxRetain, 7000) \
+    X(cuDevicePrimaryCtxRelease, 11000) \
+    X(cuModuleLoadData, 2000) \
+    X(cuModuleUnload, 2000) \
+    X(cuModuleGetFunction, 2000) \
+    X(cuLaunchKernel, 4000) \
+    X(cuMemAlloc, 3020) \
+    X(cuMemAllocManaged, 6000) \
+    X(cuMemAllocHost, 3020) \
+    X(cuMemFree, 3020) \
+    X(cuMemFreeHost, 2000) \
+    X(cuMemcpyHtoD, 3020) \
+    X(cuMemcpyDtoH, 3020) \
+    X(cuMemcpyDtoD, 3020) \
+    X(cuMemsetD8, 3020) \
+    X(cuMemcpy, 4000) \
+    X(cuDeviceGetPCIBusId, 4010) \
+    X(cuIpcGetMemHandle, 4010) \
+    X(cuIpcOpenMemHandle, 11000) \
+    X(cuIpcCloseMemHandle, 4010) \
+    X(cuMemcpyDtoDAsync, 3020) \
+    X(cuDeviceGetByPCIBusId, 4010) \
+    X(cuDeviceCanAccessPeer, 4000) \
+    X(cuEventCreate, 2000) \
+    X(cuEventRecord, 2000) \
+    X(cuEventSynchronize, 2000) \
+    X(cuEventElapsedTime, RCOLL_CU_ELAPSED_V) \
+    X(cuEventDestroy, 4000) \
+    X(cuEventQuery, 2000) \
+    X(cuStreamWaitEvent, 3020) \
+    X(cuMemcpyDtoHAsync, 3020) \
+    X(cuMemcpyHtoDAsync, 3020) \
+    X(cuLaunchHostFunc, 10000) \
+    X(cuStreamSynchronize, 2000) \
+    X(cuStreamIsCapturing, 10000) \
+    X(cuStreamCreate, 2000) \
+    X(cuStreamDestroy, 4000) \
+    X(cuMemsetD32Async, 3020) \
+    X(cuStreamBeginCapture, 10010) \
+    X(cuStreamEndCapture, 10000) \
+    X(cuGraphDestroy, 10000) \
+    X(cuMemGetHandleForAddressRange, 11070)
+
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */
 extern const rcoll_cu_api_t *rcoll_cu;
 

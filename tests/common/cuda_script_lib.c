@@ -23,7 +23,8 @@
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
  *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K oneshots O
  *   twoshots T freed_mapped X ipc_open I
- *   async_copies C wrong_ctx W".
+ *   async_copies C other_abi V wrong_ctx W" (other_abi: calls of a function's form that the
+ *   program did not declare; see cuGetProcAddress).
  * - CUDA_SCRIPT_DEVICE_VISIBLE set: the device arena's handed-out view is mapped readable and
  *   writable instead, so that a NIC (Soft-RoCE in the test VM) can register device memory as
  *   nvidia-peermem lets it; host access then goes unnoticed (use the byte counters to show
@@ -98,6 +99,10 @@ static unsigned long long next_id;
 static __thread CUcontext current;
 static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
 static long n_oneshots, n_twoshots, n_oneshot_stops, n_freed_mapped;
+/* Calls of a form of a function other than the one a CUDA 12/13 program declares: one older
+ * than any the script has, or CUDA 13's context-taking cuCtxGetDevice/cuCtxSynchronize
+ * (rcoll binds the older forms; see cuGetProcAddress below). */
+static long n_old_abi, n_ctx_v2;
 /* The arena's first bytes: per allocation slot, how many other processes have it mapped
  * (CUDA IPC); freeing an allocation that is still mapped elsewhere is counted
  * (freed_mapped), since the driver leaves it undefined. */
@@ -117,10 +122,11 @@ static void report(void)
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
                 "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld oneshots %ld "
-                "twoshots %ld stops %ld freed_mapped %ld ipc_open %ld async_copies %ld wrong_ctx %ld\n",
+                "twoshots %ld stops %ld freed_mapped %ld ipc_open %ld async_copies %ld other_abi %ld "
+                "wrong_ctx %ld\n",
                 (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
                 n_dmabufs, n_launches, n_oneshots, n_twoshots, n_oneshot_stops, n_freed_mapped, n_ipc_opens,
-                n_async, wrong_ctx);
+                n_async, n_old_abi + n_ctx_v2, wrong_ctx);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v)
@@ -230,6 +236,14 @@ static CUresult s_attrs(unsigned n, CUpointer_attribute *attrs, void **data, CUd
     return CUDA_SUCCESS;
 }
 
+/* A context this driver handed out (a device's primary context), as a real driver checks
+ * the handles it is given. */
+static int ctx_valid(CUcontext c)
+{
+    uintptr_t d = (uintptr_t)c - (uintptr_t)CTX_OF(0);
+    return (uintptr_t)c >= (uintptr_t)CTX_OF(0) && d < (uintptr_t)ndevices;
+}
+
 static CUresult s_ctx_get(CUcontext *c)
 {
     *c = current;
@@ -238,6 +252,7 @@ static CUresult s_ctx_get(CUcontext *c)
 
 static CUresult s_ctx_set(CUcontext c)
 {
+    if (c && !ctx_valid(c)) return CUDA_ERROR_INVALID_CONTEXT;
     current = c;
     return CUDA_SUCCESS;
 }
@@ -249,7 +264,27 @@ static CUresult s_ctx_device(CUdevice *d)
     return CUDA_SUCCESS;
 }
 
-static CUresult s_ctx_sync(void) { return CUDA_SUCCESS; }
+static CUresult s_ctx_sync(void) { return current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
+
+/* CUDA 13's forms (PFN_cuCtxGetDevice_v13000, PFN_cuCtxSynchronize_v13000): the context is an
+ * argument, NULL for the current one; one this driver never handed out fails.  A program that
+ * declares the old form but was handed these passes whatever its second argument register
+ * holds. */
+static CUresult s_ctx_device_v2(CUdevice *d, CUcontext c)
+{
+    __atomic_add_fetch(&n_ctx_v2, 1, __ATOMIC_RELAXED);
+    if (!c) return s_ctx_device(d);
+    if (!ctx_valid(c)) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = (CUdevice)((uintptr_t)c - (uintptr_t)CTX_OF(0));
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_ctx_sync_v2(CUcontext c)
+{
+    __atomic_add_fetch(&n_ctx_v2, 1, __ATOMIC_RELAXED);
+    if (!c) return s_ctx_sync();
+    return ctx_valid(c) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
 
 static CUresult s_dev_count(int *n)
 {
@@ -1034,74 +1069,99 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 /* Everything else: the program asked for something this script does not do. */
 static CUresult s_unsupported(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 
+/* Each function with the CUDA version whose ABI it has (cudaTypedefs.h's PFN_<name>_v<n>);
+ * a name whose arguments changed has a row per form, newest last. */
 static const struct {
     const char *name;
+    int since;
     void *fn;
 } table[] = {
-    {"cuInit", (void *)cuInit},
-    {"cuDriverGetVersion", (void *)cuDriverGetVersion},
-    {"cuGetErrorName", (void *)s_err_name},
-    {"cuGetErrorString", (void *)s_err_string},
-    {"cuPointerGetAttributes", (void *)s_attrs},
-    {"cuCtxGetCurrent", (void *)s_ctx_get},
-    {"cuCtxSetCurrent", (void *)s_ctx_set},
-    {"cuCtxGetDevice", (void *)s_ctx_device},
-    {"cuCtxSynchronize", (void *)s_ctx_sync},
-    {"cuDeviceGetCount", (void *)s_dev_count},
-    {"cuDeviceGet", (void *)s_dev_get},
-    {"cuDeviceGetName", (void *)s_dev_name},
-    {"cuDeviceGetPCIBusId", (void *)s_dev_bus},
-    {"cuDevicePrimaryCtxRetain", (void *)s_retain},
-    {"cuDevicePrimaryCtxRelease", (void *)s_release},
-    {"cuMemAlloc", (void *)s_alloc},
-    {"cuMemAllocManaged", (void *)s_alloc_managed},
-    {"cuMemAllocHost", (void *)s_alloc_host},
-    {"cuMemFree", (void *)s_free},
-    {"cuMemFreeHost", (void *)s_free_host},
-    {"cuMemcpyHtoD", (void *)s_htod},
-    {"cuMemcpyDtoH", (void *)s_dtoh},
-    {"cuMemcpyDtoD", (void *)s_dtod},
-    {"cuMemcpy", (void *)s_memcpy},
-    {"cuMemsetD8", (void *)s_memset8},
-    {"cuStreamIsCapturing", (void *)s_capturing},
-    {"cuIpcGetMemHandle", (void *)s_ipc_get},
-    {"cuIpcOpenMemHandle", (void *)s_ipc_open},
-    {"cuIpcCloseMemHandle", (void *)s_ipc_close},
-    {"cuStreamCreate", (void *)s_stream_create},
-    {"cuStreamSynchronize", (void *)s_stream_sync},
-    {"cuStreamDestroy", (void *)s_stream_destroy},
-    {"cuMemcpyDtoDAsync", (void *)s_dtod_async},
-    {"cuModuleLoadData", (void *)s_module_load},
-    {"cuModuleUnload", (void *)s_module_unload},
-    {"cuModuleGetFunction", (void *)s_module_fn},
-    {"cuDeviceGetAttribute", (void *)s_dev_attr},
-    {"cuMemGetHandleForAddressRange", (void *)s_dmabuf},
-    {"cuLaunchKernel", (void *)s_launch},
-    {"cuDeviceGetByPCIBusId", (void *)s_dev_by_bus},
-    {"cuDeviceCanAccessPeer", (void *)s_can_peer},
-    {"cuMemsetD32Async", (void *)s_memset32_async},
-    {"cuEventCreate", (void *)s_event_create},
-    {"cuEventRecord", (void *)s_event_record},
-    {"cuEventSynchronize", (void *)s_event_sync},
-    {"cuEventDestroy", (void *)s_event_destroy},
-    {"cuEventQuery", (void *)s_event_query},
-    {"cuStreamWaitEvent", (void *)s_stream_wait_event},
-    {"cuMemcpyDtoHAsync", (void *)s_dtoh_async},
-    {"cuMemcpyHtoDAsync", (void *)s_htod_async},
+    {"cuInit", 2000, (void *)cuInit},
+    {"cuDriverGetVersion", 2020, (void *)cuDriverGetVersion},
+    {"cuGetErrorName", 6000, (void *)s_err_name},
+    {"cuGetErrorString", 6000, (void *)s_err_string},
+    {"cuPointerGetAttributes", 7000, (void *)s_attrs},
+    {"cuCtxGetCurrent", 4000, (void *)s_ctx_get},
+    {"cuCtxSetCurrent", 4000, (void *)s_ctx_set},
+    {"cuCtxGetDevice", 2000, (void *)s_ctx_device},
+    {"cuCtxGetDevice", 13000, (void *)s_ctx_device_v2},
+    {"cuCtxSynchronize", 2000, (void *)s_ctx_sync},
+    {"cuCtxSynchronize", 13000, (void *)s_ctx_sync_v2},
+    {"cuDeviceGetCount", 2000, (void *)s_dev_count},
+    {"cuDeviceGet", 2000, (void *)s_dev_get},
+    {"cuDeviceGetName", 2000, (void *)s_dev_name},
+    {"cuDeviceGetPCIBusId", 4010, (void *)s_dev_bus},
+    {"cuDevicePrimaryCtxRetain", 7000, (void *)s_retain},
+    {"cuDevicePrimaryCtxRelease", 11000, (void *)s_release},
+    {"cuMemAlloc", 3020, (void *)s_alloc},
+    {"cuMemAllocManaged", 6000, (void *)s_alloc_managed},
+    {"cuMemAllocHost", 3020, (void *)s_alloc_host},
+    {"cuMemFree", 3020, (void *)s_free},
+    {"cuMemFreeHost", 2000, (void *)s_free_host},
+    {"cuMemcpyHtoD", 3020, (void *)s_htod},
+    {"cuMemcpyDtoH", 3020, (void *)s_dtoh},
+    {"cuMemcpyDtoD", 3020, (void *)s_dtod},
+    {"cuMemcpy", 4000, (void *)s_memcpy},
+    {"cuMemsetD8", 3020, (void *)s_memset8},
+    {"cuStreamIsCapturing", 10000, (void *)s_capturing},
+    {"cuIpcGetMemHandle", 4010, (void *)s_ipc_get},
+    {"cuIpcOpenMemHandle", 11000, (void *)s_ipc_open},
+    {"cuIpcCloseMemHandle", 4010, (void *)s_ipc_close},
+    {"cuStreamCreate", 2000, (void *)s_stream_create},
+    {"cuStreamSynchronize", 2000, (void *)s_stream_sync},
+    {"cuStreamDestroy", 4000, (void *)s_stream_destroy},
+    {"cuMemcpyDtoDAsync", 3020, (void *)s_dtod_async},
+    {"cuModuleLoadData", 2000, (void *)s_module_load},
+    {"cuModuleUnload", 2000, (void *)s_module_unload},
+    {"cuModuleGetFunction", 2000, (void *)s_module_fn},
+    {"cuDeviceGetAttribute", 2000, (void *)s_dev_attr},
+    {"cuMemGetHandleForAddressRange", 11070, (void *)s_dmabuf},
+    {"cuLaunchKernel", 4000, (void *)s_launch},
+    {"cuDeviceGetByPCIBusId", 4010, (void *)s_dev_by_bus},
+    {"cuDeviceCanAccessPeer", 4000, (void *)s_can_peer},
+    {"cuMemsetD32Async", 3020, (void *)s_memset32_async},
+    {"cuEventCreate", 2000, (void *)s_event_create},
+    {"cuEventRecord", 2000, (void *)s_event_record},
+    {"cuEventSynchronize", 2000, (void *)s_event_sync},
+    {"cuEventDestroy", 4000, (void *)s_event_destroy},
+    {"cuEventQuery", 2000, (void *)s_event_query},
+    {"cuStreamWaitEvent", 3020, (void *)s_stream_wait_event},
+    {"cuMemcpyDtoHAsync", 3020, (void *)s_dtoh_async},
+    {"cuMemcpyHtoDAsync", 3020, (void *)s_htod_async},
 };
 
+/* A form older than any this script has (the 32-bit cuMemAlloc of CUDA 2.0 ...): what a
+ * program asking for too old a version would get; it fails, and is counted. */
+static CUresult s_old_abi(void)
+{
+    __atomic_add_fetch(&n_old_abi, 1, __ATOMIC_RELAXED);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* As the driver does: the newest form of symbol whose version is not newer than version.
+ * Names the script does not implement get s_unsupported. */
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    (void)version, (void)flags;
+    (void)flags;
+    int known = 0;
+    *pfn = NULL;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        if (strcmp(symbol, table[i].name) == 0) {
-            *pfn = table[i].fn;
-            if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
-            return CUDA_SUCCESS;
-        }
+        if (strcmp(symbol, table[i].name) != 0) continue;
+        known = 1;
+        if (table[i].since <= version) *pfn = table[i].fn;
     }
-    *pfn = (void *)s_unsupported;
+    if (known && !*pfn) *pfn = (void *)s_old_abi;
+    if (!known) *pfn = (void *)s_unsupported;
     if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;
+}
+
+/* For tests of the binding: the version of the form fn is (its row's), 1 for the too-old
+ * stand-in, 0 for s_unsupported or anything else. */
+EXPORT int cuda_script_abi(const void *fn)
+{
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (table[i].fn == fn) return table[i].since;
+    return fn == (const void *)s_old_abi ? 1 : 0;
 }

@@ -37,7 +37,7 @@ clean_run() {
     local stats
     stats=$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")
     [ "$stats" = "$n" ] || { echo "    $stats of $n ranks reported driver stats"; return 1; }
-    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 .* wrong_ctx 0$' || {
+    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 .* other_abi 0 wrong_ctx 0$' || {
         echo "    a rank leaked or copied in another context:"; grep 'cuda-script:' "$TMP/out"
         return 1; }
     ! grep 'cuda-script:' "$TMP/out" | grep -qE 'htod_bytes 0 |dtoh_bytes 0 ' || {
@@ -224,7 +224,7 @@ ipc_run() {
     local n=$1 copies_only=${2:-}
     [ "$RC" = 0 ] && grep -q 'Out of bounds values : 0 OK' "$TMP/out" || return 1
     [ "$(grep -c '^\[[0-9]*\] cuda-script: pid' "$TMP/out")" = "$n" ] || return 1
-    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* freed_mapped 0 ipc_open 0 async_copies [0-9]+ wrong_ctx 0$' || {
+    ! grep 'cuda-script:' "$TMP/out" | grep -qvE 'live 0 htod_bytes 0 dtoh_bytes 0 .* freed_mapped 0 ipc_open 0 async_copies [0-9]+ other_abi 0 wrong_ctx 0$' || {
         echo "    staged, leaked, left mapped or freed while mapped elsewhere:"; grep 'cuda-script:' "$TMP/out"; return 1; }
     [ "$n" = 1 ] || [ -n "$copies_only" ] || ! grep 'cuda-script:' "$TMP/out" | grep -q ' kernels 0 ' || {
         echo "    a rank launched no reduction:"; grep 'cuda-script:' "$TMP/out"; return 1; }
