@@ -251,12 +251,12 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     if (st == RCOLL_OK)
         st = rcoll_coll_run(comm, RCOLL_OP_ALLREDUCE, &agreed, &agreed, 1, RCOLL_INT32,
                             RCOLL_MIN, 0);
-    if (st != RCOLL_OK) {
-        rcoll_gpu_ipc_free(&comm->gpu_ipc);
+    if (st != RCOLL_OK) { /* the peers may have opened this workspace: it stays */
+        rcoll_gpu_ipc_free(&comm->gpu_ipc, ok == SETUP_OK);
         return rcoll_api_arg_error(comm, st, "%s: setting up CUDA IPC: %s", fn, rcoll_err_get());
     }
     if (agreed == SETUP_NOBUF) { /* not now: this call is staged, a later one tries again */
-        rcoll_gpu_ipc_free(&comm->gpu_ipc);
+        rcoll_gpu_ipc_free(&comm->gpu_ipc, 0);
         RCOLL_INFO(CUDA, "CUDA IPC set-up postponed: a rank has no CUDA buffer in this call");
         return RCOLL_OK;
     }
@@ -269,7 +269,7 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
         /* every rank unmaps what it opened before any frees its own */
         rcoll_gpu_ipc_unmap(comm->gpu_ipc);
         st = barrier(comm);
-        rcoll_gpu_ipc_free(&comm->gpu_ipc);
+        rcoll_gpu_ipc_free(&comm->gpu_ipc, st != RCOLL_OK);
         if (st != RCOLL_OK)
             return rcoll_api_arg_error(comm, st, "%s: setting up CUDA IPC: %s", fn,
                                        rcoll_err_get());
@@ -700,23 +700,26 @@ void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
     free(comm->ipc_fl);
     comm->ipc_fl = NULL;
     rcoll_gpu_ipc_unmap(comm->gpu_ipc); /* this rank's work done, the peers' unmapped */
-    if (graceful && comm->ipc_area) {
-        /* Say so, then wait until every peer has (or is gone): the driver leaves freeing an
-         * exported allocation that another process still has mapped undefined, and a peer
-         * may still read this rank's (a one-kernel call ends with no barrier). */
+    /* Free this rank's workspace only once every peer has unmapped it (or exited): the driver
+     * leaves freeing an exported allocation that another process still has mapped undefined,
+     * and a peer may still read this rank's (a one-kernel call ends with no barrier; after an
+     * abort its kernel may still poll this rank's flags).  Say that this rank has unmapped
+     * theirs, then wait for them (graceful) or look once (abort); a workspace some peer may
+     * still map is kept until this process exits. */
+    int keep = 0, waiting_for = -1;
+    if (comm->ipc_area) {
         _Atomic uint64_t *mine = (_Atomic uint64_t *)(void *)(comm->ipc_area +
                                                               (size_t)comm->rank * 64);
         atomic_store_explicit(mine, 1, memory_order_release);
         uint64_t until = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
-        for (int p = 0; p < comm->nranks; p++) {
+        for (int p = 0; p < comm->nranks && !keep; p++) {
             _Atomic uint64_t *theirs =
                 (_Atomic uint64_t *)(void *)(comm->ipc_area + (size_t)p * 64);
             while (p != comm->rank && atomic_load_explicit(theirs, memory_order_acquire) != 1) {
                 if (kill(comm->peers[p].pid, 0) != 0 && errno == ESRCH) break; /* exited */
-                if (rcoll_now_ns() > until) {
-                    RCOLL_WARN(CUDA, "freeing the CUDA IPC workspace: rank %d has not unmapped "
-                               "it after %g s (RCOLL_TIMEOUT; has it destroyed the "
-                               "communicator?); freed all the same", p, comm->cfg.timeout_s);
+                if (!graceful || rcoll_now_ns() > until) {
+                    keep = 1;
+                    waiting_for = p;
                     break;
                 }
                 struct timespec ts = {0, 100000};
@@ -724,7 +727,14 @@ void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
             }
         }
     }
-    rcoll_gpu_ipc_free(&comm->gpu_ipc);
+    if (keep && graceful && waiting_for >= 0)
+        RCOLL_WARN(CUDA, "the CUDA IPC workspace is kept until this process exits: rank %d has "
+                   "not unmapped it after %g s (RCOLL_TIMEOUT; has it destroyed the "
+                   "communicator?)", waiting_for, comm->cfg.timeout_s);
+    else if (keep && waiting_for >= 0)
+        RCOLL_INFO(CUDA, "aborted: the CUDA IPC workspace is kept until this process exits "
+                   "(rank %d may still have it mapped)", waiting_for);
+    rcoll_gpu_ipc_free(&comm->gpu_ipc, keep);
 }
 
 int rcoll_api_ipc_kind(rcoll_op_kind_t kind)

@@ -257,9 +257,12 @@ rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc);
 /* Wait for the IPC stream and the stream-ordered one-kernel calls, then unmap the peers'
  * workspaces (this rank reads none of them any more). */
 void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc);
-/* Unmap the peers' workspaces, free this one's and the stream; *ipc becomes NULL.  Other
- * ranks must have unmapped this rank's workspace first (the driver leaves freeing an
- * exported allocation that is still mapped elsewhere undefined). */
-void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc);
+/* Unmap the peers' workspaces, free the stream and this rank's workspace; *ipc becomes NULL.
+ * Other ranks must have unmapped this rank's workspace first: freeing an exported allocation
+ * that is still mapped elsewhere is undefined with the driver (on a GPU, a peer's kernel
+ * still polling it takes an MMU fault, a sticky CUDA_ERROR_ILLEGAL_ADDRESS).  keep_own: a
+ * peer may still have it mapped, so the workspace stays allocated (said at INFO) until the
+ * process exits. */
+void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc, int keep_own);
 
 #endif

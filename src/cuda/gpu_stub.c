@@ -255,8 +255,9 @@ rcoll_status_t rcoll_gpu_ipc_sync(rcoll_gpu_ipc_t *ipc)
 
 void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc) { (void)ipc; }
 
-void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc)
+void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc, int keep_own)
 {
+    (void)keep_own;
     *ipc = NULL;
 }
 

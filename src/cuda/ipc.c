@@ -129,7 +129,7 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
 err_ctx:
     rcoll_gpu_ctx_leave(saved, switched);
 err:
-    rcoll_gpu_ipc_free(&ipc);
+    rcoll_gpu_ipc_free(&ipc, 0);
     return st;
 }
 
@@ -420,7 +420,7 @@ void rcoll_gpu_ipc_unmap(rcoll_gpu_ipc_t *ipc)
     leave(ipc, saved);
 }
 
-void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)
+void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p, int keep_own)
 {
     rcoll_gpu_ipc_t *ipc = *ipc_p;
     *ipc_p = NULL;
@@ -436,7 +436,11 @@ void rcoll_gpu_ipc_free(rcoll_gpu_ipc_t **ipc_p)
         for (int i = 0; i < RCOLL_GPU_IPC_RING; i++)
             if (ipc->ring_ev[i]) cu->cuEventDestroy(ipc->ring_ev[i]);
         if (ipc->ring_err) cu->cuMemFreeHost(ipc->ring_err);
-        if (ipc->own && (res = cu->cuMemFree(ipc->own)) != CUDA_SUCCESS)
+        if (ipc->own && keep_own)
+            RCOLL_INFO(CUDA, "the CUDA IPC workspace (%zu bytes at 0x%llx) is kept: another "
+                       "process may still have it mapped; it goes with this process",
+                       ipc->bytes, (unsigned long long)ipc->own);
+        else if (ipc->own && (res = cu->cuMemFree(ipc->own)) != CUDA_SUCCESS)
             RCOLL_WARN(CUDA, "cuMemFree(the CUDA IPC workspace) failed: %s",
                        rcoll_cu_strerror(res, text, sizeof(text)));
         leave(ipc, saved);

@@ -1165,3 +1165,15 @@ EXPORT int cuda_script_abi(const void *fn)
         if (table[i].fn == fn) return table[i].since;
     return fn == (const void *)s_old_abi ? 1 : 0;
 }
+
+/* For tests: one of the stats line's counters of this process by name ("freed_mapped",
+ * "other_abi", "live"); -1 for a name it does not know. */
+EXPORT long cuda_script_count(const char *name)
+{
+    if (!strcmp(name, "freed_mapped")) return __atomic_load_n(&n_freed_mapped, __ATOMIC_RELAXED);
+    if (!strcmp(name, "other_abi"))
+        return __atomic_load_n(&n_old_abi, __ATOMIC_RELAXED) +
+               __atomic_load_n(&n_ctx_v2, __ATOMIC_RELAXED);
+    if (!strcmp(name, "live")) return __atomic_load_n(&n_live, __ATOMIC_RELAXED);
+    return -1;
+}
