@@ -175,7 +175,9 @@ __device__ __forceinline__ void copy_part(T *dst, const T *src, uint64_t lo, uin
 }
 
 /* dst[lo, hi) (and dst2's, when not NULL) = every rank's slot (at byte offset at of its
- * workspace) reduced in rank order; AVG sums and divides at the last rank. */
+ * workspace) reduced in rank order; AVG sums and divides at the last rank.  float16 and
+ * bfloat16 (DT 6, 7) fold every rank's value in float32 and round once (reduce_elem.h,
+ * rcoll_e_fold16). */
 template <int DT, int OP>
 __device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint64_t at,
                                             typename elem_of<DT, OP>::type *dst,
@@ -184,6 +186,8 @@ __device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint6
 {
     typedef typename elem_of<DT, OP>::type T;
     typedef elem_of<DT, OP == 4 ? 0 : OP> mid;
+    constexpr bool half = DT == 6 || DT == 7;
+    constexpr int bf = DT == 7;
     constexpr uint64_t V = 16 / sizeof(T);
     const int n = a.nranks, d = a.avg_divisor;
     const uint64_t rv = ((uintptr_t)dst & 15) == 0 && ((uintptr_t)dst2 & 15) == 0
@@ -191,21 +195,44 @@ __device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint6
     for (uint64_t v = threadIdx.x; v < rv; v += blockDim.x) {
         vec16<T> r, x;
         r.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[0] + at) + lo / V + v);
-        for (int p = 1; p < n; p++) {
-            x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
+        if constexpr (half) {
+            float acc[V];
 #pragma unroll
-            for (uint64_t j = 0; j < V; j++)
-                r.e[j] = p == n - 1 ? elem_of<DT, OP>::f(r.e[j], x.e[j], d)
-                                    : mid::f(r.e[j], x.e[j], d);
+            for (uint64_t j = 0; j < V; j++) acc[j] = rcoll_e_widen16(bf, r.e[j]);
+            for (int p = 1; p < n; p++) {
+                x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
+#pragma unroll
+                for (uint64_t j = 0; j < V; j++)
+                    acc[j] = rcoll_e_fold16(OP, acc[j], rcoll_e_widen16(bf, x.e[j]));
+            }
+#pragma unroll
+            for (uint64_t j = 0; j < V; j++) r.e[j] = rcoll_e_fold16_end(bf, OP, acc[j], d);
+        } else {
+            for (int p = 1; p < n; p++) {
+                x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
+#pragma unroll
+                for (uint64_t j = 0; j < V; j++)
+                    r.e[j] = p == n - 1 ? elem_of<DT, OP>::f(r.e[j], x.e[j], d)
+                                        : mid::f(r.e[j], x.e[j], d);
+            }
         }
         reinterpret_cast<uint4 *>(dst + lo)[v] = r.v;
         if (dst2) reinterpret_cast<uint4 *>(dst2 + lo)[v] = r.v;
     }
     for (uint64_t i = lo + rv * V + threadIdx.x; i < hi; i += blockDim.x) {
         T r = reinterpret_cast<const volatile T *>(a.peer[0] + at)[i];
-        for (int p = 1; p < n; p++) {
-            T x = reinterpret_cast<const volatile T *>(a.peer[p] + at)[i];
-            r = p == n - 1 ? elem_of<DT, OP>::f(r, x, d) : mid::f(r, x, d);
+        if constexpr (half) {
+            float acc = rcoll_e_widen16(bf, r);
+            for (int p = 1; p < n; p++)
+                acc = rcoll_e_fold16(OP, acc, rcoll_e_widen16(
+                                                  bf, reinterpret_cast<const volatile T *>(
+                                                          a.peer[p] + at)[i]));
+            r = rcoll_e_fold16_end(bf, OP, acc, d);
+        } else {
+            for (int p = 1; p < n; p++) {
+                T x = reinterpret_cast<const volatile T *>(a.peer[p] + at)[i];
+                r = p == n - 1 ? elem_of<DT, OP>::f(r, x, d) : mid::f(r, x, d);
+            }
         }
         dst[i] = r;
         if (dst2) dst2[i] = r;

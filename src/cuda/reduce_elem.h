@@ -61,9 +61,20 @@ RCOLL_ELEM uint32_t rcoll_e_select(int cond, uint32_t x, uint32_t y)
     return (x & m) | (y & ~m);
 }
 
-/* ---- float16 / bfloat16 <-> float32 (reduce.c's software conversions) ---- */
+/* ---- float16 / bfloat16 <-> float32 ----
+ * On the host reduce.c's software conversions (branch-free, about 20 integer operations
+ * each); on the device the hardware's cvt instructions (one each; cvt.rn.bf16.f32 needs
+ * sm_80, the oldest target built), which give the same bits for every non-NaN value: both
+ * are exact widenings and round-to-nearest-even narrowings with IEEE subnormals and
+ * overflow to infinity (tests/gpu/test_kernels.c compares the device kernels with the host
+ * ones bit for bit, NaN payloads apart). */
 RCOLL_ELEM float rcoll_e_half_to_float(uint16_t h)
 {
+#if defined(__CUDA_ARCH__)
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#else
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
     uint32_t normal = (em << 13) + (112u << 23);
@@ -72,10 +83,16 @@ RCOLL_ELEM float rcoll_e_half_to_float(uint16_t h)
     uint32_t mag = rcoll_e_select(em >= 0x7c00u, special,
                                   rcoll_e_select(em >= 0x0400u, normal, tiny));
     return rcoll_e_f32_from_bits(sign | mag);
+#endif
 }
 
 RCOLL_ELEM uint16_t rcoll_e_float_to_half(float f)
 {
+#if defined(__CUDA_ARCH__)
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
     uint32_t bits = rcoll_e_f32_bits(f);
     uint32_t sign = (bits >> 16) & 0x8000u;
     uint32_t abs = bits & 0x7fffffffu;
@@ -88,6 +105,7 @@ RCOLL_ELEM uint16_t rcoll_e_float_to_half(float f)
                                                  rcoll_e_select(abs >= 0x38800000u, normal,
                                                                 tiny)));
     return (uint16_t)(sign | mag);
+#endif
 }
 
 RCOLL_ELEM float rcoll_e_bf16_to_float(uint16_t h)
@@ -97,11 +115,17 @@ RCOLL_ELEM float rcoll_e_bf16_to_float(uint16_t h)
 
 RCOLL_ELEM uint16_t rcoll_e_float_to_bf16(float f)
 {
+#if defined(__CUDA_ARCH__)
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
     uint32_t bits = rcoll_e_f32_bits(f);
     uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
     uint32_t quiet = bits | 0x00400000u;
     uint32_t out = (bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
     return (uint16_t)(out >> 16);
+#endif
 }
 
 #define RCOLL_E_MIN(x, y) ((x) < (y) ? (x) : (y))
@@ -258,6 +282,29 @@ RCOLL_E_FLOAT(f64, double)
 RCOLL_E_HALF(f16, rcoll_e_half_to_float, rcoll_e_float_to_half)
 RCOLL_E_HALF(bf16, rcoll_e_bf16_to_float, rcoll_e_float_to_bf16)
 #undef RCOLL_E_HALF
+
+/* ---- float16 / bfloat16 over many ranks at once (the one-kernel all-reduce) ----
+ * A kernel that holds every rank's value folds them in float32 and rounds once, instead of
+ * rounding to the 16-bit type after each rank as a chain of two-input reductions must: the
+ * sum of n values is then the float32 sum rounded once (AVG: that sum divided by d in float32,
+ * rounded once).  bf is 1 for bfloat16, 0 for float16; op as rcoll_op_t (SUM 0, PROD 1,
+ * MIN 2, MAX 3, AVG 4).  MIN and MAX give what the two-input chain gives (they are exact). */
+RCOLL_ELEM float rcoll_e_widen16(int bf, uint16_t h)
+{
+    return bf ? rcoll_e_bf16_to_float(h) : rcoll_e_half_to_float(h);
+}
+
+RCOLL_ELEM float rcoll_e_fold16(int op, float acc, float x)
+{
+    return op == 1 ? acc * x : op == 2 ? RCOLL_E_MIN(acc, x) : op == 3 ? RCOLL_E_MAX(acc, x)
+                                                                        : acc + x;
+}
+
+RCOLL_ELEM uint16_t rcoll_e_fold16_end(int bf, int op, float acc, int d)
+{
+    float f = op == 4 ? acc / (float)d : acc;
+    return bf ? rcoll_e_float_to_bf16(f) : rcoll_e_float_to_half(f);
+}
 
 /* ---- bool ---- */
 RCOLL_ELEM uint8_t rcoll_elem_bool_or(uint8_t x, uint8_t y, int d)

@@ -771,6 +771,22 @@ static void reduce_rank_order(const rcoll_oneshot_args_t *a, const kernel_t *k, 
     const kernel_t *mid = kernel_of(k->dt, k->op == 4 ? 0 : k->op);
     size_t at = (size_t)lo * k->es, cnt = (size_t)(hi - lo);
     if (!cnt) return;
+    if (k->dt == 6 || k->dt == 7) { /* float16, bfloat16: in float32, rounded once */
+        int bf = k->dt == 7;
+        for (size_t i = 0; i < cnt; i++) {
+            uint16_t h;
+            memcpy(&h, areas[0] + at + 2 * i, 2);
+            float acc = rcoll_e_widen16(bf, h);
+            for (int p = 1; p < a->nranks; p++) {
+                memcpy(&h, areas[p] + at + 2 * i, 2);
+                acc = rcoll_e_fold16(k->op, acc, rcoll_e_widen16(bf, h));
+            }
+            h = rcoll_e_fold16_end(bf, k->op, acc, a->avg_divisor);
+            memcpy(dst + at + 2 * i, &h, 2);
+        }
+        if (dst2) memcpy(dst2 + at, dst + at, cnt * k->es);
+        return;
+    }
     memcpy(dst + at, areas[0] + at, cnt * k->es);
     for (int p = 1; p < a->nranks; p++)
         (p == a->nranks - 1 ? k : mid)->fn(dst + at, NULL, dst + at, areas[p] + at, cnt,

@@ -4,7 +4,11 @@
  * a NaN must meet a NaN) against the host kernels of src/algo/reduce.c, every instruction-set
  * variant this CPU has, for every datatype x op: every float16 / bfloat16 value against a set
  * of edge values (NaN, +-0, +-Inf, subnormals, the largest finite, rounding ties), edge and
- * random values of the other types, AVG divisors 2, 3, 7 and 1000.  Builds without CUDA.
+ * random values of the other types, AVG divisors 2, 3, 7 and 1000.  Then the one-kernel
+ * all-reduce's fold of many ranks' float16 / bfloat16 values (rcoll_e_fold16): the float32
+ * sum rounded once, against sums computed in double on values whose sums are exact in float32
+ * (so the reference is one rounding of the exact sum by reduce.c's conversion), where the
+ * chain of two-input reductions (rounding after each rank) differs.  Builds without CUDA.
  */
 #include <math.h>
 #include <stdio.h>
@@ -187,6 +191,63 @@ static void run_all(const char *isa)
     }
 }
 
+/* A random float16 (bf 0) or bfloat16 (bf 1) of either sign with exponent in [2, 10] (bf16:
+ * [0, 12]): sums of up to 16 of them are exact in float32. */
+static uint16_t fold_value(int bf)
+{
+    uint64_t r = next();
+    unsigned sign = (unsigned)(r & 1) << 15;
+    if (bf) return (uint16_t)(sign | (unsigned)(127 + r / 2 % 13) << 7 | (unsigned)(r >> 8) % 128);
+    return (uint16_t)(sign | (unsigned)(15 + 2 + r / 2 % 9) << 10 | (unsigned)(r >> 8) % 1024);
+}
+
+static void test_fold16(void)
+{
+    long bad = 0, cases = 0, chain_differs = 0;
+    static const rcoll_op_t ops[] = {RCOLL_SUM, RCOLL_AVG, RCOLL_MIN, RCOLL_MAX};
+    for (int bf = 0; bf <= 1; bf++) {
+        rcoll_datatype_t dt = bf ? RCOLL_BFLOAT16 : RCOLL_FLOAT16;
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+            rcoll_op_t op = ops[o];
+            for (int t = 0; t < 20000; t++) {
+                int n = 2 + (int)(next() % 15);
+                uint16_t v[16];
+                double sum = 0, lo = INFINITY, hi = -INFINITY;
+                for (int p = 0; p < n; p++) {
+                    v[p] = fold_value(bf);
+                    double x = bf ? rcoll_bf16_to_float(v[p]) : rcoll_half_to_float(v[p]);
+                    sum += x;
+                    lo = x < lo ? x : lo;
+                    hi = x > hi ? x : hi;
+                }
+                float want_f = op == RCOLL_SUM   ? (float)sum
+                               : op == RCOLL_AVG ? (float)sum / (float)n
+                               : op == RCOLL_MIN ? (float)lo
+                                                 : (float)hi;
+                uint16_t want = bf ? rcoll_float_to_bf16(want_f) : rcoll_float_to_half(want_f);
+                float acc = rcoll_e_widen16(bf, v[0]);
+                for (int p = 1; p < n; p++) acc = rcoll_e_fold16(op, acc, rcoll_e_widen16(bf, v[p]));
+                uint16_t got = rcoll_e_fold16_end(bf, op, acc, n);
+                /* the two-input chain, rounding after each rank */
+                uint16_t chain = v[0];
+                for (int p = 1; p < n; p++)
+                    elem[dt][p == n - 1 ? op : op == RCOLL_AVG ? RCOLL_SUM : op](&chain, &chain,
+                                                                                 &v[p], n);
+                cases++;
+                if (got != want && bad++ < 5)
+                    printf("fold16 %s op %d over %d ranks: 0x%04x, want 0x%04x\n",
+                           bf ? "bf16" : "f16", (int)op, n, got, want);
+                chain_differs += chain != want;
+            }
+        }
+    }
+    printf("fold16: %ld cases, the per-rank rounding chain differs from the once-rounded sum "
+           "in %ld\n", cases, chain_differs);
+    CHECK(bad == 0, "fold16: %ld of %ld differ from the once-rounded exact result", bad, cases);
+    CHECK(chain_differs > 1000, "the inputs do not tell rounding once from rounding per rank "
+          "(%ld)", chain_differs);
+}
+
 int main(void)
 {
     check_set_note(NULL);
@@ -226,5 +287,6 @@ int main(void)
         run_all(rcoll_reduce_isa_name(isas[i]));
     }
     printf("%ld element results compared\n", compared);
+    test_fold16();
     return check_summary();
 }
