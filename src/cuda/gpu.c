@@ -156,6 +156,27 @@ rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_gpu_ptr_buffer_id(const void *p, uintptr_t *base, size_t *size,
+                                       unsigned long long *buffer_id)
+{
+    if (!rcoll_gpu_active() || !rcoll_cu)
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "the CUDA driver is not in use");
+    CUdeviceptr start = 0;
+    size_t bytes = 0;
+    unsigned long long id = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    void *data[] = {&start, &bytes, &id};
+    CUresult res = rcoll_cu->cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)p);
+    if (res != CUDA_SUCCESS || !start || !bytes || !id)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%p is not in a CUDA allocation", p);
+    *base = (uintptr_t)start;
+    *size = bytes;
+    *buffer_id = id;
+    return RCOLL_OK;
+}
+
 size_t rcoll_gpu_cache_count(void)
 {
     pthread_mutex_lock(&cache_lock);

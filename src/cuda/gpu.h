@@ -174,6 +174,14 @@ rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len);
  * the classification cache when p was classified, cuda/gpu.c).  RCOLL_ERR_INVALID_ARG when
  * the driver does not know p. */
 rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size);
+/* The allocation that holds CUDA memory p as the driver sees it now: start, size and buffer
+ * id (CU_POINTER_ATTRIBUTE_BUFFER_ID, never reused for another allocation in the process).
+ * Always one cuPointerGetAttributes call, never the classification cache: this is how a
+ * freed and reallocated range is told apart (registrations for GPUDirect RDMA, verbs_mr.c).
+ * RCOLL_ERR_UNSUPPORTED when the driver is not in use, RCOLL_ERR_INVALID_ARG when the driver
+ * does not know p. */
+rcoll_status_t rcoll_gpu_ptr_buffer_id(const void *p, uintptr_t *base, size_t *size,
+                                       unsigned long long *buffer_id);
 
 /* ---- GPUDirect RDMA (cuda/mem.c; the verbs transport registers what it gets) ----
  * A dma-buf file descriptor for [p, p + len) of device memory, which a NIC driver registers

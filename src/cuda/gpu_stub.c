@@ -160,6 +160,16 @@ rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size)
     return NO_CUDA;
 }
 
+rcoll_status_t rcoll_gpu_ptr_buffer_id(const void *p, uintptr_t *base, size_t *size,
+                                       unsigned long long *buffer_id)
+{
+    (void)p;
+    *base = 0;
+    *size = 0;
+    *buffer_id = 0;
+    return NO_CUDA;
+}
+
 rcoll_status_t rcoll_gpu_dmabuf_fd(const void *p, size_t len, int *fd)
 {
     (void)p, (void)len;
