@@ -169,16 +169,30 @@ struct rcoll_vrb_mr {
     int refs;
     int mem_type; /* RCOLL_PTR_HOST or RCOLL_PTR_CUDA */
     int method;   /* CUDA memory: the RCOLL_VRB_GDR_* it was registered by */
+    unsigned long long buffer_id; /* CUDA memory: its allocation's driver buffer id (0: none
+                                   * known; shared only by lookups that knew none either) */
+    int cached;   /* kept after its last reference (one of RCOLL_IB_MR_CACHE entries) */
+    int stale;    /* another allocation lies there now: never found again, deregistered with
+                   * its last reference */
+    uint64_t used; /* the cache's clock at its last get or put (least recently used goes) */
 };
 typedef struct rcoll_vrb_mr_cache rcoll_vrb_mr_cache_t;
-/* The cache of device `name` (for messages), whose GPUDirect RDMA probe it runs now. */
+/* The cache of device `name` (for messages), whose GPUDirect RDMA probe it runs now; it keeps
+ * up to RCOLL_IB_MR_CACHE registrations of CUDA memory after their last reference. */
 rcoll_vrb_mr_cache_t *rcoll_vrb_mr_cache_new(struct ibv_pd *pd, const char *name);
 void rcoll_vrb_mr_cache_free(rcoll_vrb_mr_cache_t *c); /* deregisters what is left */
 /* A registration covering [addr, addr+len) (a new or a cached one, reference taken).  CUDA
  * memory (RCOLL_PTR_CUDA) by the methods RCOLL_IB_GDR allows (rcoll_vrb_gdr_methods), dma-buf
  * first; RCOLL_ERR_UNSUPPORTED with the sentence where none is allowed, RCOLL_ERR_SYSTEM with
  * every method's failure where all failed.  The first CUDA registration of a device logs its
- * method at INFO. */
+ * method at INFO.
+ * CUDA memory the driver knows, in a page-aligned allocation, is registered whole and kept
+ * after its last reference (cached, up to RCOLL_IB_MR_CACHE per device, least recently used
+ * idle ones replaced first): every get asks the driver for the allocation's buffer id (one
+ * cuPointerGetAttributes) and uses an entry only when the ids match; an entry whose
+ * allocation was freed and its range reused is deregistered, never used.  Everything else
+ * (host memory, CUDA memory the driver does not know or that shares its pages, and CUDA
+ * memory while every cache entry is in use) is deregistered with its last reference. */
 rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_t len,
                                int mem_type, rcoll_vrb_mr_t **out);
 /* Another reference to m (an mhandle passed to isend/irecv). */
@@ -187,7 +201,8 @@ void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m);
 /* The methods of the cache's device under the current RCOLL_IB_GDR, as
  * rcoll_vrb_gdr_methods. */
 int rcoll_vrb_mr_gdr(const rcoll_vrb_mr_cache_t *c, char *why, size_t len);
-int rcoll_vrb_mr_count(const rcoll_vrb_mr_cache_t *c); /* live registrations (tests) */
+int rcoll_vrb_mr_count(const rcoll_vrb_mr_cache_t *c);  /* live registrations (tests) */
+int rcoll_vrb_mr_cached(const rcoll_vrb_mr_cache_t *c); /* of them, cache entries (tests) */
 
 /* ---- connections (verbs_conn.c) and data path (verbs_data.c) ---- */
 typedef struct rcoll_vrb_comm rcoll_vrb_comm_t;

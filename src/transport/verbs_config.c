@@ -41,6 +41,9 @@ static const rcoll_knob_t vrb_knobs[] = {
                        "GPUDirect RDMA (CUDA memory registered with the NIC): auto (dma-buf "
                        "where the NIC driver takes it, else nvidia-peermem when loaded), off, "
                        "dmabuf, peermem (forced: ibv_reg_mr on device pointers)"),
+    KNOB_INT("RCOLL_IB_MR_CACHE", "64", ib_mr_cache, 0, 1 << 20,
+             "GPUDirect RDMA registrations of CUDA allocations kept per device after their "
+             "last use, checked against the driver's buffer id (0 = deregister after each)"),
 };
 const rcoll_config_table_t rcoll_vrb_config_table =
     RCOLL_CONFIG_TABLE("verbs", vrb_knobs, rcoll_vrb_config_t);

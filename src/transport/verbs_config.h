@@ -30,6 +30,7 @@ typedef struct {
     int ib_tc, ib_sl, ib_timeout, ib_retry_cnt, ib_rnr_retry;
     int ib_qps_per_conn;
     int ib_gdr;                             /* rcoll_vrb_gdr_mode_t */
+    int ib_mr_cache;                        /* CUDA registrations kept per device */
 } rcoll_vrb_config_t;
 
 extern const rcoll_config_table_t rcoll_vrb_config_table;

@@ -1,8 +1,12 @@
 /*
  * verbs_mr.c - memory registration cache of one protection domain, and GPUDirect RDMA.
  * Registrations are rounded to whole pages and shared by every buffer inside them (of the same
- * memory type); each holds a reference count and is deregistered when the last reference
- * goes, so a freed and reused address is never served from a stale registration.
+ * memory type); each holds a reference count.  Host memory is deregistered when the last
+ * reference goes: nothing tells a freed and reused host address apart, so a host registration
+ * is never trusted past its use.  CUDA memory has the driver's buffer id for that: an
+ * allocation is registered whole, kept after its last reference (up to RCOLL_IB_MR_CACHE
+ * entries, least recently used idle ones replaced first), and used again only while the
+ * driver still reports the same buffer id at the address.
  *
  * CUDA memory (RCOLL_PTR_CUDA) is registered so that the NIC reads and writes the GPU's memory
  * itself: by dma-buf (the CUDA driver exports the range, cuda/mem.c, and the NIC driver
@@ -28,8 +32,11 @@ struct rcoll_vrb_mr_cache {
     rcoll_vrb_gdr_probe_t gdr;
     int gdr_logged;
     pthread_mutex_t lock;
-    rcoll_vrb_mr_t *head;
-    int count;
+    rcoll_vrb_mr_t *head; /* every live registration: cached, in use, stale and in use */
+    int count;            /* registrations in the list */
+    int ncached;          /* of them, cache entries (in use or idle), at most bound */
+    int bound;            /* RCOLL_IB_MR_CACHE */
+    uint64_t clock;       /* ticks at every get and put: the entries' `used` */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -166,6 +173,7 @@ rcoll_vrb_mr_cache_t *rcoll_vrb_mr_cache_new(struct ibv_pd *pd, const char *name
     if (!c) return NULL;
     c->pd = pd;
     snprintf(c->name, sizeof(c->name), "%s", name);
+    c->bound = rcoll_vrb_cfg ? rcoll_vrb_cfg->ib_mr_cache : 64;
     rcoll_vrb_gdr_probe(pd, &c->gdr);
     char why[256];
     rcoll_vrb_gdr_methods(&c->gdr, rcoll_vrb_cfg ? rcoll_vrb_cfg->ib_gdr : RCOLL_IB_GDR_AUTO,
@@ -188,6 +196,60 @@ void rcoll_vrb_mr_cache_free(rcoll_vrb_mr_cache_t *c)
 }
 
 int rcoll_vrb_mr_count(const rcoll_vrb_mr_cache_t *c) { return c ? c->count : 0; }
+int rcoll_vrb_mr_cached(const rcoll_vrb_mr_cache_t *c) { return c ? c->ncached : 0; }
+
+/* Take m out of the list (lock held) and onto *dead, deregistered once the lock is dropped. */
+static void unlink_mr(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m, rcoll_vrb_mr_t **dead)
+{
+    for (rcoll_vrb_mr_t **pp = &c->head; *pp; pp = &(*pp)->next) {
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    }
+    c->count--;
+    if (m->cached) c->ncached--;
+    m->cached = 0;
+    m->next = *dead;
+    *dead = m;
+}
+
+static void dereg_dead(rcoll_vrb_mr_t *dead)
+{
+    for (rcoll_vrb_mr_t *next; dead; dead = next) {
+        next = dead->next;
+        rcoll_ibv->dereg_mr(dead->mr);
+        free(dead);
+    }
+}
+
+/* The allocation of CUDA memory at addr as the driver sees it now, when it can be cached:
+ * *id its buffer id and [*start, *end) its range, page-aligned (a dma-buf is whole pages of
+ * one allocation) and holding the message's pages [*start, *end) as given.  Else *id 0 and
+ * the message's pages stay. */
+static void cuda_alloc(const void *addr, uintptr_t page, uintptr_t *start, uintptr_t *end,
+                       unsigned long long *id)
+{
+    uintptr_t base;
+    size_t size;
+    *id = 0;
+    if (rcoll_gpu_ptr_buffer_id(addr, &base, &size, id) != RCOLL_OK) return;
+    if (base % page || size % page || *start < base || *end > base + size) {
+        *id = 0; /* sub-page allocation: its pages hold others, whose ids this cannot check */
+        return;
+    }
+    *start = base;
+    *end = base + size;
+}
+
+/* The least recently used idle cache entry, or NULL when every one is in use (lock held). */
+static rcoll_vrb_mr_t *lru_idle(rcoll_vrb_mr_cache_t *c)
+{
+    rcoll_vrb_mr_t *best = NULL;
+    for (rcoll_vrb_mr_t *m = c->head; m; m = m->next)
+        if (m->cached && m->refs == 0 && (!best || m->used < best->used)) best = m;
+    return best;
+}
 
 rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_t len,
                                int mem_type, rcoll_vrb_mr_t **out)
@@ -199,43 +261,84 @@ rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)addr & ~(page - 1);
     uintptr_t end = ((uintptr_t)addr + (len ? len : 1) + page - 1) & ~(page - 1);
+    /* CUDA memory: the driver's word on what lies at addr now, outside the lock (the one
+     * driver call of a cache hit; a registration costs hundreds of microseconds) */
+    uintptr_t rstart = start, rend = end;
+    unsigned long long id = 0;
+    if (mem_type == RCOLL_PTR_CUDA && c->bound > 0 && rcoll_gpu_active())
+        cuda_alloc(addr, page, &rstart, &rend, &id);
+    rcoll_vrb_mr_t *dead = NULL;
     pthread_mutex_lock(&c->lock);
-    for (rcoll_vrb_mr_t *m = c->head; m; m = m->next) {
-        if (m->start <= start && end <= m->end && m->mem_type == mem_type) {
+    c->clock++;
+    for (rcoll_vrb_mr_t *m = c->head, *next; m; m = next) {
+        next = m->next;
+        if (m->mem_type != mem_type || m->stale) continue;
+        /* a registration of another allocation over this one's range: that one was freed
+         * (live allocations never overlap); dropped now, or at its last reference */
+        if (id && m->buffer_id && m->buffer_id != id && m->start < rend && rstart < m->end) {
+            m->stale = 1;
+            if (m->refs == 0) {
+                unlink_mr(c, m, &dead);
+            } else if (m->cached) {
+                m->cached = 0;
+                c->ncached--;
+            }
+            continue;
+        }
+        if (m->buffer_id == id && m->start <= start && end <= m->end) {
             m->refs++;
+            m->used = c->clock;
             pthread_mutex_unlock(&c->lock);
+            dereg_dead(dead);
             *out = m;
             return RCOLL_OK;
         }
     }
+    /* a new cache entry in place of the least recently used idle one; with every entry in
+     * use, a registration of its own, deregistered with its last reference */
+    int cache = id != 0;
+    if (cache && c->ncached >= c->bound) {
+        rcoll_vrb_mr_t *victim = lru_idle(c);
+        if (victim)
+            unlink_mr(c, victim, &dead);
+        else
+            cache = 0;
+    }
     rcoll_vrb_mr_t *m = calloc(1, sizeof(*m));
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (m && mem_type == RCOLL_PTR_CUDA) {
-        rcoll_status_t st = reg_cuda(c, start, end, access, &m->method, &m->mr);
+        rcoll_status_t st = reg_cuda(c, rstart, rend, access, &m->method, &m->mr);
         if (st != RCOLL_OK) {
             free(m);
             pthread_mutex_unlock(&c->lock);
+            dereg_dead(dead);
             return st;
         }
     } else if (m) {
-        m->mr = rcoll_ibv->reg_mr(c->pd, (void *)start, end - start, access);
+        m->mr = rcoll_ibv->reg_mr(c->pd, (void *)rstart, rend - rstart, access);
     }
     if (!m || !m->mr) {
         int err = errno;
         free(m);
         pthread_mutex_unlock(&c->lock);
+        dereg_dead(dead);
         return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, err ? err : ENOMEM,
                                    "verbs: cannot register %zu bytes at %p",
-                                   (size_t)(end - start), (void *)start);
+                                   (size_t)(rend - rstart), (void *)rstart);
     }
-    m->start = start;
-    m->end = end;
+    m->start = rstart;
+    m->end = rend;
     m->refs = 1;
     m->mem_type = mem_type;
+    m->buffer_id = id;
+    m->cached = cache;
+    m->used = c->clock;
     m->next = c->head;
     c->head = m;
     c->count++;
+    c->ncached += cache;
     pthread_mutex_unlock(&c->lock);
+    dereg_dead(dead);
     *out = m;
     return RCOLL_OK;
 }
@@ -250,19 +353,10 @@ void rcoll_vrb_mr_ref(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m)
 void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m)
 {
     if (!m) return;
+    rcoll_vrb_mr_t *dead = NULL;
     pthread_mutex_lock(&c->lock);
-    if (--m->refs > 0) {
-        pthread_mutex_unlock(&c->lock);
-        return;
-    }
-    for (rcoll_vrb_mr_t **pp = &c->head; *pp; pp = &(*pp)->next) {
-        if (*pp == m) {
-            *pp = m->next;
-            break;
-        }
-    }
-    c->count--;
+    m->used = ++c->clock;
+    if (--m->refs == 0 && !m->cached) unlink_mr(c, m, &dead);
     pthread_mutex_unlock(&c->lock);
-    rcoll_ibv->dereg_mr(m->mr);
-    free(m);
+    dereg_dead(dead);
 }

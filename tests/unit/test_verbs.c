@@ -4,7 +4,9 @@
  * produces on demand (no devices, a missing library, registration and CQ creation failing,
  * the registration cache's sharing), and GPUDirect RDMA's choices: the probe, RCOLL_IB_GDR,
  * CUDA memory registered by dma-buf (the CUDA side from the scripted driver library,
- * RCOLL_CUDA_LIB, where rcoll is built with CUDA) or nvidia-peermem, and the errors of each.
+ * RCOLL_CUDA_LIB, where rcoll is built with CUDA) or nvidia-peermem, and the errors of each;
+ * and the cache of CUDA registrations: one per allocation however many messages, checked by
+ * buffer id (a freed and reallocated range never served), bounded (RCOLL_IB_MR_CACHE).
  * The real-device suite is tests/rdma/.
  */
 #include <arpa/inet.h>
@@ -18,6 +20,10 @@
 
 #include "check.h"
 #include "cuda/gpu.h"
+#include "rcoll_build.h"
+#if RCOLL_HAVE_CUDA
+#include "cuda/cuda_drv.h"
+#endif
 #include "transport/verbs.h"
 #include "util/config.h"
 
@@ -349,8 +355,8 @@ static void test_gdr_scripted(rcoll_vrb_config_t *cfg)
         st = rcoll_vrb_mr_get(mrs, dev + 100, 5000, RCOLL_PTR_CUDA, &m);
         CHECK(st == RCOLL_OK && m->method == RCOLL_VRB_GDR_DMABUF && dmabuf_regs == 1,
               "device memory registered by dma-buf");
-        CHECK(dmabuf_off == 0 && dmabuf_len == 2 * 4096 && dmabuf_iova == (uintptr_t)dev,
-              "whole pages, the dma-buf from its start, addressed by the device pointer "
+        CHECK(dmabuf_off == 0 && dmabuf_len == 3 * 4096 && dmabuf_iova == (uintptr_t)dev,
+              "the whole allocation, the dma-buf from its start, addressed by the device pointer "
               "(offset %llu len %zu iova %#llx)", (unsigned long long)dmabuf_off, dmabuf_len,
               (unsigned long long)dmabuf_iova);
         CHECK(dmabuf_fd_open && fcntl(dmabuf_fd, F_GETFD) < 0 && errno == EBADF,
@@ -365,8 +371,15 @@ static void test_gdr_scripted(rcoll_vrb_config_t *cfg)
         rcoll_vrb_mr_put(mrs, host);
         rcoll_vrb_mr_put(mrs, again);
         rcoll_vrb_mr_put(mrs, m);
-        CHECK(rcoll_vrb_mr_count(mrs) == 0, "all released");
+        CHECK(rcoll_vrb_mr_count(mrs) == 1 && rcoll_vrb_mr_cached(mrs) == 1 && deregs ==
+                  regs0 + 1, "all released: the host one deregistered, the CUDA one cached");
 
+        /* the failures below need a registration to be made: another allocation */
+        rcoll_gpu_mem_free(dev);
+        if (rcoll_gpu_mem_alloc((void **)&dev, 4096, 0) != RCOLL_OK) {
+            CHECK(0, "scripted CUDA device memory: %s", rcoll_err_get());
+            goto gpu_done;
+        }
         reg_fail = 1;
         st = rcoll_vrb_mr_get(mrs, dev, 4096, RCOLL_PTR_CUDA, &m);
         CHECK(st == RCOLL_ERR_SYSTEM && strstr(rcoll_err_get(), "cannot register 4096 bytes "
@@ -387,6 +400,9 @@ static void test_gdr_scripted(rcoll_vrb_config_t *cfg)
         CHECK(st == RCOLL_OK && m->method == RCOLL_VRB_GDR_PEERMEM && regs == regs1 + 1 &&
                   m->mr->addr == dev, "peermem: ibv_reg_mr on the device pointer");
         if (st == RCOLL_OK) rcoll_vrb_mr_put(mrs, m);
+        rcoll_gpu_mem_free(dev); /* that one is cached now: another to fail on */
+        CHECK(rcoll_gpu_mem_alloc((void **)&dev, 4096, 0) == RCOLL_OK,
+              "scripted CUDA device memory: %s", rcoll_err_get());
         reg_fail = 1;
         st = rcoll_vrb_mr_get(mrs, dev, 4096, RCOLL_PTR_CUDA, &m);
         CHECK(st == RCOLL_ERR_SYSTEM && strstr(rcoll_err_get(), "nvidia-peermem: ibv_reg_mr on "
@@ -397,6 +413,7 @@ static void test_gdr_scripted(rcoll_vrb_config_t *cfg)
         live->ib_gdr = RCOLL_IB_GDR_AUTO;
         rcoll_gpu_mem_free(dev);
     }
+gpu_done:
     live->ib_gdr = RCOLL_IB_GDR_OFF;
     CHECK(T->get_props(0, &p) == RCOLL_OK && p.ptr_support == RCOLL_PTR_HOST &&
               rcoll_vrb_mr_get(mrs, (void *)0x10000, 1, RCOLL_PTR_CUDA, &m) ==
@@ -404,6 +421,222 @@ static void test_gdr_scripted(rcoll_vrb_config_t *cfg)
           "RCOLL_IB_GDR=off: host only, CUDA refused saying so");
     live->ib_gdr = RCOLL_IB_GDR_AUTO;
     T->fini();
+    rcoll_ibv_set_api(NULL);
+}
+
+/* ---- the registration cache of CUDA memory (GPUDirect RDMA by dma-buf) ---- */
+
+/* Device memory from the scripted CUDA driver library (RCOLL_CUDA_LIB), made current. */
+static int cuda_ready(void)
+{
+    static rcoll_gpu_config_t gcfg;
+    if (!getenv("RCOLL_CUDA_LIB")) {
+        check_skip("registration cache of device memory: no scripted CUDA driver here "
+                   "(RCOLL_CUDA_LIB unset: rcoll built without CUDA)");
+        return 0;
+    }
+    if (rcoll_config_parse(&rcoll_gpu_config_table, &gcfg) != RCOLL_OK ||
+        rcoll_gpu_load(&gcfg) != RCOLL_OK || rcoll_gpu_set_device(0) != RCOLL_OK) {
+        CHECK(0, "scripted CUDA driver: %s", rcoll_err_get());
+        return 0;
+    }
+    return 1;
+}
+
+#if RCOLL_HAVE_CUDA
+/* The scripted driver library never hands out an address twice.  A freed allocation whose
+ * range the driver hands out again is made here by wrapping its cuPointerGetAttributes:
+ * id_bump is added to every buffer id it reports, so raising it is, to whoever asks, every
+ * allocation freed and made again at the same range. */
+static const rcoll_cu_api_t *real_cu;
+static rcoll_cu_api_t bumped_cu;
+static unsigned long long id_bump;
+static long attr_calls;
+static CUresult bump_attrs(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
+{
+    attr_calls++;
+    CUresult res = real_cu->cuPointerGetAttributes(n, attrs, data, p);
+    for (unsigned i = 0; res == CUDA_SUCCESS && i < n; i++)
+        if (attrs[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID && *(unsigned long long *)data[i])
+            *(unsigned long long *)data[i] += id_bump;
+    return res;
+}
+static int bump_install(void)
+{
+    real_cu = rcoll_cu;
+    bumped_cu = *real_cu;
+    bumped_cu.cuPointerGetAttributes = bump_attrs;
+    return rcoll_cu_set_api(&bumped_cu) == RCOLL_OK;
+}
+static void bump_remove(void) { rcoll_cu_set_api(real_cu); }
+#else
+static unsigned long long id_bump;
+static long attr_calls;
+static int bump_install(void) { return 0; }
+static void bump_remove(void) {}
+#endif
+
+/* One message on a CUDA buffer as the data path takes its registration: the core registers
+ * the buffer for the operation (core/progress.c, reg_mr with RCOLL_PTR_CUDA), isend/irecv
+ * reference it for the request (verbs_data.c buf_mr), the request completes (req_put), the
+ * core drops its registration (dereg_mr). */
+static rcoll_status_t one_message(rcoll_vrb_comm_t *comm, void *buf, size_t len)
+{
+    void *mh = NULL;
+    rcoll_status_t st = rcoll_vrb_reg_mr(comm, buf, len, RCOLL_PTR_CUDA, &mh);
+    if (st != RCOLL_OK) return st;
+    rcoll_vrb_mr_ref(comm->dev->mrs, mh);
+    rcoll_vrb_mr_put(comm->dev->mrs, mh);
+    return rcoll_vrb_dereg_mr(comm, mh);
+}
+
+static void test_gdr_cache(rcoll_vrb_config_t *cfg)
+{
+    const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+    rcoll_ibv_api_t table = scripted;
+    table.reg_dmabuf_mr = s_reg_dmabuf_mr;
+    dmabuf_probe_errno = EBADF;
+    rcoll_ibv_set_api(&table);
+    int live0 = regs + dmabuf_regs - deregs;
+    CHECK(T->init(cfg) == RCOLL_OK, "scripted device with dma-buf");
+    static rcoll_vrb_comm_t comm;
+    comm.dev = rcoll_vrb_dev(0);
+    char *dev = NULL;
+    if (!comm.dev || !cuda_ready()) goto out;
+    if (rcoll_gpu_mem_alloc((void **)&dev, 4 * 4096, 0) != RCOLL_OK) {
+        CHECK(0, "scripted device memory: %s", rcoll_err_get());
+        goto out;
+    }
+    /* n messages on one buffer: one registration */
+    int regs0 = dmabuf_regs, deregs0 = deregs;
+    rcoll_status_t st = RCOLL_OK;
+    for (int i = 0; i < 100 && st == RCOLL_OK; i++)
+        st = one_message(&comm, dev + (i % 10) * 1000, 1000 + i);
+    CHECK(st == RCOLL_OK && dmabuf_regs - regs0 == 1 && deregs == deregs0,
+          "100 messages on one CUDA buffer: %d registrations, %d deregistrations (want 1, 0)",
+          dmabuf_regs - regs0, deregs - deregs0);
+    CHECK(rcoll_vrb_mr_count(comm.dev->mrs) == 1 && rcoll_vrb_mr_cached(comm.dev->mrs) == 1,
+          "kept in the cache");
+
+    if (!bump_install()) {
+        CHECK(0, "wrapping the scripted driver: %s", rcoll_err_get());
+        goto out_free;
+    }
+    rcoll_vrb_mr_cache_t *mrs = comm.dev->mrs;
+    rcoll_vrb_mr_t *m = NULL, *m2 = NULL;
+    /* a hit costs one driver call (the buffer id), no registration */
+    long calls0 = attr_calls;
+    regs0 = dmabuf_regs;
+    for (int i = 0; i < 10 && st == RCOLL_OK; i++) st = one_message(&comm, dev + 5000, 100);
+    CHECK(st == RCOLL_OK && attr_calls - calls0 == 10 && dmabuf_regs == regs0,
+          "a hit: one cuPointerGetAttributes (%ld for 10), no registration",
+          attr_calls - calls0);
+
+    /* freed and allocated again at the same range (a new buffer id): the old registration is
+     * deregistered and a new one made, never the old one used */
+    id_bump = 1000;
+    regs0 = dmabuf_regs, deregs0 = deregs;
+    st = rcoll_vrb_mr_get(mrs, dev + 100, 100, RCOLL_PTR_CUDA, &m);
+    CHECK(st == RCOLL_OK && deregs == deregs0 + 1 && dmabuf_regs == regs0 + 1 &&
+              m->buffer_id > 1000 && rcoll_vrb_mr_count(mrs) == 1,
+          "reallocated: old registration dropped (%d), a new one made (%d)", deregs - deregs0,
+          dmabuf_regs - regs0);
+    /* the same while a request still holds the old one: it stays for that request only */
+    id_bump = 2000;
+    regs0 = dmabuf_regs, deregs0 = deregs;
+    st = rcoll_vrb_mr_get(mrs, dev + 100, 100, RCOLL_PTR_CUDA, &m2);
+    CHECK(st == RCOLL_OK && m2 != m && m2->buffer_id > 2000 && dmabuf_regs == regs0 + 1 &&
+              deregs == deregs0 && rcoll_vrb_mr_count(mrs) == 2 && rcoll_vrb_mr_cached(mrs) == 1,
+          "reallocated while in use: a new registration, the old one kept for its holder");
+    rcoll_vrb_mr_t *m3 = NULL;
+    CHECK(rcoll_vrb_mr_get(mrs, dev, 10, RCOLL_PTR_CUDA, &m3) == RCOLL_OK && m3 == m2,
+          "the old one is never found again");
+    rcoll_vrb_mr_put(mrs, m3);
+    rcoll_vrb_mr_put(mrs, m);
+    CHECK(deregs == deregs0 + 1 && rcoll_vrb_mr_count(mrs) == 1,
+          "the old one deregistered with its last reference");
+    rcoll_vrb_mr_put(mrs, m2);
+    CHECK(deregs == deregs0 + 1 && rcoll_vrb_mr_count(mrs) == 1, "the new one cached");
+    id_bump = 0;
+    bump_remove();
+
+out_free:
+    rcoll_gpu_mem_free(dev);
+out:
+    T->fini();
+    CHECK(regs + dmabuf_regs - deregs == live0, "fini deregisters everything (%d left)",
+          regs + dmabuf_regs - deregs - live0);
+    rcoll_ibv_set_api(NULL);
+}
+
+/* The bound (RCOLL_IB_MR_CACHE): least recently used idle entries are replaced, entries in
+ * use never; with every entry in use a registration is made uncached. */
+static void test_gdr_cache_bound(rcoll_vrb_config_t *cfg)
+{
+    const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+    rcoll_ibv_api_t table = scripted;
+    table.reg_dmabuf_mr = s_reg_dmabuf_mr;
+    dmabuf_probe_errno = EBADF;
+    rcoll_ibv_set_api(&table);
+    int live0 = regs + dmabuf_regs - deregs, saved = cfg->ib_mr_cache;
+    cfg->ib_mr_cache = 4;
+    CHECK(T->init(cfg) == RCOLL_OK, "scripted device with dma-buf, RCOLL_IB_MR_CACHE=4");
+    const rcoll_vrb_dev_t *d = rcoll_vrb_dev(0);
+    enum { NB = 6 };
+    char *b[NB] = {0};
+    rcoll_vrb_mr_t *m[NB] = {0}, *x = NULL;
+    if (!d || !cuda_ready()) goto out;
+    rcoll_vrb_mr_cache_t *mrs = d->mrs;
+    for (int i = 0; i < NB; i++) {
+        if (rcoll_gpu_mem_alloc((void **)&b[i], 2 * 4096, 0) != RCOLL_OK) {
+            CHECK(0, "scripted device memory: %s", rcoll_err_get());
+            goto out_free;
+        }
+    }
+    /* b0..b3 fill the cache; b0 used again, so b1 is the least recently used */
+    int regs0 = dmabuf_regs, deregs0 = deregs;
+    for (int i = 0; i < 4; i++) {
+        CHECK(rcoll_vrb_mr_get(mrs, b[i], 10, RCOLL_PTR_CUDA, &x) == RCOLL_OK, "get b%d", i);
+        rcoll_vrb_mr_put(mrs, x);
+    }
+    CHECK(rcoll_vrb_mr_get(mrs, b[0], 10, RCOLL_PTR_CUDA, &x) == RCOLL_OK, "b0 again");
+    rcoll_vrb_mr_put(mrs, x);
+    CHECK(dmabuf_regs == regs0 + 4 && deregs == deregs0 && rcoll_vrb_mr_cached(mrs) == 4,
+          "four buffers, four registrations, all kept");
+    /* bound + 1: one eviction, of b1 */
+    CHECK(rcoll_vrb_mr_get(mrs, b[4], 10, RCOLL_PTR_CUDA, &m[4]) == RCOLL_OK &&
+              dmabuf_regs == regs0 + 5 && deregs == deregs0 + 1 &&
+              rcoll_vrb_mr_cached(mrs) == 4 && rcoll_vrb_mr_count(mrs) == 4,
+          "bound + 1 buffers: one eviction (%d)", deregs - deregs0);
+    CHECK(rcoll_vrb_mr_get(mrs, b[0], 10, RCOLL_PTR_CUDA, &m[0]) == RCOLL_OK &&
+              rcoll_vrb_mr_get(mrs, b[2], 10, RCOLL_PTR_CUDA, &m[2]) == RCOLL_OK &&
+              rcoll_vrb_mr_get(mrs, b[3], 10, RCOLL_PTR_CUDA, &m[3]) == RCOLL_OK &&
+              dmabuf_regs == regs0 + 5, "b0, b2, b3 still cached: the evicted one was b1");
+    /* every entry in use now (b0, b2, b3, b4): b1 and b5 registered uncached */
+    CHECK(rcoll_vrb_mr_get(mrs, b[1], 10, RCOLL_PTR_CUDA, &m[1]) == RCOLL_OK &&
+              rcoll_vrb_mr_get(mrs, b[5], 10, RCOLL_PTR_CUDA, &m[5]) == RCOLL_OK &&
+              dmabuf_regs == regs0 + 7 && deregs == deregs0 + 1 &&
+              rcoll_vrb_mr_cached(mrs) == 4 && rcoll_vrb_mr_count(mrs) == 6,
+          "cache full of entries in use: none evicted, registered uncached");
+    rcoll_vrb_mr_t *y = NULL;
+    CHECK(rcoll_vrb_mr_get(mrs, b[5] + 4096, 10, RCOLL_PTR_CUDA, &y) == RCOLL_OK && y == m[5] &&
+              dmabuf_regs == regs0 + 7, "an uncached one is shared while in use");
+    rcoll_vrb_mr_put(mrs, y);
+    rcoll_vrb_mr_put(mrs, m[1]);
+    rcoll_vrb_mr_put(mrs, m[5]);
+    CHECK(deregs == deregs0 + 3 && rcoll_vrb_mr_count(mrs) == 4,
+          "uncached ones deregistered with their last reference");
+    for (int i = 0; i < NB; i++)
+        if (i != 1 && i != 5) rcoll_vrb_mr_put(mrs, m[i]);
+    CHECK(deregs == deregs0 + 3 && rcoll_vrb_mr_cached(mrs) == 4, "cached ones kept, idle");
+out_free:
+    for (int i = 0; i < NB; i++)
+        if (b[i]) rcoll_gpu_mem_free(b[i]);
+out:
+    T->fini();
+    CHECK(regs + dmabuf_regs - deregs == live0, "fini deregisters the cache (%d left)",
+          regs + dmabuf_regs - deregs - live0);
+    cfg->ib_mr_cache = saved;
     rcoll_ibv_set_api(NULL);
 }
 
@@ -424,6 +657,8 @@ int main(void)
     test_scripted(&cfg);
     test_gdr_methods();
     test_gdr_scripted(&cfg);
+    test_gdr_cache(&cfg);
+    test_gdr_cache_bound(&cfg);
     test_missing_library(&cfg); /* last: the load result is kept for the process */
     return check_summary();
 }
