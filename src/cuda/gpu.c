@@ -12,8 +12,10 @@
  * refused, host and pinned host take the host path): device and managed ranges lie in the
  * driver's reserved unified address range, which host allocations never reuse, and a stale
  * pinned entry classifies reused host memory as pinned, which takes the same path.  The parts
- * of the device path where a stale entry would matter (registration, IPC handles) must check
- * the buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID, kept in the entry) before trusting one.
+ * of the device path where a stale entry would matter check the buffer id
+ * (CU_POINTER_ATTRIBUTE_BUFFER_ID, kept in the entry): rcoll_gpu_ptr_range asks the driver
+ * for the range and id and drops an entry of another allocation over it, registrations for
+ * GPUDirect RDMA ask for the id.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -130,29 +132,22 @@ rcoll_memkind_t rcoll_gpu_classify(const void *ptr)
 
 rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size)
 {
-    if (!rcoll_gpu_active())
-        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "the CUDA driver is not in use");
-    /* a classified allocation is in the cache (the calls classify their buffers first) */
+    /* The driver's word, with the buffer id: a cached range is trusted for a pointer's kind
+     * only, since a freed allocation's range may now hold another of another size. */
+    unsigned long long id = 0;
+    rcoll_status_t st = rcoll_gpu_ptr_buffer_id(p, base, size, &id);
+    if (st != RCOLL_OK) return st;
     pthread_mutex_lock(&cache_lock);
     for (size_t i = 0; i < cache_n; i++) {
-        if ((uintptr_t)p >= cache[i].base && (uintptr_t)p < cache[i].end) {
-            *base = cache[i].base;
-            *size = cache[i].end - cache[i].base;
-            pthread_mutex_unlock(&cache_lock);
-            return RCOLL_OK;
+        range_t *e = &cache[i];
+        if (e->end > *base && e->base < *base + *size && e->buffer_id != id) {
+            RCOLL_TRACE(CUDA, "cached CUDA range [0x%llx, +%zu) is stale (buffer id %llu, now "
+                        "%llu): dropped", (unsigned long long)e->base,
+                        (size_t)(e->end - e->base), e->buffer_id, id);
+            e->base = e->end = 0; /* matches nothing: the next classification asks */
         }
     }
     pthread_mutex_unlock(&cache_lock);
-    CUdeviceptr start = 0;
-    size_t bytes = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[] = {&start, &bytes};
-    CUresult res = rcoll_cu->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)(uintptr_t)p);
-    if (res != CUDA_SUCCESS || !start || !bytes)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%p is not in a CUDA allocation", p);
-    *base = (uintptr_t)start;
-    *size = bytes;
     return RCOLL_OK;
 }
 

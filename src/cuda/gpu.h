@@ -170,9 +170,10 @@ rcoll_status_t rcoll_gpu_current_bus(char *bus, size_t len);
 /* The PCI bus id of the GPU that holds device memory p (its allocation's context's device).
  * RCOLL_ERR_INVALID_ARG when p is not device memory the driver knows. */
 rcoll_status_t rcoll_gpu_ptr_bus(const void *p, char *bus, size_t len);
-/* The allocation that holds device memory p: its start and size (the driver's range; from
- * the classification cache when p was classified, cuda/gpu.c).  RCOLL_ERR_INVALID_ARG when
- * the driver does not know p. */
+/* The allocation that holds device memory p: its start and size, from the driver (one
+ * cuPointerGetAttributes with the buffer id; a classification-cache entry of a freed
+ * allocation over that range is dropped).  RCOLL_ERR_INVALID_ARG when the driver does not
+ * know p. */
 rcoll_status_t rcoll_gpu_ptr_range(const void *p, uintptr_t *base, size_t *size);
 /* The allocation that holds CUDA memory p as the driver sees it now: start, size and buffer
  * id (CU_POINTER_ATTRIBUTE_BUFFER_ID, never reused for another allocation in the process).

@@ -416,6 +416,26 @@ static void test_classify(void)
     /* more allocations than the cache holds: the oldest go, the count stays bounded */
     for (int i = 0; i < 70; i++) rcoll_gpu_classify(fake(64, CU_MEMORYTYPE_DEVICE, 0));
     CHECK(rcoll_gpu_cache_count() == 64, "bounded: %zu", rcoll_gpu_cache_count());
+    /* an allocation freed behind rcoll's back and its address reused by a smaller one: the
+     * range comes from the driver, checked by buffer id, and the stale entry goes */
+    rcoll_gpu_cache_flush();
+    char *big = fake(1 << 16, CU_MEMORYTYPE_DEVICE, 0);
+    uintptr_t base = 0;
+    size_t size = 0;
+    CHECK(rcoll_gpu_classify(big + 100) == RCOLL_MEM_DEVICE &&
+              rcoll_gpu_ptr_range(big + 100, &base, &size) == RCOLL_OK &&
+              base == (uintptr_t)big && size == 1 << 16, "range of a classified allocation");
+    fake_alloc_t *old = (fake_alloc_t *)find((uintptr_t)big);
+    if (old) old->size = 0; /* freed */
+    fake_add(big, 4096, CU_MEMORYTYPE_DEVICE, 1, 0); /* reused, smaller, managed */
+    CHECK(rcoll_gpu_ptr_range(big + 100, &base, &size) == RCOLL_OK &&
+              base == (uintptr_t)big && size == 4096,
+          "range after the address was reused: %zu bytes, not the stale cached 65536", size);
+    attr_calls = 0;
+    CHECK(rcoll_gpu_classify(big + 100) == RCOLL_MEM_MANAGED && attr_calls == 1,
+          "the stale entry is gone: classified again (%d calls)", attr_calls);
+    CHECK(rcoll_gpu_ptr_range(big + 8192, &base, &size) == RCOLL_ERR_INVALID_ARG,
+          "past the new allocation: not CUDA memory");
     CHECK(!strcmp(rcoll_memkind_name(RCOLL_MEM_DEVICE), "CUDA device memory") &&
               !strcmp(rcoll_memkind_name(RCOLL_MEM_MANAGED), "CUDA managed memory"), "names");
     rcoll_gpu_cache_flush();
