@@ -88,6 +88,8 @@ typedef struct rcoll_cu_api {
     CUresult (*cuMemGetHandleForAddressRange)(void *handle, CUdeviceptr p, size_t bytes,
                                               CUmemRangeHandleType type,
                                               unsigned long long flags);
+    /* Pinned staging areas, portable across contexts (cuda/stage.c). */
+    CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned int flags);
 } rcoll_cu_api_t;
 
 /* Every entry of the table with the CUDA version of the ABI its member declares (the
@@ -158,7 +160,8 @@ typedef struct rcoll_cu_api {
     X(cuStreamBeginCapture, 10010) \
     X(cuStreamEndCapture, 10000) \
     X(cuGraphDestroy, 10000) \
-    X(cuMemGetHandleForAddressRange, 11070)
+    X(cuMemGetHandleForAddressRange, 11070) \
+    X(cuMemHostAlloc, 2020)
 
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */
 extern const rcoll_cu_api_t *rcoll_cu;

@@ -14,7 +14,7 @@
 #include "util/status.h"
 
 struct rcoll_gpu_stage {
-    void *host;     /* cuMemAllocHost, or NULL */
+    void *host;     /* cuMemHostAlloc (portable), or NULL */
     size_t bytes;
     CUcontext ctx;  /* current when host was allocated: freed in it */
 };
@@ -104,11 +104,13 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *
     void *host = NULL;
     CUcontext ctx = NULL;
     rcoll_cu->cuCtxGetCurrent(&ctx);
-    CUresult res = rcoll_cu->cuMemAllocHost(&host, want);
+    /* Portable: pinned for every context of the process, not only the current one (a process
+     * driving several GPUs stages each one's buffers through its areas). */
+    CUresult res = rcoll_cu->cuMemHostAlloc(&host, want, CU_MEMHOSTALLOC_PORTABLE);
     rcoll_gpu_ctx_leave(saved, switched);
     if (res != CUDA_SUCCESS || !host) {
         char text[160];
-        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cuMemAllocHost(%zu bytes) for the staging "
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cuMemHostAlloc(%zu bytes, portable) for the staging "
                              "area failed: %s", want,
                              res != CUDA_SUCCESS ? rcoll_cu_strerror(res, text, sizeof(text))
                                                  : "no memory returned");

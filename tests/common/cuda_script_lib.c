@@ -8,7 +8,7 @@
  *   view, so any load or store through a device pointer (a buffer the program forgot to
  *   stage) is a SIGSEGV, as it would be a fault on a GPU; the library's copies use the second,
  *   writable view.  Managed memory is ordinary host memory (host-accessible, as on a GPU
- *   system).  cuMemAllocHost is calloc, reported as pinned host memory.
+ *   system).  cuMemAllocHost and cuMemHostAlloc are calloc, reported as pinned host memory.
  * - cuPointerGetAttributes answers for its own allocations (type, managed, range, buffer id,
  *   context) and says "unknown" (type 0) for anything else, as the driver does for pageable
  *   memory.
@@ -402,6 +402,15 @@ static CUresult s_alloc_host(void **p, size_t bytes)
     if (r != CUDA_SUCCESS) free(m);
     else *p = m;
     return r;
+}
+
+static CUresult s_host_alloc(void **p, size_t bytes, unsigned int flags)
+{
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (should_fail("cuMemHostAlloc")) return CUDA_ERROR_OUT_OF_MEMORY;
+    return s_alloc_host(p, bytes);
 }
 
 /* Free the allocation starting at p of the given kind (host 1: cuMemFreeHost). */
@@ -1112,6 +1121,7 @@ static const struct {
     {"cuMemAlloc", 3020, (void *)s_alloc},
     {"cuMemAllocManaged", 6000, (void *)s_alloc_managed},
     {"cuMemAllocHost", 3020, (void *)s_alloc_host},
+    {"cuMemHostAlloc", 2020, (void *)s_host_alloc},
     {"cuMemFree", 3020, (void *)s_free},
     {"cuMemFreeHost", 2000, (void *)s_free_host},
     {"cuMemcpyHtoD", 3020, (void *)s_htod},

@@ -175,6 +175,14 @@ static CUresult s_alloc_host(void **p, size_t bytes)
     *p = m;
     return CUDA_SUCCESS;
 }
+/* Staging areas must be pinned for every context (portable): those that are, counted. */
+static int host_portable;
+static CUresult s_host_alloc(void **p, size_t bytes, unsigned int flags)
+{
+    CUresult r = s_alloc_host(p, bytes);
+    if (r == CUDA_SUCCESS && (flags & CU_MEMHOSTALLOC_PORTABLE)) host_portable++;
+    return r;
+}
 static CUresult s_free_host(void *p)
 {
     for (int i = 0; i < nallocs; i++)
@@ -304,6 +312,7 @@ static const rcoll_cu_api_t scripted = {
     .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
     .cuCtxGetDevice = s_ctx_device,
     .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
+    .cuMemHostAlloc = s_host_alloc,
     .cuMemcpyDtoH = s_dtoh, .cuMemcpyHtoD = s_htod,
     .cuDeviceGetCount = s_dev_count, .cuDeviceGet = s_dev_get,
     .cuDevicePrimaryCtxRetain = s_retain, .cuDeviceGetName = s_dev_name,
@@ -1240,9 +1249,9 @@ static void test_stage_errors(void)
     fail_alloc_host = 1;
     CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_ERR_NO_MEMORY &&
               strstr(rcoll_comm_last_error(comm), "rcoll_allreduce: staging sendbuf") &&
-              strstr(rcoll_comm_last_error(comm), "cuMemAllocHost(") &&
+              strstr(rcoll_comm_last_error(comm), "cuMemHostAlloc(") &&
               strstr(rcoll_comm_last_error(comm), "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"),
-          "cuMemAllocHost failing: %s", rcoll_comm_last_error(comm));
+          "cuMemHostAlloc failing: %s", rcoll_comm_last_error(comm));
     CHECK(host_live == live0 && d[32] == POISON, "nothing allocated, nothing written");
     CHECK(rcoll_allreduce(d, d + 32, 16, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK &&
               d[32 + 7] == 7 && host_live == live0 + 1, "the next call works: %s",
@@ -1277,6 +1286,8 @@ static void test_stage_errors(void)
     CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "freed: %d live",
           host_live);
     CHECK(fail_alloc_host == 0 && fail_dtoh == 0 && fail_htod == 0, "every failure happened");
+    CHECK(host_allocs > 0 && host_portable == host_allocs, "every staging area portable (%d "
+          "of %d)", host_portable, host_allocs);
 }
 
 /* ---- kernels: names and the embedded fatbin ---- */

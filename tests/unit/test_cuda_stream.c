@@ -186,6 +186,14 @@ static CUresult s_alloc_host(void **p, size_t bytes)
     *p = m;
     return CUDA_SUCCESS;
 }
+/* Staging areas must be pinned for every context (portable): those that are, counted. */
+static int host_portable;
+static CUresult s_host_alloc(void **p, size_t bytes, unsigned int flags)
+{
+    CUresult r = s_alloc_host(p, bytes);
+    if (r == CUDA_SUCCESS && (flags & CU_MEMHOSTALLOC_PORTABLE)) host_portable++;
+    return r;
+}
 static CUresult s_free_host(void *p)
 {
     pthread_mutex_lock(&alloc_mu);
@@ -388,6 +396,7 @@ static const rcoll_cu_api_t scripted = {
     .cuCtxGetCurrent = s_ctx_get, .cuCtxSetCurrent = s_ctx_set,
     .cuCtxGetDevice = s_ctx_device, .cuDeviceGetPCIBusId = s_busid,
     .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
+    .cuMemHostAlloc = s_host_alloc,
     .cuMemcpyDtoHAsync = s_dtoh_async, .cuMemcpyHtoDAsync = s_htod_async,
     .cuLaunchHostFunc = s_launch_host, .cuStreamSynchronize = s_stream_sync,
     .cuStreamIsCapturing = s_is_capturing,
@@ -771,13 +780,15 @@ static void test_stream_errors(void)
     elem_t *big = dalloc(100000);
     fail_alloc_host = 1;
     st = rcoll_allreduce_stream(RCOLL_IN_PLACE, big, 100000, RCOLL_INT32, RCOLL_SUM, comm, s);
-    CHECK(st == RCOLL_ERR_NO_MEMORY && strstr(rcoll_comm_last_error(comm), "cuMemAllocHost"),
+    CHECK(st == RCOLL_ERR_NO_MEMORY && strstr(rcoll_comm_last_error(comm), "cuMemHostAlloc"),
           "the staging area cannot be allocated: %s", rcoll_comm_last_error(comm));
 
     ok(&(ctx_t){comm, 0, 1, 0}, rcoll_allreduce_stream(d, r, 64, RCOLL_INT32, RCOLL_SUM, comm,
                                                        s), "usable after every failure");
     fs_sync(s);
     EXPECT(&((ctx_t){comm, 0, 1, 0}), "its result", r, 64, i);
+    CHECK(host_allocs > 0 && host_portable == host_allocs, "every staging area portable (%d "
+          "of %d)", host_portable, host_allocs);
     CHECK(fail_alloc_host == 0 && fail_dtoh == 0 && fail_htod == 0 && fail_hostfn == 0,
           "every failure happened");
 
