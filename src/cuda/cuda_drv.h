@@ -90,6 +90,9 @@ typedef struct rcoll_cu_api {
                                               unsigned long long flags);
     /* Pinned staging areas, portable across contexts (cuda/stage.c). */
     CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned int flags);
+    /* A context's id, unique in the process: the kernels' module cache (cuda/kernels.c)
+     * notices a context reset or a new context at an old handle. */
+    CUresult (*cuCtxGetId)(CUcontext ctx, unsigned long long *id);
 } rcoll_cu_api_t;
 
 /* Every entry of the table with the CUDA version of the ABI its member declares (the
@@ -161,7 +164,8 @@ typedef struct rcoll_cu_api {
     X(cuStreamEndCapture, 10000) \
     X(cuGraphDestroy, 10000) \
     X(cuMemGetHandleForAddressRange, 11070) \
-    X(cuMemHostAlloc, 2020)
+    X(cuMemHostAlloc, 2020) \
+    X(cuCtxGetId, 12000)
 
 /* The table in use; NULL until rcoll_cu_load() succeeded or a test installed one. */
 extern const rcoll_cu_api_t *rcoll_cu;

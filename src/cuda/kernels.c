@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cuda/kernels.h"
+#include "util/log.h"
 #include "cuda/reduce_elem.h"
 #include "util/status.h"
 
@@ -30,6 +31,7 @@ static const size_t elem_size[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS] = {RCOLL_ELEM_
 
 typedef struct {
     CUcontext ctx;
+    unsigned long long ctx_id; /* cuCtxGetId: a reset primary context keeps its handle */
     CUmodule module;
     int sms;
     CUfunction fn[RCOLL_NUM_DATATYPES][RCOLL_NUM_OPS];
@@ -51,31 +53,42 @@ static rcoll_status_t cu_fail(CUresult res, const char *what)
     return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, what);
 }
 
-/* The module of the current context, loaded on first use. */
+/* The module of the current context, loaded on first use.  A module belongs to one context:
+ * the context's id (not only its handle, which a reset primary context keeps and a new context
+ * may reuse) says whether a cached one is still that context's; one that is not is gone with
+ * its context (not unloaded: its handle means nothing now) and loaded again. */
 static rcoll_status_t module_get(module_t **out)
 {
     const rcoll_cu_api_t *cu = rcoll_cu;
     CUcontext ctx = NULL;
+    unsigned long long id = 0;
     CUresult res = cu->cuCtxGetCurrent(&ctx);
     if (res != CUDA_SUCCESS) return cu_fail(res, "cuCtxGetCurrent");
     if (!ctx)
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED,
                              "no current CUDA context on this thread: the device reduction runs "
                              "on the context of its buffers");
+    if ((res = cu->cuCtxGetId(ctx, &id)) != CUDA_SUCCESS) return cu_fail(res, "cuCtxGetId");
     rcoll_status_t st = RCOLL_OK;
     pthread_mutex_lock(&lock);
+    int slot = nmodules;
     for (int i = 0; i < nmodules; i++) {
-        if (modules[i].ctx == ctx) {
+        if (modules[i].ctx != ctx) continue;
+        if (modules[i].ctx_id == id) {
             *out = &modules[i];
             goto done;
         }
+        RCOLL_INFO(CUDA, "CUDA context %p was reset or replaced (id %llu, was %llu): loading "
+                   "rcoll's kernels again", (void *)ctx, id, modules[i].ctx_id);
+        slot = i;
+        break;
     }
-    if (nmodules == MAX_CONTEXTS) {
+    if (slot == MAX_CONTEXTS) {
         st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "more than %d CUDA contexts used",
                            MAX_CONTEXTS);
         goto done;
     }
-    module_t *m = &modules[nmodules];
+    module_t fresh, *m = &fresh;
     memset(m, 0, sizeof(*m));
     CUdevice dev;
     if ((res = cu->cuModuleLoadData(&m->module, rcoll_cuda_fatbin)) != CUDA_SUCCESS) {
@@ -106,8 +119,10 @@ static rcoll_status_t module_get(module_t **out)
         }
     }
     m->ctx = ctx;
-    nmodules++;
-    *out = m;
+    m->ctx_id = id;
+    modules[slot] = fresh; /* only now: a failed reload leaves the old record to try again */
+    if (slot == nmodules) nmodules++;
+    *out = &modules[slot];
 done:
     pthread_mutex_unlock(&lock);
     return st;

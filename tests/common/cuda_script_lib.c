@@ -341,6 +341,37 @@ static CUresult s_release(CUdevice d)
     return CUDA_SUCCESS;
 }
 
+/* Primary contexts are reset (cuDevicePrimaryCtxReset): the handle stays, the context behind it
+ * is new (its id changes) and what was loaded into the old one is gone: a kernel of a module
+ * loaded before the reset fails to launch (CUDA_ERROR_INVALID_HANDLE) until a module is loaded
+ * again in the new one. */
+static unsigned ctx_gen[MAX_DEVICES], module_gen[MAX_DEVICES]; /* module_gen: gen + 1, 0 none */
+
+static CUresult s_ctx_reset(CUdevice d)
+{
+    if (d < 0 || d >= ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    __atomic_add_fetch(&ctx_gen[d], 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+static CUresult s_ctx_id(CUcontext c, unsigned long long *id)
+{
+    if (!c) c = current;
+    if (!c || !ctx_valid(c)) return CUDA_ERROR_INVALID_CONTEXT;
+    unsigned d = (unsigned)((uintptr_t)c - (uintptr_t)CTX_OF(0));
+    *id = (unsigned long long)__atomic_load_n(&ctx_gen[d], __ATOMIC_RELAXED) << 8 | (d + 1);
+    return CUDA_SUCCESS;
+}
+
+/* The current context's kernels are loaded (in this context, since its last reset). */
+static int module_loaded(void)
+{
+    if (!current || !ctx_valid(current)) return 0;
+    unsigned d = (unsigned)((uintptr_t)current - (uintptr_t)CTX_OF(0));
+    return __atomic_load_n(&module_gen[d], __ATOMIC_RELAXED) ==
+           __atomic_load_n(&ctx_gen[d], __ATOMIC_RELAXED) + 1;
+}
+
 static CUresult add(uintptr_t base, size_t size, unsigned memtype, unsigned managed, char *rw)
 {
     for (int i = 0; i < MAX_ALLOCS; i++) {
@@ -1007,6 +1038,10 @@ static CUresult s_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
 static CUresult s_module_load(CUmodule *m, const void *image)
 {
     (void)image;
+    if (!current || !ctx_valid(current)) return CUDA_ERROR_INVALID_CONTEXT;
+    unsigned d = (unsigned)((uintptr_t)current - (uintptr_t)CTX_OF(0));
+    __atomic_store_n(&module_gen[d], __atomic_load_n(&ctx_gen[d], __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
     *m = (CUmodule)(uintptr_t)0x40d;
     return CUDA_SUCCESS;
 }
@@ -1070,6 +1105,7 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
     if (should_fail("cuLaunchKernel")) return CUDA_ERROR_LAUNCH_FAILED;
+    if (!module_loaded()) return CUDA_ERROR_INVALID_HANDLE; /* not in this context */
     if (!gx || !bx || bx > 1024) return CUDA_ERROR_INVALID_VALUE;
     const kernel_t *k = (const kernel_t *)f;
     if (k >= oneshots && k < oneshots + NKERNELS) { /* the one-kernel all-reduce */
@@ -1118,6 +1154,8 @@ static const struct {
     {"cuDeviceGetPCIBusId", 4010, (void *)s_dev_bus},
     {"cuDevicePrimaryCtxRetain", 7000, (void *)s_retain},
     {"cuDevicePrimaryCtxRelease", 11000, (void *)s_release},
+    {"cuDevicePrimaryCtxReset", 11000, (void *)s_ctx_reset},
+    {"cuCtxGetId", 12000, (void *)s_ctx_id},
     {"cuMemAlloc", 3020, (void *)s_alloc},
     {"cuMemAllocManaged", 6000, (void *)s_alloc_managed},
     {"cuMemAllocHost", 3020, (void *)s_alloc_host},

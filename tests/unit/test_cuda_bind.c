@@ -10,7 +10,10 @@
  * - the calls that go through them (the bus id of the current device and of a buffer's
  *   device, on the second of two scripted devices) answer right;
  * - the script itself: the CUDA 13 forms fail for a context it never handed out, too old a
- *   version gets a failing stand-in, cuCtxSetCurrent refuses a context it never handed out.
+ *   version gets a failing stand-in, cuCtxSetCurrent refuses a context it never handed out;
+ * - the device reduction after the application reset the primary context (cudaDeviceReset):
+ *   the handle is the same, the kernels loaded into the old context are gone, so rcoll's
+ *   module cache must notice (by the context's id) and load them again.
  * What this does NOT test: a real driver (tests/gpu/run.sh does, on a GPU).
  */
 #include <dlfcn.h>
@@ -21,6 +24,7 @@
 #include "check.h"
 #include "cuda/cuda_drv.h"
 #include "cuda/gpu.h"
+#include "cuda/kernels.h"
 #include "rcoll.h"
 #include "util/status.h"
 
@@ -122,6 +126,63 @@ static void test_script(void)
     rcoll_cu->cuDevicePrimaryCtxRelease(1);
 }
 
+/* dst = a + b of 64 floats on device 0 through rcoll's kernels; 1 when the result is right. */
+static int reduce_once(CUstream s, const char *when)
+{
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    float ha[64], hb[64], hd[64];
+    for (int i = 0; i < 64; i++) ha[i] = (float)i, hb[i] = 1000.0f, hd[i] = -1;
+    void *a = NULL, *b = NULL, *d = NULL;
+    int ok = rcoll_cuda_alloc(&a, sizeof(ha)) == RCOLL_OK &&
+             rcoll_cuda_alloc(&b, sizeof(hb)) == RCOLL_OK &&
+             rcoll_cuda_alloc(&d, sizeof(hd)) == RCOLL_OK &&
+             cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)a, ha, sizeof(ha)) == CUDA_SUCCESS &&
+             cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)b, hb, sizeof(hb)) == CUDA_SUCCESS;
+    CHECK(ok, "%s: buffers", when);
+    rcoll_status_t st = ok ? rcoll_cuda_reduce((CUdeviceptr)(uintptr_t)d, 0,
+                                               (CUdeviceptr)(uintptr_t)a,
+                                               (CUdeviceptr)(uintptr_t)b, 64, RCOLL_FLOAT32,
+                                               RCOLL_SUM, 0, s)
+                           : RCOLL_ERR_SYSTEM;
+    CHECK(st == RCOLL_OK, "%s: the device reduction launches: %s", when, rcoll_err_get());
+    CUresult res = cu->cuStreamSynchronize(s);
+    CHECK(res == CUDA_SUCCESS, "%s: the stream: %d", when, (int)res);
+    int right = st == RCOLL_OK && res == CUDA_SUCCESS &&
+                cu->cuMemcpyDtoH(hd, (CUdeviceptr)(uintptr_t)d, sizeof(hd)) == CUDA_SUCCESS;
+    for (int i = 0; right && i < 64; i++) right = hd[i] == (float)i + 1000.0f;
+    CHECK(right, "%s: the sum is right", when);
+    rcoll_cuda_free(a), rcoll_cuda_free(b), rcoll_cuda_free(d);
+    return right;
+}
+
+static void test_reset(void)
+{
+    const rcoll_cu_api_t *cu = rcoll_cu;
+    CHECK(rcoll_cuda_set_device(0) == RCOLL_OK, "device 0");
+    CUstream s = NULL;
+    CHECK(cu->cuStreamCreate(&s, 0) == CUDA_SUCCESS, "a stream");
+    reduce_once(s, "before the reset");
+    cu->cuStreamDestroy(s);
+    CUresult (*reset)(CUdevice) = NULL;
+    CUdriverProcAddressQueryResult q;
+    CHECK(get_proc("cuDevicePrimaryCtxReset", (void **)&reset, 11000, 0, &q) == CUDA_SUCCESS &&
+          abi_of((void *)reset) == 11000, "the script resets primary contexts");
+    if (!reset) return;
+    CUcontext before = NULL, after = NULL;
+    cu->cuCtxGetCurrent(&before);
+    unsigned long long id0 = 0, id1 = 0;
+    cu->cuCtxGetId(before, &id0);
+    CHECK(reset(0) == CUDA_SUCCESS, "cuDevicePrimaryCtxReset(0)");
+    CHECK(rcoll_cuda_set_device(0) == RCOLL_OK, "device 0 again");
+    cu->cuCtxGetCurrent(&after);
+    cu->cuCtxGetId(after, &id1);
+    CHECK(before == after && id0 != id1, "same handle (%p, %p), a new context (id %llu, %llu)",
+          (void *)before, (void *)after, id0, id1);
+    CHECK(cu->cuStreamCreate(&s, 0) == CUDA_SUCCESS, "a stream in the new context");
+    reduce_once(s, "after the reset");
+    cu->cuStreamDestroy(s);
+}
+
 int main(void)
 {
     check_set_note(rcoll_err_get);
@@ -143,6 +204,7 @@ int main(void)
     check_case("slots", test_slots);
     check_case("calls", test_calls);
     check_case("script", test_script);
+    check_case("reset", test_reset);
     dlclose(lib);
     return check_summary();
 }
