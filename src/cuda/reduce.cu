@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cuda/oneshot.h"
+#include "cuda/oneshot_proto.h"
 #include "cuda/reduce_elem.h"
 
 template <typename T>
@@ -81,71 +82,13 @@ struct elem_of;
 RCOLL_ELEM_LIST(RCOLL_ELEM_OF)
 #undef RCOLL_ELEM_OF
 
-__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t *p)
-{
-    uint64_t v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_release_sys(uint64_t *p, uint64_t v)
-{
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-__device__ __forceinline__ uint64_t global_ns()
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-/* Block b's report, and this rank's abort word set (so that every later call, here and at
- * the peers waiting for this rank, stops at once). */
-__device__ __forceinline__ int oneshot_stop(const rcoll_oneshot_args_t &a, uint32_t code, int p,
-                                            uint64_t f)
-{
-    volatile rcoll_oneshot_err_t *e = reinterpret_cast<rcoll_oneshot_err_t *>(a.err) + blockIdx.x;
-    e->peer = p;
-    e->flag = f;
-    e->code = code;
-    st_release_sys(reinterpret_cast<uint64_t *>(a.peer[a.rank] + RCOLL_ONESHOT_ABORT),
-                   a.flag ? a.flag : 1);
-    __threadfence_system();
-    return 1;
-}
-
 /* Thread 0 of each block: publish this block's flag at byte offset off of this rank's
- * workspace, then wait for every peer's there.  0 when the block may go on; else the block's
+ * workspace, then wait for every peer's there (cuda/oneshot_proto.h, the code the scripted
+ * driver and the host-thread test run too).  0 when the block may go on; else the block's
  * record in a.err says why. */
 __device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a, unsigned off)
 {
-    const uint64_t own_abort = ld_acquire_sys(
-        reinterpret_cast<const uint64_t *>(a.peer[a.rank] + RCOLL_ONESHOT_ABORT));
-    if (own_abort) return oneshot_stop(a, RCOLL_ONESHOT_ABORTED, a.rank, own_abort);
-    uint64_t *flags = reinterpret_cast<uint64_t *>(a.peer[a.rank] + off);
-    __threadfence_system(); /* the block's writes (ordered before by __syncthreads) first */
-    st_release_sys(&flags[blockIdx.x], a.flag);
-    const uint32_t seq = (uint32_t)(a.flag >> 32);
-    const uint64_t start = global_ns();
-    for (int p = 0; p < a.nranks; p++) {
-        if (p == a.rank) continue;
-        const uint64_t *pf = reinterpret_cast<const uint64_t *>(a.peer[p] + off) + blockIdx.x;
-        const uint64_t *pa = reinterpret_cast<const uint64_t *>(a.peer[p] + RCOLL_ONESHOT_ABORT);
-        for (unsigned spins = 1;; spins++) {
-            uint64_t f = ld_acquire_sys(pf);
-            int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
-            if (ahead > 0) break; /* gone on: it met this rank's flag of this call */
-            if (ahead == 0 && f == a.flag) break;
-            if (ahead == 0) return oneshot_stop(a, RCOLL_ONESHOT_MISMATCH, p, f);
-            if (spins % 32) continue; /* the rest now and then: the flag's load is the hot one */
-            const uint64_t ab = ld_acquire_sys(pa);
-            if (ab) return oneshot_stop(a, RCOLL_ONESHOT_ABORTED, p, ab);
-            if (global_ns() - start > a.timeout_ns)
-                return oneshot_stop(a, RCOLL_ONESHOT_TIMEOUT, p, f);
-        }
-    }
-    return 0;
+    return rcoll_os_meet(&a, blockIdx.x, off);
 }
 
 /* The whole block meets the peers on the flags at off: 0 to go on. */
