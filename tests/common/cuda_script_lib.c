@@ -47,8 +47,8 @@
  *   in, publish the flags, wait for every peer's in its mapped workspace with the deadline,
  *   report a different signature or the deadline in the host records, reduce in rank order;
  *   the two-shot: each rank's shard reduced into its output area, the second flags, every
- *   other shard copied from its owner's output area).
- *   Its waits run while
+ *   other shard copied from its owner's output area).  The flags, the waits and the abort
+ *   word are the kernel's own code (src/cuda/oneshot_proto.h).  Its waits run while
  *   the stream is synchronized, so the ranks' "kernels" meet as real ones would.
  * Entry points rcoll binds but a test never reaches (events, graphs, the legacy copies of the
  * stream API) return CUDA_ERROR_NOT_SUPPORTED.
@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "cuda/oneshot.h"
+#include "cuda/oneshot_proto.h"
 #include "cuda/reduce_elem.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -733,74 +734,22 @@ static CUresult enqueue(CUstream st, const work_t *w)
     return CUDA_SUCCESS;
 }
 
-static uint64_t mono_ns(void)
+/* The blocks that have not stopped meet the peers on the flags at byte offset off, with the
+ * kernel's own code (cuda/oneshot_proto.h) on the mapped headers: every block publishes its
+ * flag, then each waits for the peers' (a block that fails stops: its report in err, this
+ * rank's abort word set).  The blocks run one after another here, so all publish before any
+ * waits, from one start of the deadline, as the kernel's blocks, running together, would. */
+static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, unsigned off, int *stopped)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-/* Block b stops: its report, and this rank's abort word set (oneshot.h). */
-static void stop_block(const rcoll_oneshot_args_t *a, char *const *hdr, int *stopped, unsigned b,
-                       uint32_t code, int p, uint64_t f)
-{
-    rcoll_oneshot_err_t *err = (rcoll_oneshot_err_t *)(uintptr_t)a->err;
-    err[b].peer = p;
-    err[b].flag = f;
-    err[b].code = code;
-    stopped[b] = 1;
-    __atomic_store_n((uint64_t *)(void *)(hdr[a->rank] + RCOLL_ONESHOT_ABORT),
-                     a->flag ? a->flag : 1, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&n_oneshot_stops, 1, __ATOMIC_RELAXED);
-}
-
-/* The blocks that have not stopped publish their flag at byte offset off of this rank's
- * header, then wait for every peer's there (a block that fails stops: its report in err),
- * as reduce.cu's oneshot_meet: a block finding this rank's abort word set stops at once, one
- * finding the awaited peer's set stops too. */
-static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, size_t off, int *stopped)
-{
-    uint32_t seq = (uint32_t)(a->flag >> 32);
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
-        if (stopped[b]) continue;
-        uint64_t own = __atomic_load_n((const uint64_t *)(const void *)(hdr[a->rank] +
-                                                                        RCOLL_ONESHOT_ABORT),
-                                       __ATOMIC_ACQUIRE);
-        if (own)
-            stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_ABORTED, a->rank, own);
-        else
-            __atomic_store_n((uint64_t *)(void *)(hdr[a->rank] + off) + b, a->flag,
-                             __ATOMIC_RELEASE);
-    }
-    uint64_t start = mono_ns();
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
-        for (int p = 0; p < a->nranks && !stopped[b]; p++) {
-            if (p == a->rank) continue;
-            const uint64_t *pf = (const uint64_t *)(const void *)(hdr[p] + off) + b;
-            const uint64_t *pa = (const uint64_t *)(const void *)(hdr[p] + RCOLL_ONESHOT_ABORT);
-            for (int spins = 0;; spins++) {
-                uint64_t f = __atomic_load_n(pf, __ATOMIC_ACQUIRE), ab;
-                int32_t ahead = (int32_t)((uint32_t)(f >> 32) - seq);
-                if (ahead > 0 || (ahead == 0 && f == a->flag)) break;
-                if (ahead == 0) {
-                    stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_MISMATCH, p, f);
-                    break;
-                }
-                if ((ab = __atomic_load_n(pa, __ATOMIC_ACQUIRE))) {
-                    stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_ABORTED, p, ab);
-                    break;
-                }
-                if (mono_ns() - start > a->timeout_ns) {
-                    stop_block(a, hdr, stopped, b, RCOLL_ONESHOT_TIMEOUT, p, f);
-                    break;
-                }
-                if (spins > 100) {
-                    struct timespec ts = {0, 20000};
-                    nanosleep(&ts, NULL);
-                }
-            }
-        }
-    }
+    rcoll_oneshot_args_t h = *a; /* the same call, its workspaces as this process reaches them */
+    for (int p = 0; p < a->nranks; p++) h.peer[p] = (uint64_t)(uintptr_t)hdr[p];
+    long stops = 0;
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
+        if (!stopped[b] && (stopped[b] = rcoll_os_publish(&h, b, off))) stops++;
+    const uint64_t start = rcoll_os_now_ns();
+    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
+        if (!stopped[b] && (stopped[b] = rcoll_os_wait(&h, b, off, start))) stops++;
+    __atomic_add_fetch(&n_oneshot_stops, stops, __ATOMIC_RELAXED);
 }
 
 /* dst[lo, hi) (and dst2's) = every rank's area (areas[p]) reduced in rank order; AVG sums
