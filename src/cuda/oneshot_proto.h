@@ -137,10 +137,14 @@ RCOLL_ONESHOT_HD int rcoll_os_publish(const rcoll_oneshot_args_t *a, unsigned b,
     return 0;
 }
 
-/* Waiting, from start (the clock read after publishing), for every peer's flag b at off: 0
- * when the block may go on; else 1, the block's record in a->err saying why.  The peer's
- * abort word and the deadline are looked at every 32nd look at its flag only: the flag's
- * load is the hot one. */
+/* Waiting, from start (the clock read after publishing, always a reading: 0 is a time like
+ * any other), for every peer's flag b at off: 0 when the block may go on; else 1, the block's
+ * record in a->err saying why.  The peer's abort word and the deadline are looked at every
+ * 32nd look at its flag only (the flag's load is the hot one), so never before a full poll
+ * interval; and a deadline that has passed is a timeout only if the flag, looked at once more
+ * after the clock, still says wait: a block held between its last look and the clock (a
+ * thread descheduled, a block off a time-sliced GPU) must not time out a peer that arrived
+ * meanwhile. */
 RCOLL_ONESHOT_HD int rcoll_os_wait(const rcoll_oneshot_args_t *a, unsigned b, unsigned off,
                                    uint64_t start)
 {
@@ -157,8 +161,12 @@ RCOLL_ONESHOT_HD int rcoll_os_wait(const rcoll_oneshot_args_t *a, unsigned b, un
             if (spins % 32) continue;
             const uint64_t ab = rcoll_os_ld_acquire(pa);
             if (ab) return rcoll_os_stop(a, b, RCOLL_ONESHOT_ABORTED, p, ab);
-            if (RCOLL_OS_NOW_NS() - start > a->timeout_ns)
-                return rcoll_os_stop(a, b, RCOLL_ONESHOT_TIMEOUT, p, f);
+            if (RCOLL_OS_NOW_NS() - start <= a->timeout_ns) continue;
+            const uint64_t g = rcoll_os_ld_acquire(pf); /* the last look */
+            const int w = rcoll_os_judge(g, a->flag);
+            if (w == RCOLL_OS_MET) break;
+            return rcoll_os_stop(a, b, w == RCOLL_OS_OTHER ? RCOLL_ONESHOT_MISMATCH
+                                                           : RCOLL_ONESHOT_TIMEOUT, p, g);
         }
     }
     return 0;

@@ -551,12 +551,18 @@ static void case_abort(void)
 
 /* ---- (e) the deadline, on a clock the test moves (one thread: the peers are words) ---- */
 static uint64_t *e_ws[2];
-static uint64_t e_flag;
+static uint64_t e_flag, e_peer_flag; /* this rank's flag; the one the peer publishes */
 static unsigned e_publish_spin; /* the peer's flag appears at this pause (this many looks) */
+static long e_publish_at;       /* or at this clock read */
 
 static void e_on_pause(unsigned spins)
 {
-    if (spins == e_publish_spin) __atomic_store_n(&e_ws[1][0], e_flag, __ATOMIC_RELEASE);
+    if (spins == e_publish_spin) __atomic_store_n(&e_ws[1][0], e_peer_flag, __ATOMIC_RELEASE);
+}
+
+static void e_on_read(long reads)
+{
+    if (reads == e_publish_at) __atomic_store_n(&e_ws[1][0], e_peer_flag, __ATOMIC_RELEASE);
 }
 
 static void e_meet(uint64_t timeout_ns, rcoll_oneshot_err_t *err, int *stop)
@@ -579,6 +585,8 @@ static void e_reset(void)
     for (int r = 0; r < 2; r++) memset(e_ws[r], 0, RCOLL_ONESHOT_HDR);
     memset(&fake, 0, sizeof(fake));
     e_publish_spin = 0;
+    e_publish_at = 0;
+    e_peer_flag = e_flag;
 }
 
 static void case_deadline(void)
@@ -596,6 +604,28 @@ static void case_deadline(void)
     fake.step = 1000000000ull;
     e_meet(1, &err, &stop);
     CHECK(!stop, "peer there, 1 ns deadline: stopped (code %u)", err.code);
+
+    /* the peer arrives while the block is held between its look and the clock (a thread
+     * descheduled, a block off the GPU): the deadline has passed, but the peer is there */
+    e_reset();
+    fake.on = 1;
+    fake.t = 0;
+    fake.step = 1000000000ull;
+    fake.on_read = e_on_read;
+    e_publish_at = 2; /* read 1 is the start, read 2 the first deadline check */
+    e_meet(1000, &err, &stop);
+    CHECK(!stop, "peer arrived by the deadline check: stopped (code %u peer %d after %ld clock "
+          "reads)", err.code, err.peer, fake.reads);
+    e_reset(); /* and one that arrived in another call: named as such, not as late */
+    fake.on = 1;
+    fake.step = 1000000000ull;
+    fake.on_read = e_on_read;
+    e_publish_at = 2;
+    e_peer_flag = 7ull << 32 | OTHER_SIG;
+    e_meet(1000, &err, &stop);
+    CHECK(stop && err.code == RCOLL_ONESHOT_MISMATCH && err.peer == 1,
+          "another call by the deadline check: stop %d code %u peer %d", stop, err.code,
+          err.peer);
 
     /* a peer that never comes: TIMEOUT, at the first check past the deadline, not before */
     e_reset();
