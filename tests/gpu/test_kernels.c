@@ -3,7 +3,11 @@
  * Every datatype x op through rcoll_cuda_reduce against the host kernels (rcoll_reduce_local)
  * bit for bit (NaN payloads apart): fresh random inputs per case, outputs and guard bytes
  * poisoned, odd counts, pointers aligned, misaligned alike (the scalar head) and misaligned
- * differently (all scalar), in place (dst == a), and the fused second destination.  Then the
+ * differently (all scalar), in place (dst == a), and the fused second destination.  Results
+ * up to FULL_BYTES are copied back and compared whole; larger ones only in windows (the head
+ * with the guard before it, one random window inside, the tail with TAIL bytes past the end),
+ * each window compared in full against the host reference, so a case costs two small copies
+ * back instead of the whole buffer (the GPU script's time budget, tests/gpu/run.sh).  Then the
  * kernel's bandwidth: bytes read and written per second by a float32 sum of 256 MiB against
  * cuMemcpyDtoD's, printed as a ratio.  Only the driver table of rcoll is used (no libcudart).
  * Exit 77 with the reason where there is no GPU or no usable driver.
@@ -22,6 +26,9 @@
 
 #define GUARD 64
 #define POISON 0xa5
+#define FULL_BYTES ((size_t)64 << 10) /* results up to this size are checked whole */
+#define WINDOW ((size_t)4096)         /* bytes per window of a larger result */
+#define TAIL ((size_t)4096)           /* bytes past a result's end checked still poisoned */
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t next(void)
@@ -110,30 +117,45 @@ static int one_case(rcoll_datatype_t dt, rcoll_op_t op, int d, size_t n, const l
         CHECK(0, "rcoll_cuda_reduce: %s", rcoll_err_get());
         return 0;
     }
+    size_t off = GUARD + (L->in_place ? L->oa : L->od) * es, end = off + bytes;
+    /* The windows [lo, hi) of the buffer copied back and checked: everything up to TAIL bytes
+     * past the end for a small result; else the head (with the guard before it), one window
+     * at a random element inside, and the tail with TAIL bytes past the end. */
+    size_t lo[3], hi[3], nwin = 0;
+    size_t stop = end + TAIL < cap ? end + TAIL : cap;
+    if (bytes <= FULL_BYTES) {
+        lo[nwin] = 0, hi[nwin++] = stop;
+    } else {
+        size_t mid = off + (size_t)(next() % (n - WINDOW / es)) * es;
+        lo[nwin] = 0, hi[nwin++] = off + WINDOW;
+        lo[nwin] = mid, hi[nwin++] = mid + WINDOW;
+        lo[nwin] = end - WINDOW, hi[nwin++] = stop;
+    }
     for (int pass = 0; pass < 1 + L->fused; pass++) {
         CUdeviceptr base = pass ? de : (L->in_place ? da : dd);
-        if (!cu_ok(cu->cuMemcpyDtoH(got, base, cap), "copy back")) return 0;
-        size_t off = GUARD + (L->in_place ? L->oa : L->od) * es;
-        for (size_t i = 0; i < n; i++) {
-            const unsigned char *g = got + off + i * es, *w = want + i * es;
-            if (memcmp(g, w, es) && !(is_nan(dt, g) && is_nan(dt, w))) {
-                uint64_t x = 0, y = 0, gv = 0, wv = 0;
-                memcpy(&x, ha + i * es, es), memcpy(&y, hb + i * es, es);
-                memcpy(&gv, g, es), memcpy(&wv, w, es);
-                CHECK(0, "%s %s d=%d n=%zu %s%s: element %zu of %#llx, %#llx: device %#llx, "
-                      "host %#llx", rcoll_dt_name(dt), rcoll_op_name(op), d, n, L->name,
-                      pass ? " (second destination)" : "", i, (unsigned long long)x,
-                      (unsigned long long)y, (unsigned long long)gv, (unsigned long long)wv);
+        for (size_t w = 0; w < nwin; w++) {
+            if (!cu_ok(cu->cuMemcpyDtoH(got + lo[w], base + lo[w], hi[w] - lo[w]), "copy back"))
                 return 0;
-            }
-        }
-        if (!L->in_place) {
-            for (size_t i = 0; i < cap; i++) {
-                if (i >= off && i < off + bytes) continue;
-                if (got[i] != POISON) {
-                    CHECK(0, "%s %s n=%zu %s: byte %zd outside the result written",
+            for (size_t at = lo[w]; at < hi[w]; at++) {
+                if (at >= off && at < end) {
+                    if ((at - off) % es) continue; /* checked with its element's first byte */
+                    size_t i = (at - off) / es;
+                    const unsigned char *g = got + at, *wnt = want + i * es;
+                    if (memcmp(g, wnt, es) && !(is_nan(dt, g) && is_nan(dt, wnt))) {
+                        uint64_t x = 0, y = 0, gv = 0, wv = 0;
+                        memcpy(&x, ha + i * es, es), memcpy(&y, hb + i * es, es);
+                        memcpy(&gv, g, es), memcpy(&wv, wnt, es);
+                        CHECK(0, "%s %s d=%d n=%zu %s%s: element %zu of %#llx, %#llx: device "
+                              "%#llx, host %#llx", rcoll_dt_name(dt), rcoll_op_name(op), d, n,
+                              L->name, pass ? " (second destination)" : "", i,
+                              (unsigned long long)x, (unsigned long long)y,
+                              (unsigned long long)gv, (unsigned long long)wv);
+                        return 0;
+                    }
+                } else if (!L->in_place && got[at] != POISON) {
+                    CHECK(0, "%s %s n=%zu %s%s: byte %zd outside the result written",
                           rcoll_dt_name(dt), rcoll_op_name(op), n, L->name,
-                          (ssize_t)i - (ssize_t)off);
+                          pass ? " (second destination)" : "", (ssize_t)at - (ssize_t)off);
                     return 0;
                 }
             }

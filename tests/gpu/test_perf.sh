@@ -8,9 +8,20 @@
 # same run, side by side with the ratios; then the one-kernel all-reduce's times (one-shot
 # and two-shot, to 4 MiB).  The ratios are printed, not asserted (docs/gpu.md states the targets).
 # Exit 77 (skip) without a GPU or driver.
-# Usage: test_perf.sh BUILD_DIR
+# Usage: test_perf.sh BUILD_DIR [all|checks|table]: everything (the default; meson's gpu_perf),
+# only the perf binaries' own checks, or only the tables (tests/gpu/run.sh runs the tables
+# first, with GPU_PERF_MAX=64M, and the checks last if its time budget leaves room).
+# GPU_PERF_MAX: the table's largest size (default 256M).
 set -u
 build=$1
+mode=${2:-all}
+case $mode in
+all | checks | table) ;;
+*)
+    echo "usage: test_perf.sh BUILD_DIR [all|checks|table]" >&2
+    exit 2
+    ;;
+esac
 run="$build/tools/rcoll-run"
 if [ ! -e /dev/nvidia0 ]; then
     echo "SKIP: no NVIDIA GPU on this machine (/dev/nvidia0 missing)"
@@ -40,33 +51,36 @@ ok_run() {
         fail=$((fail + 1))
     fi
 }
-for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf \
-    alltoall_perf gather_perf scatter_perf sendrecv_perf; do
-    ok_run "$p --memtype cuda (2 ranks on one GPU)" 2 "$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
-        --memtype cuda --ranks-per-gpu 2
-done
-# Pipelined staging (RCOLL_STAGE_CHUNK, 1 MiB chunks): every collective it chunks.
-for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf \
-    alltoall_perf gather_perf scatter_perf; do
-    RCOLL_STAGE_CHUNK=1048576 ok_run "$p --memtype cuda, RCOLL_STAGE_CHUNK=1M, 3 ranks on one GPU" \
-        3 "$p" -b 8 -e 16M -f 16 -n 3 -w 1 -d float,half -o sum,max -r -1 --memtype cuda --ranks-per-gpu 3
-done
-# CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU, and the
-# other collectives it runs, every root.
-for n in 2 3 4; do
-    RCOLL_CUDA_IPC=1 ok_run "all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU" \
-        $n all_reduce_perf -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
-done
-# The one-kernel all-reduce (one-shot to 64 KiB, two-shot to 2 MiB), allowed on the shared GPU
-for n in 2 4; do
-    RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_ONESHOT_SHARED=1 ok_run "all_reduce_perf --memtype cuda, one-kernel all-reduce, $n ranks on one GPU" \
-        $n all_reduce_perf -b 8 -e 4M -f 8 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
-done
-for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf \
-    gather_perf scatter_perf; do
-    RCOLL_CUDA_IPC=1 ok_run "$p --memtype cuda, RCOLL_CUDA_IPC=1, 3 ranks on one GPU" 3 "$p" \
-        -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all -r -1 --memtype cuda --ranks-per-gpu 3
-done
+checks() {
+    for p in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf \
+        alltoall_perf gather_perf scatter_perf sendrecv_perf; do
+        ok_run "$p --memtype cuda (2 ranks on one GPU)" 2 "$p" -b 8 -e 8M -f 16 -n 3 -w 1 \
+            --memtype cuda --ranks-per-gpu 2
+    done
+    # Pipelined staging (RCOLL_STAGE_CHUNK, 1 MiB chunks): every collective it chunks.
+    for p in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf \
+        alltoall_perf gather_perf scatter_perf; do
+        RCOLL_STAGE_CHUNK=1048576 ok_run "$p --memtype cuda, RCOLL_STAGE_CHUNK=1M, 3 ranks on one GPU" \
+            3 "$p" -b 8 -e 16M -f 16 -n 3 -w 1 -d float,half -o sum,max -r -1 --memtype cuda --ranks-per-gpu 3
+    done
+    # CUDA IPC (RCOLL_CUDA_IPC=1): every datatype x op on 2-4 ranks sharing the GPU, and the
+    # other collectives it runs, every root.
+    for n in 2 3 4; do
+        RCOLL_CUDA_IPC=1 ok_run "all_reduce_perf --memtype cuda, RCOLL_CUDA_IPC=1, $n ranks on one GPU" \
+            $n all_reduce_perf -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
+    done
+    # The one-kernel all-reduce (one-shot to 64 KiB, two-shot to 2 MiB), allowed on the shared GPU
+    for n in 2 4; do
+        RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_ONESHOT_SHARED=1 ok_run "all_reduce_perf --memtype cuda, one-kernel all-reduce, $n ranks on one GPU" \
+            $n all_reduce_perf -b 8 -e 4M -f 8 -n 3 -w 1 -d all -o all --memtype cuda --ranks-per-gpu $n
+    done
+    for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf \
+        gather_perf scatter_perf; do
+        RCOLL_CUDA_IPC=1 ok_run "$p --memtype cuda, RCOLL_CUDA_IPC=1, 3 ranks on one GPU" 3 "$p" \
+            -b 8 -e 4M -f 16 -n 3 -w 1 -d all -o all -r -1 --memtype cuda --ranks-per-gpu 3
+    done
+}
+[ "$mode" = table ] || checks
 # The table: one run per memory kind, the same flags.
 table() {
     timeout 580 "$run" -q --no-prefix -n 4 --timeout 550 "$build/bench/all_reduce_perf" \
@@ -74,6 +88,11 @@ table() {
     grep -q 'Out of bounds values : 0 OK' "$TMP/t.out" || return 1
     grep -E '^ +[0-9]+ +[0-9]+ +float' "$TMP/t.out" | awk '{print $1, $6, $8}'
 }
+if [ "$mode" = checks ]; then
+    echo "$pass passed, $fail failed, 0 skipped"
+    [ "$fail" = 0 ]
+    exit
+fi
 if table --memtype host >"$TMP/host" && table --memtype cuda >"$TMP/cuda" &&
     RCOLL_STAGE_CHUNK=4194304 table --memtype cuda >"$TMP/pipe" &&
     RCOLL_CUDA_IPC=1 table --memtype cuda >"$TMP/ipc"; then
