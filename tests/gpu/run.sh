@@ -316,8 +316,11 @@ build() {
         meson setup "$BUILD" "${opts[@]}" | grep -E '^ +(cuda|hwloc|features) +:' || return 1
     fi
     echo "build: configured in $((SECONDS - t0)) s"
-    local targets=(src/librcoll.so tools/rcoll-run tests/test_gpu_kernels tests/test_gpu_stage
-        tests/test_gpu_stream) p
+    local targets=(tools/rcoll-run tests/test_gpu_kernels tests/test_gpu_stage tests/test_gpu_stream)
+    local p so
+    # librcoll.so.X.Y.Z (its links come with it), for the torch step
+    so=$(ninja -C "$BUILD" -t targets all 2>/dev/null | grep -oE '^src/librcoll\.so[.0-9]+:' | head -n 1)
+    [ -n "$so" ] && targets+=("${so%:}")
     for p in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
         targets+=("bench/${p}_perf")
     done
