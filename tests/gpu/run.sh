@@ -27,7 +27,7 @@
 #    written to DIR (default gpu-results): summary.md (ready for docs/benchmarks.md),
 #    results.json, preflight.txt, run.log (everything printed).
 #
-# On the lent GPU machine (tests/gpu/README: one command of about 7 minutes):
+# On a lent GPU machine (docs/gpu.md, "Running the GPU tests": one command of about 7 minutes):
 #   tests/gpu/run.sh --out "$OUT"                  (timeout_s 540 or more)
 #
 # Exit: 0 every step that ran passed and every core step ran; 1 a build, a step or a check
@@ -310,10 +310,15 @@ run_step() {
 # The build: configure (or reconfigure) BUILD_DIR, then only the targets the steps run.
 build() {
     local opts=(-Dcuda=enabled -Dmpi=disabled -Dpython=disabled -Db_sanitize=none) t0=$SECONDS
+    local out
+    set -o pipefail
     if [ -f "$BUILD/build.ninja" ]; then
         meson configure "$BUILD" "${opts[@]}" >/dev/null || return 1
+    elif ! out=$(meson setup "$BUILD" "${opts[@]}" 2>&1); then
+        echo "$out" | tail -n 30
+        return 1
     else
-        meson setup "$BUILD" "${opts[@]}" | grep -E '^ +(cuda|hwloc|features) +:' || return 1
+        echo "$out" | grep -E '^ +(cuda|hwloc|mpi|python|features) +:'
     fi
     echo "build: configured in $((SECONDS - t0)) s"
     local targets=(tools/rcoll-run tests/test_gpu_kernels tests/test_gpu_stage tests/test_gpu_stream)
@@ -324,7 +329,9 @@ build() {
     for p in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
         targets+=("bench/${p}_perf")
     done
-    ninja -C "$BUILD" "${targets[@]}" | grep -vE '^\[[0-9]+/[0-9]+\] (Compiling|Linking|Generating)' || return 1
+    # the compiler's messages and ninja's failures, not its progress lines
+    ninja -C "$BUILD" "${targets[@]}" |
+        { grep -vE '^\[[0-9]+/[0-9]+\] (Compiling|Linking|Generating)' || true; } || return 1
     local threads=without
     if grep -q -- '--threads 0' "$BUILD/build.ninja" 2>/dev/null; then threads=with; fi
     echo "build: ${#targets[@]} targets in $((SECONDS - t0)) s (nvcc $threads --threads 0)"
