@@ -76,8 +76,9 @@ typedef struct {
     rcoll_coll_args_t h;
 } rcoll_stage_call_t;
 /* Work out the bytes the collective a reads and writes on this rank and reserve them in
- * *area (as rcoll_api_stage_coll does, without copying); errors as its, sentence in the
- * last error. */
+ * *area (as rcoll_api_stage_coll does, without copying), for a stream-ordered call: an area
+ * too small is retired, never freed here (cuMemFreeHost would synchronize the device);
+ * errors as rcoll_api_stage_coll's, sentence in the last error. */
 rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                        const size_t *const *v, const char *fn,
                                        rcoll_gpu_stage_t **area, rcoll_stage_call_t *call);

@@ -123,11 +123,20 @@ static void plan_free(plan_t *p)
     p->in.span = p->out.span = NULL;
 }
 
-/* Work out the call's bytes, reserve them in *area and (copy_in) copy the inputs in.  On
- * failure the sentence is in the last error and p holds nothing. */
+/* The communicator's pinned host memory (its bound, its retired areas), made at first use;
+ * NULL when out of memory (then nothing is counted). */
+static rcoll_gpu_pinned_t *pinned_of(rcoll_comm_t comm)
+{
+    if (!comm->gpu_pinned) comm->gpu_pinned = rcoll_gpu_pinned_new(comm->cfg.gpu.stage_pinned_max);
+    return comm->gpu_pinned;
+}
+
+/* Work out the call's bytes, reserve them in *area (flags: RCOLL_GPU_STAGE_IN_STREAM for a
+ * stream-ordered call) and (copy_in) copy the inputs in.  On failure the sentence is in the
+ * last error and p holds nothing. */
 static rcoll_status_t stage_in(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                const size_t *const *v, const char *fn,
-                               rcoll_gpu_stage_t **area, plan_t *p, int copy_in)
+                               rcoll_gpu_stage_t **area, plan_t *p, int copy_in, int flags)
 {
     size_t n = (size_t)comm->nranks + 1;
     const char *sname = a->kind == RCOLL_OP_BCAST ? "buf" : "sendbuf";
@@ -167,8 +176,8 @@ static rcoll_status_t stage_in(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     if (!total) return RCOLL_OK; /* nothing read or written here: the call as it is */
 
     char *host = NULL;
-    rcoll_status_t st = rcoll_gpu_stage_reserve(area, s ? (const void *)s : d, total,
-                                                (void **)&host);
+    rcoll_status_t st = rcoll_gpu_stage_reserve(area, pinned_of(comm), s ? (const void *)s : d,
+                                                total, flags, (void **)&host);
     if (st != RCOLL_OK) {
         plan_free(p);
         return rcoll_api_arg_error(comm, st, "%s: staging %s %p through pinned host memory: %s",
@@ -319,7 +328,7 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
     plan_t p;
     rcoll_status_t st;
     if (!req && !deferred) { /* blocking: the communicator's area, outputs copied at once */
-        st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p, 1);
+        st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p, 1, 0);
         if (st != RCOLL_OK) return st;
         st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, fn);
         if (st == RCOLL_OK)
@@ -331,7 +340,7 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
      * seen (rcoll_test, rcoll_wait, rcoll_group_end) */
     struct rcoll_stage_job *j = job_take(comm);
     if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
-    st = stage_in(comm, a, v, fn, &j->area, &p, 1);
+    st = stage_in(comm, a, v, fn, &j->area, &p, 1, 0);
     if (st != RCOLL_OK) {
         job_put(j);
         return st;
@@ -354,7 +363,7 @@ rcoll_status_t rcoll_api_stage_prepare(rcoll_comm_t comm, const rcoll_coll_args_
                                        rcoll_gpu_stage_t **area, rcoll_stage_call_t *call)
 {
     plan_t p;
-    rcoll_status_t st = stage_in(comm, a, v, fn, area, &p, 0);
+    rcoll_status_t st = stage_in(comm, a, v, fn, area, &p, 0, RCOLL_GPU_STAGE_IN_STREAM);
     if (st != RCOLL_OK) return st;
     *call = (rcoll_stage_call_t){
         .dev_in = (void *)p.dev_in, .host_in = p.host_in, .in = p.in.span, .nin = p.in.n,
@@ -378,7 +387,8 @@ rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, i
     if (!j) return rcoll_api_arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
     char *host = NULL;
     rcoll_gpu_span_t span = {0, bytes};
-    rcoll_status_t st = rcoll_gpu_stage_reserve(&j->area, buf, bytes, (void **)&host);
+    rcoll_status_t st =
+        rcoll_gpu_stage_reserve(&j->area, pinned_of(comm), buf, bytes, 0, (void **)&host);
     if (st != RCOLL_OK) {
         job_put(j);
         return rcoll_api_arg_error(comm, st, "%s: staging buf %p through pinned host memory: %s",
@@ -534,8 +544,8 @@ static rcoll_status_t chunked_blocks(rcoll_comm_t comm, const rcoll_coll_args_t 
     size_t out_at = (b.nin * blk + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1);
     const void *dev = b.nin ? (const void *)src : (const void *)dst;
     char *host = NULL;
-    if ((st = rcoll_gpu_stage_reserve(&comm->gpu_stage, dev, out_at + b.nout * blk,
-                                      (void **)&host)) != RCOLL_OK)
+    if ((st = rcoll_gpu_stage_reserve(&comm->gpu_stage, pinned_of(comm), dev,
+                                      out_at + b.nout * blk, 0, (void **)&host)) != RCOLL_OK)
         return rcoll_api_arg_error(comm, st, "%s: staging %s %p through pinned host memory: %s",
                                    fn, b.nin ? "sendbuf" : "recvbuf", dev, rcoll_err_get());
     char *host_in = host, *host_out = host + out_at;
@@ -610,7 +620,7 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
         goto done;
     }
     plan_t p;
-    if ((st = stage_in(comm, a, NULL, fn, &comm->gpu_stage, &p, 0)) != RCOLL_OK) goto done;
+    if ((st = stage_in(comm, a, NULL, fn, &comm->gpu_stage, &p, 0, 0)) != RCOLL_OK) goto done;
     if (nch > INT32_MAX) nch = INT32_MAX; /* never: counts are bounded far below */
     const void *dev = p.dev_in ? (const void *)p.dev_in : (const void *)p.dev_out;
     if (dev && (st = rcoll_gpu_pipe_get(&comm->gpu_pipe, dev, (int)nch)) != RCOLL_OK) {

@@ -900,6 +900,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_gpu_pipe_free(&c->gpu_pipe);
     rcoll_stage_jobs_free(c);
     rcoll_stream_jobs_free(c);
+    rcoll_gpu_pinned_free(&c->gpu_pinned); /* after every area counted in it */
     free(c->link.staging);
     free(c->peers);
     free(c->ring_map);

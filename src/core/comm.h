@@ -184,6 +184,7 @@ struct rcoll_comm {
     /* Pinned host memory for staging device buffers (cuda/gpu.h; made at the first call with
      * device buffers, freed by rcoll_comm_free), or NULL. */
     struct rcoll_gpu_stage *gpu_stage;
+    struct rcoll_gpu_pinned *gpu_pinned; /* what its staging areas hold, bounded (api_stage.c) */
     /* The CUDA IPC all-reduce (api_ipc.c): the workspaces (NULL until its first call), the
      * state (0 not tried yet, 1 in use, -1 not usable: staging), the half the next piece
      * uses. */

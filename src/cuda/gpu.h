@@ -40,6 +40,7 @@ typedef struct {
     size_t ipc_twoshot;              /* RCOLL_CUDA_IPC_TWOSHOT: its two-shot form up to */
     int ipc_oneshot_shared;          /* RCOLL_CUDA_IPC_ONESHOT_SHARED: also on shared GPUs */
     size_t stage_chunk;              /* RCOLL_STAGE_CHUNK: pipelined staging's chunk, 0 off */
+    size_t stage_pinned_max;         /* RCOLL_STAGE_PINNED_MAX: a communicator's pinned bytes */
 } rcoll_gpu_config_t;
 
 extern const rcoll_config_table_t rcoll_gpu_config_table;
@@ -99,12 +100,31 @@ typedef struct {
     size_t off, len;
 } rcoll_gpu_span_t;
 
-/* *host_p: at least `bytes` of pinned host memory from *stage_p (created at the first call).
+/* A communicator's pinned host memory: the bytes its staging areas hold together, bounded by
+ * cap (RCOLL_STAGE_PINNED_MAX; 0: no bound), and the areas that stream-ordered calls outgrew,
+ * kept ("retired") until a call outside stream order frees them: cuMemFreeHost synchronizes
+ * the device, which a call that only enqueues must never do.  Every area of the pool must be
+ * freed before the pool. */
+typedef struct rcoll_gpu_pinned rcoll_gpu_pinned_t;
+rcoll_gpu_pinned_t *rcoll_gpu_pinned_new(size_t cap); /* NULL: out of memory */
+void rcoll_gpu_pinned_free(rcoll_gpu_pinned_t **pool); /* frees the retired areas too */
+size_t rcoll_gpu_pinned_held(const rcoll_gpu_pinned_t *pool); /* areas + retired, bytes */
+size_t rcoll_gpu_pinned_retired(const rcoll_gpu_pinned_t *pool); /* of them, retired */
+
+/* rcoll_gpu_stage_reserve's flags: the call is stream-ordered (no cuMemFreeHost in it). */
+#define RCOLL_GPU_STAGE_IN_STREAM 1
+/* *host_p: at least `bytes` of pinned host memory from *stage_p (created at the first call),
+ * counted in pool (may be NULL: no bound).  An area too small is replaced by one at least
+ * twice its size; outside stream order the old one is freed first (and the pool's retired
+ * areas with it), in stream order (RCOLL_GPU_STAGE_IN_STREAM) it is retired instead.
  * dev: a device pointer of the call, whose context is current while memory is allocated.
- * Errors: RCOLL_ERR_NO_MEMORY "cuMemAllocHost(N bytes) failed: CUDA_ERROR_... (...)" (the
- * previous area is then gone: *stage_p holds none, and the next call allocates again). */
-rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *dev,
-                                       size_t bytes, void **host_p);
+ * Errors: RCOLL_ERR_NO_MEMORY "cuMemHostAlloc(N bytes, portable) ... failed: CUDA_ERROR_...
+ * (...)" (outside stream order the previous area is then gone: *stage_p holds none, and the
+ * next call allocates again), or "... would hold N bytes of pinned host memory, over
+ * RCOLL_STAGE_PINNED_MAX=M ..." (nothing allocated, the old area kept). */
+rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, rcoll_gpu_pinned_t *pool,
+                                       const void *dev, size_t bytes, int flags,
+                                       void **host_p);
 /* Copy spans of dev to the same offsets of host (to_device 0: cuMemcpyDtoH) or back
  * (to_device 1: cuMemcpyHtoD).  Empty spans are skipped.  Errors: RCOLL_ERR_SYSTEM, "cuMemcpy
  * DtoH of N bytes from 0x... failed: ..." (or the context lookup / switch that failed). */

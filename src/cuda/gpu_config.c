@@ -46,6 +46,13 @@ static const rcoll_knob_t gpu_knobs[] = {
                    "the same collectives), and CUDA buffers are staged chunk by chunk, the "
                    "copies overlapping the other chunks' transfers; 0: off.  Set it the same on "
                    "every rank (docs/gpu.md)"),
+    RCOLL_KNOB_NUM(rcoll_gpu_config_t, "RCOLL_STAGE_PINNED_MAX", "4294967296", SIZE,
+                   stage_pinned_max, 0, 1LL << 46,
+                   "bytes: the most pinned host memory a communicator's staging areas hold "
+                   "together (the blocking calls' area, one per nonblocking or stream-ordered "
+                   "call in flight, and areas outgrown in stream order until a later call frees "
+                   "them); a call that would need more fails with RCOLL_ERR_NO_MEMORY saying "
+                   "so; 0: no bound"),
 };
 const rcoll_config_table_t rcoll_gpu_config_table =
     RCOLL_CONFIG_TABLE("cuda", gpu_knobs, rcoll_gpu_config_t);

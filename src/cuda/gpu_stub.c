@@ -36,10 +36,30 @@ void rcoll_gpu_test_reset(void)
 }
 
 /* Without CUDA nothing is ever classified as device memory: staging is never asked for. */
-rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *dev,
-                                       size_t bytes, void **host_p)
+rcoll_gpu_pinned_t *rcoll_gpu_pinned_new(size_t cap)
 {
-    (void)stage_p, (void)dev, (void)bytes, (void)host_p;
+    (void)cap;
+    return NULL;
+}
+
+void rcoll_gpu_pinned_free(rcoll_gpu_pinned_t **pool) { *pool = NULL; }
+
+size_t rcoll_gpu_pinned_held(const rcoll_gpu_pinned_t *pool)
+{
+    (void)pool;
+    return 0;
+}
+
+size_t rcoll_gpu_pinned_retired(const rcoll_gpu_pinned_t *pool)
+{
+    (void)pool;
+    return 0;
+}
+
+rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, rcoll_gpu_pinned_t *pool,
+                                       const void *dev, size_t bytes, int flags, void **host_p)
+{
+    (void)stage_p, (void)pool, (void)dev, (void)bytes, (void)flags, (void)host_p;
     return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll was built without CUDA: no staging");
 }
 

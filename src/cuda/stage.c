@@ -5,6 +5,7 @@
  * (core/api_stage.c, core/api_stream.c); this file only talks to the driver and says which
  * call failed.  The stream-ordered forms only enqueue (cuMemcpy*Async, cuLaunchHostFunc).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,10 +14,26 @@
 #include "util/log.h"
 #include "util/status.h"
 
+typedef struct retired {
+    struct retired *next;
+    void *host;
+    size_t bytes;
+    CUcontext ctx;
+} retired_t;
+
+struct rcoll_gpu_pinned {
+    pthread_mutex_t lock;
+    size_t cap;        /* 0: no bound */
+    size_t held;       /* every area's bytes and the retired ones' (reserved before allocating) */
+    size_t retired_bytes;
+    retired_t *retired;
+};
+
 struct rcoll_gpu_stage {
     void *host;     /* cuMemHostAlloc (portable), or NULL */
     size_t bytes;
     CUcontext ctx;  /* current when host was allocated: freed in it */
+    rcoll_gpu_pinned_t *pool; /* where its bytes are counted (NULL: nowhere) */
 };
 
 rcoll_status_t rcoll_gpu_ctx_enter(const void *dev, CUcontext *saved, int *switched)
@@ -56,29 +73,92 @@ void rcoll_gpu_ctx_leave(CUcontext saved, int switched)
     }
 }
 
-static void host_free(rcoll_gpu_stage_t *s)
+/* cuMemFreeHost of host, allocated with ctx current (made current for the call). */
+static void pinned_release(void *host, size_t bytes, CUcontext ctx)
 {
-    if (!s->host) return;
     const rcoll_cu_api_t *cu = rcoll_cu;
     CUcontext cur = NULL;
     int switched = 0;
     char text[160];
-    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && s->ctx && s->ctx != cur)
-        switched = cu->cuCtxSetCurrent(s->ctx) == CUDA_SUCCESS;
-    CUresult res = cu->cuMemFreeHost(s->host);
+    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && ctx && ctx != cur)
+        switched = cu->cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+    CUresult res = cu->cuMemFreeHost(host);
     if (res != CUDA_SUCCESS)
-        RCOLL_WARN(CUDA, "cuMemFreeHost(%p, the %zu-byte staging area) failed: %s", s->host,
-                   s->bytes, rcoll_cu_strerror(res, text, sizeof(text)));
+        RCOLL_WARN(CUDA, "cuMemFreeHost(%p, the %zu-byte staging area) failed: %s", host, bytes,
+                   rcoll_cu_strerror(res, text, sizeof(text)));
     if (switched) cu->cuCtxSetCurrent(cur);
+}
+
+static void pool_add(rcoll_gpu_pinned_t *pool, size_t bytes, int sign)
+{
+    if (!pool) return;
+    pthread_mutex_lock(&pool->lock);
+    pool->held = sign > 0 ? pool->held + bytes : pool->held - bytes;
+    pthread_mutex_unlock(&pool->lock);
+}
+
+static void host_free(rcoll_gpu_stage_t *s)
+{
+    if (!s->host) return;
+    pinned_release(s->host, s->bytes, s->ctx);
+    pool_add(s->pool, s->bytes, -1);
     s->host = NULL;
     s->bytes = 0;
     s->ctx = NULL;
 }
 
-rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *dev,
-                                       size_t bytes, void **host_p)
+/* Free the pool's retired areas (outside stream order only). */
+static void pool_trim(rcoll_gpu_pinned_t *pool)
+{
+    if (!pool) return;
+    pthread_mutex_lock(&pool->lock);
+    retired_t *r = pool->retired;
+    pool->retired = NULL;
+    pool->held -= pool->retired_bytes;
+    pool->retired_bytes = 0;
+    pthread_mutex_unlock(&pool->lock);
+    while (r) {
+        retired_t *next = r->next;
+        pinned_release(r->host, r->bytes, r->ctx);
+        free(r);
+        r = next;
+    }
+}
+
+rcoll_gpu_pinned_t *rcoll_gpu_pinned_new(size_t cap)
+{
+    rcoll_gpu_pinned_t *pool = calloc(1, sizeof(*pool));
+    if (!pool) return NULL;
+    pthread_mutex_init(&pool->lock, NULL);
+    pool->cap = cap;
+    return pool;
+}
+
+void rcoll_gpu_pinned_free(rcoll_gpu_pinned_t **pool_p)
+{
+    rcoll_gpu_pinned_t *pool = *pool_p;
+    *pool_p = NULL;
+    if (!pool) return;
+    if (rcoll_cu) pool_trim(pool);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool);
+}
+
+size_t rcoll_gpu_pinned_held(const rcoll_gpu_pinned_t *pool)
+{
+    return pool ? __atomic_load_n(&pool->held, __ATOMIC_RELAXED) : 0;
+}
+
+size_t rcoll_gpu_pinned_retired(const rcoll_gpu_pinned_t *pool)
+{
+    return pool ? __atomic_load_n(&pool->retired_bytes, __ATOMIC_RELAXED) : 0;
+}
+
+rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, rcoll_gpu_pinned_t *pool,
+                                       const void *dev, size_t bytes, int flags, void **host_p)
 {
     rcoll_gpu_stage_t *s = *stage_p;
+    int in_stream = (flags & RCOLL_GPU_STAGE_IN_STREAM) != 0;
     if (s && s->host && s->bytes >= bytes) {
         *host_p = s->host;
         return RCOLL_OK;
@@ -88,19 +168,63 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *
     if (!s) {
         s = calloc(1, sizeof(*s));
         if (!s) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory (staging area)");
+        s->pool = pool;
         *stage_p = s;
     }
     size_t had = s->bytes;
-    host_free(s); /* grown: the old contents are not needed */
-    CUcontext saved = NULL;
-    int switched = 0;
-    rcoll_status_t st = rcoll_gpu_ctx_enter(dev, &saved, &switched);
-    if (st != RCOLL_OK) return st;
     /* At least double, and round up to 64 KiB: counts creeping up reallocate a few times,
      * not at every call. */
     size_t want = bytes;
     if (had && had <= ((size_t)-1 >> 2) && want < 2 * had) want = 2 * had;
     if (want <= ((size_t)-1 >> 1)) want = (want + 0xffff) & ~(size_t)0xffff;
+    if (!in_stream) pool_trim(pool); /* what stream-ordered calls outgrew: free now */
+    if (pool) {
+        pthread_mutex_lock(&pool->lock);
+        /* outside stream order the old area goes first; in stream order it is retired */
+        size_t after = pool->held - (in_stream ? 0 : had) + want;
+        int over = pool->cap && after > pool->cap;
+        size_t held = pool->held, retired = pool->retired_bytes;
+        if (!over) pool->held += want; /* reserved now, given back if the allocation fails */
+        pthread_mutex_unlock(&pool->lock);
+        if (over)
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY,
+                                 "%zu bytes of staging area would hold %zu bytes of pinned host "
+                                 "memory in this communicator, over RCOLL_STAGE_PINNED_MAX=%zu "
+                                 "(its areas hold %zu now%s; raise the knob, or keep fewer "
+                                 "staged calls in flight)", want, after, pool->cap, held,
+                                 retired ? ", some outgrown by stream-ordered calls and freed "
+                                           "at the next call outside stream order" : "");
+    }
+    if (s->host && in_stream) { /* retired: no cuMemFreeHost in a stream-ordered call */
+        retired_t *r = malloc(sizeof(*r));
+        if (!r) {
+            pool_add(pool, want, -1);
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory (staging area)");
+        }
+        *r = (retired_t){NULL, s->host, s->bytes, s->ctx};
+        if (pool) {
+            pthread_mutex_lock(&pool->lock);
+            r->next = pool->retired;
+            pool->retired = r;
+            pool->retired_bytes += r->bytes;
+            pthread_mutex_unlock(&pool->lock);
+        } else {
+            pinned_release(r->host, r->bytes, r->ctx); /* no pool: nowhere to keep it */
+            free(r);
+        }
+        s->host = NULL;
+        s->bytes = 0;
+        s->ctx = NULL;
+    } else {
+        host_free(s); /* grown: the old contents are not needed */
+    }
+    CUcontext saved = NULL;
+    int switched = 0;
+    rcoll_status_t st = rcoll_gpu_ctx_enter(dev, &saved, &switched);
+    if (st != RCOLL_OK) {
+        pool_add(pool, want, -1);
+        return st;
+    }
     void *host = NULL;
     CUcontext ctx = NULL;
     rcoll_cu->cuCtxGetCurrent(&ctx);
@@ -110,6 +234,7 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, const void *
     rcoll_gpu_ctx_leave(saved, switched);
     if (res != CUDA_SUCCESS || !host) {
         char text[160];
+        pool_add(pool, want, -1);
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cuMemHostAlloc(%zu bytes, portable) for the staging "
                              "area failed: %s", want,
                              res != CUDA_SUCCESS ? rcoll_cu_strerror(res, text, sizeof(text))

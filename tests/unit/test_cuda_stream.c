@@ -61,7 +61,7 @@ static __thread CUcontext cur_ctx = CTX_APP;
 static _Atomic int ctx_wrong;
 
 static _Atomic size_t bytes_dtoh, bytes_htod;
-static _Atomic int hostfn_runs, host_allocs, host_live;
+static _Atomic int hostfn_runs, host_allocs, host_live, host_frees;
 /* failures on demand: the n-th next call fails (0: none) */
 static int fail_alloc_host, fail_dtoh, fail_htod, fail_hostfn;
 
@@ -208,6 +208,7 @@ static CUresult s_free_host(void *p)
     if (!found) return CUDA_ERROR_INVALID_VALUE;
     free(p);
     host_live--;
+    host_frees++;
     return CUDA_SUCCESS;
 }
 /* "Device" memory: from the arena (never reused), poisoned. */
@@ -359,6 +360,17 @@ static CUresult s_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstrea
     if (fail_htod && --fail_htod == 0) return CUDA_ERROR_ILLEGAL_ADDRESS;
     return s_copy_async(1, (void *)dst, src, n, st);
 }
+/* The blocking staging path's copies (a blocking call frees what stream calls outgrew). */
+static CUresult s_dtoh(void *dst, CUdeviceptr src, size_t n)
+{
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+static CUresult s_htod(CUdeviceptr dst, const void *src, size_t n)
+{
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
+}
 typedef struct {
     CUhostFn fn;
     void *data;
@@ -398,6 +410,7 @@ static const rcoll_cu_api_t scripted = {
     .cuMemAllocHost = s_alloc_host, .cuMemFreeHost = s_free_host,
     .cuMemHostAlloc = s_host_alloc,
     .cuMemcpyDtoHAsync = s_dtoh_async, .cuMemcpyHtoDAsync = s_htod_async,
+    .cuMemcpyDtoH = s_dtoh, .cuMemcpyHtoD = s_htod,
     .cuLaunchHostFunc = s_launch_host, .cuStreamSynchronize = s_stream_sync,
     .cuStreamIsCapturing = s_is_capturing,
 };
@@ -831,6 +844,63 @@ static void test_stream_errors(void)
     default_stream = NULL;
 }
 
+/* The communicator's pinned memory: a stream-ordered call that outgrows its area never frees
+ * (cuMemFreeHost synchronizes the device); the next call outside stream order does.  And the
+ * bound, RCOLL_STAGE_PINNED_MAX: a call past it fails saying so, the communicator goes on. */
+static void test_stream_pinned(void)
+{
+    rcoll_unique_id_t id;
+    rcoll_comm_t comm = NULL;
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
+              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    if (!comm) return;
+    ctx_t c = {comm, 0, 1, 0};
+    fstream_t *s = fs_new();
+    elem_t *d = dalloc(64), *r = dalloc(64), *big = dalloc(100000);
+    for (int i = 0; i < 64; i++) d[i] = i;
+    for (int i = 0; i < 100000; i++) big[i] = i;
+    int live0 = host_live;
+    ok(&c, rcoll_allreduce_stream(d, r, 64, RCOLL_INT32, RCOLL_SUM, comm, s), "small");
+    fs_sync(s);
+    int frees0 = host_frees, live1 = host_live;
+    ok(&c, rcoll_allreduce_stream(RCOLL_IN_PLACE, big, 100000, RCOLL_INT32, RCOLL_SUM, comm, s),
+       "large: the area outgrown");
+    CHECK(host_frees == frees0 && host_live == live1 + 1, "no cuMemFreeHost in the stream call "
+          "(%d freed, %d live, were %d)", host_frees - frees0, (int)host_live, live1);
+    fs_sync(s);
+    EXPECT(&c, "the large one's result", big, 100000, i);
+    ok(&c, rcoll_allreduce(d, r, 64, RCOLL_INT32, RCOLL_SUM, comm), "a blocking call");
+    CHECK(host_frees == frees0 + 1, "the outgrown area freed by the next call outside stream "
+          "order (%d freed)", host_frees - frees0);
+    CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "all freed at destroy "
+          "(%d live, were %d)", (int)host_live, live0);
+
+    setenv("RCOLL_STAGE_PINNED_MAX", "262144", 1);
+    comm = NULL;
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
+              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    unsetenv("RCOLL_STAGE_PINNED_MAX");
+    if (comm) {
+        c.comm = comm;
+        ok(&c, rcoll_allreduce_stream(d, r, 64, RCOLL_INT32, RCOLL_SUM, comm, s), "small");
+        rcoll_status_t st =
+            rcoll_allreduce_stream(RCOLL_IN_PLACE, big, 100000, RCOLL_INT32, RCOLL_SUM, comm, s);
+        CHECK(st == RCOLL_ERR_NO_MEMORY &&
+                  strstr(rcoll_comm_last_error(comm), "over RCOLL_STAGE_PINNED_MAX=262144"),
+              "past the bound in stream order: %s", rcoll_comm_last_error(comm));
+        fs_sync(s);
+        st = rcoll_allreduce(RCOLL_IN_PLACE, big, 100000, RCOLL_INT32, RCOLL_SUM, comm);
+        CHECK(st == RCOLL_ERR_NO_MEMORY &&
+                  strstr(rcoll_comm_last_error(comm), "over RCOLL_STAGE_PINNED_MAX=262144"),
+              "past the bound, blocking: %s", rcoll_comm_last_error(comm));
+        for (int i = 0; i < 64; i++) d[i] = 5 * i;
+        ok(&c, rcoll_allreduce(d, r, 64, RCOLL_INT32, RCOLL_SUM, comm), "usable after");
+        EXPECT(&c, "its result", r, 64, 5 * i);
+        CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "all freed");
+    }
+    fs_free(s);
+}
+
 /* Without the driver in use the calls are refused with a sentence. */
 static void test_no_driver(void)
 {
@@ -859,6 +929,7 @@ int main(void)
     test_stream_mp();
     test_stream_failure();
     test_stream_errors();
+    test_stream_pinned();
     rcoll_cu_set_api(NULL);
     rcoll_gpu_test_reset();
     for (int i = 0; i < nallocs; i++)
