@@ -128,7 +128,9 @@ static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, uint64_t limit2, i
 {
     /* each of the two slots at most a quarter of what follows the header; the two-shot's
      * slot holds an input and an output area */
-    uint64_t room = (comm->gpu_ipc_bytes - RCOLL_ONESHOT_HDR) / 4 / PIECE_ALIGN * PIECE_ALIGN;
+    uint64_t room = comm->gpu_ipc_bytes > RCOLL_ONESHOT_HDR
+                        ? (comm->gpu_ipc_bytes - RCOLL_ONESHOT_HDR) / 4 / PIECE_ALIGN * PIECE_ALIGN
+                        : 0;
     comm->gpu_ipc_oneshot = comm->gpu_ipc_twoshot = 0;
     comm->gpu_ipc_off = RCOLL_ONESHOT_HDR;
     if (comm->nranks < 2)

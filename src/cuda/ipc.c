@@ -92,8 +92,9 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         goto err_ctx;
     }
     ipc->bytes = bytes;
-    /* The one-kernel all-reduce's flags start at 0; complete before any peer can read them
-     * (they are read only after the set-up's last host collective). */
+    /* The one-kernel all-reduce's header (the flags the peers push here, the abort word)
+     * starts at 0; complete before any peer can write or read it (only after the set-up's
+     * last host collective). */
     if ((res = cu->cuMemsetD8(ipc->own, 0, bytes < RCOLL_ONESHOT_HDR ? bytes
                                                                      : RCOLL_ONESHOT_HDR)) !=
             CUDA_SUCCESS ||

@@ -5,20 +5,31 @@
  * C, no CUDA header: it is included by nvcc, by the library and by the test library.
  *
  * Every rank's IPC workspace starts with a header:
- *   [0, RCOLL_ONESHOT_BLOCKS * 8)       one 64-bit flag per kernel block, written by this rank
- *   [RCOLL_ONESHOT_FLAG2, + BLOCKS * 8) the two-shot's second flag per block
+ *   [0, RCOLL_ONESHOT_FLAG2)            the flags: flag[b][p] (the 64-bit word at
+ *                                       (b * RCOLL_ONESHOT_MAX_RANKS + p) * 8) is the flag
+ *                                       block b of rank p pushed into this rank's memory
+ *   [RCOLL_ONESHOT_FLAG2, ABORT)        the two-shot's second flags, laid out the same
  *   [RCOLL_ONESHOT_ABORT, + 8)          0, or the flag of the call in which this rank's
  *                                       one-kernel all-reduces stopped for good
  *   [RCOLL_ONESHOT_HDR, + 2 * slot)     two data slots, used by alternate one-kernel calls
- * The flags are zeroed when the workspace is made.  In call number seq (the communicator's
- * collective number) with signature digest sig, block b of rank r:
- *   1. copies its part of sendbuf into r's slot (seq & 1);
- *   2. publishes flag[b] = (seq mod 2^32) << 32 | sig (release, system scope);
- *   3. waits until every other rank's flag[b] has reached seq (acquire): the same signature
- *      or the rank has gone on (then it had this rank's flag, so they matched); a different
- *      signature, the deadline passing, or the rank's abort word set, is reported in *err,
- *      the block sets this rank's abort word and stops;
- *   4. reduces its part over every rank's slot, in rank order, into recvbuf.
+ * Flags are pushed, spins are local: a rank writes its flag into every peer's header (and
+ * its own) and waits on its own header only, so the polling load never crosses the GPU link;
+ * one store per peer does.  Each word has one writer (rank p, block b) besides the zeroing
+ * when the workspace is made, before any peer has it mapped.  In call number seq (the
+ * communicator's collective number) with signature digest sig, block b of rank r:
+ *   1. copies its part of sendbuf into r's slot (seq & 1), in r's own memory;
+ *   2. publishes f = (seq mod 2^32) << 32 | sig: a system-scope fence after the block's
+ *      writes, then st.release.sys of f into flag[b][r] of every rank's header;
+ *   3. waits until every other rank p's flag[b][p] in r's own header has reached seq
+ *      (ld.acquire.sys, local): the same signature or the rank has gone on (then it had this
+ *      rank's flag, so they matched); a different signature, the deadline passing, or p's
+ *      abort word set (read in p's memory, every 32nd look), is reported in *err, the block
+ *      sets this rank's abort word and stops;
+ *   4. reduces its part over every rank's slot (read over the link), in rank order, into
+ *      recvbuf.
+ * Why 4. sees 1.'s data: p's writes to its slot, then (fence, release) its store of f into
+ * r's memory; r's acquire load reads f, so every write before p's release is visible to r's
+ * loads after its acquire (the block's other threads behind a __syncthreads).
  * A block that finds this rank's own abort word set stops at once (reported as ABORTED):
  * after a failure the calls already queued behind it (stream-ordered calls) end at once on
  * every rank instead of each waiting out the deadline, and a peer waiting at the two-shot's
@@ -34,11 +45,11 @@
  * nranks shards (rcoll_twoshot_shard), the slot holds an input area and, at byte offset out,
  * an output area, and block b takes part b of every shard:
  *   1. copies part b of every shard into r's input area;
- *   2./3. flag[b] as above;
+ *   2./3. flag[b][.] as above;
  *   4. reduces part b of r's own shard over every rank's input area, in rank order, into r's
  *      output area and recvbuf;
- *   5. publishes flag2[b] (the same value, at RCOLL_ONESHOT_FLAG2) and waits for every
- *      peer's, as in 2./3.;
+ *   5. publishes flag2[b][r] (the same value, at RCOLL_ONESHOT_FLAG2) into every rank's
+ *      header and waits for every peer's in its own, as in 2./3.;
  *   6. copies part b of every other rank's shard from that rank's output area into recvbuf.
  */
 #ifndef RCOLL_CUDA_ONESHOT_H
@@ -52,12 +63,19 @@
 #define RCOLL_ONESHOT_HD static inline
 #endif
 
-#define RCOLL_ONESHOT_BLOCKS 32   /* the kernel's grid, and flags per rank */
+#define RCOLL_ONESHOT_BLOCKS 32   /* the kernel's grid */
+#define RCOLL_ONESHOT_MAX_BLOCKS 32 /* the grid at most: the header's flags per rank */
 #define RCOLL_ONESHOT_THREADS 256
 #define RCOLL_ONESHOT_MAX_RANKS 16
-#define RCOLL_ONESHOT_FLAG2 512   /* byte offset of the two-shot's second flags */
-#define RCOLL_ONESHOT_ABORT 1024  /* byte offset of the abort word */
-#define RCOLL_ONESHOT_HDR 4096    /* bytes before the slots (flags, room to spare) */
+/* the header, bytes: two flag sets of MAX_BLOCKS x MAX_RANKS words, the abort word, room */
+#define RCOLL_ONESHOT_FLAG2 4096  /* the two-shot's second flags */
+#define RCOLL_ONESHOT_ABORT 8192  /* the abort word */
+#define RCOLL_ONESHOT_HDR 12288   /* bytes before the slots */
+#if RCOLL_ONESHOT_FLAG2 != RCOLL_ONESHOT_MAX_BLOCKS * RCOLL_ONESHOT_MAX_RANKS * 8 ||          \
+    RCOLL_ONESHOT_ABORT != 2 * RCOLL_ONESHOT_FLAG2 || RCOLL_ONESHOT_HDR < RCOLL_ONESHOT_ABORT + 8 \
+    || RCOLL_ONESHOT_HDR % 256 || RCOLL_ONESHOT_BLOCKS > RCOLL_ONESHOT_MAX_BLOCKS
+#error "the one-kernel all-reduce's header layout does not add up"
+#endif
 
 /* What a block reports, in host memory the kernel can write (pinned, device-mapped): one
  * record per block, so that no atomic crosses the bus; zeroed by the host before the launch. */

@@ -93,6 +93,13 @@ RCOLL_ONESHOT_HD uint64_t *rcoll_os_word(uint64_t ws, unsigned off)
     return (uint64_t *)(uintptr_t)(ws + off);
 }
 
+/* flag[b][p] of the flag set at byte offset off (0 or RCOLL_ONESHOT_FLAG2) of workspace ws:
+ * the word block b of rank p pushes into ws (cuda/oneshot.h, the layout). */
+RCOLL_ONESHOT_HD uint64_t *rcoll_os_flag(uint64_t ws, unsigned off, unsigned b, int p)
+{
+    return rcoll_os_word(ws, off) + (uint64_t)b * RCOLL_ONESHOT_MAX_RANKS + (unsigned)p;
+}
+
 /* What a peer's flag f says to a block of the call whose flag is mine. */
 enum {
     RCOLL_OS_WAIT = 0, /* an earlier call's (or none yet): look again */
@@ -125,24 +132,29 @@ RCOLL_ONESHOT_HD int rcoll_os_stop(const rcoll_oneshot_args_t *a, unsigned b, ui
 
 /* The meet of block b on the flags at byte offset off, in two halves (a driver that carries
  * the blocks out one after another publishes every block's flag before it waits for any).
- * Publishing: unless this rank's abort word is set (then the block stops: 1), the flag,
- * after the block's writes (the caller orders them before, e.g. __syncthreads); 0. */
+ * Publishing: unless this rank's abort word is set (then the block stops: 1), the flag
+ * pushed into flag[b][rank] of every rank's header, this rank's own included, after the
+ * block's writes (the caller orders them before this thread, e.g. __syncthreads; the fence
+ * then orders them, cumulatively, before every store of the flag, and each store is a release
+ * of its own); 0.  A peer that loads the flag with acquire then sees the block's data. */
 RCOLL_ONESHOT_HD int rcoll_os_publish(const rcoll_oneshot_args_t *a, unsigned b, unsigned off)
 {
     const uint64_t own_abort = rcoll_os_ld_acquire(rcoll_os_word(a->peer[a->rank],
                                                                  RCOLL_ONESHOT_ABORT));
     if (own_abort) return rcoll_os_stop(a, b, RCOLL_ONESHOT_ABORTED, a->rank, own_abort);
     rcoll_os_fence(); /* the block's writes first */
-    rcoll_os_st_release(rcoll_os_word(a->peer[a->rank], off) + b, a->flag);
+    for (int p = 0; p < a->nranks; p++)
+        rcoll_os_st_release(rcoll_os_flag(a->peer[p], off, b, a->rank), a->flag);
     return 0;
 }
 
 /* Waiting, from start (the clock read after publishing, always a reading: 0 is a time like
- * any other), for every peer's flag b at off: 0 when the block may go on; else 1, the block's
- * record in a->err saying why.  The peer's abort word and the deadline are looked at every
- * 32nd look at its flag only (the flag's load is the hot one), so never before a full poll
- * interval; and a deadline that has passed is a timeout only if the flag, looked at once more
- * after the clock, still says wait: a block held between its last look and the clock (a
+ * any other), for every peer p's flag[b][p] at off in this rank's own header (a local load:
+ * the peers pushed their flags here): 0 when the block may go on; else 1, the block's record
+ * in a->err saying why.  The peer's abort word (in the peer's memory: a load over the link)
+ * and the deadline are looked at every 32nd look at its flag only (the flag's load is the
+ * hot one), so never before a full poll interval; and a deadline that has passed is a
+ * timeout only if the flag, looked at once more after the clock, still says wait: a block held between its last look and the clock (a
  * thread descheduled, a block off a time-sliced GPU) must not time out a peer that arrived
  * meanwhile. */
 RCOLL_ONESHOT_HD int rcoll_os_wait(const rcoll_oneshot_args_t *a, unsigned b, unsigned off,
@@ -150,7 +162,7 @@ RCOLL_ONESHOT_HD int rcoll_os_wait(const rcoll_oneshot_args_t *a, unsigned b, un
 {
     for (int p = 0; p < a->nranks; p++) {
         if (p == a->rank) continue;
-        const uint64_t *pf = rcoll_os_word(a->peer[p], off) + b;
+        const uint64_t *pf = rcoll_os_flag(a->peer[a->rank], off, b, p);
         const uint64_t *pa = rcoll_os_word(a->peer[p], RCOLL_ONESHOT_ABORT);
         for (unsigned spins = 1;; spins++) {
             const uint64_t f = rcoll_os_ld_acquire(pf);
@@ -172,8 +184,8 @@ RCOLL_ONESHOT_HD int rcoll_os_wait(const rcoll_oneshot_args_t *a, unsigned b, un
     return 0;
 }
 
-/* Block b publishes its flag at off, then waits for every peer's there: 0 when the block may
- * go on; else 1, its record in a->err saying why. */
+/* Block b pushes its flag at off into every rank's header, then waits for every peer's in
+ * its own: 0 when the block may go on; else 1, its record in a->err saying why. */
 RCOLL_ONESHOT_HD int rcoll_os_meet(const rcoll_oneshot_args_t *a, unsigned b, unsigned off)
 {
     if (rcoll_os_publish(a, b, off)) return 1;

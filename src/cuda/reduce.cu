@@ -82,16 +82,23 @@ struct elem_of;
 RCOLL_ELEM_LIST(RCOLL_ELEM_OF)
 #undef RCOLL_ELEM_OF
 
-/* Thread 0 of each block: publish this block's flag at byte offset off of this rank's
- * workspace, then wait for every peer's there (cuda/oneshot_proto.h, the code the scripted
- * driver and the host-thread test run too).  0 when the block may go on; else the block's
- * record in a.err says why. */
+/* Thread 0 of each block: push this block's flag into flag[b][rank] at byte offset off of
+ * every rank's header, then wait on this rank's own header (local loads) for every peer's
+ * flag[b][p] (cuda/oneshot_proto.h, the code the scripted driver and the host-thread test run
+ * too).  0 when the block may go on; else the block's record in a.err says why. */
 __device__ __forceinline__ int oneshot_meet(const rcoll_oneshot_args_t &a, unsigned off)
 {
     return rcoll_os_meet(&a, blockIdx.x, off);
 }
 
-/* The whole block meets the peers on the flags at off: 0 to go on. */
+/* The whole block meets the peers on the flags at off: 0 to go on.  The order it gives:
+ *   every thread's writes (this rank's slot, local)
+ *   -> __syncthreads -> thread 0: __threadfence_system, st.release.sys of the flag into each
+ *      peer's header
+ *   ... the peer's thread 0: ld.acquire.sys of that flag in its own header -> __syncthreads
+ *   -> every peer thread's loads of this rank's slot (over the link).
+ * The fence and the release are cumulative: they order the writes thread 0 has seen through
+ * the barrier, not only its own. */
 __device__ __forceinline__ int block_meet(const rcoll_oneshot_args_t &a, unsigned off)
 {
     __shared__ int stop;

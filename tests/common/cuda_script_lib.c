@@ -735,9 +735,9 @@ static CUresult enqueue(CUstream st, const work_t *w)
 }
 
 /* The blocks that have not stopped meet the peers on the flags at byte offset off, with the
- * kernel's own code (cuda/oneshot_proto.h) on the mapped headers: every block publishes its
- * flag, then each waits for the peers' (a block that fails stops: its report in err, this
- * rank's abort word set).  The blocks run one after another here, so all publish before any
+ * kernel's own code (cuda/oneshot_proto.h) on the mapped headers: every block pushes its flag
+ * into every rank's header, then each waits for the peers' in this rank's own header (a block
+ * that fails stops: its report in err, this rank's abort word set).  The blocks run one after another here, so all publish before any
  * waits, from one start of the deadline, as the kernel's blocks, running together, would. */
 static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, unsigned off, int *stopped)
 {

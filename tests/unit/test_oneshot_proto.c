@@ -368,17 +368,34 @@ static void many(int nranks, int nblocks, int shots, int ncalls, uint64_t first,
              free_blocks ? ", blocks not in stream order" : "");
     run_t *R = run_new(nranks, nblocks, shots, ncalls);
     R->free_blocks = free_blocks;
-    if (first > 1) /* the flags of the call before: earlier calls happened */
+    if (first > 1) /* the flags of the call before, every rank's pushed to every rank */
         for (int r = 0; r < nranks; r++)
-            for (int b = 0; b < nblocks; b++) {
-                uint64_t prev = ((first - 1) & 0xffffffffu) << 32 | SIG;
-                ((uint64_t *)(void *)R->ws[r])[b] = prev;
-                ((uint64_t *)(void *)(R->ws[r] + RCOLL_ONESHOT_FLAG2))[b] = prev;
-            }
+            for (int b = 0; b < nblocks; b++)
+                for (int p = 0; p < nranks; p++) {
+                    uint64_t prev = ((first - 1) & 0xffffffffu) << 32 | SIG;
+                    uint64_t ws = (uint64_t)(uintptr_t)R->ws[r];
+                    *rcoll_os_flag(ws, 0, (unsigned)b, p) = prev;
+                    if (shots == 2) *rcoll_os_flag(ws, RCOLL_ONESHOT_FLAG2, (unsigned)b, p) = prev;
+                }
     uint64_t t0 = now_ns();
     run_calls(R, first, ncalls);
     printf("  %s: %.0f ms\n", what, (double)(now_ns() - t0) / 1e6);
     check_all_ok(R, what);
+    /* the layout: every rank's header holds every rank's last flag (its own included) in
+     * flag[b][p], in each flag set the calls used, and nothing else of the header written */
+    const uint64_t last = ((first + (uint64_t)ncalls - 1) & 0xffffffffu) << 32 | SIG;
+    long misplaced = 0;
+    for (int r = 0; r < nranks; r++) {
+        const uint64_t *w = (const uint64_t *)(const void *)R->ws[r];
+        for (unsigned i = 0; i < RCOLL_ONESHOT_HDR / 8; i++) {
+            unsigned set = i * 8 / RCOLL_ONESHOT_FLAG2, b = i % (RCOLL_ONESHOT_FLAG2 / 8) /
+                                                          RCOLL_ONESHOT_MAX_RANKS;
+            int p = (int)(i % RCOLL_ONESHOT_MAX_RANKS);
+            int used = set < (unsigned)shots && (int)b < nblocks && p < nranks;
+            if (w[i] != (used ? last : 0)) misplaced++;
+        }
+    }
+    CHECK(misplaced == 0, "%s: %ld header words not as the layout says", what, misplaced);
     run_free(R);
 }
 
@@ -555,14 +572,20 @@ static uint64_t e_flag, e_peer_flag; /* this rank's flag; the one the peer publi
 static unsigned e_publish_spin; /* the peer's flag appears at this pause (this many looks) */
 static long e_publish_at;       /* or at this clock read */
 
+/* Rank 1 (block 0) pushes f into rank 0's header, where rank 0 waits for it. */
+static void e_push(uint64_t f)
+{
+    __atomic_store_n(rcoll_os_flag((uint64_t)(uintptr_t)e_ws[0], 0, 0, 1), f, __ATOMIC_RELEASE);
+}
+
 static void e_on_pause(unsigned spins)
 {
-    if (spins == e_publish_spin) __atomic_store_n(&e_ws[1][0], e_peer_flag, __ATOMIC_RELEASE);
+    if (spins == e_publish_spin) e_push(e_peer_flag);
 }
 
 static void e_on_read(long reads)
 {
-    if (reads == e_publish_at) __atomic_store_n(&e_ws[1][0], e_peer_flag, __ATOMIC_RELEASE);
+    if (reads == e_publish_at) e_push(e_peer_flag);
 }
 
 static void e_meet(uint64_t timeout_ns, rcoll_oneshot_err_t *err, int *stop)
@@ -598,7 +621,7 @@ static void case_deadline(void)
 
     /* the peer already there; a 1 ns deadline and a clock a second on at every read */
     e_reset();
-    __atomic_store_n(&e_ws[1][0], e_flag, __ATOMIC_RELEASE);
+    e_push(e_flag);
     fake.on = 1;
     fake.t = 0; /* a clock reading 0 at the start is a reading, not "unset" */
     fake.step = 1000000000ull;
