@@ -124,10 +124,77 @@ __device__ __forceinline__ void copy_part(T *dst, const T *src, uint64_t lo, uin
         dst[i] = peer ? reinterpret_cast<const volatile T *>(src)[i] : src[i];
 }
 
+/* One 16-byte vector of the result from every rank's vector x[0..n) (rank order): the
+ * element functions, AVG dividing at the last rank; float16 and bfloat16 (DT 6, 7) fold
+ * every rank's value in float32 and round once (reduce_elem.h, rcoll_e_fold16). */
+template <int DT, int OP>
+__device__ __forceinline__ uint4 reduce_vec(const vec16<typename elem_of<DT, OP>::type> *x,
+                                            int n, int d)
+{
+    typedef typename elem_of<DT, OP>::type T;
+    typedef elem_of<DT, OP == 4 ? 0 : OP> mid;
+    constexpr bool half = DT == 6 || DT == 7;
+    constexpr int bf = DT == 7;
+    constexpr uint64_t V = 16 / sizeof(T);
+    vec16<T> r = x[0];
+    if constexpr (half) {
+        float acc[V];
+#pragma unroll
+        for (uint64_t j = 0; j < V; j++) acc[j] = rcoll_e_widen16(bf, r.e[j]);
+#pragma unroll
+        for (int p = 1; p < n; p++)
+#pragma unroll
+            for (uint64_t j = 0; j < V; j++)
+                acc[j] = rcoll_e_fold16(OP, acc[j], rcoll_e_widen16(bf, x[p].e[j]));
+#pragma unroll
+        for (uint64_t j = 0; j < V; j++) r.e[j] = rcoll_e_fold16_end(bf, OP, acc[j], d);
+    } else {
+#pragma unroll
+        for (int p = 1; p < n; p++)
+#pragma unroll
+            for (uint64_t j = 0; j < V; j++)
+                r.e[j] = p == n - 1 ? elem_of<DT, OP>::f(r.e[j], x[p].e[j], d)
+                                    : mid::f(r.e[j], x[p].e[j], d);
+    }
+    return r.v;
+}
+
+/* The vectors [0, rv) of reduce_part for exactly NR ranks: each thread first issues all the
+ * loads of U vectors from every rank's slot (NR x U x 16 bytes in flight, read past L1 since
+ * they are other ranks' memory), then reduces them.  The unrolled loops keep everything in
+ * registers (NR = 8, U = 2: 16 vectors, 64 registers).  U is a guess until measured. */
+template <int DT, int OP, int NR>
+__device__ __forceinline__ void reduce_vecs_nr(const rcoll_oneshot_args_t &a, uint64_t at,
+                                               uint4 *d4, uint4 *e4, uint64_t first, uint64_t rv)
+{
+    typedef typename elem_of<DT, OP>::type T;
+    constexpr int U = 2;
+    const uint4 *s4[NR];
+#pragma unroll
+    for (int p = 0; p < NR; p++) s4[p] = reinterpret_cast<const uint4 *>(a.peer[p] + at) + first;
+    const uint64_t step = blockDim.x;
+    for (uint64_t v0 = threadIdx.x; v0 < rv; v0 += U * step) {
+        vec16<T> x[U][NR];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (v0 + u * step < rv)
+#pragma unroll
+                for (int p = 0; p < NR; p++) x[u][p].v = __ldcg(s4[p] + v0 + u * step);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (v0 + u * step >= rv) continue;
+            const uint4 r = reduce_vec<DT, OP>(x[u], NR, a.avg_divisor);
+            d4[v0 + u * step] = r;
+            if (e4) e4[v0 + u * step] = r;
+        }
+    }
+}
+
 /* dst[lo, hi) (and dst2's, when not NULL) = every rank's slot (at byte offset at of its
  * workspace) reduced in rank order; AVG sums and divides at the last rank.  float16 and
  * bfloat16 (DT 6, 7) fold every rank's value in float32 and round once (reduce_elem.h,
- * rcoll_e_fold16). */
+ * rcoll_e_fold16).  2, 4 and 8 ranks take the unrolled form (every load issued before the
+ * first reduction), other counts a loop over the ranks; the same elements either way. */
 template <int DT, int OP>
 __device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint64_t at,
                                             typename elem_of<DT, OP>::type *dst,
@@ -142,32 +209,42 @@ __device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint6
     const int n = a.nranks, d = a.avg_divisor;
     const uint64_t rv = ((uintptr_t)dst & 15) == 0 && ((uintptr_t)dst2 & 15) == 0
                             ? (hi - lo) / V : 0; /* the slots are 16-byte aligned */
-    for (uint64_t v = threadIdx.x; v < rv; v += blockDim.x) {
-        vec16<T> r, x;
-        r.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[0] + at) + lo / V + v);
-        if constexpr (half) {
-            float acc[V];
+    uint4 *d4 = reinterpret_cast<uint4 *>(dst + lo);
+    uint4 *e4 = dst2 ? reinterpret_cast<uint4 *>(dst2 + lo) : nullptr;
+    if (n == 2) {
+        reduce_vecs_nr<DT, OP, 2>(a, at, d4, e4, lo / V, rv);
+    } else if (n == 4) {
+        reduce_vecs_nr<DT, OP, 4>(a, at, d4, e4, lo / V, rv);
+    } else if (n == 8) {
+        reduce_vecs_nr<DT, OP, 8>(a, at, d4, e4, lo / V, rv);
+    } else {
+        for (uint64_t v = threadIdx.x; v < rv; v += blockDim.x) {
+            vec16<T> r, x;
+            r.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[0] + at) + lo / V + v);
+            if constexpr (half) {
+                float acc[V];
 #pragma unroll
-            for (uint64_t j = 0; j < V; j++) acc[j] = rcoll_e_widen16(bf, r.e[j]);
-            for (int p = 1; p < n; p++) {
-                x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
+                for (uint64_t j = 0; j < V; j++) acc[j] = rcoll_e_widen16(bf, r.e[j]);
+                for (int p = 1; p < n; p++) {
+                    x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
 #pragma unroll
-                for (uint64_t j = 0; j < V; j++)
-                    acc[j] = rcoll_e_fold16(OP, acc[j], rcoll_e_widen16(bf, x.e[j]));
+                    for (uint64_t j = 0; j < V; j++)
+                        acc[j] = rcoll_e_fold16(OP, acc[j], rcoll_e_widen16(bf, x.e[j]));
+                }
+#pragma unroll
+                for (uint64_t j = 0; j < V; j++) r.e[j] = rcoll_e_fold16_end(bf, OP, acc[j], d);
+            } else {
+                for (int p = 1; p < n; p++) {
+                    x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
+#pragma unroll
+                    for (uint64_t j = 0; j < V; j++)
+                        r.e[j] = p == n - 1 ? elem_of<DT, OP>::f(r.e[j], x.e[j], d)
+                                            : mid::f(r.e[j], x.e[j], d);
+                }
             }
-#pragma unroll
-            for (uint64_t j = 0; j < V; j++) r.e[j] = rcoll_e_fold16_end(bf, OP, acc[j], d);
-        } else {
-            for (int p = 1; p < n; p++) {
-                x.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[p] + at) + lo / V + v);
-#pragma unroll
-                for (uint64_t j = 0; j < V; j++)
-                    r.e[j] = p == n - 1 ? elem_of<DT, OP>::f(r.e[j], x.e[j], d)
-                                        : mid::f(r.e[j], x.e[j], d);
-            }
+            d4[v] = r.v;
+            if (e4) e4[v] = r.v;
         }
-        reinterpret_cast<uint4 *>(dst + lo)[v] = r.v;
-        if (dst2) reinterpret_cast<uint4 *>(dst2 + lo)[v] = r.v;
     }
     for (uint64_t i = lo + rv * V + threadIdx.x; i < hi; i += blockDim.x) {
         T r = reinterpret_cast<const volatile T *>(a.peer[0] + at)[i];
