@@ -176,16 +176,18 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
 {
     int n = comm->nranks;
     /* per rank: the handle, int32 outcome, int32 RCOLL_CUDA_IPC_ONESHOT_SHARED, uint64
-     * workspace bytes, uint64 RCOLL_CUDA_IPC_ONESHOT, uint64 RCOLL_CUDA_IPC_TWOSHOT */
-    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 32;
+     * workspace bytes, uint64 RCOLL_CUDA_IPC_ONESHOT, uint64 RCOLL_CUDA_IPC_TWOSHOT, int32
+     * the one-kernel grid proposed (its GPU's SMs, at most RCOLL_ONESHOT_MAX_BLOCKS), int32 0 */
+    size_t rec = RCOLL_GPU_IPC_HANDLE_BYTES + 40;
     char *all = calloc((size_t)n, rec);
-    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 32];
+    char mine[RCOLL_GPU_IPC_HANDLE_BYTES + 40];
     uint64_t bytes = comm->cfg.gpu.ipc_bytes, use = bytes;
     uint64_t oneshot = comm->cfg.gpu.ipc_oneshot, one_use = oneshot;
     uint64_t twoshot = comm->cfg.gpu.ipc_twoshot, two_use = twoshot;
     int shared_gpu = 0; /* two ranks on one GPU */
     char oneshot_why[160];
     int32_t shared = comm->cfg.gpu.ipc_oneshot_shared, shared_use = shared;
+    int32_t blocks = RCOLL_ONESHOT_MAX_BLOCKS, blocks_use; /* this rank's proposal, then all's */
     memset(mine, 0, sizeof(mine));
     char why[RCOLL_ERR_TEXT_MAX] = "";
     int32_t ok = all ? SETUP_OK : SETUP_FAILED;
@@ -207,24 +209,29 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 8, &bytes, sizeof(bytes));
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 16, &oneshot, sizeof(oneshot));
     memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 24, &twoshot, sizeof(twoshot));
+    if (ok == SETUP_OK) blocks = rcoll_gpu_ipc_blocks_proposed(comm->gpu_ipc);
+    blocks_use = blocks;
+    memcpy(mine + RCOLL_GPU_IPC_HANDLE_BYTES + 32, &blocks, sizeof(blocks));
     /* Every rank takes part in every step, whatever its own outcome. */
     rcoll_status_t st = rcoll_coll_run(comm, RCOLL_OP_ALLGATHER, mine, all ? all : mine,
                                        all ? rec : 0, RCOLL_UINT8, RCOLL_SUM, 0);
     if (st == RCOLL_OK && ok == SETUP_OK) {
         for (int p = 0; p < n; p++) {
             const char *r = all + (size_t)p * rec + RCOLL_GPU_IPC_HANDLE_BYTES;
-            int32_t pok, pshared;
+            int32_t pok, pshared, pblocks;
             uint64_t pbytes, poneshot, ptwoshot;
             memcpy(&pok, r, sizeof(pok));
             memcpy(&pshared, r + 4, sizeof(pshared));
             memcpy(&pbytes, r + 8, sizeof(pbytes));
             memcpy(&poneshot, r + 16, sizeof(poneshot));
             memcpy(&ptwoshot, r + 24, sizeof(ptwoshot));
+            memcpy(&pblocks, r + 32, sizeof(pblocks));
             if (pok < ok) ok = pok;
             if (pbytes < use) use = pbytes; /* every rank cuts pieces the same */
             if (poneshot < one_use) one_use = poneshot;
             if (ptwoshot < two_use) two_use = ptwoshot;
             if (pshared < shared_use) shared_use = pshared;
+            if (pblocks < blocks_use) blocks_use = pblocks; /* all meet on the same flags */
             char bp[32], bq[32];
             rcoll_gpu_ipc_bus(all + (size_t)p * rec, bp, sizeof(bp));
             for (int q = 0; q < p; q++) {
@@ -280,13 +287,15 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
     }
     comm->gpu_ipc_state = 1;
     comm->gpu_ipc_bytes = (size_t)use;
+    rcoll_gpu_ipc_blocks_set(comm->gpu_ipc, blocks_use);
     oneshot_layout(comm, one_use, two_use, shared_use, shared_gpu, oneshot_why,
                    sizeof(oneshot_why));
     if (use != bytes)
         RCOLL_INFO(CUDA, "CUDA IPC: another rank has a smaller RCOLL_CUDA_IPC_BYTES: %zu of this "
                    "rank's %zu bytes used", (size_t)use, (size_t)bytes);
-    RCOLL_INFO(CUDA, "CUDA IPC: %d ranks, %zu-byte workspaces mapped by every rank; %s", n,
-               comm->gpu_ipc_bytes, oneshot_why);
+    RCOLL_INFO(CUDA, "CUDA IPC: %d ranks, %zu-byte workspaces mapped by every rank; %s "
+               "(a grid of %d blocks: the fewest SMs of the ranks' GPUs, at most %d)", n,
+               comm->gpu_ipc_bytes, oneshot_why, (int)blocks_use, RCOLL_ONESHOT_MAX_BLOCKS);
     return RCOLL_OK;
 }
 

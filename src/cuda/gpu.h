@@ -251,6 +251,11 @@ void rcoll_gpu_ipc_bus(const void *handle, char *bus, size_t len);
 /* Rank r's workspace as mapped in this process (this rank's own for r = rank). */
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r);
 size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc);
+/* The one-kernel all-reduce's grid this rank proposes: min(RCOLL_ONESHOT_MAX_BLOCKS, the SM
+ * count of the workspace's GPU), at least 1; and the grid every rank agreed on (the smallest
+ * proposal), which the kernel parameters get from then on (before it is set: the proposal). */
+int rcoll_gpu_ipc_blocks_proposed(const rcoll_gpu_ipc_t *ipc);
+void rcoll_gpu_ipc_blocks_set(rcoll_gpu_ipc_t *ipc, int blocks);
 /* Enqueue on the IPC stream: a device-to-device copy (either side may be a peer's mapped
  * workspace), dst = a op b over count elements (AVG divides by avg_divisor > 1). */
 rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *src,
@@ -258,8 +263,8 @@ rcoll_status_t rcoll_gpu_ipc_copy(rcoll_gpu_ipc_t *ipc, void *dst, const void *s
 rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void *a,
                                     const void *b, size_t count, rcoll_datatype_t dt,
                                     rcoll_op_t op, int avg_divisor);
-/* The one-kernel all-reduce (cuda/oneshot.h) of a: its peers, ranks and report address are
- * filled in here, the rest is the caller's.  Launched on the IPC stream and waited for; what
+/* The one-kernel all-reduce (cuda/oneshot.h) of a: its peers, ranks, grid and report address
+ * are filled in here, the rest is the caller's.  Launched on the IPC stream and waited for; what
  * the kernel reported (a peer's flag with another signature, or none by the deadline) in
  * *report (code RCOLL_ONESHOT_OK when all went well).  Errors: the driver's, one sentence. */
 rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,

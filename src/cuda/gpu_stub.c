@@ -230,6 +230,17 @@ size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc)
     return 0;
 }
 
+int rcoll_gpu_ipc_blocks_proposed(const rcoll_gpu_ipc_t *ipc)
+{
+    (void)ipc;
+    return 1;
+}
+
+void rcoll_gpu_ipc_blocks_set(rcoll_gpu_ipc_t *ipc, int blocks)
+{
+    (void)ipc, (void)blocks;
+}
+
 int rcoll_gpu_ipc_ring_next(const rcoll_gpu_ipc_t *ipc, int *busy)
 {
     (void)ipc;

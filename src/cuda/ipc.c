@@ -30,13 +30,14 @@ struct rcoll_gpu_ipc {
     int nranks, rank;
     CUdeviceptr *peer; /* [nranks]: each rank's workspace as mapped here (own for this rank;
                         * 0 where not opened) */
-    rcoll_oneshot_err_t *err; /* the one-kernel all-reduce's reports (cuMemAllocHost) */
+    int blocks;               /* the one-kernel all-reduce's grid: proposed, then agreed */
+    rcoll_oneshot_err_t *err; /* its reports, [RCOLL_ONESHOT_MAX_BLOCKS] (cuMemAllocHost) */
     /* The stream-ordered one-kernel calls: per ring entry an event after its kernel and its
      * reports (made at the first such call); the entry of the last one launched (-1: none
      * since the last blocking one, which was waited for). */
     CUevent ring_ev[RCOLL_GPU_IPC_RING];
     int ring_busy[RCOLL_GPU_IPC_RING];
-    rcoll_oneshot_err_t *ring_err; /* [RCOLL_GPU_IPC_RING][RCOLL_ONESHOT_BLOCKS] */
+    rcoll_oneshot_err_t *ring_err; /* [RCOLL_GPU_IPC_RING][RCOLL_ONESHOT_MAX_BLOCKS] */
     int ring_next, ring_last;
 };
 
@@ -84,6 +85,16 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         goto err_ctx;
     }
     ipc->bus[BUS_LEN - 1] = '\0';
+    int sms = 0;
+    if ((res = cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                        ipc->dev)) != CUDA_SUCCESS) {
+        st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT) "
+                           "(the buffers' GPU)");
+        goto err_ctx;
+    }
+    /* at most one block per SM: every block spins until its peers' arrive, so the whole grid
+     * should be on the GPU at once */
+    ipc->blocks = sms < 1 ? 1 : sms < RCOLL_ONESHOT_MAX_BLOCKS ? sms : RCOLL_ONESHOT_MAX_BLOCKS;
     char what[96];
     if ((res = cu->cuMemAlloc(&ipc->own, bytes)) != CUDA_SUCCESS) {
         snprintf(what, sizeof(what), "cuMemAlloc(%zu bytes) for the CUDA IPC workspace", bytes);
@@ -104,8 +115,8 @@ rcoll_status_t rcoll_gpu_ipc_create(const void *dev, size_t bytes, int rank, int
         goto err_ctx;
     }
     void *err = NULL;
-    if ((res = cu->cuMemAllocHost(&err, RCOLL_ONESHOT_BLOCKS * sizeof(rcoll_oneshot_err_t))) !=
-        CUDA_SUCCESS) {
+    if ((res = cu->cuMemAllocHost(&err, RCOLL_ONESHOT_MAX_BLOCKS *
+                                            sizeof(rcoll_oneshot_err_t))) != CUDA_SUCCESS) {
         st = rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuMemAllocHost(the one-kernel all-reduce's "
                            "reports)");
         goto err_ctx;
@@ -192,6 +203,16 @@ char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int rank)
     return (char *)(uintptr_t)ipc->peer[rank];
 }
 
+int rcoll_gpu_ipc_blocks_proposed(const rcoll_gpu_ipc_t *ipc)
+{
+    return ipc->blocks;
+}
+
+void rcoll_gpu_ipc_blocks_set(rcoll_gpu_ipc_t *ipc, int blocks)
+{
+    ipc->blocks = blocks;
+}
+
 size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc)
 {
     return ipc ? ipc->bytes : 0;
@@ -240,8 +261,9 @@ static rcoll_status_t oneshot_fill(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a
     for (int p = 0; p < ipc->nranks; p++) a->peer[p] = (uint64_t)ipc->peer[p];
     a->nranks = ipc->nranks;
     a->rank = ipc->rank;
+    a->blocks = ipc->blocks;
     a->err = (uint64_t)(uintptr_t)err;
-    memset(err, 0, RCOLL_ONESHOT_BLOCKS * sizeof(rcoll_oneshot_err_t));
+    memset(err, 0, RCOLL_ONESHOT_MAX_BLOCKS * sizeof(rcoll_oneshot_err_t));
     return RCOLL_OK;
 }
 
@@ -251,7 +273,7 @@ static void oneshot_fold(const rcoll_oneshot_err_t *err, rcoll_oneshot_err_t *re
 {
     static const int rank_of[] = {0, 2, 3, 1}; /* by code: higher says more */
     memset(report, 0, sizeof(*report));
-    for (int b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+    for (int b = 0; b < RCOLL_ONESHOT_MAX_BLOCKS; b++) { /* the unused ones stay OK */
         const volatile rcoll_oneshot_err_t *e = &err[b];
         uint32_t c = e->code;
         if (c == RCOLL_ONESHOT_OK || c > RCOLL_ONESHOT_ABORTED) continue;
@@ -307,7 +329,7 @@ static rcoll_status_t ring_make(rcoll_gpu_ipc_t *ipc)
 {
     const rcoll_cu_api_t *cu = rcoll_cu;
     void *err = NULL;
-    CUresult res = cu->cuMemAllocHost(&err, (size_t)RCOLL_GPU_IPC_RING * RCOLL_ONESHOT_BLOCKS *
+    CUresult res = cu->cuMemAllocHost(&err, (size_t)RCOLL_GPU_IPC_RING * RCOLL_ONESHOT_MAX_BLOCKS *
                                                 sizeof(rcoll_oneshot_err_t));
     if (res != CUDA_SUCCESS)
         return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, "cuMemAllocHost(the stream-ordered "
@@ -337,7 +359,7 @@ rcoll_status_t rcoll_gpu_ipc_oneshot_async(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_a
     if (st != RCOLL_OK) return st;
     if (!ipc->ring_err) st = ring_make(ipc);
     if (st == RCOLL_OK)
-        st = oneshot_fill(ipc, a, ipc->ring_err + (size_t)i * RCOLL_ONESHOT_BLOCKS);
+        st = oneshot_fill(ipc, a, ipc->ring_err + (size_t)i * RCOLL_ONESHOT_MAX_BLOCKS);
     CUstream s = (CUstream)stream;
     if (st == RCOLL_OK) st = after_last(ipc, s);
     if (st == RCOLL_OK) st = rcoll_cuda_oneshot(a, dt, op, s);
@@ -381,7 +403,7 @@ rcoll_status_t rcoll_gpu_ipc_oneshot_poll(rcoll_gpu_ipc_t *ipc, int slot, int wa
         return rcoll_cu_fail(RCOLL_ERR_SYSTEM, res, wait ? "cuEventSynchronize(after a "
                              "stream-ordered one-kernel all-reduce)" : "cuEventQuery(after a "
                              "stream-ordered one-kernel all-reduce)");
-    oneshot_fold(ipc->ring_err + (size_t)slot * RCOLL_ONESHOT_BLOCKS, report);
+    oneshot_fold(ipc->ring_err + (size_t)slot * RCOLL_ONESHOT_MAX_BLOCKS, report);
     return RCOLL_OK;
 }
 

@@ -179,9 +179,12 @@ rcoll_status_t rcoll_cuda_oneshot(const rcoll_oneshot_args_t *args, rcoll_dataty
     module_t *m = NULL;
     rcoll_status_t st = module_get(&m);
     if (st != RCOLL_OK) return st;
+    if (args->blocks < 1 || args->blocks > RCOLL_ONESHOT_MAX_BLOCKS)
+        return rcoll_err_set(RCOLL_ERR_INTERNAL, "one-kernel all-reduce with a grid of %d "
+                             "blocks (1 to %d)", (int)args->blocks, RCOLL_ONESHOT_MAX_BLOCKS);
     rcoll_oneshot_args_t a = *args;
     void *params[] = {&a};
-    CUresult res = rcoll_cu->cuLaunchKernel(m->oneshot[dt][op], RCOLL_ONESHOT_BLOCKS, 1, 1,
+    CUresult res = rcoll_cu->cuLaunchKernel(m->oneshot[dt][op], (unsigned)a.blocks, 1, 1,
                                             RCOLL_ONESHOT_THREADS, 1, 1, 0, stream, params,
                                             NULL);
     if (res != CUDA_SUCCESS) return cu_fail(res, oneshot_names[dt][op]);

@@ -25,8 +25,8 @@ rcoll_status_t rcoll_cuda_reduce(CUdeviceptr dst, CUdeviceptr dst2, CUdeviceptr 
                                  int avg_divisor, CUstream stream);
 
 /* The one-kernel all-reduce (cuda/oneshot.h) of dt x op with *args, launched on stream
- * (RCOLL_ONESHOT_BLOCKS blocks), asynchronously; the current context's.  Errors as
- * rcoll_cuda_reduce. */
+ * (args->blocks blocks), asynchronously; the current context's.  Errors as
+ * rcoll_cuda_reduce (and RCOLL_ERR_INTERNAL for a grid outside 1..MAX_BLOCKS). */
 rcoll_status_t rcoll_cuda_oneshot(const rcoll_oneshot_args_t *args, rcoll_datatype_t dt,
                                   rcoll_op_t op, CUstream stream);
 

@@ -34,8 +34,10 @@
  * after a failure the calls already queued behind it (stream-ordered calls) end at once on
  * every rank instead of each waiting out the deadline, and a peer waiting at the two-shot's
  * second flag for a block that stopped at the first is released.
- * The grid is always RCOLL_ONESHOT_BLOCKS blocks, so that two ranks in calls of different
- * counts still meet on every flag and see the signatures differ.  A slot is written again two
+ * The grid is the communicator's block count (args.blocks, at most RCOLL_ONESHOT_MAX_BLOCKS),
+ * agreed by every rank at the IPC set-up (the smallest rank's proposal: min(MAX_BLOCKS, its
+ * GPU's SM count), core/api_ipc.c) and the same for every call, so that two ranks in calls
+ * of different counts still meet on every flag and see the signatures differ.  A slot is written again two
  * calls later, by which time every rank has finished this call's block (it published its
  * flag of the next call after it, in stream order).  No barrier ends a call, so a peer may
  * still read this rank's slot after this rank's call returned: a rank frees its workspace
@@ -63,7 +65,6 @@
 #define RCOLL_ONESHOT_HD static inline
 #endif
 
-#define RCOLL_ONESHOT_BLOCKS 32   /* the kernel's grid */
 #define RCOLL_ONESHOT_MAX_BLOCKS 32 /* the grid at most: the header's flags per rank */
 #define RCOLL_ONESHOT_THREADS 256
 #define RCOLL_ONESHOT_MAX_RANKS 16
@@ -73,7 +74,7 @@
 #define RCOLL_ONESHOT_HDR 12288   /* bytes before the slots */
 #if RCOLL_ONESHOT_FLAG2 != RCOLL_ONESHOT_MAX_BLOCKS * RCOLL_ONESHOT_MAX_RANKS * 8 ||          \
     RCOLL_ONESHOT_ABORT != 2 * RCOLL_ONESHOT_FLAG2 || RCOLL_ONESHOT_HDR < RCOLL_ONESHOT_ABORT + 8 \
-    || RCOLL_ONESHOT_HDR % 256 || RCOLL_ONESHOT_BLOCKS > RCOLL_ONESHOT_MAX_BLOCKS
+    || RCOLL_ONESHOT_HDR % 256
 #error "the one-kernel all-reduce's header layout does not add up"
 #endif
 
@@ -100,17 +101,20 @@ typedef struct {
     uint64_t out;                           /* two-shot: the output area, bytes into the slot */
     uint64_t flag;                          /* the flag value of this call (seq << 32 | sig) */
     uint64_t timeout_ns;                    /* waiting for a peer's flag, at most */
-    uint64_t err; /* rcoll_oneshot_err_t[RCOLL_ONESHOT_BLOCKS] (host memory, device-mapped) */
+    uint64_t err; /* rcoll_oneshot_err_t[RCOLL_ONESHOT_MAX_BLOCKS] (host memory, device-mapped;
+                   * the first blocks used) */
     int32_t nranks, rank;
+    int32_t blocks;                         /* the grid: 1..RCOLL_ONESHOT_MAX_BLOCKS, agreed */
     int32_t avg_divisor;                    /* AVG: nranks; else 0 */
     int32_t shots;                          /* 1: one-shot; 2: two-shot */
 } rcoll_oneshot_args_t;
 
-/* Elements of block b's part of count elements of es bytes: [*lo, *hi), cut on 16 bytes. */
-RCOLL_ONESHOT_HD void rcoll_oneshot_part(uint64_t count, uint64_t es, unsigned b, uint64_t *lo,
-                                      uint64_t *hi)
+/* Elements of block b's part (of nblocks) of count elements of es bytes: [*lo, *hi), cut on
+ * 16 bytes. */
+RCOLL_ONESHOT_HD void rcoll_oneshot_part(uint64_t count, uint64_t es, unsigned nblocks,
+                                         unsigned b, uint64_t *lo, uint64_t *hi)
 {
-    uint64_t v = 16 / es, per = (count + RCOLL_ONESHOT_BLOCKS - 1) / RCOLL_ONESHOT_BLOCKS;
+    uint64_t v = 16 / es, per = (count + nblocks - 1) / nblocks;
     per = (per + v - 1) / v * v;
     *lo = (uint64_t)b * per < count ? (uint64_t)b * per : count;
     *hi = *lo + per < count ? *lo + per : count;
@@ -127,13 +131,15 @@ RCOLL_ONESHOT_HD void rcoll_twoshot_shard(uint64_t count, uint64_t es, int nrank
     *hi = *lo + per < count ? *lo + per : count;
 }
 
-/* Block b's part of rank r's two-shot shard: [*lo, *hi) in elements of the whole buffer. */
+/* Block b's part (of nblocks) of rank r's two-shot shard: [*lo, *hi) in elements of the
+ * whole buffer. */
 RCOLL_ONESHOT_HD void rcoll_twoshot_part(uint64_t count, uint64_t es, int nranks, int r,
-                                         unsigned b, uint64_t *lo, uint64_t *hi)
+                                         unsigned nblocks, unsigned b, uint64_t *lo,
+                                         uint64_t *hi)
 {
     uint64_t slo, shi, plo, phi;
     rcoll_twoshot_shard(count, es, nranks, r, &slo, &shi);
-    rcoll_oneshot_part(shi - slo, es, b, &plo, &phi);
+    rcoll_oneshot_part(shi - slo, es, nblocks, b, &plo, &phi);
     *lo = slo + plo;
     *hi = slo + phi;
 }

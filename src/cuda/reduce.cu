@@ -9,7 +9,7 @@
  * each element (each 16-byte vector) is read before it is written.
  * Grid-stride loops: any grid size is correct.
  * Then the one-kernel all-reduce over CUDA IPC, rcoll_oneshot_<DT>_<OP>(args), one-shot or
- * two-shot (cuda/oneshot.h states the protocol; a fixed grid of RCOLL_ONESHOT_BLOCKS).
+ * two-shot (cuda/oneshot.h states the protocol; a grid of args.blocks, agreed by the ranks).
  * Built by nvcc into the embedded fatbin (src/cuda/meson.build); no host code here.
  */
 #include <stddef.h>
@@ -275,7 +275,7 @@ __device__ __forceinline__ void oneshot_body(const rcoll_oneshot_args_t &a)
     T *in = reinterpret_cast<T *>(a.peer[a.rank] + a.slot);
     uint64_t lo, hi;
     if (a.shots != 2) {
-        rcoll_oneshot_part(a.count, sizeof(T), blockIdx.x, &lo, &hi);
+        rcoll_oneshot_part(a.count, sizeof(T), a.blocks, blockIdx.x, &lo, &hi);
         copy_part(in, src, lo, hi, false);
         if (block_meet(a, 0)) return;
         reduce_part<DT, OP>(a, a.slot, dst, (T *)nullptr, lo, hi);
@@ -285,16 +285,16 @@ __device__ __forceinline__ void oneshot_body(const rcoll_oneshot_args_t &a)
      * output area and recvbuf; part b of every other shard from its owner's output area */
     T *out = reinterpret_cast<T *>(a.peer[a.rank] + a.slot + a.out);
     for (int r = 0; r < a.nranks; r++) {
-        rcoll_twoshot_part(a.count, sizeof(T), a.nranks, r, blockIdx.x, &lo, &hi);
+        rcoll_twoshot_part(a.count, sizeof(T), a.nranks, r, a.blocks, blockIdx.x, &lo, &hi);
         copy_part(in, src, lo, hi, false);
     }
     if (block_meet(a, 0)) return;
-    rcoll_twoshot_part(a.count, sizeof(T), a.nranks, a.rank, blockIdx.x, &lo, &hi);
+    rcoll_twoshot_part(a.count, sizeof(T), a.nranks, a.rank, a.blocks, blockIdx.x, &lo, &hi);
     reduce_part<DT, OP>(a, a.slot, dst, out, lo, hi);
     if (block_meet(a, RCOLL_ONESHOT_FLAG2)) return;
     for (int r = 0; r < a.nranks; r++) {
         if (r == a.rank) continue;
-        rcoll_twoshot_part(a.count, sizeof(T), a.nranks, r, blockIdx.x, &lo, &hi);
+        rcoll_twoshot_part(a.count, sizeof(T), a.nranks, r, a.blocks, blockIdx.x, &lo, &hi);
         copy_part(dst, reinterpret_cast<const T *>(a.peer[r] + a.slot + a.out), lo, hi, true);
     }
 }

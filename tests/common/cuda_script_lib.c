@@ -737,17 +737,18 @@ static CUresult enqueue(CUstream st, const work_t *w)
 /* The blocks that have not stopped meet the peers on the flags at byte offset off, with the
  * kernel's own code (cuda/oneshot_proto.h) on the mapped headers: every block pushes its flag
  * into every rank's header, then each waits for the peers' in this rank's own header (a block
- * that fails stops: its report in err, this rank's abort word set).  The blocks run one after another here, so all publish before any
- * waits, from one start of the deadline, as the kernel's blocks, running together, would. */
+ * that fails stops: its report in err, this rank's abort word set).  The blocks run one after
+ * another here, so all publish before any waits, from one start of the deadline, as the
+ * kernel's blocks, running together, would. */
 static void meet(const rcoll_oneshot_args_t *a, char *const *hdr, unsigned off, int *stopped)
 {
     rcoll_oneshot_args_t h = *a; /* the same call, its workspaces as this process reaches them */
     for (int p = 0; p < a->nranks; p++) h.peer[p] = (uint64_t)(uintptr_t)hdr[p];
     long stops = 0;
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
+    for (unsigned b = 0; b < (unsigned)a->blocks; b++)
         if (!stopped[b] && (stopped[b] = rcoll_os_publish(&h, b, off))) stops++;
     const uint64_t start = rcoll_os_now_ns();
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++)
+    for (unsigned b = 0; b < (unsigned)a->blocks; b++)
         if (!stopped[b] && (stopped[b] = rcoll_os_wait(&h, b, off, start))) stops++;
     __atomic_add_fetch(&n_oneshot_stops, stops, __ATOMIC_RELAXED);
 }
@@ -790,7 +791,9 @@ static CUresult run_oneshot(const work_t *w)
     const kernel_t *k = w->k;
     size_t bytes = a->count * k->es, span = a->shots == 2 ? a->out + bytes : bytes;
     int n = a->nranks, me = a->rank, dev, two = a->shots == 2;
-    if (n < 1 || n > RCOLL_ONESHOT_MAX_RANKS || me < 0 || me >= n ||
+    const unsigned nb = (unsigned)a->blocks;
+    if (n < 1 || n > RCOLL_ONESHOT_MAX_RANKS || me < 0 || me >= n || a->blocks < 1 ||
+        a->blocks > RCOLL_ONESHOT_MAX_BLOCKS ||
         !kernel_of(k->dt, k->op == 4 ? 0 : k->op) || (two && a->out < bytes))
         return CUDA_ERROR_INVALID_VALUE;
     char *hdr[RCOLL_ONESHOT_MAX_RANKS], *in[RCOLL_ONESHOT_MAX_RANKS];
@@ -805,23 +808,23 @@ static CUresult run_oneshot(const work_t *w)
     if (!src || !dst) return CUDA_ERROR_ILLEGAL_ADDRESS;
     memcpy(in[me], src, bytes); /* every block's part of every shard */
     __atomic_add_fetch(two ? &n_twoshots : &n_oneshots, 1, __ATOMIC_RELAXED);
-    int stopped[RCOLL_ONESHOT_BLOCKS] = {0};
+    int stopped[RCOLL_ONESHOT_MAX_BLOCKS] = {0};
     uint64_t lo, hi;
     meet(a, hdr, 0, stopped);
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+    for (unsigned b = 0; b < nb; b++) {
         if (stopped[b]) continue;
         if (two)
-            rcoll_twoshot_part(a->count, k->es, n, me, b, &lo, &hi);
+            rcoll_twoshot_part(a->count, k->es, n, me, nb, b, &lo, &hi);
         else
-            rcoll_oneshot_part(a->count, k->es, b, &lo, &hi);
+            rcoll_oneshot_part(a->count, k->es, nb, b, &lo, &hi);
         reduce_rank_order(a, k, dst, two ? out[me] : NULL, in, lo, hi);
     }
     if (!two) return CUDA_SUCCESS;
     meet(a, hdr, RCOLL_ONESHOT_FLAG2, stopped);
-    for (unsigned b = 0; b < RCOLL_ONESHOT_BLOCKS; b++) {
+    for (unsigned b = 0; b < nb; b++) {
         for (int r = 0; r < n && !stopped[b]; r++) {
             if (r == me) continue;
-            rcoll_twoshot_part(a->count, k->es, n, r, b, &lo, &hi);
+            rcoll_twoshot_part(a->count, k->es, n, r, nb, b, &lo, &hi);
             memcpy(dst + lo * k->es, out[r] + lo * k->es, (size_t)(hi - lo) * k->es);
         }
     }
@@ -966,21 +969,21 @@ static CUresult s_event_destroy(CUevent ev)
 static CUresult s_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyDtoHAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    work_t w = {2, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
 static CUresult s_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyHtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    work_t w = {3, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
 static CUresult s_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
 {
     if (should_fail("cuMemcpyDtoDAsync")) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    work_t w = {0, NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, n, 0, {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     return enqueue(st, &w);
 }
 
@@ -1015,10 +1018,11 @@ static CUresult s_module_fn(CUfunction *f, CUmodule m, const char *name)
     return CUDA_SUCCESS;
 }
 
+/* Device d has 3 + 2d SMs: ranks on different devices propose different one-kernel grids
+ * (3, 5, 7, ...: odd, and fewer than RCOLL_ONESHOT_MAX_BLOCKS) and must agree on one. */
 static CUresult s_dev_attr(int *v, CUdevice_attribute attr, CUdevice d)
 {
-    (void)d;
-    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 4
+    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 3 + 2 * (int)d
          : attr == CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED ? !getenv("CUDA_SCRIPT_NO_DMABUF")
                                                           : 0;
     return CUDA_SUCCESS;
@@ -1058,20 +1062,22 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
     if (!gx || !bx || bx > 1024) return CUDA_ERROR_INVALID_VALUE;
     const kernel_t *k = (const kernel_t *)f;
     if (k >= oneshots && k < oneshots + NKERNELS) { /* the one-kernel all-reduce */
-        if (gx != RCOLL_ONESHOT_BLOCKS || bx != RCOLL_ONESHOT_THREADS)
-            return CUDA_ERROR_INVALID_VALUE;
         work_t w;
         memset(&w, 0, sizeof(w));
         w.kernel = 4;
         w.k = &kernels[k - oneshots];
         memcpy(&w.os, params[0], sizeof(w.os));
+        /* the grid is the ranks' agreed one, which the parameter carries */
+        if (gx != (unsigned)w.os.blocks || w.os.blocks > RCOLL_ONESHOT_MAX_BLOCKS ||
+            bx != RCOLL_ONESHOT_THREADS)
+            return CUDA_ERROR_INVALID_VALUE;
         __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
         return enqueue(st, &w);
     }
     work_t w = {1, k, (uintptr_t) * (CUdeviceptr *)params[0],
                 (uintptr_t) * (CUdeviceptr *)params[1], (uintptr_t) * (CUdeviceptr *)params[2],
                 (uintptr_t) * (CUdeviceptr *)params[3], *(size_t *)params[4],
-                *(int *)params[6], {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+                *(int *)params[6], {{0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
     __atomic_add_fetch(&n_launches, 1, __ATOMIC_RELAXED);
     return enqueue(st, &w);
 }

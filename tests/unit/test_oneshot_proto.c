@@ -145,7 +145,7 @@ typedef struct {
     int free_blocks; /* a rank's blocks go on without waiting for each other (no stream order) */
     char *ws[RCOLL_ONESHOT_MAX_RANKS];
     size_t slot_bytes;
-    rcoll_oneshot_err_t err[RCOLL_ONESHOT_MAX_RANKS][RCOLL_ONESHOT_BLOCKS];
+    rcoll_oneshot_err_t err[RCOLL_ONESHOT_MAX_RANKS][RCOLL_ONESHOT_MAX_BLOCKS];
     outcome_t *out; /* [call][rank][block] */
     pthread_barrier_t end[RCOLL_ONESHOT_MAX_RANKS]; /* a rank's blocks, at the end of a call */
     long bad[RCOLL_ONESHOT_MAX_RANKS][MAX_BLOCKS]; /* wrong elements seen by each thread */
@@ -189,6 +189,7 @@ static int one_call(run_t *R, int r, int b, uint64_t seq, int act, outcome_t *o)
     for (int p = 0; p < n; p++) a.peer[p] = (uint64_t)(uintptr_t)R->ws[p];
     a.nranks = n;
     a.rank = r;
+    a.blocks = R->nblocks;
     a.shots = R->shots;
     a.timeout_ns = R->timeout_ns;
     a.flag = (seq & 0xffffffffu) << 32 | (act == ACT_OTHERSIG ? OTHER_SIG : SIG);
@@ -596,6 +597,7 @@ static void e_meet(uint64_t timeout_ns, rcoll_oneshot_err_t *err, int *stop)
     a.peer[1] = (uint64_t)(uintptr_t)e_ws[1];
     a.nranks = 2;
     a.rank = 0;
+    a.blocks = 1;
     a.flag = e_flag;
     a.timeout_ns = timeout_ns;
     a.err = (uint64_t)(uintptr_t)err;
