@@ -337,8 +337,9 @@ static void shard(const ipc_call_t *c, size_t count, int p, size_t *lo, size_t *
 }
 
 /* dst = the op of every rank's cnt elements at byte offset at of its input area, in rank
- * order (AVG divides at the last step); one rank: a copy (bools made 0/1, as the host path
- * gives them). */
+ * order (AVG divides at the last step): one kernel reading every rank's input, or, where it
+ * cannot (alignment, rank count), n - 1 two-input passes; one rank: a copy (bools made 0/1,
+ * as the host path gives them). */
 static rcoll_status_t reduce_all(const ipc_call_t *c, char *dst, size_t at, size_t cnt, int h)
 {
     const rcoll_coll_args_t *a = c->a;
@@ -347,7 +348,14 @@ static rcoll_status_t reduce_all(const ipc_call_t *c, char *dst, size_t at, size
         return rcoll_gpu_ipc_reduce(c->ipc, dst, in_area(c, 0, h) + at, in_area(c, 0, h) + at,
                                     cnt, a->dt, RCOLL_BOR, 0);
     if (c->n == 1) return rcoll_gpu_ipc_copy(c->ipc, dst, in_area(c, 0, h) + at, cnt * c->es);
-    rcoll_status_t st = RCOLL_OK;
+    /* the same offset in every rank's workspace; the kernel reads it in 16-byte vectors */
+    size_t off = (size_t)(in_area(c, 0, h) - rcoll_gpu_ipc_base(c->ipc, 0)) + at;
+    rcoll_status_t st = RCOLL_ERR_UNSUPPORTED;
+    if (off % 16 == 0)
+        st = rcoll_gpu_ipc_reduce_all(c->ipc, dst, off, cnt, a->dt, a->op,
+                                      a->op == RCOLL_AVG ? c->n : 0);
+    if (st != RCOLL_ERR_UNSUPPORTED) return st;
+    st = RCOLL_OK;
     for (int p = 1; p < c->n && st == RCOLL_OK; p++) {
         const char *x = p == 1 ? in_area(c, 0, h) + at : dst;
         int last = p == c->n - 1;

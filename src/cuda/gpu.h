@@ -250,6 +250,15 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles);
 void rcoll_gpu_ipc_bus(const void *handle, char *bus, size_t len);
 /* Rank r's workspace as mapped in this process (this rank's own for r = rank). */
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r);
+/* dst = the op of every rank's count elements at byte offset at of its workspace (rank order;
+ * AVG divides by avg_divisor at the last), as one kernel on the IPC stream reading all of
+ * them (the one-kernel all-reduce's reduce-only form, cuda/oneshot.h), asynchronously; the
+ * caller orders it after every rank's copies.  RCOLL_ERR_UNSUPPORTED (nothing launched) where
+ * it cannot (more than RCOLL_ONESHOT_MAX_RANKS ranks, at not 16-byte aligned): the caller
+ * reduces pairwise instead. */
+rcoll_status_t rcoll_gpu_ipc_reduce_all(rcoll_gpu_ipc_t *ipc, void *dst, size_t at,
+                                        size_t count, rcoll_datatype_t dt, rcoll_op_t op,
+                                        int avg_divisor);
 size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc);
 /* The one-kernel all-reduce's grid this rank proposes: min(RCOLL_ONESHOT_MAX_BLOCKS, the SM
  * count of the workspace's GPU), at least 1; and the grid every rank agreed on (the smallest

@@ -224,6 +224,14 @@ char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r)
     return NULL;
 }
 
+rcoll_status_t rcoll_gpu_ipc_reduce_all(rcoll_gpu_ipc_t *ipc, void *dst, size_t at,
+                                        size_t count, rcoll_datatype_t dt, rcoll_op_t op,
+                                        int avg_divisor)
+{
+    (void)ipc, (void)dst, (void)at, (void)count, (void)dt, (void)op, (void)avg_divisor;
+    return NO_CUDA;
+}
+
 size_t rcoll_gpu_ipc_bytes(const rcoll_gpu_ipc_t *ipc)
 {
     (void)ipc;

@@ -250,6 +250,35 @@ rcoll_status_t rcoll_gpu_ipc_reduce(rcoll_gpu_ipc_t *ipc, void *dst, const void 
     return st;
 }
 
+rcoll_status_t rcoll_gpu_ipc_reduce_all(rcoll_gpu_ipc_t *ipc, void *dst, size_t at,
+                                        size_t count, rcoll_datatype_t dt, rcoll_op_t op,
+                                        int avg_divisor)
+{
+    if (ipc->nranks > RCOLL_ONESHOT_MAX_RANKS || at % 16) /* the inputs are read as vectors */
+        return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "no n-input reduction here (%d ranks, "
+                             "offset %zu)", ipc->nranks, at);
+    for (int p = 0; p < ipc->nranks; p++)
+        if (!ipc->peer[p])
+            return rcoll_err_set(RCOLL_ERR_INTERNAL, "rank %d's workspace is not mapped", p);
+    rcoll_oneshot_args_t a;
+    memset(&a, 0, sizeof(a));
+    for (int p = 0; p < ipc->nranks; p++) a.peer[p] = (uint64_t)ipc->peer[p];
+    a.nranks = ipc->nranks;
+    a.rank = ipc->rank;
+    a.blocks = ipc->blocks;
+    a.dst = (uint64_t)(uintptr_t)dst;
+    a.count = count;
+    a.slot = at;
+    a.avg_divisor = avg_divisor;
+    a.shots = 0;
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    st = rcoll_cuda_oneshot(&a, dt, op, ipc->stream);
+    leave(ipc, saved);
+    return st;
+}
+
 /* The kernel's parameter: the peers, ranks and report address; its reports cleared. */
 static rcoll_status_t oneshot_fill(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t *a,
                                    rcoll_oneshot_err_t *err)

@@ -43,6 +43,13 @@
  * still read this rank's slot after this rank's call returned: a rank frees its workspace
  * only once every peer has closed its mapping of it (core/api_ipc.c, at destroy).
  *
+ * Reduce only (shots = 0, the larger all-reduces' pieces, core/api_ipc.c): no copy in, no
+ * flags, no report: block b reduces its part of count elements at byte offset slot of every
+ * rank's workspace (16-byte aligned), in rank order as step 4, into dst; the caller has
+ * ordered it after every rank's copies (and after the reads of dst's previous contents).
+ * One kernel reading n inputs instead of n - 1 two-input passes (each reading two, writing
+ * one).
+ *
  * The two-shot (shots = 2, for larger calls) moves each byte fewer times: sendbuf is cut into
  * nranks shards (rcoll_twoshot_shard), the slot holds an input area and, at byte offset out,
  * an output area, and block b takes part b of every shard:
@@ -106,7 +113,7 @@ typedef struct {
     int32_t nranks, rank;
     int32_t blocks;                         /* the grid: 1..RCOLL_ONESHOT_MAX_BLOCKS, agreed */
     int32_t avg_divisor;                    /* AVG: nranks; else 0 */
-    int32_t shots;                          /* 1: one-shot; 2: two-shot */
+    int32_t shots;                          /* 1: one-shot; 2: two-shot; 0: reduce only */
 } rcoll_oneshot_args_t;
 
 /* Elements of block b's part (of nblocks) of count elements of es bytes: [*lo, *hi), cut on

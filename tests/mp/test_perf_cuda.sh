@@ -246,6 +246,8 @@ if [ $ipc_ok = 1 ]; then
         check ipc_$n ipc_run $n
         # ranks sharing a GPU: no one-kernel all-reduce by default
         check ipc_${n}_shared_no_oneshot oneshots_on "$n" 0
+        # the pieces' reductions: one kernel reading every rank's input, on every rank
+        check ipc_${n}_reduce_all oneshots_on "$n" 1 reduce_all
     done
     # The one-kernel all-reduce (every rank on a GPU of its own; one-shot up to 64 KiB,
     # two-shot up to 2 MiB, pieces above): every datatype x op right on 2-4 ranks, in-place
