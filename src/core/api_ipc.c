@@ -307,6 +307,12 @@ typedef struct {
     const size_t *const *v; /* the uneven collectives' arrays (RCOLL_V_*), else NULL */
     int n, me;
     size_t es, half, area;
+    /* The steps meet on device flags in the IPC stream's order (dev: where the one-kernel
+     * all-reduce runs, every rank on a GPU of its own), else at host barriers.  The meets so
+     * far, and the first one's signature and flag (what a failure names). */
+    int dev, meets;
+    rcoll_sig_t sig, first;
+    uint64_t first_flag;
 } ipc_call_t;
 
 /* Elements of a block of total elements that lie in the piece [off, off + cnt). */
@@ -366,15 +372,38 @@ static rcoll_status_t reduce_all(const ipc_call_t *c, char *dst, size_t at, size
     return st;
 }
 
-/* Wait for this rank's queued work, then for every rank's. */
-static rcoll_status_t sync_all(const ipc_call_t *c)
+/* Every rank's steps so far done before any rank's next: a meet enqueued on the IPC stream
+ * (dev; a step of the call: its own operation number, the call's signature), else this rank's
+ * queued work waited for, then a host barrier. */
+static rcoll_status_t sync_all(ipc_call_t *c)
 {
-    rcoll_status_t st = rcoll_gpu_ipc_sync(c->ipc);
-    return st == RCOLL_OK ? barrier(c->comm) : st;
+    if (!c->dev) {
+        rcoll_status_t st = rcoll_gpu_ipc_sync(c->ipc);
+        return st == RCOLL_OK ? barrier(c->comm) : st;
+    }
+    rcoll_comm_t comm = c->comm;
+    rcoll_sig_t s = c->sig;
+    s.seq = comm->coll_seq++;
+    rcoll_opnum_record(&comm->opnum, s.seq); /* a step: internal (rcoll_api_ipc_coll) */
+    uint64_t flag = (s.seq & 0xffffffffu) << 32 | (uint32_t)rcoll_sig_tag(&s);
+    if (!c->meets++) {
+        /* announced once, at the first meet: the later ones are enqueued before it has run,
+         * and a peer that differs stops there (a failure names it by that number) */
+        if (comm->sig_area) rcoll_sig_announce(comm->sig_area, comm->rank, &s);
+        c->first = s;
+        c->first_flag = flag;
+    }
+    return rcoll_gpu_ipc_meet(c->ipc, flag, (uint64_t)(comm->cfg.timeout_s * 1e9));
+}
+
+/* The end of a piece: its copies out done (host barriers; with meets the call's end waits). */
+static rcoll_status_t piece_end(const ipc_call_t *c)
+{
+    return c->dev ? RCOLL_OK : rcoll_gpu_ipc_sync(c->ipc);
 }
 
 /* One piece of cnt elements at element offset off, through half h. */
-static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int h)
+static rcoll_status_t ipc_piece(ipc_call_t *c, size_t off, size_t cnt, int h)
 {
     const rcoll_coll_args_t *a = c->a;
     int n = c->n, me = c->me;
@@ -400,7 +429,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
             st = rcoll_gpu_ipc_copy(c->ipc, dst + (off + lo) * es, out_area(c, p, h) + lo * es,
                                     (hi - lo) * es);
         }
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     case RCOLL_OP_REDUCE_SCATTER:
         /* every block's piece in, side by side; this rank's block reduced into recvbuf */
         for (int b = 0; b < n && st == RCOLL_OK; b++)
@@ -408,7 +437,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
                                     src + ((size_t)b * a->count + off) * es, cnt * es);
         if (st || (st = sync_all(c))) return st;
         st = reduce_all(c, dst + off * es, (size_t)me * cnt * es, cnt, h);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     case RCOLL_OP_ALLGATHER:
     case RCOLL_OP_GATHER:
         /* this rank's block in; every block out (gather: on the root only) */
@@ -418,7 +447,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
         for (int p = 0; p < n && st == RCOLL_OK; p++)
             st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
                                     in_area(c, p, h), cnt * es);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     case RCOLL_OP_SCATTER:
     case RCOLL_OP_ALLTOALL:
         /* every block's piece in, side by side (scatter: on the root only); this rank's
@@ -434,7 +463,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
         for (int p = 0; a->kind == RCOLL_OP_ALLTOALL && p < n && st == RCOLL_OK; p++)
             st = rcoll_gpu_ipc_copy(c->ipc, dst + ((size_t)p * a->count + off) * es,
                                     in_area(c, p, h) + (size_t)me * cnt * es, cnt * es);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     case RCOLL_OP_ALLGATHERV: {
         /* this rank's block's piece in; every block's piece out at its displacement */
         const size_t *counts = c->v[RCOLL_V_COUNT], *displs = c->v[RCOLL_V_DISPL];
@@ -447,7 +476,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
             if ((len = part(counts[p], off, cnt)))
                 st = rcoll_gpu_ipc_copy(c->ipc, dst + (displs[p] + off) * es, in_area(c, p, h),
                                         len * es);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     }
     case RCOLL_OP_REDUCE_SCATTERV: {
         /* every block's piece in, side by side; this rank's block reduced into recvbuf */
@@ -460,7 +489,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
         if (st || (st = sync_all(c))) return st;
         if ((len = part(counts[me], off, cnt)))
             st = reduce_all(c, dst + off * es, (size_t)me * cnt * es, len, h);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     }
     case RCOLL_OP_ALLTOALLV: {
         /* every send block's piece in, side by side; from every rank, its block for this
@@ -477,7 +506,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
             if ((len = part(rc[p], off, cnt)))
                 st = rcoll_gpu_ipc_copy(c->ipc, dst + (rd[p] + off) * es,
                                         in_area(c, p, h) + (size_t)me * cnt * es, len * es);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     }
     case RCOLL_OP_BCAST:
         /* the root's piece in; every other rank copies it out */
@@ -486,7 +515,7 @@ static rcoll_status_t ipc_piece(const ipc_call_t *c, size_t off, size_t cnt, int
             return st;
         if ((st = sync_all(c)) || me == a->root) return st;
         st = rcoll_gpu_ipc_copy(c->ipc, dst + off * es, in_area(c, a->root, h), cnt * es);
-        return st == RCOLL_OK ? rcoll_gpu_ipc_sync(c->ipc) : st;
+        return st == RCOLL_OK ? piece_end(c) : st;
     default:
         return rcoll_err_set(RCOLL_ERR_INTERNAL, "CUDA IPC: collective kind %d", (int)a->kind);
     }
@@ -815,8 +844,8 @@ static rcoll_status_t ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
         }
         return RCOLL_OK;
     }
-    ipc_call_t c = {comm, comm->gpu_ipc, a, v, comm->nranks, comm->rank, rcoll_dt_size(a->dt),
-                    0, 0};
+    ipc_call_t c = {.comm = comm, .ipc = comm->gpu_ipc, .a = a, .v = v, .n = comm->nranks,
+                    .me = comm->rank, .es = rcoll_dt_size(a->dt)};
     /* the same on every rank */
     c.half = (comm->gpu_ipc_bytes - comm->gpu_ipc_off) / 2 / PIECE_ALIGN * PIECE_ALIGN;
     c.area = c.half / 2 / PIECE_ALIGN * PIECE_ALIGN;
@@ -849,6 +878,22 @@ static rcoll_status_t ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                 RCOLL_MAX, 0);
         extent = (size_t)big;
     }
+    /* Device meets where the one-kernel all-reduce runs (every rank on a GPU of its own: no
+     * kernels of several ranks spinning in turns on one GPU); the signature is what every
+     * rank has alike (extent, not the v-forms' own counts). */
+    c.dev = comm->gpu_ipc_oneshot > 0 || comm->gpu_ipc_twoshot > 0;
+    memset(&c.sig, 0, sizeof(c.sig));
+    c.sig.kind = (int32_t)a->kind;
+    c.sig.count = extent;
+    c.sig.dt = (int32_t)a->dt;
+    int reduces = a->kind == RCOLL_OP_ALLREDUCE || a->kind == RCOLL_OP_REDUCE ||
+                  a->kind == RCOLL_OP_REDUCE_SCATTER || a->kind == RCOLL_OP_REDUCE_SCATTERV;
+    int rooted = a->kind == RCOLL_OP_REDUCE || a->kind == RCOLL_OP_BCAST ||
+                 a->kind == RCOLL_OP_GATHER || a->kind == RCOLL_OP_SCATTER;
+    c.sig.op = reduces ? (int32_t)a->op : -1;
+    c.sig.root = rooted ? a->root : -1;
+    c.sig.alg = -1;
+    if (c.dev && st == RCOLL_OK) rcoll_gpu_ipc_meets_begin(c.ipc);
     size_t done = 0;
     for (int h = comm->gpu_ipc_half; done < extent && st == RCOLL_OK; h ^= 1) {
         size_t cnt = extent - done < max_count ? extent - done : max_count;
@@ -856,8 +901,18 @@ static rcoll_status_t ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
         done += cnt;
         comm->gpu_ipc_half = h ^ 1;
     }
-    /* No barrier ends the call: the next call's first barrier comes before any rank writes a
-     * half again, and a rank frees its workspace only once the others have unmapped it. */
+    if (c.meets) { /* the stream drained (a failed meet stops the later ones at once) */
+        rcoll_oneshot_err_t rep;
+        rcoll_status_t est = rcoll_gpu_ipc_meets_end(c.ipc, &rep);
+        if (st == RCOLL_OK && est != RCOLL_OK) st = est;
+        if (st == RCOLL_OK && rep.code != RCOLL_ONESHOT_OK)
+            st = oneshot_failure(comm, &c.first, c.first_flag, &rep);
+        if (st != RCOLL_OK || rep.code != RCOLL_ONESHOT_OK)
+            comm->gpu_ipc_state = -2; /* the ranks' flags are out of step now */
+    }
+    /* No barrier ends the call: the next call's first barrier (or meet) comes before any rank
+     * writes a half again, and a rank frees its workspace only once the others have unmapped
+     * it. */
     if (st != RCOLL_OK) {
         if (r) rcoll_req_release(r);
         return rcoll_api_arg_error(comm, st, "%s: CUDA IPC %s: %s", fn,

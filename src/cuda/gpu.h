@@ -250,6 +250,16 @@ rcoll_status_t rcoll_gpu_ipc_open(rcoll_gpu_ipc_t *ipc, const void *handles);
 void rcoll_gpu_ipc_bus(const void *handle, char *bus, size_t len);
 /* Rank r's workspace as mapped in this process (this rank's own for r = rank). */
 char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r);
+/* A barrier among the ranks in the IPC stream's order (the one-kernel all-reduce's meet-only
+ * form, cuda/oneshot.h: block 0's flags, with the deadline timeout_ns, the abort word, a
+ * different flag reported), enqueued, not waited for.  flag: (the step's number mod 2^32) << 32
+ * | its signature digest, larger on every rank than any flag before it.  The meets of one call
+ * share one report: rcoll_gpu_ipc_meets_begin clears it (before the call's first meet; the
+ * IPC stream idle), rcoll_gpu_ipc_meets_end waits for the stream and folds it into *report
+ * (code RCOLL_ONESHOT_OK: every meet met; else the first failure).  Errors: the driver's. */
+void rcoll_gpu_ipc_meets_begin(rcoll_gpu_ipc_t *ipc);
+rcoll_status_t rcoll_gpu_ipc_meet(rcoll_gpu_ipc_t *ipc, uint64_t flag, uint64_t timeout_ns);
+rcoll_status_t rcoll_gpu_ipc_meets_end(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_err_t *report);
 /* dst = the op of every rank's count elements at byte offset at of its workspace (rank order;
  * AVG divides by avg_divisor at the last), as one kernel on the IPC stream reading all of
  * them (the one-kernel all-reduce's reduce-only form, cuda/oneshot.h), asynchronously; the

@@ -2,6 +2,8 @@
  * gpu_stub.c - gpu.h in a build without CUDA: every pointer is host memory, RCOLL_CUDA=1 is
  * refused with the reason.
  */
+#include <string.h>
+
 #include "cuda/gpu.h"
 #include "util/status.h"
 
@@ -222,6 +224,21 @@ char *rcoll_gpu_ipc_base(const rcoll_gpu_ipc_t *ipc, int r)
 {
     (void)ipc, (void)r;
     return NULL;
+}
+
+void rcoll_gpu_ipc_meets_begin(rcoll_gpu_ipc_t *ipc) { (void)ipc; }
+
+rcoll_status_t rcoll_gpu_ipc_meet(rcoll_gpu_ipc_t *ipc, uint64_t flag, uint64_t timeout_ns)
+{
+    (void)ipc, (void)flag, (void)timeout_ns;
+    return NO_CUDA;
+}
+
+rcoll_status_t rcoll_gpu_ipc_meets_end(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_err_t *report)
+{
+    (void)ipc;
+    memset(report, 0, sizeof(*report));
+    return NO_CUDA;
 }
 
 rcoll_status_t rcoll_gpu_ipc_reduce_all(rcoll_gpu_ipc_t *ipc, void *dst, size_t at,

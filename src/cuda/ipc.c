@@ -347,6 +347,46 @@ rcoll_status_t rcoll_gpu_ipc_oneshot(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_args_t 
     return RCOLL_OK;
 }
 
+void rcoll_gpu_ipc_meets_begin(rcoll_gpu_ipc_t *ipc)
+{
+    /* nothing of this rank writes the reports now: the last call ended with its stream */
+    memset(ipc->err, 0, RCOLL_ONESHOT_MAX_BLOCKS * sizeof(rcoll_oneshot_err_t));
+}
+
+rcoll_status_t rcoll_gpu_ipc_meet(rcoll_gpu_ipc_t *ipc, uint64_t flag, uint64_t timeout_ns)
+{
+    if (ipc->nranks > RCOLL_ONESHOT_MAX_RANKS)
+        return rcoll_err_set(RCOLL_ERR_INTERNAL, "a meet of %d ranks (at most %d)",
+                             ipc->nranks, RCOLL_ONESHOT_MAX_RANKS);
+    rcoll_oneshot_args_t a;
+    memset(&a, 0, sizeof(a));
+    for (int p = 0; p < ipc->nranks; p++) a.peer[p] = (uint64_t)ipc->peer[p];
+    a.nranks = ipc->nranks;
+    a.rank = ipc->rank;
+    a.blocks = 1; /* one flag per rank: block 0's */
+    a.flag = flag;
+    a.timeout_ns = timeout_ns;
+    a.err = (uint64_t)(uintptr_t)ipc->err;
+    a.shots = 3;
+    CUcontext saved;
+    rcoll_status_t st = enter(ipc, &saved);
+    if (st != RCOLL_OK) return st;
+    st = after_last(ipc, ipc->stream); /* flags in call order: after a stream-ordered one */
+    if (st == RCOLL_OK) st = rcoll_cuda_oneshot(&a, RCOLL_FLOAT32, RCOLL_SUM, ipc->stream);
+    leave(ipc, saved);
+    return st;
+}
+
+rcoll_status_t rcoll_gpu_ipc_meets_end(rcoll_gpu_ipc_t *ipc, rcoll_oneshot_err_t *report)
+{
+    memset(report, 0, sizeof(*report));
+    rcoll_status_t st = rcoll_gpu_ipc_sync(ipc);
+    if (st != RCOLL_OK) return st;
+    ipc->ring_last = -1; /* everything before has run too */
+    oneshot_fold(ipc->err, report);
+    return RCOLL_OK;
+}
+
 int rcoll_gpu_ipc_ring_next(const rcoll_gpu_ipc_t *ipc, int *busy)
 {
     *busy = ipc->ring_busy[ipc->ring_next];

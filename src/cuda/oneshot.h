@@ -43,6 +43,12 @@
  * still read this rank's slot after this rank's call returned: a rank frees its workspace
  * only once every peer has closed its mapping of it (core/api_ipc.c, at destroy).
  *
+ * Meet only (shots = 3, the pieced collectives' steps, core/api_ipc.c): each block publishes
+ * its flag and waits for every peer's, as 2./3., nothing else: a barrier in the IPC stream's
+ * order, with the deadline, the abort word and a different call reported as above, in place
+ * of a host barrier between two steps of a piece (the steps before it are the stream's
+ * earlier copies and kernels, finished before the meet's kernel starts).
+ *
  * Reduce only (shots = 0, the larger all-reduces' pieces, core/api_ipc.c): no copy in, no
  * flags, no report: block b reduces its part of count elements at byte offset slot of every
  * rank's workspace (16-byte aligned), in rank order as step 4, into dst; the caller has
@@ -113,7 +119,7 @@ typedef struct {
     int32_t nranks, rank;
     int32_t blocks;                         /* the grid: 1..RCOLL_ONESHOT_MAX_BLOCKS, agreed */
     int32_t avg_divisor;                    /* AVG: nranks; else 0 */
-    int32_t shots;                          /* 1: one-shot; 2: two-shot; 0: reduce only */
+    int32_t shots; /* 1: one-shot; 2: two-shot; 0: reduce only; 3: meet only */
 } rcoll_oneshot_args_t;
 
 /* Elements of block b's part (of nblocks) of count elements of es bytes: [*lo, *hi), cut on

@@ -114,16 +114,19 @@ RCOLL_ONESHOT_HD int rcoll_os_judge(uint64_t f, uint64_t mine)
     return RCOLL_OS_WAIT;
 }
 
-/* Block b stops: its report (peer p, whose flag or abort word read f), and this rank's abort
- * word set, so that every later call, here and at the peers waiting for this rank, stops at
- * once.  Returns 1. */
+/* Block b stops: its report (peer p, whose flag or abort word read f; a record that already
+ * holds a failure keeps it, so that the meets of a pieced call, one report for all, say what
+ * failed first), and this rank's abort word set, so that every later call, here and at the
+ * peers waiting for this rank, stops at once.  Returns 1. */
 RCOLL_ONESHOT_HD int rcoll_os_stop(const rcoll_oneshot_args_t *a, unsigned b, uint32_t code,
                                    int p, uint64_t f)
 {
     volatile rcoll_oneshot_err_t *e = (volatile rcoll_oneshot_err_t *)(uintptr_t)a->err + b;
-    e->peer = p;
-    e->flag = f;
-    e->code = code;
+    if (e->code == RCOLL_ONESHOT_OK) { /* the first failure stays (several meets, one report) */
+        e->peer = p;
+        e->flag = f;
+        e->code = code;
+    }
     rcoll_os_st_release(rcoll_os_word(a->peer[a->rank], RCOLL_ONESHOT_ABORT),
                         a->flag ? a->flag : 1);
     rcoll_os_fence();

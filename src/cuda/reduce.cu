@@ -274,6 +274,10 @@ __device__ __forceinline__ void oneshot_body(const rcoll_oneshot_args_t &a)
     T *dst = reinterpret_cast<T *>(a.dst);
     T *in = reinterpret_cast<T *>(a.peer[a.rank] + a.slot);
     uint64_t lo, hi;
+    if (a.shots == 3) { /* meet only: a barrier in stream order (oneshot.h) */
+        block_meet(a, 0);
+        return;
+    }
     if (a.shots == 0) { /* reduce only: every rank's input already there (oneshot.h) */
         rcoll_oneshot_part(a.count, sizeof(T), a.blocks, blockIdx.x, &lo, &hi);
         reduce_part<DT, OP>(a, a.slot, dst, (T *)nullptr, lo, hi);

@@ -22,7 +22,7 @@
  *   copies).
  * - At exit, with CUDA_SCRIPT_STATS set, one line on stderr: "cuda-script: pid P: allocs A
  *   frees F live L htod_bytes H dtoh_bytes D memcpy_bytes M dmabufs B kernels K oneshots O
- *   twoshots T reduce_all R stops S freed_mapped X ipc_open I
+ *   twoshots T reduce_all R meets E stops S freed_mapped X ipc_open I
  *   async_copies C other_abi V wrong_ctx W" (other_abi: calls of a function's form that the
  *   program did not declare; see cuGetProcAddress).
  * - CUDA_SCRIPT_DEVICE_VISIBLE set: the device arena's handed-out view is mapped readable and
@@ -99,7 +99,7 @@ static size_t dev_used;
 static unsigned long long next_id;
 static __thread CUcontext current;
 static long n_allocs, n_frees, n_live, wrong_ctx, n_launches, n_ipc_opens, n_async, n_dmabufs;
-static long n_oneshots, n_twoshots, n_oneshot_stops, n_freed_mapped, n_reduce_all;
+static long n_oneshots, n_twoshots, n_oneshot_stops, n_freed_mapped, n_reduce_all, n_meets;
 /* Calls of a form of a function other than the one a CUDA 12/13 program declares: one older
  * than any the script has, or CUDA 13's context-taking cuCtxGetDevice/cuCtxSynchronize
  * (rcoll binds the older forms; see cuGetProcAddress below). */
@@ -123,10 +123,10 @@ static void report(void)
     if (getenv("CUDA_SCRIPT_STATS"))
         fprintf(stderr, "cuda-script: pid %d: allocs %ld frees %ld live %ld htod_bytes %llu "
                 "dtoh_bytes %llu memcpy_bytes %llu dmabufs %ld kernels %ld oneshots %ld "
-                "twoshots %ld reduce_all %ld stops %ld freed_mapped %ld ipc_open %ld async_copies %ld other_abi %ld "
+                "twoshots %ld reduce_all %ld meets %ld stops %ld freed_mapped %ld ipc_open %ld async_copies %ld other_abi %ld "
                 "wrong_ctx %ld\n",
                 (int)getpid(), n_allocs, n_frees, n_live, htod_bytes, dtoh_bytes, memcpy_bytes,
-                n_dmabufs, n_launches, n_oneshots, n_twoshots, n_reduce_all, n_oneshot_stops, n_freed_mapped, n_ipc_opens,
+                n_dmabufs, n_launches, n_oneshots, n_twoshots, n_reduce_all, n_meets, n_oneshot_stops, n_freed_mapped, n_ipc_opens,
                 n_async, n_old_abi + n_ctx_v2, wrong_ctx);
 }
 
@@ -803,6 +803,12 @@ static CUresult run_oneshot(const work_t *w)
         in[p] = bytes ? access_of(a->peer[p] + a->slot, span, &dev) : NULL;
         if (!hdr[p] || (bytes && !in[p])) return CUDA_ERROR_ILLEGAL_ADDRESS;
         out[p] = in[p] ? in[p] + a->out : NULL;
+    }
+    if (a->shots == 3) { /* meet only: a barrier in stream order (cuda/oneshot.h) */
+        int stopped3[RCOLL_ONESHOT_MAX_BLOCKS] = {0};
+        __atomic_add_fetch(&n_meets, 1, __ATOMIC_RELAXED);
+        meet(a, hdr, 0, stopped3);
+        return CUDA_SUCCESS;
     }
     if (a->shots == 0) { /* reduce only: the inputs are there, no flags (cuda/oneshot.h) */
         char *out0 = access_of(a->dst, bytes, &dev);

@@ -445,6 +445,9 @@ static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks
             goto out;
         }
     if (mode == 2 && rank == 2) goto out; /* never joins: destroys its communicator */
+    /* pieced (RCOLL_CUDA_IPC_TWOSHOT=0): found at a step's device meet, the steps named so */
+    const char *two = getenv("RCOLL_CUDA_IPC_TWOSHOT");
+    int pieced = two && !strcmp(two, "0");
     double t0 = now_s();
     size_t cnt = mode == 1 && rank == 1 ? 8 : 16;
     rcoll_status_t st =
@@ -454,9 +457,10 @@ static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks
     fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, rcoll_status_string(st), took, e);
     if (mode == 1) {
         char want[96];
-        snprintf(want, sizeof(want), "called allreduce(count=%d, int32, sum) as operation #3 "
-                 "while", rank == 1 ? 16 : 8);
-        if (st != RCOLL_ERR_INVALID_USAGE || !strstr(e, want) || !strstr(e, "one-kernel"))
+        snprintf(want, sizeof(want), "called allreduce(count=%d, int32, sum) as %soperation #3 "
+                 "while", rank == 1 ? 16 : 8, pieced ? "a step of " : "");
+        if (st != RCOLL_ERR_INVALID_USAGE || !strstr(e, want) ||
+            !strstr(e, pieced ? "CUDA IPC allreduce" : "one-kernel"))
             fail(&k, "%ld %ld", "a different count is not named", (long)st, 0);
         st = rcoll_allreduce((void *)d, (void *)(d + 128), 16, RCOLL_INT32, RCOLL_SUM, k.comm);
         if (st != RCOLL_ERR_INVALID_USAGE ||
@@ -464,8 +468,11 @@ static int rank_oneshot_misuse(const rcoll_unique_id_t *id, int rank, int nranks
             fail(&k, "%ld %ld", "the call after a failed one-kernel all-reduce is not refused",
                  (long)st, 0);
     } else if (st != RCOLL_ERR_TIMEOUT ||
-               !strstr(e, "rank 2 did not join operation #3 within") ||
-               !strstr(e, "its last one-kernel all-reduce was operation #2") || took > 30) {
+               !strstr(e, pieced ? "rank 2 did not join a step of operation #3 within"
+                                 : "rank 2 did not join operation #3 within") ||
+               !strstr(e, pieced ? "its last one-kernel all-reduce was a step of operation #2"
+                                 : "its last one-kernel all-reduce was operation #2") ||
+               took > 30) {
         fail(&k, "status %ld after %ld s", "a rank that never joins is not named", (long)st,
              (long)took);
     }
@@ -692,6 +699,21 @@ int main(void)
           "one-kernel all-reduce, rank 2 never joins: named within the deadline (exit codes %d "
           "%d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
     restore_timeout(outer_timeout);
+    /* The same in pieces (no one-kernel form fits), whose steps meet on device flags in the
+     * IPC stream's order instead of host barriers: a different count named at the first
+     * meet, a rank that never joins named within the deadline, no hang. */
+    setenv("RCOLL_CUDA_IPC_ONESHOT", "8", 1);
+    setenv("RCOLL_CUDA_IPC_TWOSHOT", "0", 1);
+    CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)1, 120, &mres) == 0,
+          "pieced all-reduce, another count on rank 1: named on every rank at a device meet "
+          "(exit codes %d %d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    setenv("RCOLL_TIMEOUT", "3", 1);
+    CHECK(mp_run_raw(3, rank_oneshot_misuse, (void *)2, 120, &mres) == 0,
+          "pieced all-reduce, rank 2 never joins: named within the deadline at a device meet "
+          "(exit codes %d %d %d)", mres.codes[0], mres.codes[1], mres.codes[2]);
+    restore_timeout(outer_timeout);
+    unsetenv("RCOLL_CUDA_IPC_ONESHOT");
+    unsetenv("RCOLL_CUDA_IPC_TWOSHOT");
     /* In the caller's stream order: the matrix on 2-4 ranks, then the misuses. */
     for (int n = 2; n <= 4; n++)
         CHECK(mp_run_raw(n, rank_stream_oneshot, (void *)0, 120, &mres) == 0,

@@ -248,6 +248,8 @@ if [ $ipc_ok = 1 ]; then
         check ipc_${n}_shared_no_oneshot oneshots_on "$n" 0
         # the pieces' reductions: one kernel reading every rank's input, on every rank
         check ipc_${n}_reduce_all oneshots_on "$n" 1 reduce_all
+        # a shared GPU: the pieces' steps meet at host barriers, no device meets
+        check ipc_${n}_shared_no_meets oneshots_on "$n" 0 meets
     done
     # The one-kernel all-reduce (every rank on a GPU of its own; one-shot up to 64 KiB,
     # two-shot up to 2 MiB, pieces above): every datatype x op right on 2-4 ranks, in-place
@@ -272,6 +274,8 @@ if [ $ipc_ok = 1 ]; then
     keep oneshot_small_ws
     check oneshot_small_ws ipc_run 3
     check oneshot_small_ws_used oneshots_on 3 1
+    # the pieces' steps meet on device flags in stream order, no host barrier
+    check oneshot_small_ws_meets oneshots_on 3 1 meets
     # RCOLL_CUDA_IPC_ONESHOT=0 on one rank: no rank uses the one-shot, all the two-shot (from
     # the smallest call) and pieces beyond 1 MiB (RCOLL_CUDA_IPC_TWOSHOT on another rank)
     RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=3 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_ONESHOT=0;
@@ -281,6 +285,7 @@ if [ $ipc_ok = 1 ]; then
     check oneshot_off_one_rank ipc_run 3
     check oneshot_off_one_rank_unused oneshots_on 3 0
     check oneshot_off_one_rank_twoshot oneshots_on 3 1 twoshots
+    check oneshot_off_one_rank_meets oneshots_on 3 1 meets
     # both 0 on one rank: none at all
     RCOLL_CUDA_IPC=1 CUDA_SCRIPT_DEVICES=3 perf_setup '[ $RCOLL_RANK = 1 ] && export RCOLL_CUDA_IPC_ONESHOT=0 RCOLL_CUDA_IPC_TWOSHOT=0;' \
         3 "${common[@]}" --memtype cuda -d float -o sum
@@ -288,6 +293,20 @@ if [ $ipc_ok = 1 ]; then
     check oneshot_off ipc_run 3
     check oneshot_off_unused oneshots_on 3 0
     check oneshot_off_unused2 oneshots_on 3 0 twoshots
+    check oneshot_off_no_meets oneshots_on 3 0 meets
+    # the other collectives' pieces on GPUs of their own: steps meeting on device flags, every
+    # root, results right
+    for p in reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf \
+        gather_perf scatter_perf; do
+        args=(-b 8 -e 256K -f 8 -n 2 -w 1 -d float,int8 --memtype cuda)
+        case $p in reduce_perf | broadcast_perf | gather_perf | scatter_perf) args+=(-r -1) ;; esac
+        case $p in reduce_perf | reduce_scatter_perf) args+=(-o sum,max) ;; esac
+        RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=3 perf "$p" 3 "${args[@]}"
+        keep "meets_$p"
+        case $p in reduce_perf | reduce_scatter_perf) check "meets_$p" ipc_run 3 ;;
+        *) check "meets_$p" ipc_run 3 copies ;; esac
+        check "meets_${p}_used" oneshots_on 3 1 meets
+    done
     # pieces: a 64 KiB workspace (16 KiB per input area) for up to 1 MiB; blocking calls
     RCOLL_CUDA_IPC=1 RCOLL_CUDA_IPC_BYTES=65536 CUDA_SCRIPT_DEVICES=2 perf all_reduce_perf 4 \
         -b 1K -e 1M -f 4 -n 2 -w 1 -d float,int64,half -o sum,avg,min --memtype cuda \
