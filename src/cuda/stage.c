@@ -183,6 +183,12 @@ rcoll_status_t rcoll_gpu_stage_reserve(rcoll_gpu_stage_t **stage_p, rcoll_gpu_pi
         /* outside stream order the old area goes first; in stream order it is retired */
         size_t after = pool->held - (in_stream ? 0 : had) + want;
         int over = pool->cap && after > pool->cap;
+        size_t exact = bytes <= ((size_t)-1 >> 1) ? (bytes + 0xffff) & ~(size_t)0xffff : bytes;
+        if (over && exact < want) { /* the doubling would pass the bound: just what is asked */
+            after -= want - exact;
+            want = exact;
+            over = after > pool->cap;
+        }
         size_t held = pool->held, retired = pool->retired_bytes;
         if (!over) pool->held += want; /* reserved now, given back if the allocation fails */
         pthread_mutex_unlock(&pool->lock);

@@ -898,6 +898,22 @@ static void test_stream_pinned(void)
         EXPECT(&c, "its result", r, 64, 5 * i);
         CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "all freed");
     }
+
+    /* near the bound, an area that grows is not refused for its doubling alone: 192 KiB
+     * held, 200 KB asked for (doubled: 384 KiB, past 320 KiB; as asked: 256 KiB, within) */
+    setenv("RCOLL_STAGE_PINNED_MAX", "327680", 1);
+    comm = NULL;
+    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
+              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    unsetenv("RCOLL_STAGE_PINNED_MAX");
+    if (comm) {
+        c.comm = comm;
+        ok(&c, rcoll_allreduce(RCOLL_IN_PLACE, big, 37500, RCOLL_INT32, RCOLL_SUM, comm),
+           "150 KB: a 192 KiB area");
+        ok(&c, rcoll_allreduce(RCOLL_IN_PLACE, big, 50000, RCOLL_INT32, RCOLL_SUM, comm),
+           "200 KB: grown to what it asks, not refused for the doubling");
+        CHECK(rcoll_comm_destroy(comm) == RCOLL_OK && host_live == live0, "all freed");
+    }
     fs_free(s);
 }
 
