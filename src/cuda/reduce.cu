@@ -211,13 +211,23 @@ __device__ __forceinline__ void reduce_part(const rcoll_oneshot_args_t &a, uint6
                             ? (hi - lo) / V : 0; /* the slots are 16-byte aligned */
     uint4 *d4 = reinterpret_cast<uint4 *>(dst + lo);
     uint4 *e4 = dst2 ? reinterpret_cast<uint4 *>(dst2 + lo) : nullptr;
-    if (n == 2) {
-        reduce_vecs_nr<DT, OP, 2>(a, at, d4, e4, lo / V, rv);
-    } else if (n == 4) {
-        reduce_vecs_nr<DT, OP, 4>(a, at, d4, e4, lo / V, rv);
-    } else if (n == 8) {
-        reduce_vecs_nr<DT, OP, 8>(a, at, d4, e4, lo / V, rv);
-    } else {
+    /* The loads-first forms for 2, 4 and 8 ranks only where training spends its all-reduces
+     * (float32, float16, bfloat16; sum and average): three more copies of every kernel would
+     * grow the fatbin 2.5 times and nvcc's time with it. */
+    constexpr bool unroll = (DT == 6 || DT == 7 || DT == 8) && (OP == 0 || OP == 4);
+    bool done = false;
+    if constexpr (unroll) {
+        done = true;
+        if (n == 2)
+            reduce_vecs_nr<DT, OP, 2>(a, at, d4, e4, lo / V, rv);
+        else if (n == 4)
+            reduce_vecs_nr<DT, OP, 4>(a, at, d4, e4, lo / V, rv);
+        else if (n == 8)
+            reduce_vecs_nr<DT, OP, 8>(a, at, d4, e4, lo / V, rv);
+        else
+            done = false;
+    }
+    if (!done) {
         for (uint64_t v = threadIdx.x; v < rv; v += blockDim.x) {
             vec16<T> r, x;
             r.v = __ldcg(reinterpret_cast<const uint4 *>(a.peer[0] + at) + lo / V + v);
