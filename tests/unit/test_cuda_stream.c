@@ -743,12 +743,20 @@ static void *release_later(void *arg)
     return NULL;
 }
 
-static void test_stream_errors(void)
+/* A one-rank communicator (NULL, the failure counted, when creation fails). */
+static rcoll_comm_t one_rank_comm(void)
 {
     rcoll_unique_id_t id;
     rcoll_comm_t comm = NULL;
     CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
               RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    return comm;
+}
+
+static void test_stream_errors(void)
+{
+    rcoll_comm_t comm = NULL;
+    comm = one_rank_comm();
     if (!comm) return;
     fstream_t *s = fs_new();
     elem_t *d = dalloc(64), *r = dalloc(64), h[4] = {1, 2, 3, 4};
@@ -822,8 +830,7 @@ static void test_stream_errors(void)
           (int)host_live, live0);
 
     /* abort with two calls held: it waits for them, and they run nothing */
-    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
-              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    comm = one_rank_comm();
     if (comm) {
         for (int i = 0; i < 64; i++) d[i] = 3 * i;
         fs_hold(s, 1);
@@ -849,10 +856,8 @@ static void test_stream_errors(void)
  * bound, RCOLL_STAGE_PINNED_MAX: a call past it fails saying so, the communicator goes on. */
 static void test_stream_pinned(void)
 {
-    rcoll_unique_id_t id;
     rcoll_comm_t comm = NULL;
-    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
-              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    comm = one_rank_comm();
     if (!comm) return;
     ctx_t c = {comm, 0, 1, 0};
     fstream_t *s = fs_new();
@@ -877,8 +882,7 @@ static void test_stream_pinned(void)
 
     setenv("RCOLL_STAGE_PINNED_MAX", "262144", 1);
     comm = NULL;
-    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
-              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    comm = one_rank_comm();
     unsetenv("RCOLL_STAGE_PINNED_MAX");
     if (comm) {
         c.comm = comm;
@@ -903,8 +907,7 @@ static void test_stream_pinned(void)
      * held, 200 KB asked for (doubled: 384 KiB, past 320 KiB; as asked: 256 KiB, within) */
     setenv("RCOLL_STAGE_PINNED_MAX", "327680", 1);
     comm = NULL;
-    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
-              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    comm = one_rank_comm();
     unsetenv("RCOLL_STAGE_PINNED_MAX");
     if (comm) {
         c.comm = comm;
@@ -920,10 +923,8 @@ static void test_stream_pinned(void)
 /* Without the driver in use the calls are refused with a sentence. */
 static void test_no_driver(void)
 {
-    rcoll_unique_id_t id;
     rcoll_comm_t comm = NULL;
-    CHECK(rcoll_get_unique_id(&id) == RCOLL_OK && rcoll_comm_init_rank(1, &id, 0, &comm) ==
-              RCOLL_OK, "one-rank communicator: %s", rcoll_last_init_error());
+    comm = one_rank_comm();
     if (!comm) return;
     int h[4] = {0};
     CHECK(rcoll_allreduce_stream(RCOLL_IN_PLACE, h, 4, RCOLL_INT32, RCOLL_SUM, comm, NULL) ==
