@@ -42,6 +42,18 @@ typedef enum {
 
 typedef struct rcoll_tuning rcoll_tuning_t; /* algo/select.h */
 
+/* An algorithm's own cost on one communicator, measured by the set-up probe (core/probe.c):
+ * its microseconds at the sizes its ops name (probe_bytes), joined by straight lines, flat
+ * below the first and continued with the last segment's slope above the last.  Replaces the
+ * model's formula for that algorithm where the formula applies. */
+#define RCOLL_ALGO_PROBE_POINTS 3
+typedef struct {
+    int npoints; /* 0: not measured */
+    double bytes[RCOLL_ALGO_PROBE_POINTS], us[RCOLL_ALGO_PROBE_POINTS];
+} rcoll_algo_fit_t;
+/* The fitted line's microseconds at `bytes` (npoints > 0). */
+double rcoll_algo_fit_eval(const rcoll_algo_fit_t *f, size_t bytes);
+
 /* What the algorithms know of a communicator.  Core fills it at creation (core/comm.c:
  * tuning and forced in rcoll_comm_alloc, the shape once the connections and staging exist,
  * the host segment and all_shm as they are set up) and never changes it afterwards; the
@@ -66,6 +78,7 @@ typedef struct rcoll_algo_ctx {
     size_t chunk_bytes;           /* staging slot: the largest pipeline chunk */
     int chunk_fixed;              /* RCOLL_CHUNK_SIZE given: chunk_bytes, not the model's */
     const rcoll_tuning_t *tuning; /* the cost model's constants */
+    rcoll_algo_fit_t fit[RCOLL_ALG_COUNT]; /* measured lines (the probe's; none: the model) */
     rcoll_allreduce_alg_t forced; /* RCOLL_ALGO, parsed once (rcoll_algo_parse) */
     /* rcoll_algo_choose's memory: the last choice and what was logged per size class. */
     int last_alg;                 /* -1: none yet */
@@ -125,6 +138,14 @@ typedef struct {
     /* Runs in the host segment: core sets one up (when every rank is on one host) only if
      * the model may choose such an algorithm or RCOLL_ALGO forces one. */
     int uses_hostseg;
+    /* The sizes at which the set-up probe times this algorithm (rcoll_algo_fit_t), rising,
+     * 0 after the last; none: its cost is the path's (the probe's alpha, beta and gamma
+     * cover it).  An algorithm whose cost the path's constants do not
+     * describe names them; with calibrated = 1 it is not chosen by default until measured
+     * (its formula alone is not trusted: RCOLL_TUNING_PROBE=0 or a tuning file leave it to
+     * RCOLL_ALGO). */
+    size_t probe_bytes[RCOLL_ALGO_PROBE_POINTS];
+    int calibrated;
 } rcoll_algo_ops_t;
 
 #define RCOLL_ALGO_DECL_(id, name) extern const rcoll_algo_ops_t rcoll_algo_##name;
@@ -155,6 +176,10 @@ static inline rcoll_allreduce_alg_t rcoll_algo_forced(const rcoll_algo_config_t 
 
 /* The algorithm's name ("auto" for RCOLL_ALG_AUTO). */
 const char *rcoll_algo_name(rcoll_allreduce_alg_t a);
+/* Predicted microseconds of algorithm a for `bytes` here: its measured line where the probe
+ * fitted one and its formula applies, else the formula; HUGE_VAL where it does not apply, or
+ * where it must be calibrated and is not (auto's view; a forced choice uses the formula). */
+double rcoll_algo_predict(const rcoll_algo_ctx_t *ctx, rcoll_allreduce_alg_t a, size_t bytes);
 /* The cost model's cheapest algorithm here (ties: the earlier); *predicted_us (optional)
  * gets its time. */
 rcoll_allreduce_alg_t rcoll_algo_model(const rcoll_algo_ctx_t *ctx, size_t bytes,

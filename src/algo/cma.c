@@ -353,4 +353,8 @@ const rcoll_algo_ops_t rcoll_algo_cma = {
     .start = cma_start,
     .progress = cma_progress,
     .uses_hostseg = 1,
+    /* the kernel's copies cost what they cost where it runs (several times a user-space
+     * copy in some VMs and containers): measured, or not chosen by default */
+    .probe_bytes = {4096, (size_t)256 << 10, (size_t)1 << 20},
+    .calibrated = 1,
 };

@@ -128,4 +128,7 @@ const rcoll_algo_ops_t rcoll_algo_oneshot = {
     .start = oneshot_start,
     .progress = oneshot_progress,
     .uses_hostseg = 1,
+    /* its formula is the shared-memory path's; its own cost (the segment's cache lines)
+     * measured at its smallest and largest sizes */
+    .probe_bytes = {64, 4096, RCOLL_ONESHOT_MAX_BYTES},
 };

@@ -71,13 +71,33 @@ const char *rcoll_algo_name(rcoll_allreduce_alg_t a)
     return a >= 0 && a < RCOLL_ALG_COUNT ? rcoll_alg_names[a] : "auto";
 }
 
+double rcoll_algo_fit_eval(const rcoll_algo_fit_t *f, size_t bytes)
+{
+    double S = (double)bytes;
+    int n = f->npoints;
+    if (n == 1 || S <= f->bytes[0]) return f->us[0];
+    int k = 1;
+    while (k < n - 1 && S > f->bytes[k]) k++;
+    double slope = (f->us[k] - f->us[k - 1]) / (f->bytes[k] - f->bytes[k - 1]);
+    return f->us[k - 1] + slope * (S - f->bytes[k - 1]);
+}
+
+double rcoll_algo_predict(const rcoll_algo_ctx_t *ctx, rcoll_allreduce_alg_t a, size_t bytes)
+{
+    double x = rcoll_algos[a]->predict(ctx, bytes);
+    if (isinf(x)) return x;
+    const rcoll_algo_fit_t *f = &ctx->fit[a];
+    if (f->npoints) return rcoll_algo_fit_eval(f, bytes);
+    return rcoll_algos[a]->calibrated ? HUGE_VAL : x;
+}
+
 rcoll_allreduce_alg_t rcoll_algo_model(const rcoll_algo_ctx_t *ctx, size_t bytes,
                                        double *predicted_us)
 {
     rcoll_allreduce_alg_t best = RCOLL_ALG_RING;
     double best_t = HUGE_VAL;
     for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
-        double x = rcoll_algos[a]->predict(ctx, bytes);
+        double x = rcoll_algo_predict(ctx, (rcoll_allreduce_alg_t)a, bytes);
         if (x < best_t) {
             best_t = x;
             best = (rcoll_allreduce_alg_t)a;
@@ -108,16 +128,18 @@ rcoll_allreduce_alg_t rcoll_algo_choose(rcoll_algo_ctx_t *ctx, size_t bytes)
         char others[256];
         size_t len = 0;
         for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
-            double x = rcoll_algos[k]->predict(ctx, bytes);
+            double x = rcoll_algo_predict(ctx, (rcoll_allreduce_alg_t)k, bytes);
             if (isinf(x)) continue;
-            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
-                                    len ? ", " : "", rcoll_alg_names[k], x);
+            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f%s",
+                                    len ? ", " : "", rcoll_alg_names[k], x,
+                                    ctx->fit[k].npoints ? "m" : "");
             if (len >= sizeof(others)) break;
         }
         RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; %s)",
                    bytes, ctx->nranks, rcoll_alg_names[a],
                    ctx->forced != RCOLL_ALG_AUTO ? "RCOLL_ALGO; " : "",
                    pred ? pred : rcoll_algos[a]->predict(ctx, bytes), others);
+        /* (an "m" after a prediction: the probe's measured line, not the formula) */
     }
     return a;
 }

@@ -17,11 +17,15 @@
  * shared memory and a few on TCP.  The other path keeps its defaults.  Communicators split
  * from this one inherit the constants (rcoll_comm_split).
  */
+#include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "algo/reduce.h"
 #include "core/comm.h"
+#include "core/introspect.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -31,24 +35,152 @@
 #define PROBE_BYTES ((size_t)256 << 10)
 #define PROBE_NET_BYTES ((size_t)2 << 20)
 
-/* Best (smallest) microseconds per all-reduce of `bytes` with algorithm a, over reps runs. */
-static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
-                                     size_t bytes, int reps, double *best_us)
+#define MAX_REPS 16
+
+/* Microseconds per all-reduce of `bytes` with algorithm a over reps runs (at most MAX_REPS):
+ * the best (smallest), or with median = 1 the median, which one slow run (a rank descheduled
+ * on a busy machine) does not move. */
+static rcoll_status_t time_allreduce_how(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
+                                         size_t bytes, int reps, int median, double *out_us)
 {
+    double t[MAX_REPS];
+    if (reps > MAX_REPS) reps = MAX_REPS;
     c->probe_alg = (int)a;
     /* a warm-up, which also lines the ranks up */
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4, RCOLL_FLOAT32,
                                        RCOLL_SUM, 0);
-    *best_us = 1e30;
-    for (int i = 0; i < reps && st == RCOLL_OK; i++) {
+    int n = 0;
+    for (; n < reps && st == RCOLL_OK; n++) {
         uint64_t t0 = rcoll_now_ns();
         st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4, RCOLL_FLOAT32, RCOLL_SUM,
                             0);
         double us = (double)(rcoll_now_ns() - t0) * 1e-3;
-        if (us < *best_us) *best_us = us;
+        int k = n;
+        while (k > 0 && t[k - 1] > us) t[k] = t[k - 1], k--; /* kept sorted */
+        t[k] = us;
     }
     c->probe_alg = -1;
+    *out_us = n ? t[median ? n / 2 : 0] : 1e30;
     return st;
+}
+
+/* Best (smallest) microseconds per all-reduce of `bytes` with algorithm a, over reps runs. */
+static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
+                                     size_t bytes, int reps, double *best_us)
+{
+    return time_allreduce_how(c, a, buf, bytes, reps, 0, best_us);
+}
+
+/* Where no algorithm names its own sizes: latency, the middle, bandwidth.  Not larger: with
+ * 4 or 8 MiB points over TCP the probed communicator's later 128 KiB-2 MiB recursive-doubling
+ * all-reduces ran 1.3-1.8x slower than a fresh one's (docs/benchmarks.md, "Selector check"),
+ * and each such point costs milliseconds at every creation. */
+static const size_t default_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 << 10,
+                                                                (size_t)1 << 20};
+
+/* Algorithm a's probe sizes here (returns how many): its ops' or the default, none larger
+ * than cap. */
+static int probe_points(int a, size_t cap, size_t *pts)
+{
+    const rcoll_algo_ops_t *ops = rcoll_algos[a];
+    const size_t *src = ops->probe_bytes[0] ? ops->probe_bytes : default_points;
+    int n = 0;
+    for (int k = 0; k < RCOLL_ALGO_PROBE_POINTS && src[k] >= 4; k++) {
+        size_t b = src[k] & ~(size_t)3;
+        if (b > cap) b = cap;
+        if (n && b <= pts[n - 1]) continue;
+        pts[n++] = b;
+    }
+    return n;
+}
+
+/* The algorithm auto would run for `bytes` if every unmeasured algorithm cost what its formula
+ * says (measured ones: their curve): -1 where none applies. */
+static int formula_choice(const rcoll_algo_ctx_t *ctx, size_t bytes)
+{
+    int best = -1;
+    double best_t = HUGE_VAL;
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+        double x = rcoll_algos[a]->predict(ctx, bytes);
+        if (isinf(x)) continue;
+        if (ctx->fit[a].npoints) x = rcoll_algo_fit_eval(&ctx->fit[a], bytes);
+        if (x < best_t) best_t = x, best = a;
+    }
+    return best;
+}
+
+/* Measure what auto may choose: every algorithm the formulas would pick at some size from
+ * 8 B to 1 GiB is timed at its probe sizes, the times agreed (the maximum over ranks, so
+ * every rank holds the same curves) and kept as its prediction (rcoll_algo_fit_t); then again
+ * with the curves in place, until every algorithm auto may choose is measured.  Each curve
+ * only rises with the size (a point below the previous one, which is noise, takes its value).
+ * Every rank runs the same list: it follows from what the ranks agreed (the shape, the host
+ * segment, CMA, the constants, the agreed times).  cap: the largest size timed (a link slow
+ * enough to make the probe long is timed up to PROBE_BYTES only). */
+static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
+{
+    rcoll_algo_ctx_t *ctx = &c->algo;
+    enum { NP = RCOLL_ALGO_PROBE_POINTS };
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) ctx->fit[a].npoints = 0;
+    float *buf = NULL;
+    size_t buf_bytes = 0;
+    char line[400];
+    size_t len = 0;
+    line[0] = '\0';
+    rcoll_status_t st = RCOLL_OK;
+    for (int pass = 0; pass < RCOLL_ALG_COUNT && st == RCOLL_OK; pass++) {
+        int want[RCOLL_ALG_COUNT] = {0}, nwant = 0;
+        for (size_t bytes = 8; bytes <= ((size_t)1 << 30); bytes *= 4) {
+            int a = formula_choice(ctx, bytes);
+            if (a >= 0 && !ctx->fit[a].npoints && !want[a]) want[a] = 1, nwant++;
+        }
+        if (!nwant) break;
+        double t[RCOLL_ALG_COUNT][NP];
+        size_t pts[RCOLL_ALG_COUNT][NP];
+        int np[RCOLL_ALG_COUNT];
+        memset(t, 0, sizeof(t));
+        for (int a = 0; a < RCOLL_ALG_COUNT && st == RCOLL_OK; a++) {
+            np[a] = want[a] ? probe_points(a, cap, pts[a]) : 0;
+            if (np[a] && pts[a][np[a] - 1] > buf_bytes) {
+                free(buf);
+                buf_bytes = pts[a][np[a] - 1];
+                buf = calloc(buf_bytes / 4, sizeof(float));
+                if (!buf) st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
+            }
+            /* small sizes: the best of many (cheap); large ones: the median of three */
+            for (int k = 0; k < np[a] && st == RCOLL_OK; k++) {
+                int small = pts[a][k] <= PROBE_BYTES / 8;
+                st = time_allreduce_how(c, (rcoll_allreduce_alg_t)a, buf, pts[a][k],
+                                        small ? ALPHA_REPS : 3, !small, &t[a][k]);
+            }
+        }
+        if (st == RCOLL_OK)
+            st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, t, t, RCOLL_ALG_COUNT * NP,
+                                RCOLL_FLOAT64, RCOLL_MAX, 0);
+        if (st != RCOLL_OK) break;
+        for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+            if (!want[a]) continue;
+            rcoll_algo_fit_t *f = &ctx->fit[a];
+            f->npoints = np[a] ? np[a] : 1;
+            if (!np[a]) { /* no sizes (cannot happen with the default): never again */
+                f->bytes[0] = 8, f->us[0] = HUGE_VAL;
+                continue;
+            }
+            for (int k = 0; k < np[a]; k++) {
+                f->bytes[k] = (double)pts[a][k];
+                f->us[k] = t[a][k] > 0.01 ? t[a][k] : 0.01;
+                if (k && f->us[k] < f->us[k - 1]) f->us[k] = f->us[k - 1];
+                if (len < sizeof(line))
+                    len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s%s %zu B %.2f us",
+                                            k ? "," : len ? "; " : "", k ? "" : rcoll_alg_names[a],
+                                            k ? "" : ":", pts[a][k], f->us[k]);
+            }
+        }
+    }
+    free(buf);
+    if (st != RCOLL_OK) return st;
+    RCOLL_INFO(INIT, "tuning probe, measured: %s", line[0] ? line : "nothing");
+    return RCOLL_OK;
 }
 
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
@@ -109,6 +241,9 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     path->alpha_us = m[0];
     path->beta_us_per_b = m[2];
     c->tuning.gamma_us_per_b = m[1];
+    /* big is still set only for a slow link (above) */
+    st = fit_algorithms(c, big ? PROBE_BYTES : SIZE_MAX);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
     rcoll_algo_choose_reset(&c->algo); /* choose afresh with the measured constants */
     char extra[48] = "";
     if (big) snprintf(extra, sizeof(extra), ", 2 MiB ring %.1f us", t_big);
@@ -116,4 +251,10 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
                "(8 B doubling %.2f us, 256 KiB ring %.1f us%s)", c->all_shm ? "shm" : "net",
                m[0], 1e-3 / m[2], 1e-3 / m[1], t_rd, t_ring, extra);
     return RCOLL_OK;
+}
+
+int rcoll_comm_allreduce_choice(rcoll_comm_t c, size_t bytes)
+{
+    if (!c || c->nranks < 2) return -1;
+    return (int)rcoll_algo_choose(&c->algo, bytes);
 }

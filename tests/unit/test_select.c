@@ -275,6 +275,42 @@ int main(void)
     for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 16)
         CHECK(rcoll_algo_choose(&hc, bytes) == rcoll_select_allreduce_hosts(&t, 2, 4, bytes, NULL),
               "hosts: the flat algorithms over the network against hier (%zu B)", bytes);
+
+    /* Measured curves (rcoll_algo_fit_t): straight lines between the points, flat below the
+     * first, the last segment's slope above the last. */
+    rcoll_algo_fit_t f = {.npoints = 3, .bytes = {64, 1024, 4096}, .us = {1, 3, 9}};
+    CHECK(near(rcoll_algo_fit_eval(&f, 8), 1) && near(rcoll_algo_fit_eval(&f, 64), 1) &&
+              near(rcoll_algo_fit_eval(&f, 544), 2) && near(rcoll_algo_fit_eval(&f, 1024), 3) &&
+              near(rcoll_algo_fit_eval(&f, 2560), 6) && near(rcoll_algo_fit_eval(&f, 8192), 17),
+          "a measured curve: flat below, piecewise linear, extended at the last slope");
+    /* CMA on one host: never chosen on its formula alone; chosen where its measured curve
+     * is the cheapest, not where it is not. */
+    rcoll_algo_ctx_t mc = {.nranks = 2, .nhosts = 1, .ppn = 2, .all_shm = 1, .has_hostseg = 1,
+                           .has_cma = 1, .tuning = &t, .forced = RCOLL_ALG_AUTO,
+                           .last_alg = -1};
+    size_t big = (size_t)16 << 20;
+    CHECK(isfinite(rcoll_algos[RCOLL_ALG_CMA]->predict(&mc, big)) &&
+              rcoll_algo_model(&mc, big, NULL) != RCOLL_ALG_CMA &&
+              isinf(rcoll_algo_predict(&mc, RCOLL_ALG_CMA, big)),
+          "cma applies at 16 MiB but, unmeasured, auto does not take it");
+    double two = rcoll_algo_predict(&mc, RCOLL_ALG_TWOSHOT, big);
+    mc.fit[RCOLL_ALG_CMA] = (rcoll_algo_fit_t){.npoints = 2, .bytes = {4096, (double)big},
+                                               .us = {5, two * 0.8}};
+    CHECK(rcoll_algo_model(&mc, big, NULL) == RCOLL_ALG_CMA,
+          "cma measured 0.8x two-shot's prediction at 16 MiB: chosen");
+    mc.fit[RCOLL_ALG_CMA].us[1] = two * 2.5;
+    CHECK(rcoll_algo_model(&mc, big, NULL) == RCOLL_ALG_TWOSHOT,
+          "cma measured 2.5x two-shot at 16 MiB (the regression's machine): not chosen");
+    mc.fit[RCOLL_ALG_TWOSHOT] = (rcoll_algo_fit_t){.npoints = 2, .bytes = {64, (double)big},
+                                                   .us = {1, two * 3}};
+    mc.fit[RCOLL_ALG_CMA].us[1] = two * 0.8;
+    CHECK(rcoll_algo_model(&mc, big, NULL) == RCOLL_ALG_CMA &&
+              near(rcoll_algo_predict(&mc, RCOLL_ALG_TWOSHOT, big), two * 3),
+          "a measured two-shot is predicted by its curve, not its formula");
+    mc.forced = RCOLL_ALG_CMA;
+    memset(mc.fit, 0, sizeof(mc.fit));
+    rcoll_algo_choose_reset(&mc);
+    CHECK(rcoll_algo_choose(&mc, 4096) == RCOLL_ALG_CMA, "RCOLL_ALGO=cma runs it unmeasured");
     printf("checked %d grid points, %d chunk choices\n", grid, chunks);
     return check_summary();
 }
