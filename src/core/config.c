@@ -62,9 +62,13 @@ static const rcoll_knob_t core_knobs[] = {
              "file of cost-model constants (key = value: shm_alpha_us, shm_beta_gbps, "
              "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
     KNOB("RCOLL_TUNING_PROBE", "1", INT, tuning_probe, 0, 1,
-         "1: measure the cost model's alpha/beta/gamma at communicator creation (a few ms; "
-         "skipped when RCOLL_TUNING_FILE is set or RCOLL_ALGO forces the algorithm); 0: "
-         "built-in constants"),
+         "1: measure the cost model's alpha/beta/gamma, and every all-reduce algorithm auto "
+         "may choose, at communicator creation (2-30 ms; skipped when RCOLL_TUNING_FILE is set "
+         "or RCOLL_ALGO forces the algorithm); 0: built-in constants and formulas"),
+    KNOB("RCOLL_TUNING_REUSE", "1", INT, tuning_reuse, 0, 1,
+         "1: a communicator of the same shape (ranks, hosts, paths) as one this process "
+         "probed before takes that probe's measurements (every rank must have them) instead "
+         "of measuring again; 0: every creation measures"),
     RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_TRANSPORT", "auto", transport,
                        rcoll_cfg_transport_names,
                        "transport between all ranks: auto (shared memory on one host, else the "

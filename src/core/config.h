@@ -52,6 +52,7 @@ typedef struct rcoll_config {
     size_t twoshot_slot; /* bytes per two-shot slot in the host segment */
     char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
     int tuning_probe;  /* 1: measure the constants at communicator creation */
+    int tuning_reuse;  /* 1: reuse this process's measurements of the same shape */
     int transport;     /* rcoll_cfg_transport_t */
     int shm_disable;   /* 1: never use shared memory between local ranks */
     int cma;           /* 1: cross-memory attach between local ranks where it works */

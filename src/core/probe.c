@@ -18,6 +18,7 @@
  * from this one inherit the constants (rcoll_comm_split).
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 #define PROBE_NET_BYTES ((size_t)2 << 20)
 
 #define MAX_REPS 16
+#define POINT_BUDGET_US 10000.0 /* the longest run of one probe point (estimated) */
 
 /* Microseconds per all-reduce of `bytes` with algorithm a over reps runs (at most MAX_REPS):
  * the best (smallest), or with median = 1 the median, which one slow run (a rank descheduled
@@ -139,24 +141,39 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
         size_t pts[RCOLL_ALG_COUNT][NP];
         int np[RCOLL_ALG_COUNT];
         memset(t, 0, sizeof(t));
-        for (int a = 0; a < RCOLL_ALG_COUNT && st == RCOLL_OK; a++) {
+        for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
             np[a] = want[a] ? probe_points(a, cap, pts[a]) : 0;
-            if (np[a] && pts[a][np[a] - 1] > buf_bytes) {
-                free(buf);
-                buf_bytes = pts[a][np[a] - 1];
-                buf = calloc(buf_bytes / 4, sizeof(float));
-                if (!buf) st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
-            }
-            /* small sizes: the best of many (cheap); large ones: the median of three */
-            for (int k = 0; k < np[a] && st == RCOLL_OK; k++) {
+            if (np[a] && pts[a][np[a] - 1] > buf_bytes) buf_bytes = pts[a][np[a] - 1];
+        }
+        free(buf);
+        buf = calloc(buf_bytes / 4 + 1, sizeof(float));
+        if (!buf) st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
+        /* Size by size, agreed after each: an algorithm whose next point would take more
+         * than POINT_BUDGET_US per run (its time here times the size ratio) stops here and
+         * continues at its last slope (4 ranks over TCP with 64-byte chunks: seconds). */
+        for (int k = 0; k < NP && st == RCOLL_OK; k++) {
+            double lvl[RCOLL_ALG_COUNT] = {0};
+            int any = 0;
+            for (int a = 0; a < RCOLL_ALG_COUNT && st == RCOLL_OK; a++) {
+                if (k >= np[a]) continue;
+                /* small sizes: the best of many (cheap); large ones: the median of three */
                 int small = pts[a][k] <= PROBE_BYTES / 8;
                 st = time_allreduce_how(c, (rcoll_allreduce_alg_t)a, buf, pts[a][k],
-                                        small ? ALPHA_REPS : 3, !small, &t[a][k]);
+                                        small ? ALPHA_REPS : 3, !small, &lvl[a]);
+                any = 1;
+            }
+            if (!any) break;
+            if (st == RCOLL_OK)
+                st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, lvl, lvl, RCOLL_ALG_COUNT,
+                                    RCOLL_FLOAT64, RCOLL_MAX, 0);
+            for (int a = 0; a < RCOLL_ALG_COUNT && st == RCOLL_OK; a++) {
+                if (k >= np[a]) continue;
+                t[a][k] = lvl[a];
+                if (k + 1 < np[a] &&
+                    lvl[a] * (double)pts[a][k + 1] / (double)pts[a][k] > POINT_BUDGET_US)
+                    np[a] = k + 1;
             }
         }
-        if (st == RCOLL_OK)
-            st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, t, t, RCOLL_ALG_COUNT * NP,
-                                RCOLL_FLOAT64, RCOLL_MAX, 0);
         if (st != RCOLL_OK) break;
         for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
             if (!want[a]) continue;
@@ -183,17 +200,116 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
     return RCOLL_OK;
 }
 
+/* This process's earlier measurements (RCOLL_TUNING_REUSE), by the communicator's shape. */
+#define CACHE_SLOTS 8
+typedef struct {
+    uint64_t key; /* 0: empty */
+    rcoll_tuning_t tuning;
+    rcoll_algo_fit_t fit[RCOLL_ALG_COUNT];
+} probe_cache_t;
+static probe_cache_t cache[CACHE_SLOTS];
+static unsigned cache_next;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* What the measurements depend on: the ranks, how they sit on hosts, the paths between them,
+ * and what the set-up agreed (host segment, CMA). */
+static uint64_t shape_key(const rcoll_comm_t c)
+{
+    uint64_t v[] = {(uint64_t)c->nranks, (uint64_t)c->nhosts, (uint64_t)c->ppn,
+                    (uint64_t)c->local_ranks, (uint64_t)c->all_shm,
+                    (uint64_t)c->algo.has_hostseg, (uint64_t)c->algo.has_cma,
+                    (uint64_t)c->cfg.transport, (uint64_t)c->chunk_bytes};
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) h = (h ^ v[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static int cache_find(uint64_t key, probe_cache_t *out)
+{
+    int hit = 0;
+    pthread_mutex_lock(&cache_mu);
+    for (int i = 0; i < CACHE_SLOTS && !hit; i++)
+        if (cache[i].key == key) *out = cache[i], hit = 1;
+    pthread_mutex_unlock(&cache_mu);
+    return hit;
+}
+
+static void cache_put(uint64_t key, const rcoll_comm_t c)
+{
+    pthread_mutex_lock(&cache_mu);
+    int slot = -1;
+    for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
+        if (cache[i].key == key) slot = i;
+    if (slot < 0) slot = (int)(cache_next++ % CACHE_SLOTS);
+    cache[slot].key = key;
+    cache[slot].tuning = c->tuning;
+    memcpy(cache[slot].fit, c->algo.fit, sizeof(cache[slot].fit));
+    pthread_mutex_unlock(&cache_mu);
+}
+
+/* Every rank found this shape's measurements: take them, agreed (the maximum over ranks of
+ * every number, so that every rank holds the same even if their processes measured in
+ * different communicators). */
+static rcoll_status_t reuse(rcoll_comm_t c, const probe_cache_t *e)
+{
+    enum { NT = 5, NF = 1 + 2 * RCOLL_ALGO_PROBE_POINTS };
+    double v[NT + NF * RCOLL_ALG_COUNT];
+    v[0] = e->tuning.shm.alpha_us, v[1] = e->tuning.shm.beta_us_per_b;
+    v[2] = e->tuning.net.alpha_us, v[3] = e->tuning.net.beta_us_per_b;
+    v[4] = e->tuning.gamma_us_per_b;
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+        double *f = v + NT + NF * a;
+        f[0] = e->fit[a].npoints;
+        for (int k = 0; k < RCOLL_ALGO_PROBE_POINTS; k++)
+            f[1 + k] = k < e->fit[a].npoints ? e->fit[a].bytes[k] : 0,
+            f[1 + RCOLL_ALGO_PROBE_POINTS + k] = k < e->fit[a].npoints ? e->fit[a].us[k] : 0;
+    }
+    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, v, v, sizeof(v) / sizeof(v[0]),
+                                       RCOLL_FLOAT64, RCOLL_MAX, 0);
+    if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
+    c->tuning.shm.alpha_us = v[0], c->tuning.shm.beta_us_per_b = v[1];
+    c->tuning.net.alpha_us = v[2], c->tuning.net.beta_us_per_b = v[3];
+    c->tuning.gamma_us_per_b = v[4];
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
+        const double *f = v + NT + NF * a;
+        rcoll_algo_fit_t *fit = &c->algo.fit[a];
+        fit->npoints = (int)f[0];
+        for (int k = 0; k < RCOLL_ALGO_PROBE_POINTS; k++)
+            fit->bytes[k] = f[1 + k], fit->us[k] = f[1 + RCOLL_ALGO_PROBE_POINTS + k];
+    }
+    rcoll_algo_choose_reset(&c->algo);
+    RCOLL_INFO(INIT, "tuning probe: this process's measurements of the same shape reused "
+               "(RCOLL_TUNING_REUSE=0 measures every time)");
+    return RCOLL_OK;
+}
+
+static rcoll_status_t measure(rcoll_comm_t c);
+
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
 {
     if (c->nranks < 2) return RCOLL_OK;
     /* Settings may differ between ranks: probe only if every rank wants to, so that all run
-     * the same collectives. */
-    int32_t want = c->cfg.tuning_probe && !c->cfg.tuning_file[0] &&
-                   c->algo.forced == RCOLL_ALG_AUTO;
-    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, &want, &want, 1, RCOLL_INT32,
+     * the same collectives; reuse only if every rank has the measurements. */
+    uint64_t key = shape_key(c);
+    probe_cache_t e;
+    memset(&e, 0, sizeof(e));
+    int32_t want[2] = {c->cfg.tuning_probe && !c->cfg.tuning_file[0] &&
+                           c->algo.forced == RCOLL_ALG_AUTO,
+                       c->cfg.tuning_reuse && cache_find(key, &e)};
+    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, want, want, 2, RCOLL_INT32,
                                        RCOLL_MIN, 0);
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
-    if (!want) return RCOLL_OK;
+    if (!want[0]) return RCOLL_OK;
+    if (want[1]) return reuse(c, &e);
+    st = measure(c);
+    if (st == RCOLL_OK) cache_put(key, c);
+    return st;
+}
+
+/* The probe itself (every rank wants it). */
+static rcoll_status_t measure(rcoll_comm_t c)
+{
+    rcoll_status_t st;
     /* only across hosts: on one host nothing limits the rate, a slow ring is a busy CPU */
     size_t big = c->nhosts > 1 ? PROBE_NET_BYTES : 0;
     float *buf = calloc((PROBE_BYTES * 2 > big ? PROBE_BYTES * 2 : big) / 4, sizeof(float));
