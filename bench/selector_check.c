@@ -26,11 +26,14 @@
 #include "core/introspect.h"
 #include "rcoll.h"
 
-#define NCOMM (RCOLL_ALG_COUNT + 1) /* 0: auto, k + 1: algorithm k forced */
+#define MAXCOMM 16 /* 0: auto, k + 1: algorithm k forced */
 #define MAX_ROUNDS 31
 
 static int rank, nranks;
 static rcoll_comm_t base;
+static const rcoll_algo_table_t *tb; /* the collective's algorithms (-c) */
+static rcoll_coll_t coll = RCOLL_COLL_ALLREDUCE;
+static int NCOMM;
 
 static void die(const char *what, rcoll_status_t st, rcoll_comm_t c)
 {
@@ -69,9 +72,9 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
-static const char *comm_name(int k) { return k ? rcoll_alg_names[k - 1] : "auto"; }
+static const char *comm_name(int k) { return k ? tb->names[k - 1] : "auto"; }
 
-/* One communicator over the base's ranks with RCOLL_ALGO=algo. */
+/* One communicator over the base's ranks with the collective's knob = algo. */
 static rcoll_comm_t make_comm(const char *algo)
 {
     rcoll_unique_id_t id;
@@ -80,26 +83,38 @@ static rcoll_comm_t make_comm(const char *algo)
     if (st != RCOLL_OK) die("rcoll_get_unique_id", st, NULL);
     st = rcoll_bcast(&id, sizeof(id), RCOLL_UINT8, 0, base);
     if (st != RCOLL_OK) die("rcoll_bcast of the unique id", st, base);
-    setenv("RCOLL_ALGO", algo, 1);
+    setenv(tb->knob, algo, 1);
     rcoll_comm_t c;
     st = rcoll_comm_init_rank(nranks, &id, rank, &c);
     if (st != RCOLL_OK) die("rcoll_comm_init_rank", st, NULL);
     return c;
 }
 
-/* Slowest rank's microseconds per call of `iters` all-reduces on c, after one untimed call:
- * what the previous communicator's algorithm left behind (another algorithm's pages in
- * cache, a peer's cross-memory reads of the buffers) is not charged to this one. */
+/* One call of the collective: all-reduce of count floats (src to dst), broadcast of count
+ * floats from rank 0 (in dst), all-gather of count floats per rank (src into dst). */
+static rcoll_status_t one_call(rcoll_comm_t c, const float *src, float *dst, size_t count)
+{
+    switch (coll) {
+    case RCOLL_COLL_BCAST: return rcoll_bcast(dst, count, RCOLL_FLOAT32, 0, c);
+    case RCOLL_COLL_ALLGATHER: return rcoll_allgather(src, dst, count / (size_t)nranks,
+                                                      RCOLL_FLOAT32, c);
+    default: return rcoll_allreduce(src, dst, count, RCOLL_FLOAT32, RCOLL_SUM, c);
+    }
+}
+
+/* Slowest rank's microseconds per call of `iters` calls on c, after one untimed call: what
+ * the previous communicator's algorithm left behind (another algorithm's pages in cache, a
+ * peer's cross-memory reads of the buffers) is not charged to this one. */
 static double time_calls(rcoll_comm_t c, const float *src, float *dst, size_t count, int iters)
 {
-    rcoll_status_t st = rcoll_allreduce(src, dst, count, RCOLL_FLOAT32, RCOLL_SUM, c);
-    if (st != RCOLL_OK) die("rcoll_allreduce", st, c);
+    rcoll_status_t st = one_call(c, src, dst, count);
+    if (st != RCOLL_OK) die("the collective", st, c);
     st = rcoll_barrier(c);
     if (st != RCOLL_OK) die("rcoll_barrier", st, c);
     double t0 = now_us();
     for (int i = 0; i < iters; i++) {
-        st = rcoll_allreduce(src, dst, count, RCOLL_FLOAT32, RCOLL_SUM, c);
-        if (st != RCOLL_OK) die("rcoll_allreduce", st, c);
+        st = one_call(c, src, dst, count);
+        if (st != RCOLL_OK) die("the collective", st, c);
     }
     double us = (now_us() - t0) / iters;
     st = rcoll_allreduce(RCOLL_IN_PLACE, &us, 1, RCOLL_FLOAT64, RCOLL_MAX, base);
@@ -107,10 +122,14 @@ static double time_calls(rcoll_comm_t c, const float *src, float *dst, size_t co
     return us;
 }
 
+/* Broadcast: rank 0's buffer before each call (the others' is overwritten). */
+static float bcast_in(size_t i) { return (float)(int)(i % 13 + 1); }
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: selector_check [-b min_bytes] [-e max_bytes] [-f factor] "
-            "[-R rounds] [-t ms_per_sample] [-m margin] [-J file.json]\n");
+    fprintf(stderr, "usage: selector_check [-c allreduce|bcast|allgather] [-b min_bytes] "
+            "[-e max_bytes] [-f factor] [-R rounds] [-t ms_per_sample] [-m margin] "
+            "[-J file.json]\n");
     exit(6);
 }
 
@@ -122,8 +141,14 @@ int main(int argc, char **argv)
     double target_ms = 3, margin = 0;
     const char *json = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "b:e:f:R:t:m:J:h")) != -1) {
+    while ((opt = getopt(argc, argv, "c:b:e:f:R:t:m:J:h")) != -1) {
         switch (opt) {
+        case 'c':
+            if (!strcmp(optarg, "allreduce")) coll = RCOLL_COLL_ALLREDUCE;
+            else if (!strcmp(optarg, "bcast")) coll = RCOLL_COLL_BCAST;
+            else if (!strcmp(optarg, "allgather")) coll = RCOLL_COLL_ALLGATHER;
+            else usage();
+            break;
         case 'b': if (parse_size(optarg, &minb)) usage(); break;
         case 'e': if (parse_size(optarg, &maxb)) usage(); break;
         case 'f': factor = strtol(optarg, NULL, 10); if (factor < 2) usage(); break;
@@ -136,7 +161,9 @@ int main(int argc, char **argv)
     }
     if (minb < 4) minb = 4;
     if (maxb < minb) usage();
-    unsetenv("RCOLL_ALGO");
+    tb = &rcoll_algo_tables[coll];
+    NCOMM = tb->count + 1 <= MAXCOMM ? tb->count + 1 : MAXCOMM;
+    unsetenv(tb->knob);
     rcoll_status_t st = rcoll_comm_init_env(&base);
     if (st != RCOLL_OK) die("rcoll_comm_init_env", st, NULL);
     rcoll_comm_rank(base, &rank);
@@ -145,9 +172,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "selector_check: needs 2 or more ranks (rcoll-run -n N)\n");
         return 6;
     }
-    rcoll_comm_t comms[NCOMM];
+    rcoll_comm_t comms[MAXCOMM];
     for (int k = 0; k < NCOMM; k++) comms[k] = make_comm(comm_name(k));
-    unsetenv("RCOLL_ALGO");
+    unsetenv(tb->knob);
 
     size_t maxcount = maxb / 4;
     float *src = malloc(maxcount * sizeof(float)), *dst = malloc(maxcount * sizeof(float));
@@ -156,15 +183,18 @@ int main(int argc, char **argv)
         return 3;
     }
     for (size_t i = 0; i < maxcount; i++) src[i] = (float)((rank + 1) * (int)(i % 7 + 1));
+    if (coll == RCOLL_COLL_BCAST && rank == 0)
+        for (size_t i = 0; i < maxcount; i++) dst[i] = bcast_in(i);
     FILE *jf = NULL;
     if (rank == 0) {
         if (json && !(jf = fopen(json, "w"))) {
             perror(json);
             return 6;
         }
-        printf("# selector_check: %d ranks, %d rounds, ~%.1f ms per sample; us per all-reduce "
-               "(float32 sum, out of place), median over rounds of the slowest rank\n", nranks,
-               rounds, target_ms);
+        printf("# selector_check: %s, %d ranks, %d rounds, ~%.1f ms per sample; us per call "
+               "(float32; all-reduce: sum, out of place; broadcast: root 0; all-gather: bytes "
+               "= the gathered whole), median over rounds of the slowest rank\n", tb->coll,
+               nranks, rounds, target_ms);
         printf("%10s %-8s", "bytes", "auto=");
         for (int k = 0; k < NCOMM; k++) printf(" %9s", comm_name(k));
         printf(" %9s %6s\n", "best", "ratio");
@@ -174,11 +204,13 @@ int main(int argc, char **argv)
     double worst = 0;
     for (size_t bytes = minb; bytes <= maxb; bytes = bytes * (size_t)factor) {
         size_t count = bytes / 4;
+        if (coll == RCOLL_COLL_ALLGATHER) count = count / (size_t)nranks * (size_t)nranks;
+        if (count == 0) continue;
         bytes = count * 4;
-        int choice[NCOMM];
-        int applies[NCOMM];
+        int choice[MAXCOMM];
+        int applies[MAXCOMM];
         for (int k = 0; k < NCOMM; k++) {
-            choice[k] = rcoll_comm_allreduce_choice(comms[k], bytes);
+            choice[k] = rcoll_comm_algo_choice(comms[k], (int)coll, bytes);
             applies[k] = k == 0 || choice[k] == k - 1;
         }
         /* calls per sample: from one warm call of auto, agreed (the slowest rank's) */
@@ -186,11 +218,11 @@ int main(int argc, char **argv)
         int iters = (int)(target_ms * 1e3 / (one > 0.1 ? one : 0.1));
         if (iters < 1) iters = 1;
         if (iters > 20000) iters = 20000;
-        double t[NCOMM][MAX_ROUNDS];
+        double t[MAXCOMM][MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) {
             /* a new order every round (the same on every rank): nobody always follows the
              * same algorithm */
-            int order[NCOMM];
+            int order[MAXCOMM];
             for (int k = 0; k < NCOMM; k++) order[k] = k;
             unsigned seed = (unsigned)(r * 2654435761u + bytes);
             for (int k = NCOMM - 1; k > 0; k--) {
@@ -204,21 +236,24 @@ int main(int argc, char **argv)
                 if (applies[k]) t[k][r] = time_calls(comms[k], src, dst, count, iters);
             }
         }
-        double med[NCOMM];
+        double med[MAXCOMM];
         for (int k = 0; k < NCOMM; k++) {
             med[k] = NAN;
             if (!applies[k]) continue;
             qsort(t[k], (size_t)rounds, sizeof(double), cmp_dbl);
             med[k] = t[k][rounds / 2];
-            /* the last call's result against the exact sum (small integers: exact in float) */
-            rcoll_allreduce(src, dst, count, RCOLL_FLOAT32, RCOLL_SUM, comms[k]);
+            /* the last call's result against the exact values (small integers: exact in
+             * float): the sum; rank 0's input; every rank's block */
+            one_call(comms[k], src, dst, count);
             int bad = 0;
-            for (size_t i = 0; i < count; i += (count > 4096 ? count / 4096 : 1)) {
+            size_t stride = count > 4096 ? count / 4096 : 1, blk = count / (size_t)nranks;
+            for (size_t i = 0; i < count; i += stride) {
                 float want = (float)(nranks * (nranks + 1) / 2 * (int)(i % 7 + 1));
+                if (coll == RCOLL_COLL_BCAST) want = bcast_in(i);
+                if (coll == RCOLL_COLL_ALLGATHER)
+                    want = (float)((int)(i / blk) + 1) * (float)((int)(i % blk % 7) + 1);
                 if (dst[i] != want) bad = 1;
             }
-            float want_last = (float)(nranks * (nranks + 1) / 2 * (int)((count - 1) % 7 + 1));
-            if (dst[count - 1] != want_last) bad = 1;
             if (bad) {
                 fprintf(stderr, "selector_check: rank %d: %s gave a wrong sum at %zu B\n", rank,
                         comm_name(k), bytes);
@@ -233,7 +268,7 @@ int main(int argc, char **argv)
         int over = margin > 0 && ratio > margin;
         failed |= over;
         if (rank == 0) {
-            printf("%10zu %-8s", bytes, choice[0] >= 0 ? rcoll_alg_names[choice[0]] : "?");
+            printf("%10zu %-8s", bytes, choice[0] >= 0 ? tb->names[choice[0]] : "?");
             for (int k = 0; k < NCOMM; k++) {
                 if (applies[k]) printf(" %9.2f", med[k]);
                 else printf(" %9s", "n/a");
@@ -243,7 +278,7 @@ int main(int argc, char **argv)
             if (jf) {
                 fprintf(jf, "%s\n  {\"bytes\": %zu, \"auto\": \"%s\", \"ratio\": %.4f, "
                         "\"us\": {", rows ? "," : "", bytes,
-                        choice[0] >= 0 ? rcoll_alg_names[choice[0]] : "?", ratio);
+                        choice[0] >= 0 ? tb->names[choice[0]] : "?", ratio);
                 int first = 1;
                 for (int k = 0; k < NCOMM; k++)
                     if (applies[k]) {

@@ -32,6 +32,20 @@
     X(HIER, hier)       /* hier.c */                                                           \
     /* end of the list */
 
+/* The broadcast algorithms, X(ID, name): RCOLL_BCAST_ALG_<ID>, the RCOLL_ALGO_BCAST value
+ * "name", the ops rcoll_bcast_<name> (in the algorithm's file).  Order: the tie-break. */
+#define RCOLL_BCAST_ALGO_LIST(X)                                                               \
+    X(CHAIN, chain)       /* bcast_chain.c: pipelined chain along the ring */                  \
+    X(BINOMIAL, binomial) /* bcast_binomial.c: binomial tree from the root */                  \
+    /* end of the list */
+
+/* The all-gather algorithms, X(ID, name): RCOLL_ALLGATHER_ALG_<ID>, RCOLL_ALGO_ALLGATHER's
+ * value "name", the ops rcoll_allgather_<name>. */
+#define RCOLL_ALLGATHER_ALGO_LIST(X)                                                           \
+    X(RING, ring) /* allgather_ring.c: ring in rank order */                                   \
+    X(RD, rd)     /* allgather_rd.c: recursive doubling, power-of-two ranks */                 \
+    /* end of the list */
+
 #define RCOLL_ALGO_ENUM_(id, name) RCOLL_ALG_##id,
 typedef enum {
     RCOLL_ALG_AUTO = -1, /* RCOLL_ALGO=auto: the cost model chooses */
@@ -39,6 +53,28 @@ typedef enum {
     RCOLL_ALG_COUNT
 } rcoll_allreduce_alg_t;
 #undef RCOLL_ALGO_ENUM_
+#define RCOLL_BCAST_ENUM_(id, name) RCOLL_BCAST_ALG_##id,
+enum { RCOLL_BCAST_ALGO_LIST(RCOLL_BCAST_ENUM_) RCOLL_BCAST_ALG_COUNT };
+#undef RCOLL_BCAST_ENUM_
+#define RCOLL_ALLGATHER_ENUM_(id, name) RCOLL_ALLGATHER_ALG_##id,
+enum { RCOLL_ALLGATHER_ALGO_LIST(RCOLL_ALLGATHER_ENUM_) RCOLL_ALLGATHER_ALG_COUNT };
+#undef RCOLL_ALLGATHER_ENUM_
+
+/* The collectives that choose among algorithms, each with its table (rcoll_algo_tables). */
+typedef enum {
+    RCOLL_COLL_ALLREDUCE,
+    RCOLL_COLL_BCAST,
+    RCOLL_COLL_ALLGATHER,
+    RCOLL_COLL_COUNT
+} rcoll_coll_t;
+
+/* What rcoll_algo_choose_coll remembers per collective: the last choice and what was logged
+ * per size class. */
+typedef struct {
+    int last_alg; /* -1: none yet */
+    size_t last_bytes;
+    uint8_t logged[64];
+} rcoll_algo_memo_t;
 
 typedef struct rcoll_tuning rcoll_tuning_t; /* algo/select.h */
 
@@ -84,6 +120,10 @@ typedef struct rcoll_algo_ctx {
     int last_alg;                 /* -1: none yet */
     size_t last_bytes;
     uint8_t logged[64];           /* per log2(bytes): choice + 1 last logged at INFO, 0: none */
+    /* The other collectives: RCOLL_ALGO_<COLL> parsed (-1: auto; index 0 unused, all-reduce
+     * is `forced`), and rcoll_algo_choose_coll's memory. */
+    int forced_coll[RCOLL_COLL_COUNT];
+    rcoll_algo_memo_t memo[RCOLL_COLL_COUNT];
 } rcoll_algo_ctx_t;
 
 /* A connection an operation needs before its next progress (start or a new phase). */
@@ -91,7 +131,7 @@ typedef struct {
     int peer, send, recv;
 } rcoll_algo_want_t;
 
-#define RCOLL_ALGO_MAX_WANT 4
+#define RCOLL_ALGO_MAX_WANT 34 /* a binomial tree's root over 2^32 ranks, plus two */
 /* Per-operation state of the running algorithm: each casts it to its own struct and checks
  * the size with a _Static_assert.  Sized for the largest (the executor, plus a little). */
 #define RCOLL_ALGO_STATE_BYTES (sizeof(rcoll_exec_t) + 64)
@@ -104,6 +144,7 @@ typedef struct rcoll_algo_op {
     size_t count;
     rcoll_datatype_t dt;
     rcoll_op_t op;
+    int root;         /* rooted collectives: the root's ring position (core maps it) */
     int tag;          /* the collective's sequence number (tags its messages) */
     /* Reported by the algorithm. */
     int nwant;        /* connections to make before the next progress (core clears it) */
@@ -122,9 +163,13 @@ typedef void (*rcoll_algo_start_fn_t)(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op
 typedef rcoll_status_t (*rcoll_algo_progress_fn_t)(const rcoll_algo_ctx_t *ctx,
                                                    rcoll_algo_op_t *op, int *progressed);
 
+typedef void (*rcoll_algo_schedule_fn_t)(const rcoll_algo_ctx_t *ctx, const rcoll_algo_op_t *op,
+                                         rcoll_sched_t *s);
+
 typedef struct {
-    /* Predicted microseconds of an all-reduce of `bytes` here (the cost model, from
-     * ctx->tuning and the shape); HUGE_VAL where the algorithm does not apply. */
+    /* Predicted microseconds of its collective moving `bytes` here (all-reduce and broadcast:
+     * the vector; all-gather: the gathered whole), the cost model from ctx->tuning and the
+     * shape; HUGE_VAL where the algorithm does not apply. */
     rcoll_algo_predict_fn_t predict;
     /* Set up op->state from op's buffers, count, datatype and op (count > 0, nranks > 1;
      * AVG included).  Cannot fail.  Puts into op->want the connections it needs beyond those
@@ -146,11 +191,32 @@ typedef struct {
      * RCOLL_ALGO). */
     size_t probe_bytes[RCOLL_ALGO_PROBE_POINTS];
     int calibrated;
+    /* An algorithm that is one schedule (sched.h) run by the executor: this rank's schedule
+     * for op (ctx: nranks, rank, ring_pos, chunk_bytes; the chunk in elements is
+     * chunk_bytes / the datatype's size).  start runs it; tests/unit/test_sched.c simulates
+     * every table entry that has one.  NULL: not a single schedule. */
+    rcoll_algo_schedule_fn_t schedule;
 } rcoll_algo_ops_t;
 
 #define RCOLL_ALGO_DECL_(id, name) extern const rcoll_algo_ops_t rcoll_algo_##name;
 RCOLL_ALGO_LIST(RCOLL_ALGO_DECL_)
 #undef RCOLL_ALGO_DECL_
+#define RCOLL_BCAST_DECL_(id, name) extern const rcoll_algo_ops_t rcoll_bcast_##name;
+RCOLL_BCAST_ALGO_LIST(RCOLL_BCAST_DECL_)
+#undef RCOLL_BCAST_DECL_
+#define RCOLL_ALLGATHER_DECL_(id, name) extern const rcoll_algo_ops_t rcoll_allgather_##name;
+RCOLL_ALLGATHER_ALGO_LIST(RCOLL_ALLGATHER_DECL_)
+#undef RCOLL_ALLGATHER_DECL_
+
+/* One collective's algorithms: its table, names and knob. */
+typedef struct {
+    const char *coll;  /* "all-reduce", "broadcast", "all-gather" (log lines) */
+    const char *knob;  /* "RCOLL_ALGO", "RCOLL_ALGO_BCAST", ... */
+    int count;
+    const rcoll_algo_ops_t *const *ops;
+    const char *const *names;
+} rcoll_algo_table_t;
+extern const rcoll_algo_table_t rcoll_algo_tables[RCOLL_COLL_COUNT];
 
 /* select.c: shared stubs for the ops an algorithm does not have (an entry names them, so
  * nothing in a table is NULL): never applies (HUGE_VAL), nothing to set up, done at once. */
@@ -166,13 +232,27 @@ extern const char *const rcoll_alg_names[RCOLL_ALG_COUNT];
 /* The algorithm layer's knob (RCOLL_ALGO), an enum over "auto" and the table's names: its
  * value 0 is auto, k + 1 is algorithm k. */
 typedef struct {
-    int algo;
+    int algo;      /* RCOLL_ALGO (all-reduce) */
+    int bcast;     /* RCOLL_ALGO_BCAST */
+    int allgather; /* RCOLL_ALGO_ALLGATHER */
 } rcoll_algo_config_t;
 extern const rcoll_config_table_t rcoll_algo_config_table;
 static inline rcoll_allreduce_alg_t rcoll_algo_forced(const rcoll_algo_config_t *cfg)
 {
     return (rcoll_allreduce_alg_t)(cfg->algo - 1);
 }
+
+/* The algorithm RCOLL_ALGO_<COLL> forces for collective c (-1: auto). */
+int rcoll_algo_forced_coll(const rcoll_algo_config_t *cfg, rcoll_coll_t c);
+/* Collective c's algorithm for `bytes` (as rcoll_algo_choose does for all-reduce, which it
+ * calls for RCOLL_COLL_ALLREDUCE): forced where it applies, else the cheapest prediction;
+ * remembered for the same size, logged at INFO once per size class. */
+int rcoll_algo_choose_coll(rcoll_algo_ctx_t *ctx, rcoll_coll_t c, size_t bytes);
+/* The executor's chunk for datatype dt here: the staging slot's worth of elements (at least
+ * one). */
+size_t rcoll_algo_chunk_elems(const rcoll_algo_ctx_t *ctx, rcoll_datatype_t dt);
+/* The path the flat algorithms use here (shared memory when every peer is on it). */
+const struct rcoll_path_cost *rcoll_algo_flat_path(const rcoll_algo_ctx_t *ctx);
 
 /* The algorithm's name ("auto" for RCOLL_ALG_AUTO). */
 const char *rcoll_algo_name(rcoll_allreduce_alg_t a);

@@ -88,27 +88,42 @@ static size_t flat_chunk(const rcoll_algo_ctx_t *ctx, rcoll_allreduce_alg_t a,
     return bytes / esize;
 }
 
+static void ring_schedule(const rcoll_algo_ctx_t *ctx, const rcoll_algo_op_t *op,
+                          rcoll_sched_t *s)
+{
+    rcoll_sched_ring_allreduce(s, ctx->nranks, ctx->ring_pos, op->count, flat_chunk(ctx, RCOLL_ALG_RING, op));
+}
+
 static void ring_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
 {
     rcoll_sched_t s;
-    rcoll_sched_ring_allreduce(&s, ctx->nranks, ctx->ring_pos, op->count,
-                               flat_chunk(ctx, RCOLL_ALG_RING, op));
+    ring_schedule(ctx, op, &s);
     rcoll_algo_sched_start(op, &s, ctx->link, ctx->ring_map);
+}
+
+static void rd_schedule(const rcoll_algo_ctx_t *ctx, const rcoll_algo_op_t *op,
+                          rcoll_sched_t *s)
+{
+    rcoll_sched_rd_allreduce(s, ctx->nranks, ctx->ring_pos, op->count, flat_chunk(ctx, RCOLL_ALG_RD, op));
 }
 
 static void rd_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
 {
     rcoll_sched_t s;
-    rcoll_sched_rd_allreduce(&s, ctx->nranks, ctx->ring_pos, op->count,
-                             flat_chunk(ctx, RCOLL_ALG_RD, op));
+    rd_schedule(ctx, op, &s);
     rcoll_algo_sched_start(op, &s, ctx->link, ctx->ring_map);
+}
+
+static void tree_schedule(const rcoll_algo_ctx_t *ctx, const rcoll_algo_op_t *op,
+                          rcoll_sched_t *s)
+{
+    rcoll_sched_dbtree_allreduce(s, ctx->nranks, ctx->ring_pos, op->count, flat_chunk(ctx, RCOLL_ALG_TREE, op));
 }
 
 static void tree_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
 {
     rcoll_sched_t s;
-    rcoll_sched_dbtree_allreduce(&s, ctx->nranks, ctx->ring_pos, op->count,
-                                 flat_chunk(ctx, RCOLL_ALG_TREE, op));
+    tree_schedule(ctx, op, &s);
     rcoll_algo_sched_start(op, &s, ctx->link, ctx->ring_map);
 }
 
@@ -116,18 +131,21 @@ const rcoll_algo_ops_t rcoll_algo_ring = {
     .predict = ring_predict,
     .start = ring_start,
     .progress = rcoll_algo_sched_progress,
+    .schedule = ring_schedule,
 };
 
 const rcoll_algo_ops_t rcoll_algo_rd = {
     .predict = rd_predict,
     .start = rd_start,
     .progress = rcoll_algo_sched_progress,
+    .schedule = rd_schedule,
 };
 
 const rcoll_algo_ops_t rcoll_algo_tree = {
     .predict = tree_predict,
     .start = tree_start,
     .progress = rcoll_algo_sched_progress,
+    .schedule = tree_schedule,
 };
 
 /* Not in the table: progresses a schedule the caller started (core's other collectives). */

@@ -788,6 +788,7 @@ void rcoll_sched_step(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *step)
     case RCOLL_SCHED_RING_ALLGATHERV: ring_allgather_step(s, k, step); break;
     case RCOLL_SCHED_RING_REDUCE_SCATTERV: ring_reduce_scatter_step(s, k, step); break;
     case RCOLL_SCHED_PAIRWISE_ALLTOALLV: pairwise_alltoallv_step(s, k, step); break;
+    case RCOLL_SCHED_OWN: s->step_fn(s, k, step); break;
     }
     if (step->doff == SIZE_MAX) step->doff = step->off;
 }

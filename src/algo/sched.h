@@ -23,7 +23,8 @@ typedef enum {
     RCOLL_SCHED_LINEAR_SCATTER,     /* the root sends each rank its block */
     RCOLL_SCHED_RING_ALLGATHERV,    /* ring all-gather, block b of vcount[b] at vdispl[b] */
     RCOLL_SCHED_RING_REDUCE_SCATTERV, /* ring reduce-scatter, block b of vcount[b] at vdispl[b] */
-    RCOLL_SCHED_PAIRWISE_ALLTOALLV  /* pairwise all-to-all, per-pair sizes */
+    RCOLL_SCHED_PAIRWISE_ALLTOALLV, /* pairwise all-to-all, per-pair sizes */
+    RCOLL_SCHED_OWN             /* an algorithm's own schedule, in its file: step_fn */
 } rcoll_sched_kind_t;
 
 /* What a step does with the block it receives. */
@@ -56,8 +57,13 @@ typedef struct {
                              * disagree on a tag or a size, never silently */
 } rcoll_step_t;
 
-typedef struct {
+typedef struct rcoll_sched rcoll_sched_t;
+/* Step k of an algorithm's own schedule (kind RCOLL_SCHED_OWN). */
+typedef void (*rcoll_sched_step_fn_t)(const rcoll_sched_t *s, uint64_t k, rcoll_step_t *st);
+
+struct rcoll_sched {
     rcoll_sched_kind_t kind;
+    rcoll_sched_step_fn_t step_fn; /* RCOLL_SCHED_OWN: the algorithm's step */
     int nranks, rank, root;
     size_t count;       /* elements in the whole operation (per block for block schedules) */
     size_t chunk;       /* elements per block per loop (>= 1) */
@@ -78,7 +84,9 @@ typedef struct {
      * dst; reduce-scatter-v: in src; all-to-all-v: vcount/vdispl send, rcount/rdispl receive
      * side).  Owned by the caller; they must outlive the schedule's execution. */
     const size_t *vcount, *vdispl, *rcount, *rdispl;
-} rcoll_sched_t;
+    /* an algorithm's own schedule: its per-rank numbers (their meaning is its own) */
+    uint64_t own[6];
+};
 
 /* Set up a schedule.  chunk_elems >= 1.  nranks >= 1, 0 <= rank, root < nranks.
  * A count of 0 gives nsteps = 0. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/reduce.h"
 #include "algo/select.h"
 #include "algo/tree.h"
 #include "util/log.h"
@@ -33,9 +34,30 @@
 const rcoll_algo_ops_t *const rcoll_algos[RCOLL_ALG_COUNT] = {RCOLL_ALGO_LIST(ALGO_ENTRY)};
 const char *const rcoll_alg_names[RCOLL_ALG_COUNT] = {RCOLL_ALGO_LIST(ALGO_NAME)};
 
-/* RCOLL_ALGO's values: "auto", then the table's names in table order, from the same list. */
+#define BCAST_ENTRY(id, name) [RCOLL_BCAST_ALG_##id] = &rcoll_bcast_##name,
+#define BCAST_NAME(id, name) [RCOLL_BCAST_ALG_##id] = #name,
+#define ALLGATHER_ENTRY(id, name) [RCOLL_ALLGATHER_ALG_##id] = &rcoll_allgather_##name,
+#define ALLGATHER_NAME(id, name) [RCOLL_ALLGATHER_ALG_##id] = #name,
+static const rcoll_algo_ops_t *const bcast_ops[] = {RCOLL_BCAST_ALGO_LIST(BCAST_ENTRY)};
+static const char *const bcast_names[] = {RCOLL_BCAST_ALGO_LIST(BCAST_NAME)};
+static const rcoll_algo_ops_t *const allgather_ops[] = {RCOLL_ALLGATHER_ALGO_LIST(ALLGATHER_ENTRY)};
+static const char *const allgather_names[] = {RCOLL_ALLGATHER_ALGO_LIST(ALLGATHER_NAME)};
+const rcoll_algo_table_t rcoll_algo_tables[RCOLL_COLL_COUNT] = {
+    [RCOLL_COLL_ALLREDUCE] = {"all-reduce", "RCOLL_ALGO", RCOLL_ALG_COUNT, rcoll_algos,
+                              rcoll_alg_names},
+    [RCOLL_COLL_BCAST] = {"broadcast", "RCOLL_ALGO_BCAST", RCOLL_BCAST_ALG_COUNT, bcast_ops,
+                          bcast_names},
+    [RCOLL_COLL_ALLGATHER] = {"all-gather", "RCOLL_ALGO_ALLGATHER", RCOLL_ALLGATHER_ALG_COUNT,
+                              allgather_ops, allgather_names},
+};
+
+/* The knobs' values: "auto", then the table's names in table order, from the same lists. */
 #define ALGO_KNOB_NAME(id, name) #name,
 static const char *const algo_knob_names[] = {"auto", RCOLL_ALGO_LIST(ALGO_KNOB_NAME) NULL};
+static const char *const bcast_knob_names[] = {"auto", RCOLL_BCAST_ALGO_LIST(ALGO_KNOB_NAME)
+                                               NULL};
+static const char *const allgather_knob_names[] = {
+    "auto", RCOLL_ALLGATHER_ALGO_LIST(ALGO_KNOB_NAME) NULL};
 static const rcoll_knob_t algo_knobs[] = {
     RCOLL_KNOB_ENUM_OF(rcoll_algo_config_t, "RCOLL_ALGO", "auto", algo, algo_knob_names,
                        "all-reduce algorithm: auto (the cost model chooses) or one of the "
@@ -46,6 +68,14 @@ static const rcoll_knob_t algo_knobs[] = {
                        "attach, RCOLL_CMA), hier "
                        "(several hosts with equal ranks); one that does not apply here leaves "
                        "the choice to the cost model"),
+    RCOLL_KNOB_ENUM_OF(rcoll_algo_config_t, "RCOLL_ALGO_BCAST", "auto", bcast, bcast_knob_names,
+                       "broadcast algorithm: auto (the cost model chooses), chain (pipelined "
+                       "along the ring) or binomial (a binomial tree from the root)"),
+    RCOLL_KNOB_ENUM_OF(rcoll_algo_config_t, "RCOLL_ALGO_ALLGATHER", "auto", allgather,
+                       allgather_knob_names,
+                       "all-gather algorithm: auto (the cost model chooses), ring, or rd "
+                       "(recursive doubling, power-of-two rank counts; elsewhere the model "
+                       "chooses)"),
 };
 const rcoll_config_table_t rcoll_algo_config_table =
     RCOLL_CONFIG_TABLE("algo", algo_knobs, rcoll_algo_config_t);
@@ -64,6 +94,67 @@ rcoll_status_t rcoll_algo_stub_progress(const rcoll_algo_ctx_t *ctx, rcoll_algo_
     (void)ctx, (void)op;
     *progressed = 0;
     return RCOLL_OK;
+}
+
+int rcoll_algo_forced_coll(const rcoll_algo_config_t *cfg, rcoll_coll_t c)
+{
+    switch (c) {
+    case RCOLL_COLL_ALLREDUCE: return cfg->algo - 1;
+    case RCOLL_COLL_BCAST: return cfg->bcast - 1;
+    case RCOLL_COLL_ALLGATHER: return cfg->allgather - 1;
+    default: return -1;
+    }
+}
+
+size_t rcoll_algo_chunk_elems(const rcoll_algo_ctx_t *ctx, rcoll_datatype_t dt)
+{
+    size_t esize = rcoll_dt_size(dt);
+    return esize && ctx->chunk_bytes >= esize ? ctx->chunk_bytes / esize : 1;
+}
+
+const rcoll_path_cost_t *rcoll_algo_flat_path(const rcoll_algo_ctx_t *ctx)
+{
+    return rcoll_algo_flat_shm(ctx) ? &ctx->tuning->shm : &ctx->tuning->net;
+}
+
+int rcoll_algo_choose_coll(rcoll_algo_ctx_t *ctx, rcoll_coll_t c, size_t bytes)
+{
+    if (c == RCOLL_COLL_ALLREDUCE) return (int)rcoll_algo_choose(ctx, bytes);
+    const rcoll_algo_table_t *tb = &rcoll_algo_tables[c];
+    rcoll_algo_memo_t *m = &ctx->memo[c];
+    if (m->last_alg > 0 && bytes == m->last_bytes) return m->last_alg - 1;
+    int a = ctx->forced_coll[c], forced = a >= 0 && a < tb->count;
+    if (forced && isinf(tb->ops[a]->predict(ctx, bytes))) forced = 0;
+    double best_t = HUGE_VAL;
+    if (!forced) {
+        a = 0;
+        for (int k = 0; k < tb->count; k++) {
+            /* no probe measures these collectives yet: an algorithm that must be measured
+             * is not chosen by default */
+            double x = tb->ops[k]->calibrated ? HUGE_VAL : tb->ops[k]->predict(ctx, bytes);
+            if (x < best_t) best_t = x, a = k;
+        }
+    }
+    m->last_alg = a + 1;
+    m->last_bytes = bytes;
+    int cls = 0;
+    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
+    if (m->logged[cls] != (uint8_t)(a + 1)) {
+        m->logged[cls] = (uint8_t)(a + 1);
+        char others[256];
+        size_t len = 0;
+        others[0] = '\0';
+        for (int k = 0; k < tb->count && len < sizeof(others); k++) {
+            double x = tb->ops[k]->predict(ctx, bytes);
+            if (isinf(x)) continue;
+            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
+                                    len ? ", " : "", tb->names[k], x);
+        }
+        RCOLL_INFO(ALGO, "%s of %zu B on %d ranks: %s (%s%s%.2f us predicted; %s)", tb->coll,
+                   bytes, ctx->nranks, tb->names[a], forced ? tb->knob : "", forced ? "; " : "",
+                   tb->ops[a]->predict(ctx, bytes), others);
+    }
+    return a;
 }
 
 const char *rcoll_algo_name(rcoll_allreduce_alg_t a)
@@ -148,6 +239,7 @@ void rcoll_algo_choose_reset(rcoll_algo_ctx_t *ctx)
 {
     ctx->last_alg = -1;
     memset(ctx->logged, 0, sizeof(ctx->logged));
+    memset(ctx->memo, 0, sizeof(ctx->memo));
 }
 
 void rcoll_tuning_defaults(rcoll_tuning_t *t)

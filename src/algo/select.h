@@ -12,7 +12,7 @@
 #include "algo/algo.h"
 #include "rcoll.h"
 
-typedef struct {
+typedef struct rcoll_path_cost {
     double alpha_us;        /* per message */
     double beta_us_per_b;   /* per byte moved */
 } rcoll_path_cost_t;

@@ -211,6 +211,8 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->algo.tuning = &c->tuning;
     c->algo.last_alg = -1;
     c->algo.forced = rcoll_algo_forced(&cfg->alg);
+    for (int k = 0; k < RCOLL_COLL_COUNT; k++)
+        c->algo.forced_coll[k] = rcoll_algo_forced_coll(&cfg->alg, (rcoll_coll_t)k);
     rcoll_tuning_defaults(&c->tuning);
     if (cfg->tuning_file[0]) {
         rcoll_status_t st = load_tuning(cfg->tuning_file, &c->tuning);

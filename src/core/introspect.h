@@ -12,5 +12,9 @@
  * an all-reduce of `bytes`: RCOLL_ALGO's where it applies, else the cost model's.  -1 for a
  * communicator of one rank or an invalid handle.  Logs the choice as a call would. */
 int rcoll_comm_allreduce_choice(rcoll_comm_t comm, size_t bytes);
+/* The same for collective coll (rcoll_coll_t, algo/algo.h: 0 all-reduce, 1 broadcast,
+ * 2 all-gather) moving `bytes` (broadcast: the vector; all-gather: the gathered whole): an
+ * index into rcoll_algo_tables[coll].names, -1 as above. */
+int rcoll_comm_algo_choice(rcoll_comm_t comm, int coll, size_t bytes);
 
 #endif

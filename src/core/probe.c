@@ -374,3 +374,9 @@ int rcoll_comm_allreduce_choice(rcoll_comm_t c, size_t bytes)
     if (!c || c->nranks < 2) return -1;
     return (int)rcoll_algo_choose(&c->algo, bytes);
 }
+
+int rcoll_comm_algo_choice(rcoll_comm_t c, int coll, size_t bytes)
+{
+    if (!c || c->nranks < 2 || coll < 0 || coll >= RCOLL_COLL_COUNT) return -1;
+    return rcoll_algo_choose_coll(&c->algo, (rcoll_coll_t)coll, bytes);
+}

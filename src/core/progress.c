@@ -327,6 +327,22 @@ static void finish_op(struct rcoll_request *r)
     r->vmove = 0;
 }
 
+/* Start a collective through its algorithm table (algo/algo.h): the choice for `bytes`, the
+ * operation as the algorithm sees it (root: a ring position, -1 for none), its start and the
+ * connections it asks for.  Returns 0 (started). */
+static int start_table(rcoll_comm_t comm, struct rcoll_request *r, rcoll_coll_t coll,
+                       size_t bytes, int root_pos)
+{
+    r->alg_id = rcoll_algo_choose_coll(&comm->algo, coll, bytes);
+    r->alg = rcoll_algo_tables[coll].ops[r->alg_id];
+    aop_set(comm, r);
+    r->aop.root = root_pos;
+    r->alg->start(&comm->algo, &r->aop);
+    if (r->aop.nwant) want_peers(comm, r);
+    r->connecting = rcoll_conn_missing(comm) > 0;
+    return 0;
+}
+
 /* Start the head operation: local copies, the algorithm or schedule, and the connections it
  * needs.  Returns 1 if the operation is already complete (nothing to move). */
 static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
@@ -368,19 +384,15 @@ static int start_op(rcoll_comm_t comm, struct rcoll_request *r)
         break;
     case RCOLL_OP_BCAST:
         if (r->count == 0 || n == 1) return 1;
-        rcoll_sched_chain_bcast(&s, n, comm->ring_pos, ring_pos_of(comm, r->root), r->count,
-                                chunk);
-        pmap = comm->ring_map;
-        break;
+        return start_table(comm, r, RCOLL_COLL_BCAST, r->count * esize,
+                           ring_pos_of(comm, r->root));
     case RCOLL_OP_ALLGATHER: {
         if (r->count == 0) return 1;
         char *own = (char *)r->dst + (size_t)me * r->count * esize;
         if (r->src != own) memcpy(own, r->src, r->count * esize);
         if (n == 1) return 1;
-        rcoll_sched_ring_allgather(&s, n, me, r->count, chunk);
         r->src = r->dst; /* every send reads the gathered buffer */
-        want_rank_ring(comm);
-        break;
+        return start_table(comm, r, RCOLL_COLL_ALLGATHER, (size_t)n * r->count * esize, -1);
     }
     case RCOLL_OP_REDUCE_SCATTER:
         if (r->count == 0) return 1;

@@ -37,12 +37,16 @@ void rcoll_sig_of(const struct rcoll_request *r, rcoll_sig_t *s)
         break;
     case RCOLL_OP_BCAST:
         s->op = -1;
+        s->alg = r->alg_id;
         break;
     case RCOLL_OP_BARRIER:
         s->count = 0;
         s->dt = s->op = s->root = -1;
         break;
     case RCOLL_OP_ALLGATHER:
+        s->op = s->root = -1;
+        s->alg = r->alg_id;
+        break;
     case RCOLL_OP_ALLTOALL:
         s->op = s->root = -1;
         break;
@@ -149,9 +153,15 @@ void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len)
     if (o < len && s->op >= 0)
         o += (size_t)snprintf(buf + o, len - o, ", %s", rcoll_op_name((rcoll_op_t)s->op));
     if (o < len && s->root >= 0) o += (size_t)snprintf(buf + o, len - o, ", root=%d", s->root);
-    if (o < len && with_alg && s->alg >= 0)
+    if (o < len && with_alg && s->alg >= 0) {
+        /* the algorithm table of the call's collective */
+        rcoll_coll_t c = s->kind == RCOLL_OP_BCAST       ? RCOLL_COLL_BCAST
+                         : s->kind == RCOLL_OP_ALLGATHER ? RCOLL_COLL_ALLGATHER
+                                                         : RCOLL_COLL_ALLREDUCE;
+        const rcoll_algo_table_t *tb = &rcoll_algo_tables[c];
         o += (size_t)snprintf(buf + o, len - o, "; algorithm %s",
-                              s->alg < RCOLL_ALG_COUNT ? rcoll_alg_names[s->alg] : "?");
+                              s->alg < tb->count ? tb->names[s->alg] : "?");
+    }
     if (o < len) snprintf(buf + o, len - o, ")");
 }
 
@@ -211,8 +221,12 @@ void rcoll_sig_sentence(const rcoll_sig_t *theirs, int their_rank, const rcoll_s
     else
         o = (size_t)snprintf(buf, len, "rank %d called %s as %s while %s called %s as %s",
                              their_rank, ts, tn, me, ms, mn);
-    if (with_alg && o < len)
-        snprintf(buf + o, len - o, " (is RCOLL_ALGO set differently on the ranks?)");
+    if (with_alg && o < len) {
+        const char *knob = mine->kind == RCOLL_OP_BCAST       ? "RCOLL_ALGO_BCAST"
+                           : mine->kind == RCOLL_OP_ALLGATHER ? "RCOLL_ALGO_ALLGATHER"
+                                                              : "RCOLL_ALGO";
+        snprintf(buf + o, len - o, " (is %s set differently on the ranks?)", knob);
+    }
 }
 
 static _Atomic uint64_t *line(const char *area, int r)

@@ -32,7 +32,8 @@ typedef struct {
     int32_t dt;     /* rcoll_datatype_t (-1: none) */
     int32_t op;     /* rcoll_op_t (-1: none) */
     int32_t root;   /* -1: none; for P2P the peer */
-    int32_t alg;    /* all-reduce algorithm (rcoll_allreduce_alg_t), -1 otherwise */
+    int32_t alg;    /* the algorithm in its collective's table (all-reduce, broadcast,
+                     * all-gather: algo/algo.h), -1 otherwise */
     int32_t pad;
 } rcoll_sig_t;
 
@@ -47,7 +48,8 @@ uint64_t rcoll_sig_counts_digest(const size_t *counts, int n);
 /* Its digest: a transport tag in [0, 2^30) (P2P tags have bit 30 set, so never equal). */
 int rcoll_sig_tag(const rcoll_sig_t *s);
 int rcoll_sig_equal(const rcoll_sig_t *a, const rcoll_sig_t *b);
-/* "allreduce(count=1000, int32, sum)"; with_alg adds "; algorithm ring" (all-reduce). */
+/* "allreduce(count=1000, int32, sum)"; with_alg adds "; algorithm ring" (all-reduce,
+ * broadcast, all-gather). */
 void rcoll_sig_format(const rcoll_sig_t *s, int with_alg, char *buf, size_t len);
 /* How a communicator's collectives are numbered in sentences.  Every collective has a
  * number on the communicator (its signature's seq, set-up and rcoll's own steps included, the

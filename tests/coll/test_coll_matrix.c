@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "dtref.h"
+#include "algo/algo.h"
 #include "mp.h"
 
 static int verify(const void *buf, int dt, int op, int n, size_t count, const char *what,
@@ -512,9 +513,14 @@ static void run_hosts(const char *only)
 {
     /* ranks x hosts: 2x2 and 3x2 (equal: hier applies), 3 on 2 (unequal: it does not) */
     static const int layouts[][2] = {{4, 2}, {6, 2}, {6, 3}, {3, 2}};
-    static const char *const algos[] = {"hier", "ring", "rd", "tree"};
+    /* the table's algorithms that do not need one host segment (algo/algo.h), hier first */
+    const char *algos[RCOLL_ALG_COUNT];
+    int nalg = 0;
+    algos[nalg++] = rcoll_alg_names[RCOLL_ALG_HIER];
+    for (int a = 0; a < RCOLL_ALG_COUNT; a++)
+        if (a != RCOLL_ALG_HIER && !rcoll_algos[a]->uses_hostseg) algos[nalg++] = rcoll_alg_names[a];
     setenv("RCOLL_TRANSPORT", only ? only : "auto", 1);
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < nalg; a++) {
         setenv("RCOLL_ALGO", algos[a], 1);
         for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
             int n = layouts[l][0], hosts = layouts[l][1];
@@ -554,42 +560,45 @@ int main(int argc, char **argv)
     setenv("RCOLL_DEBUG", "INFO", 1);
     setenv("RCOLL_DEBUG_SUBSYS", "ALL", 1);
     setenv("RCOLL_DEBUG_FILE", algo_log, 1);
-    /* Every all-reduce algorithm on every rank count (auto would pick doubling for all of
-     * these small counts). */
-    static const char *const algos[] = {"ring", "rd", "oneshot", "tree", "twoshot", "cma"};
-    /* And both transports between these local ranks: ring over TCP, doubling over shared
-     * memory, one- and two-shot over the host segment (the other collectives' tests run
-     * over each transport as well). */
-    const char *transports[] = {"tcp", "auto", "auto", "tcp", "auto", "auto"};
+    /* Every all-reduce algorithm of the table (algo/algo.h: a new one runs here without an
+     * edit) on every rank count, but hier, which needs several hosts (run_hosts below). */
+    const rcoll_algo_table_t *tb = &rcoll_algo_tables[RCOLL_COLL_ALLREDUCE];
+    /* Both transports between these local ranks: the schedule algorithms alternate between
+     * TCP and shared memory; the host-segment ones need shared memory (the other
+     * collectives' tests run over each transport as well). */
+    const char *transports[RCOLL_ALG_COUNT];
+    for (int a = 0, flip = 0; a < tb->count; a++)
+        transports[a] = tb->ops[a]->uses_hostseg ? "auto" : (flip++ % 2 ? "auto" : "tcp");
     /* MATRIX_TRANSPORT=verbs runs everything over that one transport (the rdma suite) */
     const char *only = getenv("MATRIX_TRANSPORT");
-    for (int a = 0; only && a < 6; a++) transports[a] = only;
+    for (int a = 0; only && a < tb->count; a++) transports[a] = only;
     setenv("RCOLL_TWOSHOT_SLOT", "4096", 0);
     /* MATRIX_V_ONLY=1: the rooted and uneven collectives alone */
     int v_only = getenv("MATRIX_V_ONLY") != NULL;
-    for (int a = 0; a < 6 && !v_only; a++) {
-        /* one- and two-shot need every peer on shared memory: over one other transport they
-         * cannot run, and the library would run another algorithm */
-        if (only && (!strcmp(algos[a], "oneshot") || !strcmp(algos[a], "twoshot") ||
-                     !strcmp(algos[a], "cma"))) {
-            check_skip("%s over %s: needs every peer on shared memory", algos[a], only);
+    for (int a = 0; a < tb->count && !v_only; a++) {
+        const char *name = tb->names[a];
+        if (a == RCOLL_ALG_HIER) continue; /* several hosts: run_hosts */
+        /* the host-segment algorithms need every peer on shared memory: over one other
+         * transport they cannot run, and the library would run another algorithm */
+        if (only && tb->ops[a]->uses_hostseg) {
+            check_skip("%s over %s: needs every peer on shared memory", name, only);
             continue;
         }
-        setenv("RCOLL_ALGO", algos[a], 1);
+        setenv("RCOLL_ALGO", name, 1);
         setenv("RCOLL_TRANSPORT", transports[a], 1);
         for (size_t k = 0; k < sizeof(rank_counts) / sizeof(rank_counts[0]); k++) {
             int n = rank_counts[k];
             if (n > maxn) break;
             char what[64];
-            snprintf(what, sizeof(what), "%s over %s, %d ranks", algos[a], transports[a], n);
+            snprintf(what, sizeof(what), "%s over %s, %d ranks", name, transports[a], n);
             mp_result_t res;
             long failed0 = check_failed;
             if (!chunk_given) setenv("RCOLL_CHUNK_SIZE", n >= LIGHT_RANKS ? LIGHT_CHUNK : "64", 1);
             algo_log_reset();
             with_narrow = n == 1 || n == 3;
             int bad = mp_run(n, run_matrix, NULL, 300, &res);
-            CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", algos[a], n, bad);
-            int chosen = algo_log_check(algos[a], 0, n, what);
+            CHECK(bad == 0, "matrix (%s) with %d ranks: %d ranks failed", name, n, bad);
+            int chosen = algo_log_check(name, 0, n, what);
             printf("%s: %s in %.1f s%s%s%s\n", what, check_failed > failed0 ? "FAILED" : "ok",
                    res.seconds, n >= LIGHT_RANKS ? " (light)" : "",
                    n == 1 ? " (one rank: a copy)" : chosen ? "" : " (no algorithm logged)",

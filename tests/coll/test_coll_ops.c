@@ -18,6 +18,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "algo/algo.h"
+#include "core/introspect.h"
 #include "dtref.h"
 #include "mp.h"
 
@@ -351,11 +353,50 @@ static void one_allgather(rcoll_comm_t comm, int dt, size_t count, int mode)
     free(send), free(keep), free(recv);
 }
 
-static void part_allgather(rcoll_comm_t comm)
+/* --- every algorithm of a collective's table ------------------------------------------
+ * For each algorithm that rcoll_algo_tables lists for the collective (a new one is tested
+ * without an edit here): a communicator over the same ranks with RCOLL_ALGO_<COLL>=name,
+ * checked to run it (introspect.h) where it applies to this many ranks, and the part's
+ * checks on it.  Where it does not apply the library runs the model's choice; that run is
+ * still checked, and said. */
+static void each_algorithm(rcoll_comm_t comm, rcoll_coll_t coll, void (*body)(rcoll_comm_t))
+{
+    const rcoll_algo_table_t *tb = &rcoll_algo_tables[coll];
+    for (int a = 0; a < tb->count; a++) {
+        rcoll_unique_id_t id;
+        if (me == 0 && rcoll_get_unique_id(&id) != RCOLL_OK) bad("%s: no unique id", tb->knob);
+        if (!ok_call(comm, rcoll_bcast(&id, sizeof(id), RCOLL_UINT8, 0, comm), "id bcast"))
+            return;
+        setenv(tb->knob, tb->names[a], 1);
+        rcoll_comm_t c;
+        rcoll_status_t st = rcoll_comm_init_rank(nr, &id, me, &c);
+        unsetenv(tb->knob);
+        if (st != RCOLL_OK) {
+            bad("%s=%s: rcoll_comm_init_rank: %s", tb->knob, tb->names[a],
+                rcoll_last_init_error());
+            return;
+        }
+        int ran = rcoll_comm_algo_choice(c, coll, 4096);
+        if (nr > 1 && ran != a && me == 0)
+            printf("    (%d ranks: %s=%s does not apply, %s ran)\n", nr, tb->knob, tb->names[a],
+                   ran >= 0 ? tb->names[ran] : "?");
+        else if (nr > 1 && ran == a)
+            good();
+        body(c);
+        rcoll_comm_destroy(c);
+    }
+}
+
+static void allgather_all(rcoll_comm_t comm)
 {
     for (int dt = 0; dt < MOVE_DATATYPES; dt++)
         for (int c = 0; c < NCOUNTS; c++)
             for (int mode = 0; mode < 3; mode++) one_allgather(comm, dt, counts[c], mode);
+}
+
+static void part_allgather(rcoll_comm_t comm)
+{
+    each_algorithm(comm, RCOLL_COLL_ALLGATHER, allgather_all);
 }
 
 /* --- reduce_scatter -------------------------------------------------------------------- */
@@ -460,7 +501,7 @@ static void part_alltoall(rcoll_comm_t comm)
 
 /* --- bcast ----------------------------------------------------------------------------- */
 
-static void part_bcast(rcoll_comm_t comm)
+static void bcast_all(rcoll_comm_t comm)
 {
     for (int root = 0; root < nr; root++)
         for (int dt = 0; dt < MOVE_DATATYPES; dt++)
@@ -486,6 +527,11 @@ static void part_bcast(rcoll_comm_t comm)
                 if (ok) good();
                 free(buf);
             }
+}
+
+static void part_bcast(rcoll_comm_t comm)
+{
+    each_algorithm(comm, RCOLL_COLL_BCAST, bcast_all);
 }
 
 /* --- nonblocking: different operations outstanding, completed in reverse order --------- */

@@ -11,11 +11,14 @@
  * must equal its receive's.
  */
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "algo/sched.h"
+#include "algo/select.h"
 #include "check.h"
 
 #define MAXN 16
@@ -234,13 +237,34 @@ static void setup_rank(sim_rank_t *me, int kind, int n, int r, size_t count, int
     if (kind == K_REDUCE && r != root) me->dlen_checked = 0;
 }
 
+/* When set: the schedules come from this algorithm table entry (its schedule op, the ranks
+ * on a ring in rank order, the chunk in 8-byte elements), checked as `kind` says. */
+static const rcoll_algo_ops_t *reg_ops;
+
+static void reg_schedule(sim_rank_t *me, int n, int r, size_t count, size_t chunk, int root)
+{
+    static rcoll_tuning_t t;
+    rcoll_tuning_defaults(&t);
+    rcoll_algo_ctx_t ctx = {.nranks = n, .rank = r, .ring_pos = r, .nhosts = 1, .ppn = n,
+                            .all_shm = 1, .chunk_bytes = chunk * 8, .chunk_fixed = 1,
+                            .tuning = &t, .forced = RCOLL_ALG_AUTO, .last_alg = -1};
+    rcoll_algo_op_t op;
+    memset(&op, 0, sizeof(op));
+    op.count = count;
+    op.dt = RCOLL_UINT64;
+    op.op = RCOLL_SUM;
+    op.root = root;
+    reg_ops->schedule(&ctx, &op, &me->s);
+}
+
 /* Run one configuration; returns 0 if correct. */
 static int simulate(int kind, int n, size_t count, size_t chunk, int root, int inplace)
 {
     static sim_rank_t R[MAXN];
     static link_t L[MAXN][MAXN]; /* L[to][from] */
     for (int r = 0; r < n; r++) {
-        switch (kind) {
+        if (reg_ops) reg_schedule(&R[r], n, r, count, chunk, root);
+        else switch (kind) {
         case K_RING_AR: rcoll_sched_ring_allreduce(&R[r].s, n, r, count, chunk); break;
         case K_BCAST: rcoll_sched_chain_bcast(&R[r].s, n, r, root, count, chunk); break;
         case K_RD_AR: rcoll_sched_rd_allreduce(&R[r].s, n, r, count, chunk); break;
@@ -268,8 +292,8 @@ static int simulate(int kind, int n, size_t count, size_t chunk, int root, int i
         }
         for (int f = 0; f < n; f++) L[r][f].head = L[r][f].n = 0;
     }
-    int ring_only = kind != K_RD_AR && kind != K_A2A && kind != K_TREE && kind != K_GATHER &&
-                    kind != K_SCATTER && kind != K_A2AV;
+    int ring_only = !reg_ops && kind != K_RD_AR && kind != K_A2A && kind != K_TREE &&
+                    kind != K_GATHER && kind != K_SCATTER && kind != K_A2AV;
     int err = 0;
     int progress = 1;
     while (progress && !err) {
@@ -449,6 +473,55 @@ int main(int argc, char **argv)
                             configs++;
                         }
                     }
+    /* Every algorithm of the tables that is one schedule (algo/algo.h: its schedule op), as
+     * the registry lists them: a new broadcast, all-gather or all-reduce algorithm is
+     * simulated here without an edit.  Its collective says what is expected. */
+    static const struct { rcoll_coll_t coll; int kind; } by_coll[] = {
+        {RCOLL_COLL_ALLREDUCE, K_RD_AR}, {RCOLL_COLL_BCAST, K_BCAST},
+        {RCOLL_COLL_ALLGATHER, K_AG}};
+    int reg_algos = 0;
+    for (size_t c = 0; c < sizeof(by_coll) / sizeof(by_coll[0]); c++) {
+        const rcoll_algo_table_t *tb = &rcoll_algo_tables[by_coll[c].coll];
+        int kind = by_coll[c].kind, rooted = kind == K_BCAST;
+        for (int a = 0; a < tb->count; a++) {
+            if (!tb->ops[a]->schedule) continue;
+            reg_ops = tb->ops[a];
+            reg_algos++;
+            /* one of sched.c's kinds was simulated above, every chunk size: only an
+             * algorithm's own schedule (RCOLL_SCHED_OWN) is new here */
+            sim_rank_t one;
+            reg_schedule(&one, 4, 0, 10, 3, 0);
+            if (one.s.kind != RCOLL_SCHED_OWN) {
+                printf("%s %s: sched.c's kind %d, simulated above\n", tb->coll, tb->names[a],
+                       (int)one.s.kind);
+                continue;
+            }
+            int before = configs;
+            /* three chunk sizes (one element, odd, large): the kinds above ran every one */
+            for (int n = 1; n <= MAXN; n++)
+                for (size_t ci = 0; ci < 3; ci++)
+                    for (size_t cnt = 0; cnt <= 40 + sizeof(extra) / sizeof(extra[0]); cnt++) {
+                        size_t count = cnt <= 40 ? cnt : extra[cnt - 41];
+                        if (kind == K_AG && count > 100) continue;
+                        /* an algorithm that does not apply to n ranks is not simulated */
+                        rcoll_tuning_t t;
+                        rcoll_tuning_defaults(&t);
+                        rcoll_algo_ctx_t probe = {.nranks = n, .nhosts = 1, .ppn = n,
+                                                  .all_shm = 1, .tuning = &t};
+                        if (n > 1 && isinf(tb->ops[a]->predict(&probe, 4096))) continue;
+                        for (int root = 0; root < (rooted ? n : 1); root += (n > 4 ? 3 : 1)) {
+                            int bad = simulate(kind, n, count, chunks[ci], root, 0);
+                            CHECK(!bad, "%s %s n=%d count=%zu chunk=%zu root=%d", tb->coll,
+                                  tb->names[a], n, count, chunks[ci], root);
+                            configs++;
+                        }
+                    }
+            printf("%s %s: %d configurations from the table\n", tb->coll, tb->names[a],
+                   configs - before);
+        }
+    }
+    reg_ops = NULL;
+    CHECK(reg_algos >= 6, "the tables' schedule algorithms were simulated (%d)", reg_algos);
     /* Step counts: 2n-1 per loop for the ring, one per chunk for the chain. */
     rcoll_sched_t s;
     rcoll_sched_ring_allreduce(&s, 4, 0, 100, 10);

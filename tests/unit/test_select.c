@@ -223,6 +223,62 @@ int main(void)
                   !strcmp(rcoll_algo_name(rcoll_algo_forced(&k)), rcoll_alg_names[a]),
               "name '%s' round-trips to %d", rcoll_alg_names[a], a);
     }
+    /* Every collective's table: complete, its names unique, its knob maps each name to the
+     * entry and "auto" to -1; the choice is a table entry that applies. */
+    for (int c = 0; c < RCOLL_COLL_COUNT; c++) {
+        const rcoll_algo_table_t *tb = &rcoll_algo_tables[c];
+        CHECK(tb->count > 0 && tb->coll && tb->knob && tb->ops && tb->names,
+              "table %d is filled", c);
+        for (int a = 0; a < tb->count; a++) {
+            const rcoll_algo_ops_t *o = tb->ops[a];
+            CHECK(o && o->predict && o->start && o->progress && tb->names[a],
+                  "%s algorithm %d has every op and a name", tb->coll, a);
+            for (int b = 0; b < a; b++)
+                CHECK(strcmp(tb->names[a], tb->names[b]) != 0, "%s names unique", tb->coll);
+            rcoll_algo_config_t kc = {0};
+            setenv(tb->knob, tb->names[a], 1);
+            CHECK(rcoll_config_parse(&rcoll_algo_config_table, &kc) == RCOLL_OK &&
+                      rcoll_algo_forced_coll(&kc, (rcoll_coll_t)c) == a,
+                  "%s=%s gives entry %d", tb->knob, tb->names[a], a);
+            unsetenv(tb->knob);
+        }
+        rcoll_algo_config_t kc = {0};
+        CHECK(rcoll_config_parse(&rcoll_algo_config_table, &kc) == RCOLL_OK &&
+                  rcoll_algo_forced_coll(&kc, (rcoll_coll_t)c) == -1, "%s unset: auto",
+              tb->knob);
+        for (int n = 2; n <= 9; n++) {
+            rcoll_algo_ctx_t cc = {.nranks = n, .nhosts = 1, .ppn = n, .all_shm = 1,
+                                   .chunk_bytes = 65536, .tuning = &t, .last_alg = -1};
+            for (int f = 0; f < RCOLL_COLL_COUNT; f++) cc.forced_coll[f] = -1;
+            for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 8) {
+                int a = rcoll_algo_choose_coll(&cc, (rcoll_coll_t)c, bytes * (size_t)n);
+                CHECK(a >= 0 && a < tb->count &&
+                          isfinite(tb->ops[a]->predict(&cc, bytes * (size_t)n)),
+                      "%s auto on %d ranks, %zu B: an entry that applies", tb->coll, n,
+                      bytes * (size_t)n);
+            }
+        }
+    }
+    /* Broadcast: the binomial tree for small vectors on many ranks, the chain for large ones
+     * (the root sends every byte log2 n times down the tree, once along the chain). */
+    {
+        rcoll_algo_ctx_t cc = {.nranks = 8, .nhosts = 1, .ppn = 8, .all_shm = 1,
+                               .chunk_bytes = 65536, .tuning = &t, .last_alg = -1};
+        cc.forced_coll[RCOLL_COLL_BCAST] = -1;
+        CHECK(rcoll_algo_choose_coll(&cc, RCOLL_COLL_BCAST, 64) == RCOLL_BCAST_ALG_BINOMIAL &&
+                  rcoll_algo_choose_coll(&cc, RCOLL_COLL_BCAST, (size_t)64 << 20) ==
+                      RCOLL_BCAST_ALG_CHAIN,
+              "8 ranks: binomial at 64 B, chain at 64 MiB");
+        cc.forced_coll[RCOLL_COLL_BCAST] = RCOLL_BCAST_ALG_CHAIN;
+        rcoll_algo_choose_reset(&cc);
+        CHECK(rcoll_algo_choose_coll(&cc, RCOLL_COLL_BCAST, 64) == RCOLL_BCAST_ALG_CHAIN,
+              "RCOLL_ALGO_BCAST=chain is followed at 64 B");
+        cc.forced_coll[RCOLL_COLL_ALLGATHER] = RCOLL_ALLGATHER_ALG_RD;
+        cc.nranks = cc.ppn = 6;
+        CHECK(rcoll_algo_choose_coll(&cc, RCOLL_COLL_ALLGATHER, 6 * 64) ==
+                  RCOLL_ALLGATHER_ALG_RING,
+              "RCOLL_ALGO_ALLGATHER=rd on 6 ranks (not a power of two): the model, ring");
+    }
     rcoll_algo_config_t k = {.algo = -7};
     setenv("RCOLL_ALGO", "auto", 1);
     CHECK(rcoll_config_parse(&rcoll_algo_config_table, &k) == RCOLL_OK &&
