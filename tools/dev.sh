@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # tools/dev.sh - the two commands of the README, usable on a fresh Debian 12 machine:
 #   tools/dev.sh bench   build rcoll and run all_reduce_perf across 4 local ranks
-#   tools/dev.sh test    build rcoll (release + ASan/UBSan) and run the whole test suite (its
-#                        fuzz suite makes a clang build for the libFuzzer targets), then the
-#                        unit and coll suites in a build with every optional dependency off
+#   tools/dev.sh test    build rcoll (release + ASan/UBSan) and run the whole test suite in
+#                        the release build (its fuzz suite makes a clang build for the
+#                        libFuzzer targets), the suites that exercise memory handling under
+#                        ASan/UBSan (asan_suites), then the unit and coll suites in a build
+#                        with every optional dependency off; the fail suites, which mostly
+#                        wait for deadlines, run beside the others; ends with a per-suite time
+#                        table and the summary
 #   tools/dev.sh summary DIR...  the closing summary of `test` for these build dirs' test logs
+#   tools/dev.sh times DIR...    the per-suite time table of these build dirs' test logs
 # Installs the Debian packages it needs with apt-get when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +60,53 @@ min_opts() {
     done
 }
 
+# Under ASan/UBSan: the suites that exercise memory handling (parsers, transports, schedules,
+# every collective's buffers, failures and misuse, the MPI layer, the plugin, the GPU staging
+# logic against the scripted driver).  Not the long performance-shaped or launcher tiers
+# (perf binaries, selector check, torch, python, multinode, chaos, soak, the gpu suite's
+# scripts): they run in the release build, and the fuzz suite is sanitized by itself.
+asan_suites=(unit coll fail mpi plugin)
+# Wait-bound suites (a rank that dies or stalls, and the deadline that names it: mostly
+# sleeping, 10-30% of one core): they run beside the CPU-bound suites, not after them.
+wait_suites=(fail)
+
+# times DIR...: per build dir and suite, how many tests and their seconds (longest first),
+# then the ten longest tests; from meson's test logs, so that growth is visible in every run.
+times() {
+    python3 - "$@" <<'PY'
+import json, os, sys
+rows = []
+for d in sys.argv[1:]:
+    logs = [os.path.join(d, "meson-logs", f) for f in ("testlog.json", "waitlog.json")]
+    try:
+        lines = [l for f in logs if os.path.exists(f) for l in open(f)]
+        for line in lines:
+            r = json.loads(line)
+            head, _, name = r["name"].partition(" / ")
+            rows.append((d, head.split(":", 1)[-1], name, float(r.get("duration") or 0)))
+    except OSError:
+        pass
+per = {}
+for d, suite, name, t in rows:
+    k = (d, suite)
+    n, s = per.get(k, (0, 0.0))
+    per[k] = (n + 1, s + t)
+print("== test time per suite (seconds, each test's own duration)")
+print(f"{'build':<12} {'suite':<16} {'tests':>5} {'seconds':>8}")
+for d in sys.argv[1:]:
+    tot = 0.0
+    for (dd, suite), (n, s) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+        if dd != d:
+            continue
+        print(f"{d:<12} {suite:<16} {n:>5} {s:>8.1f}")
+        tot += s
+    print(f"{d:<12} {'(all)':<16} {sum(n for (dd, _), (n, _) in per.items() if dd == d):>5} {tot:>8.1f}")
+print("== the ten longest tests")
+for d, suite, name, t in sorted(rows, key=lambda r: -r[3])[:10]:
+    print(f"{t:8.1f}  {d} {suite}/{name}")
+PY
+}
+
 # summary DIR...: one line per skipped test ("skipped: DIR SUITE/NAME") and per failed one
 # (a CI tier's skip among them, saying why), then exactly one
 # "tests: N passed, M failed, K skipped" (CI parses it).
@@ -65,6 +117,7 @@ ci = os.environ.get("CI") == "true"
 tiers = os.environ.get("CI_TIERS", "").split()
 ok = fail = skip = 0
 for d in sys.argv[1:]:
+    # testlog.json: the main run; waitlog.json: the wait-bound suites run beside it
     log = os.path.join(d, "meson-logs", "testlog.json")
     try:
         lines = open(log).read().splitlines()
@@ -72,6 +125,9 @@ for d in sys.argv[1:]:
         print(f"failed: {d}: no test log ({e.strerror}): meson test did not run to the end")
         fail += 1
         continue
+    wait = os.path.join(d, "meson-logs", "waitlog.json")
+    if os.path.exists(wait):
+        lines += open(wait).read().splitlines()
     for line in lines:
         r = json.loads(line)
         # "project:suite / name", "project:suite1+suite2 / name" for several
@@ -106,27 +162,57 @@ bench)
     exec build/tools/rcoll-run -q --no-prefix -n "${RANKS:-4}" build/bench/all_reduce_perf "${args[@]}"
     ;;
 test)
+    t_start=$SECONDS
     need_pkgs+=("${vm_pkgs[@]}")
     install_deps
+    t_deps=$SECONDS
     configure build "${werror[@]}"
     configure build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
         -Db_lundef=false "${werror[@]}"
     mapfile -t min < <(min_opts)
     configure build-min "${min[@]}" "${werror[@]}"
-    for dir in build build-asan build-min; do
-        echo "== meson test -C $dir"
-        set +e
-        if [ "$dir" = build-min ]; then
-            # pure logic and the collectives up to 4 ranks (the full matrix ran in the other
-            # two builds), not the slow launcher tiers: CI's time budget
-            TEST_MAX_RANKS=4 meson test -C "$dir" --no-rebuild --print-errorlogs \
-                --suite unit --suite coll
-        else
-            meson test -C "$dir" --no-rebuild --print-errorlogs
-        fi
-        set -e
+    t_built=$SECONDS
+    set +e
+    # The wait-bound suites of the release and ASan builds, beside everything else; their
+    # logs go to their own directories (meson test -C DIR writes DIR/meson-logs).
+    wait_args=()
+    for s in "${wait_suites[@]}"; do wait_args+=(--suite "$s"); done
+    (
+        for dir in build build-asan; do
+            meson test -C "$dir" --no-rebuild --print-errorlogs --logbase waitlog \
+                "${wait_args[@]}" >"$dir/meson-logs/wait-suites.txt" 2>&1
+        done
+    ) &
+    wait_pid=$!
+    no_wait=()
+    for s in "${wait_suites[@]}"; do no_wait+=(--no-suite "$s"); done
+    echo "== meson test -C build (all suites; ${wait_suites[*]} beside it)"
+    meson test -C build --no-rebuild --print-errorlogs "${no_wait[@]}"
+    asan_args=()
+    for s in "${asan_suites[@]}"; do
+        [[ " ${wait_suites[*]} " == *" $s "* ]] || asan_args+=(--suite "$s")
     done
+    echo "== meson test -C build-asan (${asan_suites[*]})"
+    # the matrices up to 4 ranks: memory handling is the same at 9 (the release build ran 9)
+    TEST_MAX_RANKS=4 meson test -C build-asan --no-rebuild --print-errorlogs "${asan_args[@]}"
+    echo "== meson test -C build-min (unit, coll)"
+    # pure logic and the collectives up to 4 ranks (the full matrix ran in the other
+    # two builds), not the slow launcher tiers: CI's time budget
+    TEST_MAX_RANKS=4 meson test -C build-min --no-rebuild --print-errorlogs \
+        --suite unit --suite coll
+    wait "$wait_pid"
+    for dir in build build-asan; do
+        echo "== meson test -C $dir (${wait_suites[*]}, run beside the others)"
+        cat "$dir/meson-logs/wait-suites.txt"
+    done
+    set -e
+    times build build-asan build-min
+    echo "== wall time: packages $((t_deps - t_start)) s, builds $((t_built - t_deps)) s, tests $((SECONDS - t_built)) s, all $((SECONDS - t_start)) s"
     summary build build-asan build-min
+    ;;
+times)
+    shift
+    times "$@"
     ;;
 summary)
     shift
