@@ -107,15 +107,18 @@ for d, suite, name, t in sorted(rows, key=lambda r: -r[3])[:10]:
 PY
 }
 
-# summary DIR...: one line per skipped test ("skipped: DIR SUITE/NAME") and per failed one
-# (a CI tier's skip among them, saying why), then exactly one
+# summary DIR...: one line per skipped test ("skipped: DIR SUITE/NAME"), per passing test
+# whose own checks partly skipped ("skipped checks: DIR SUITE/NAME: K (first: why)", from the
+# test's closing "N passed, M failed, K skipped" line) and per failed one (a CI tier's skip
+# among them, saying why), the total of those inner skips, then exactly one
 # "tests: N passed, M failed, K skipped" (CI parses it).
 summary() {
     CI_TIERS="${ci_tiers[*]}" python3 - "$@" <<'PY'
-import json, os, sys
+import json, os, re, sys
 ci = os.environ.get("CI") == "true"
 tiers = os.environ.get("CI_TIERS", "").split()
 ok = fail = skip = 0
+inner = inner_tests = 0  # checks skipped inside tests that passed
 for d in sys.argv[1:]:
     # testlog.json: the main run; waitlog.json: the wait-bound suites run beside it
     log = os.path.join(d, "meson-logs", "testlog.json")
@@ -137,6 +140,16 @@ for d in sys.argv[1:]:
         res = r["result"]
         if res in ("OK", "EXPECTEDFAIL"):
             ok += 1
+            # A passing test whose own checks partly skipped says so in its closing line
+            # ("N passed, M failed, K skipped", tests/common/check.c and the scripts): name it
+            out = r.get("stdout") or ""
+            counts = re.findall(r"(\d+) passed, (\d+) failed, (\d+) skipped", out)
+            if counts and int(counts[-1][2]) > 0:
+                k = int(counts[-1][2])
+                inner += k
+                inner_tests += 1
+                first = next((l for l in out.splitlines() if l.startswith("SKIP")), "")
+                print(f"skipped checks: {d} {suite}/{name}: {k}" + (f" (first: {first[5:]})" if first else ""))
         elif res == "SKIP" and ci and ci_tier:
             fail += 1
             print(f"failed: {d} {suite}/{name}: skipped under CI, but CI machines can run the "
@@ -147,6 +160,8 @@ for d in sys.argv[1:]:
         else:
             fail += 1
             print(f"failed: {d} {suite}/{name} ({res})")
+if inner:
+    print(f"checks skipped inside passing tests: {inner} in {inner_tests} tests (named above)")
 print(f"tests: {ok} passed, {fail} failed, {skip} skipped")
 sys.exit(1 if fail else 0)
 PY
