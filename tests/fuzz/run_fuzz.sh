@@ -6,7 +6,7 @@
 #
 #   tests/fuzz/run_fuzz.sh [-b DIR] [-t SECONDS] [-j JOBS] [--ci] [--setup] [TARGET...]
 #     -b, --build DIR  the clang fuzzing build (default build-fuzz; made if missing)
-#     -t SECONDS       fuzzing time per target (default 60; --ci: 8)
+#     -t SECONDS       fuzzing time per target (default 60; --ci: 5)
 #     -j JOBS          targets run at once (default 2)
 #     --ci             the fuzz suite's slice: short, and exit 77 (skip) where clang or
 #                      libFuzzer is missing
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
     esac
 done
-[ -n "$secs" ] || secs=$([ $ci = 1 ] && echo 8 || echo 60)
+[ -n "$secs" ] || secs=$([ $ci = 1 ] && echo 5 || echo 60)
 case "$build" in /*) ;; *) build="$src/$build" ;; esac
 
 skip_or_fail() { # why
