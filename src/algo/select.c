@@ -178,6 +178,11 @@ double rcoll_algo_predict(const rcoll_algo_ctx_t *ctx, rcoll_allreduce_alg_t a, 
     double x = rcoll_algos[a]->predict(ctx, bytes);
     if (isinf(x)) return x;
     const rcoll_algo_fit_t *f = &ctx->fit[a];
+    /* one point (the probe stopped there): above it, the formula's shape through it */
+    if (f->npoints == 1 && (double)bytes > f->bytes[0]) {
+        double x0 = rcoll_algos[a]->predict(ctx, (size_t)f->bytes[0]);
+        if (x0 > 0 && isfinite(x0)) return f->us[0] * x / x0;
+    }
     if (f->npoints) return rcoll_algo_fit_eval(f, bytes);
     return rcoll_algos[a]->calibrated ? HUGE_VAL : x;
 }

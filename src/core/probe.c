@@ -149,8 +149,9 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
         buf = calloc(buf_bytes / 4 + 1, sizeof(float));
         if (!buf) st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tuning probe: no memory");
         /* Size by size, agreed after each: an algorithm whose next point would take more
-         * than POINT_BUDGET_US per run (its time here times the size ratio) stops here and
-         * continues at its last slope (4 ranks over TCP with 64-byte chunks: seconds). */
+         * than POINT_BUDGET_US per run (its time here times its formula's growth to the
+         * next size) stops here; above its last point its curve follows its formula (one
+         * point) or its last slope (9 ranks over TCP with 64-byte chunks: seconds). */
         for (int k = 0; k < NP && st == RCOLL_OK; k++) {
             double lvl[RCOLL_ALG_COUNT] = {0};
             int any = 0;
@@ -169,9 +170,13 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
             for (int a = 0; a < RCOLL_ALG_COUNT && st == RCOLL_OK; a++) {
                 if (k >= np[a]) continue;
                 t[a][k] = lvl[a];
-                if (k + 1 < np[a] &&
-                    lvl[a] * (double)pts[a][k + 1] / (double)pts[a][k] > POINT_BUDGET_US)
-                    np[a] = k + 1;
+                /* the next point's time: this one's, grown as the formula grows */
+                double f0 = rcoll_algos[a]->predict(ctx, pts[a][k]);
+                double f1 = k + 1 < np[a] ? rcoll_algos[a]->predict(ctx, pts[a][k + 1]) : 0;
+                double grow = f0 > 0 && isfinite(f0) && isfinite(f1)
+                                  ? f1 / f0 : (double)pts[a][k + 1 < np[a] ? k + 1 : k] /
+                                                  (double)pts[a][k];
+                if (k + 1 < np[a] && lvl[a] * grow > POINT_BUDGET_US) np[a] = k + 1;
             }
         }
         if (st != RCOLL_OK) break;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The selector check's CI slice (bench/selector_check, docs/benchmarks.md "Selector check"):
 # 2 ranks over shared memory and over TCP, a few sizes from 4 KiB to 16 MiB, auto against every
-# algorithm forced in the same run.  Fails when auto takes more than MARGIN (2.0) times the best
-# forced algorithm's time at some size: noise on a busy 2-core machine stays under it, the 2-3x
-# regression of an unmeasured default (issue: CMA chosen at 4 MiB) does not.  A run over the
-# margin is run once more and fails only if it is over again (a descheduled rank is not a
-# regression; a wrong default is over both times).  Every result is checked against the exact
+# algorithm forced in the same run.  Fails when auto takes more than MARGIN (1.5) times the best
+# forced algorithm's time at some size, in the medians of the rounds and in each one's best
+# round (noise only adds time): the 2-3x regression of an unmeasured default (CMA chosen at
+# 4 MiB) and the 1.6-2.1x of a probe curve gone flat (ring over TCP from 128 KiB) are over it.
+# A run over the margin is run once more and fails only if it is over again (a descheduled
+# rank is not a regression; a wrong default is over both times).  Every result is checked against the exact
 # sum by the benchmark itself (exit 7).
 # Usage: bash tests/mp/test_selector_smoke.sh <meson build root>
 set -u
@@ -13,7 +14,7 @@ set -u
 BUILD=${1:?usage: test_selector_smoke.sh <meson build root>}
 BIN="$BUILD/bench/selector_check"
 RUN="$BUILD/tools/rcoll-run"
-MARGIN=${SELECTOR_MARGIN:-2.0}
+MARGIN=${SELECTOR_MARGIN:-1.5}
 for f in "$BIN" "$RUN"; do
     if [ ! -x "$f" ]; then
         echo "FAIL $f not built"

@@ -363,6 +363,20 @@ int main(void)
     CHECK(rcoll_algo_model(&mc, big, NULL) == RCOLL_ALG_CMA &&
               near(rcoll_algo_predict(&mc, RCOLL_ALG_TWOSHOT, big), two * 3),
           "a measured two-shot is predicted by its curve, not its formula");
+    /* A curve the probe stopped after one point (its next would have been too long): above
+     * that point it follows the formula's shape through it, never flat (a flat curve made
+     * the ring look free at every size over TCP and auto ran it where doubling was 2x
+     * faster). */
+    {
+        rcoll_algo_ctx_t rc = {.nranks = 2, .nhosts = 1, .ppn = 2, .all_shm = 0, .tuning = &t,
+                               .forced = RCOLL_ALG_AUTO, .last_alg = -1};
+        double f64 = rcoll_algos[RCOLL_ALG_RING]->predict(&rc, 64);
+        double f1m = rcoll_algos[RCOLL_ALG_RING]->predict(&rc, (size_t)1 << 20);
+        rc.fit[RCOLL_ALG_RING] = (rcoll_algo_fit_t){.npoints = 1, .bytes = {64}, .us = {3 * f64}};
+        CHECK(near(rcoll_algo_predict(&rc, RCOLL_ALG_RING, (size_t)1 << 20), 3 * f1m) &&
+                  near(rcoll_algo_predict(&rc, RCOLL_ALG_RING, 8), 3 * f64),
+              "one measured point: 3x the formula at 64 B is 3x the formula at 1 MiB too");
+    }
     mc.forced = RCOLL_ALG_CMA;
     memset(mc.fit, 0, sizeof(mc.fit));
     rcoll_algo_choose_reset(&mc);
