@@ -148,7 +148,6 @@ typedef struct rcoll_algo_op {
     int tag;          /* the collective's sequence number (tags its messages) */
     /* Reported by the algorithm. */
     int nwant;        /* connections to make before the next progress (core clears it) */
-    rcoll_algo_want_t want[RCOLL_ALGO_MAX_WANT];
     int waiting_peer; /* while in progress: the rank waited on */
     int waiting_recv; /* 1: waiting for its data, 0: for it to take ours */
     int err_peer;     /* after an error: the rank whose connection failed (-1: none) */
@@ -156,6 +155,9 @@ typedef struct rcoll_algo_op {
         max_align_t align_;
         unsigned char bytes[RCOLL_ALGO_STATE_BYTES];
     } state;
+    /* the connections of nwant (last: rarely more than a few are read, and the fields above
+     * stay on the cache lines every call touches) */
+    rcoll_algo_want_t want[RCOLL_ALGO_MAX_WANT];
 } rcoll_algo_op_t;
 
 typedef double (*rcoll_algo_predict_fn_t)(const rcoll_algo_ctx_t *ctx, size_t bytes);

@@ -33,7 +33,10 @@ static void ring_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
     int n = ctx->nranks;
     ring_schedule(ctx, op, &s);
     rcoll_algo_sched_start(op, &s, ctx->link, NULL);
-    /* the rank-order ring (the host-grouped one may differ) */
+    /* the rank-order ring, where the host-grouped one differs (else those are the ring's
+     * links, connected at creation: nothing to ask for on every call) */
+    op->nwant = 0;
+    if (!ctx->ring_map) return;
     op->want[0] = (rcoll_algo_want_t){(ctx->rank + 1) % n, 1, 0};
     op->want[1] = (rcoll_algo_want_t){(ctx->rank - 1 + n) % n, 0, 1};
     op->nwant = 2;
