@@ -156,7 +156,10 @@ RCOLL_ONESHOT_HD int rcoll_os_publish(const rcoll_oneshot_args_t *a, unsigned b,
  * the peers pushed their flags here): 0 when the block may go on; else 1, the block's record
  * in a->err saying why.  The peer's abort word (in the peer's memory: a load over the link)
  * and the deadline are looked at every 32nd look at its flag only (the flag's load is the
- * hot one), so never before a full poll interval; and a deadline that has passed is a
+ * hot one), so never before a full poll interval.  A peer that published another call's flag
+ * and then stopped between the look at its flag and the one at its abort word is named as a
+ * mismatch, not as stopped: the flag is looked at once more after the abort word.  And a
+ * deadline that has passed is a
  * timeout only if the flag, looked at once more after the clock, still says wait: a block held between its last look and the clock (a
  * thread descheduled, a block off a time-sliced GPU) must not time out a peer that arrived
  * meanwhile. */
@@ -175,7 +178,13 @@ RCOLL_ONESHOT_HD int rcoll_os_wait(const rcoll_oneshot_args_t *a, unsigned b, un
             RCOLL_OS_PAUSE(spins);
             if (spins % 32) continue;
             const uint64_t ab = rcoll_os_ld_acquire(pa);
-            if (ab) return rcoll_os_stop(a, b, RCOLL_ONESHOT_ABORTED, p, ab);
+            if (ab) { /* the peer stopped; its flag, looked at again, may say why */
+                const uint64_t g = rcoll_os_ld_acquire(pf);
+                const int w = rcoll_os_judge(g, a->flag);
+                if (w == RCOLL_OS_MET) break; /* it met this block first */
+                if (w == RCOLL_OS_OTHER) return rcoll_os_stop(a, b, RCOLL_ONESHOT_MISMATCH, p, g);
+                return rcoll_os_stop(a, b, RCOLL_ONESHOT_ABORTED, p, ab);
+            }
             if (RCOLL_OS_NOW_NS() - start <= a->timeout_ns) continue;
             const uint64_t g = rcoll_os_ld_acquire(pf); /* the last look */
             const int w = rcoll_os_judge(g, a->flag);

@@ -680,6 +680,46 @@ static void case_deadline(void)
     for (int r = 0; r < 2; r++) free(e_ws[r]);
 }
 
+/* ---- (f) a peer that publishes and stops between two looks (one thread, the peer words) ----
+ * The peer's flag appears, and its abort word is set, while the block pauses after a look at
+ * the flag that said "wait": the block's next look is at the abort word.  Another call's flag
+ * is then named as the mismatch it is (the stop only followed from it), and this call's
+ * flag lets the block go on (it met this rank before it stopped). */
+static uint64_t f_abort;
+static void f_on_pause(unsigned spins)
+{
+    if (spins != 32) return;
+    e_push(e_peer_flag);
+    __atomic_store_n(&e_ws[1][RCOLL_ONESHOT_ABORT / 8], f_abort, __ATOMIC_RELEASE);
+}
+
+static void case_stop_after_publish(void)
+{
+    rcoll_oneshot_err_t err;
+    int stop;
+    for (int r = 0; r < 2; r++) e_ws[r] = aligned_alloc(64, RCOLL_ONESHOT_HDR);
+    e_flag = 7ull << 32 | SIG;
+    for (int same = 0; same <= 1; same++) {
+        e_reset();
+        e_peer_flag = same ? e_flag : 7ull << 32 | OTHER_SIG;
+        f_abort = e_peer_flag;
+        fake.on = 1;
+        fake.step = 1; /* the deadline (1 s) never passes */
+        fake.on_pause = f_on_pause;
+        e_meet(1000000000ull, &err, &stop);
+        if (same)
+            CHECK(!stop, "the peer met this call, then stopped: stopped (code %u peer %d)",
+                  err.code, err.peer);
+        else
+            CHECK(stop && err.code == RCOLL_ONESHOT_MISMATCH && err.peer == 1 &&
+                      err.flag == e_peer_flag,
+                  "another call, then the peer's stop: stop %d code %u peer %d (a mismatch "
+                  "naming rank 1 expected)", stop, err.code, err.peer);
+    }
+    fake.on = 0;
+    for (int r = 0; r < 2; r++) free(e_ws[r]);
+}
+
 int main(int argc, char **argv)
 {
     const char *s = getenv("ONESHOT_PROTO_SEED");
@@ -696,5 +736,6 @@ int main(int argc, char **argv)
     check_case("a rank that never arrives", case_absent);
     check_case("a rank that aborts mid-call", case_abort);
     check_case("the deadline never fires early", case_deadline);
+    check_case("a peer that publishes and stops between two looks", case_stop_after_publish);
     return check_summary();
 }
