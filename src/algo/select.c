@@ -183,7 +183,23 @@ double rcoll_algo_predict(const rcoll_algo_ctx_t *ctx, rcoll_allreduce_alg_t a, 
         double x0 = rcoll_algos[a]->predict(ctx, (size_t)f->bytes[0]);
         if (x0 > 0 && isfinite(x0)) return f->us[0] * x / x0;
     }
-    if (f->npoints) return rcoll_algo_fit_eval(f, bytes);
+    if (f->npoints) {
+        /* Above the last point, an algorithm whose cost is the path's (it names no probe
+         * sizes of its own: the constants describe it) costs no less a byte than its formula
+         * says with the measured constants: the last segment's slope was measured where
+         * latency still counts, and the bytes must still cross the path (recursive doubling
+         * over TCP, 4 ranks: 0.77 us a KiB from 32 KiB to 1 MiB, 2.5 us a KiB above; its
+         * formula gives ~3).  The others' formulas are not that exact (two-shot's over
+         * shared memory is 2x its measured slope). */
+        double y = rcoll_algo_fit_eval(f, bytes);
+        double last = f->bytes[f->npoints - 1];
+        if ((double)bytes > last && !rcoll_algos[a]->probe_bytes[0]) {
+            double xl = rcoll_algos[a]->predict(ctx, (size_t)last);
+            if (isfinite(xl) && x > xl && f->us[f->npoints - 1] + (x - xl) > y)
+                y = f->us[f->npoints - 1] + (x - xl);
+        }
+        return y;
+    }
     return rcoll_algos[a]->calibrated ? HUGE_VAL : x;
 }
 

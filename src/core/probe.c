@@ -105,7 +105,7 @@ static int formula_choice(const rcoll_algo_ctx_t *ctx, size_t bytes)
     for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
         double x = rcoll_algos[a]->predict(ctx, bytes);
         if (isinf(x)) continue;
-        if (ctx->fit[a].npoints) x = rcoll_algo_fit_eval(&ctx->fit[a], bytes);
+        if (ctx->fit[a].npoints) x = rcoll_algo_predict(ctx, (rcoll_allreduce_alg_t)a, bytes);
         if (x < best_t) best_t = x, best = a;
     }
     return best;

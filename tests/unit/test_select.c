@@ -377,6 +377,43 @@ int main(void)
                   near(rcoll_algo_predict(&rc, RCOLL_ALG_RING, 8), 3 * f64),
               "one measured point: 3x the formula at 64 B is 3x the formula at 1 MiB too");
     }
+    /* Above the last point an algorithm that names no probe sizes (its cost is the path's)
+     * costs no less a byte than its formula with the measured constants: recursive doubling
+     * over TCP measured cheap up to 1 MiB is not extrapolated cheaper than the ring past it
+     * (it cost 1.4-1.8x the ring at 8-32 MiB on 4 ranks).  One that names its own sizes
+     * keeps its measured slope (two-shot's formula over shared memory is 2x its real
+     * slope; taking it made auto run cma, 2.1x slower, on 4 ranks). */
+    {
+        rcoll_algo_ctx_t rc = {.nranks = 4, .nhosts = 1, .ppn = 4, .all_shm = 0, .tuning = &t,
+                               .forced = RCOLL_ALG_AUTO, .last_alg = -1};
+        const rcoll_allreduce_alg_t rd = RCOLL_ALG_RD, ring = RCOLL_ALG_RING;
+        const double M = 1048576, big = 32 * M;
+        /* the probe's picture over TCP: doubling cheaper at every point, flatter slopes */
+        rc.fit[rd] = (rcoll_algo_fit_t){.npoints = 3, .bytes = {64, 32768, M},
+                                        .us = {40, 55, 0.5 * rcoll_algos[rd]->predict(&rc, M)}};
+        rc.fit[ring] = (rcoll_algo_fit_t){.npoints = 3, .bytes = {64, 32768, M},
+                                          .us = {70, 240, rcoll_algos[ring]->predict(&rc, M)}};
+        double lin = rcoll_algo_fit_eval(&rc.fit[rd], (size_t)big);
+        double floor_rd = rc.fit[rd].us[2] + rcoll_algos[rd]->predict(&rc, (size_t)big) -
+                          rcoll_algos[rd]->predict(&rc, (size_t)M);
+        CHECK(floor_rd > lin && near(rcoll_algo_predict(&rc, rd, (size_t)big), floor_rd),
+              "past the last point: the formula's growth (%.1f us), not the last slope "
+              "(%.1f us)", floor_rd, lin);
+        CHECK(near(rcoll_algo_predict(&rc, rd, (size_t)M / 2),
+                   rcoll_algo_fit_eval(&rc.fit[rd], (size_t)M / 2)),
+              "within the points: the measured curve");
+        CHECK(rcoll_algo_model(&rc, (size_t)M, NULL) == rd &&
+                  rcoll_algo_model(&rc, (size_t)big, NULL) == ring,
+              "doubling where measured cheaper (1 MiB), the ring at 32 MiB (%s)",
+              rcoll_alg_names[rcoll_algo_model(&rc, (size_t)big, NULL)]);
+        /* two-shot names its own probe sizes: its measured slope stays */
+        mc.fit[RCOLL_ALG_TWOSHOT] = (rcoll_algo_fit_t){.npoints = 2, .bytes = {64, M},
+                                                       .us = {1, 2}};
+        CHECK(rcoll_algos[RCOLL_ALG_TWOSHOT]->probe_bytes[0] &&
+                  near(rcoll_algo_predict(&mc, RCOLL_ALG_TWOSHOT, (size_t)big),
+                       rcoll_algo_fit_eval(&mc.fit[RCOLL_ALG_TWOSHOT], (size_t)big)),
+              "an algorithm with its own probe sizes: its last slope, not its formula");
+    }
     mc.forced = RCOLL_ALG_CMA;
     memset(mc.fit, 0, sizeof(mc.fit));
     rcoll_algo_choose_reset(&mc);
