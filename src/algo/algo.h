@@ -114,6 +114,12 @@ typedef struct rcoll_algo_ctx {
     size_t chunk_bytes;           /* staging slot: the largest pipeline chunk */
     int chunk_fixed;              /* RCOLL_CHUNK_SIZE given: chunk_bytes, not the model's */
     const rcoll_tuning_t *tuning; /* the cost model's constants */
+    /* The configured constants (not the probe's) that pipeline chunks are cut by: a forced
+     * algorithm and the same one chosen by auto run the same schedule.  The probe's alpha
+     * and beta are a whole call's steps (wake-ups, a busy CPU), not a chunk's cost in a
+     * stream: chunks cut by them made auto's ring over TCP 1.2-2.5x slower than the forced
+     * ring (docs/benchmarks.md, "Selector check"). */
+    const rcoll_tuning_t *chunk_tuning;
     rcoll_algo_fit_t fit[RCOLL_ALG_COUNT]; /* measured lines (the probe's; none: the model) */
     rcoll_allreduce_alg_t forced; /* RCOLL_ALGO, parsed once (rcoll_algo_parse) */
     /* rcoll_algo_choose's memory: the last choice and what was logged per size class. */

@@ -75,16 +75,16 @@ static double tree_predict(const rcoll_algo_ctx_t *ctx, size_t bytes)
            S * ctx->tuning->gamma_us_per_b;
 }
 
-/* Elements per pipeline chunk of algorithm a: the model's (rcoll_select_chunk) unless
- * RCOLL_CHUNK_SIZE fixed it. */
+/* Elements per pipeline chunk of algorithm a: the model's (rcoll_select_chunk, with the
+ * configured constants) unless RCOLL_CHUNK_SIZE fixed it. */
 static size_t flat_chunk(const rcoll_algo_ctx_t *ctx, rcoll_allreduce_alg_t a,
                          const rcoll_algo_op_t *op)
 {
     size_t esize = rcoll_dt_size(op->dt);
+    const rcoll_tuning_t *t = ctx->chunk_tuning ? ctx->chunk_tuning : ctx->tuning;
     size_t bytes = ctx->chunk_fixed ? ctx->chunk_bytes
-                                    : rcoll_select_chunk(ctx->tuning, a, ctx->nranks,
-                                                         op->count * esize, ctx->all_shm,
-                                                         ctx->chunk_bytes);
+                                    : rcoll_select_chunk(t, a, ctx->nranks, op->count * esize,
+                                                         ctx->all_shm, ctx->chunk_bytes);
     return bytes / esize;
 }
 

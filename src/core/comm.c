@@ -209,6 +209,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->hostseg.fd = -1;
     c->probe_alg = -1;
     c->algo.tuning = &c->tuning;
+    c->algo.chunk_tuning = &c->tuning_conf;
     c->algo.last_alg = -1;
     c->algo.forced = rcoll_algo_forced(&cfg->alg);
     for (int k = 0; k < RCOLL_COLL_COUNT; k++)
@@ -221,6 +222,7 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
             return st;
         }
     }
+    c->tuning_conf = c->tuning;
     *comm_p = c;
     return RCOLL_OK;
 }

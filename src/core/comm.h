@@ -167,6 +167,8 @@ struct rcoll_comm {
     rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
     rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
     rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
+    rcoll_tuning_t tuning_conf; /* the configured constants (defaults or RCOLL_TUNING_FILE),
+                                 * before the probe: what the pipeline chunks are cut by */
     int all_shm;            /* every peer is reached over shared memory */
     int bs_ranks;           /* rank r is member r of the bootstrap (not a reordering split) */
     int probe_alg;          /* >= 0: the tuning probe forces this all-reduce algorithm */

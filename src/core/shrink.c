@@ -160,6 +160,7 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
     else if (st != RCOLL_OK)
         goto fail;
     c->tuning = comm->tuning; /* the old communicator's constants: same machines, same paths */
+    c->tuning_conf = comm->tuning_conf;
     rcoll_status_t jst = rcoll_family_join(c, comm->family);
     if (jst != RCOLL_OK) {
         st = jst;

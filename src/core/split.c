@@ -104,6 +104,7 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
     for (int i = 0; i < size && c->bs_ranks; i++) c->bs_ranks = members[i].rank == i;
     st = rcoll_comm_links(c, rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9));
     c->tuning = comm->tuning; /* the parent's measured constants: same machine, same paths */
+    c->tuning_conf = comm->tuning_conf;
     /* and its measured curves where they describe this communicator too: the same ranks (a
      * dup, or a split that keeps everyone) reached the same way.  Otherwise none: the child
      * chooses from the formulas, and an algorithm that must be measured is not chosen. */

@@ -15,6 +15,7 @@
 #include "algo/oneshot.h"
 #include "algo/reduce.h"
 #include "algo/twoshot.h"
+#include "algo/sched.h"
 #include "algo/select.h"
 #include "util/status.h"
 #include "check.h"
@@ -413,6 +414,27 @@ int main(void)
                   near(rcoll_algo_predict(&mc, RCOLL_ALG_TWOSHOT, (size_t)big),
                        rcoll_algo_fit_eval(&mc.fit[RCOLL_ALG_TWOSHOT], (size_t)big)),
               "an algorithm with its own probe sizes: its last slope, not its formula");
+    }
+    /* Pipeline chunks are cut by the configured constants (chunk_tuning), not the probe's:
+     * the forced ring and the ring auto chose run the same schedule. */
+    {
+        rcoll_tuning_t probed = t;
+        probed.net.alpha_us = t.net.alpha_us * 4;
+        probed.net.beta_us_per_b = t.net.beta_us_per_b * 9;
+        size_t want = rcoll_select_chunk(&t, RCOLL_ALG_RING, 4, (size_t)8 << 20, 0, 1 << 20);
+        CHECK(want != rcoll_select_chunk(&probed, RCOLL_ALG_RING, 4, (size_t)8 << 20, 0, 1 << 20),
+              "the two sets of constants cut different chunks (else this checks nothing)");
+        rcoll_algo_ctx_t cc = {.nranks = 4, .nhosts = 1, .ppn = 4, .all_shm = 0,
+                               .tuning = &probed, .chunk_tuning = &t, .chunk_bytes = 1 << 20,
+                               .forced = RCOLL_ALG_AUTO, .last_alg = -1};
+        rcoll_algo_op_t op;
+        memset(&op, 0, sizeof(op));
+        op.count = ((size_t)8 << 20) / 4;
+        op.dt = RCOLL_FLOAT32;
+        rcoll_sched_t sc;
+        rcoll_algos[RCOLL_ALG_RING]->schedule(&cc, &op, &sc);
+        CHECK(sc.chunk * 4 == want, "ring schedule's chunk %zu B, the configured constants' "
+              "%zu B", sc.chunk * 4, want);
     }
     mc.forced = RCOLL_ALG_CMA;
     memset(mc.fit, 0, sizeof(mc.fit));
