@@ -354,6 +354,14 @@ rcoll_allreduce_alg_t rcoll_select_allreduce_hosts(const rcoll_tuning_t *t, int 
     return rcoll_algo_model(&c, bytes, predicted_us);
 }
 
+/* Recursive doubling over a network: chunks of at most this.  Each exchange sends two chunks
+ * ahead of its receives on both partners; with the 1 MiB slot that kept 2 MiB in each
+ * socket, the kernel grew the connections' buffers, and from then on every doubling call on
+ * them ran slower: over TCP on this VM a 256 KiB all-reduce on 2 ranks went from 80 to
+ * 103-135 us after a few 2 MiB ones, 8 MiB ones took 3.4 ms against the ring's 2.6.  With
+ * 256 KiB chunks neither happens (80 us before and after; 8 MiB 2.7 ms). */
+#define RD_NET_CHUNK ((size_t)256 << 10)
+
 size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int n, size_t bytes,
                           int shm, size_t max_chunk)
 {
@@ -366,6 +374,8 @@ size_t rcoll_select_chunk(const rcoll_tuning_t *t, rcoll_allreduce_alg_t a, int 
     } else if (a == RCOLL_ALG_TREE) {
         depth = 2.0 * rcoll_dbtree_depth(n);
         lane = (double)bytes / 2;
+    } else if (a == RCOLL_ALG_RD && !shm) {
+        return max_chunk < RD_NET_CHUNK ? max_chunk : RD_NET_CHUNK;
     } else {
         return max_chunk;
     }

@@ -194,6 +194,14 @@ int main(void)
 #undef PIPE
                     chunks++;
                 }
+    /* Doubling over a network: chunks of at most 256 KiB (1 MiB ones, two ahead on each
+     * partner, grew the TCP buffers and slowed every later call); over shared memory the
+     * slot. */
+    CHECK(rcoll_select_chunk(&t, RCOLL_ALG_RD, 2, (size_t)8 << 20, 0, (size_t)1 << 20) ==
+                  ((size_t)256 << 10) &&
+              rcoll_select_chunk(&t, RCOLL_ALG_RD, 2, (size_t)8 << 20, 1, (size_t)1 << 20) ==
+                  ((size_t)1 << 20),
+          "doubling's chunk: 256 KiB over the network, the slot over shared memory");
     CHECK(rcoll_select_chunk(&t, RCOLL_ALG_RD, 4, 1 << 20, 0, 12345) == 12345 &&
               rcoll_select_chunk(&t, RCOLL_ALG_RING, 4, 1 << 20, 0, 1000) == 1000,
           "chunk: unpipelined algorithms and tiny maxima get the maximum");
