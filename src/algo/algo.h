@@ -82,7 +82,7 @@ typedef struct rcoll_tuning rcoll_tuning_t; /* algo/select.h */
  * its microseconds at the sizes its ops name (probe_bytes), joined by straight lines, flat
  * below the first and continued with the last segment's slope above the last.  Replaces the
  * model's formula for that algorithm where the formula applies. */
-#define RCOLL_ALGO_PROBE_POINTS 3
+#define RCOLL_ALGO_PROBE_POINTS 4
 typedef struct {
     int npoints; /* 0: not measured */
     double bytes[RCOLL_ALGO_PROBE_POINTS], us[RCOLL_ALGO_PROBE_POINTS];

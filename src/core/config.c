@@ -63,7 +63,7 @@ static const rcoll_knob_t core_knobs[] = {
              "net_alpha_us, net_beta_gbps, reduce_gbps); rcoll-info --tuning shows the model"),
     KNOB("RCOLL_TUNING_PROBE", "1", INT, tuning_probe, 0, 1,
          "1: measure the cost model's alpha/beta/gamma, and every all-reduce algorithm auto "
-         "may choose, at communicator creation (2-30 ms; skipped when RCOLL_TUNING_FILE is set "
+         "may choose, at communicator creation (2-50 ms; skipped when RCOLL_TUNING_FILE is set "
          "or RCOLL_ALGO forces the algorithm); 0: built-in constants and formulas"),
     KNOB("RCOLL_TUNING_REUSE", "1", INT, tuning_reuse, 0, 1,
          "1: a communicator of the same shape (ranks, hosts, paths) as one this process "

@@ -44,14 +44,16 @@
  * the best (smallest), or with median = 1 the median, which one slow run (a rank descheduled
  * on a busy machine) does not move. */
 static rcoll_status_t time_allreduce_how(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
-                                         size_t bytes, int reps, int median, double *out_us)
+                                         size_t bytes, int reps, int median, int warm,
+                                         double *out_us)
 {
     double t[MAX_REPS];
     if (reps > MAX_REPS) reps = MAX_REPS;
     c->probe_alg = (int)a;
-    /* a warm-up, which also lines the ranks up */
-    rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4, RCOLL_FLOAT32,
-                                       RCOLL_SUM, 0);
+    /* a warm-up, which also lines the ranks up (warm = 0: the caller's previous call did) */
+    rcoll_status_t st = warm ? rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4,
+                                              RCOLL_FLOAT32, RCOLL_SUM, 0)
+                             : RCOLL_OK;
     int n = 0;
     for (; n < reps && st == RCOLL_OK; n++) {
         uint64_t t0 = rcoll_now_ns();
@@ -71,24 +73,25 @@ static rcoll_status_t time_allreduce_how(rcoll_comm_t c, rcoll_allreduce_alg_t a
 static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
                                      size_t bytes, int reps, double *best_us)
 {
-    return time_allreduce_how(c, a, buf, bytes, reps, 0, best_us);
+    return time_allreduce_how(c, a, buf, bytes, reps, 0, 1, best_us);
 }
 
-/* Where no algorithm names its own sizes: latency, the middle, bandwidth.  Not larger: with
- * 4 or 8 MiB points over TCP the probed communicator's later 128 KiB-2 MiB recursive-doubling
- * all-reduces ran 1.3-1.8x slower than a fresh one's (docs/benchmarks.md, "Selector check"),
- * and each such point costs milliseconds at every creation. */
+/* Where no algorithm names its own sizes: latency, the middle, bandwidth, and over a network
+ * past a megabyte, where recursive doubling's and the ring's growth part (over TCP on 2 ranks
+ * doubling costs 0.45 us a KiB past 2 MiB, the ring 0.27; below 1 MiB both less). */
 static const size_t default_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 << 10,
-                                                                (size_t)1 << 20};
+                                                                (size_t)1 << 20, (size_t)4 << 20};
+#define SHM_MAX_POINT ((size_t)1 << 20) /* over shared memory: to 1 MiB (its cost) */
 
 /* Algorithm a's probe sizes here (returns how many): its ops' or the default, none larger
  * than cap. */
-static int probe_points(int a, size_t cap, size_t *pts)
+static int probe_points(int a, size_t cap, int shm, size_t *pts)
 {
     const rcoll_algo_ops_t *ops = rcoll_algos[a];
     const size_t *src = ops->probe_bytes[0] ? ops->probe_bytes : default_points;
     int n = 0;
     for (int k = 0; k < RCOLL_ALGO_PROBE_POINTS && src[k] >= 4; k++) {
+        if (src == default_points && shm && src[k] > SHM_MAX_POINT) break;
         size_t b = src[k] & ~(size_t)3;
         if (b > cap) b = cap;
         if (n && b <= pts[n - 1]) continue;
@@ -127,7 +130,7 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
     for (int a = 0; a < RCOLL_ALG_COUNT; a++) ctx->fit[a].npoints = 0;
     float *buf = NULL;
     size_t buf_bytes = 0;
-    char line[400];
+    char line[640];
     size_t len = 0;
     line[0] = '\0';
     rcoll_status_t st = RCOLL_OK;
@@ -143,7 +146,7 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
         int np[RCOLL_ALG_COUNT];
         memset(t, 0, sizeof(t));
         for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
-            np[a] = want[a] ? probe_points(a, cap, pts[a]) : 0;
+            np[a] = want[a] ? probe_points(a, cap, c->all_shm, pts[a]) : 0;
             if (np[a] && pts[a][np[a] - 1] > buf_bytes) buf_bytes = pts[a][np[a] - 1];
         }
         free(buf);
@@ -160,8 +163,12 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
                 if (k >= np[a]) continue;
                 /* small sizes: the best of many (cheap); large ones: the median of three */
                 int small = pts[a][k] <= PROBE_BYTES / 8;
+                /* past a megabyte (over a network): the best of two, no warm-up (its
+                 * previous point warmed the algorithm; each run costs milliseconds) */
+                int huge = pts[a][k] > SHM_MAX_POINT;
                 st = time_allreduce_how(c, (rcoll_allreduce_alg_t)a, buf, pts[a][k],
-                                        small ? ALPHA_REPS : 3, !small, &lvl[a]);
+                                        small ? ALPHA_REPS : huge ? 2 : 3, !small && !huge,
+                                        !huge, &lvl[a]);
                 any = 1;
             }
             if (!any) break;
