@@ -161,14 +161,16 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
             int any = 0;
             for (int a = 0; a < RCOLL_ALG_COUNT && st == RCOLL_OK; a++) {
                 if (k >= np[a]) continue;
-                /* small sizes: the best of many (cheap); large ones: the median of three */
+                /* small sizes: the best of many (cheap); large ones: the best of five (the
+                 * median of three moved with two slow runs: two-shot at 1 MiB over shared
+                 * memory read 50-81 us, and auto ran the ring, 1.5x slower, in 3 of 12
+                 * creations); past a megabyte (over a network): the best of two, no
+                 * warm-up (the previous point warmed the algorithm; each run costs
+                 * milliseconds) */
                 int small = pts[a][k] <= PROBE_BYTES / 8;
-                /* past a megabyte (over a network): the best of two, no warm-up (its
-                 * previous point warmed the algorithm; each run costs milliseconds) */
                 int huge = pts[a][k] > SHM_MAX_POINT;
                 st = time_allreduce_how(c, (rcoll_allreduce_alg_t)a, buf, pts[a][k],
-                                        small ? ALPHA_REPS : huge ? 2 : 3, !small && !huge,
-                                        !huge, &lvl[a]);
+                                        small ? ALPHA_REPS : huge ? 2 : 5, 0, !huge, &lvl[a]);
                 any = 1;
             }
             if (!any) break;
