@@ -596,14 +596,15 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
     size_t n;
     const rcoll_transport_ops_t *const *list = rcoll_transport_list(&n);
     /* the knobs are enums: their names are looked up once here, compared as pointers below */
-    const char *forced_name = rcoll_cfg_transport_names[c->cfg.transport];
-    int forced = c->cfg.transport != RCOLL_CFG_TRANSPORT_AUTO, found = 0;
+    const char *forced_name = rcoll_transport_names[c->cfg.transport];
+    int forced = c->cfg.transport != RCOLL_CFG_AUTO, found = 0;
     const rcoll_transport_ops_t *forced_tp = forced ? rcoll_transport_find(forced_name) : NULL;
     if (forced && !forced_tp)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s' names no transport "
-                             "built into rcoll (rcoll-info lists them)", forced_name);
-    const char *net = rcoll_cfg_net_names[c->cfg.net];
-    int net_auto = c->cfg.net == RCOLL_CFG_NET_AUTO;
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_TRANSPORT='%s': this rcoll was "
+                             "built without that transport (rcoll-info lists the built ones)",
+                             forced_name);
+    const char *net = rcoll_net_names[c->cfg.net];
+    int net_auto = c->cfg.net == RCOLL_CFG_AUTO;
     const rcoll_transport_ops_t *net_tp = net_auto ? NULL : rcoll_transport_find(net);
     rcoll_status_t st = RCOLL_OK;
     /* the rank's GPU: the device of the CUDA context current in this thread, if any */
@@ -820,8 +821,12 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     /* Each rank's own settings may differ (RCOLL_SHM_DISABLE on some ranks only): agree
      * first, so that every rank runs the same collectives below. */
     rcoll_allreduce_alg_t forced = c->algo.forced;
-    int32_t want = !c->cfg.shm_disable && (c->cfg.transport == RCOLL_CFG_TRANSPORT_AUTO ||
-                                           c->cfg.transport == RCOLL_CFG_TRANSPORT_SHM);
+    /* shared memory allowed: auto, or a forced transport of one host */
+    const rcoll_transport_ops_t *forced_tp =
+        c->cfg.transport == RCOLL_CFG_AUTO
+            ? NULL : rcoll_transport_find(rcoll_transport_names[c->cfg.transport]);
+    int32_t want = !c->cfg.shm_disable &&
+                   (c->cfg.transport == RCOLL_CFG_AUTO || (forced_tp && forced_tp->host_local));
     /* Without one- and two-shot (RCOLL_ALGO forces another) the segment holds only the call
      * signatures (core/sig.h). */
     int algs = forced == RCOLL_ALG_AUTO || rcoll_algos[forced]->uses_hostseg;

@@ -7,16 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "core/config.h"
-#include "transport/ncclnet.h"
-#include "transport/shm.h"
-#include "transport/tcp.h"
-#include "transport/verbs_config.h"
 #include "util/log.h"
 #include "util/status.h"
-
-const char *const rcoll_cfg_transport_names[] = {"auto", "shm", "verbs", "tcp", "plugin", NULL};
-const char *const rcoll_cfg_net_names[] = {"auto", "verbs", "tcp", "plugin", NULL};
 
 #define KNOB_STR(name, def, field, help) RCOLL_KNOB_STR(rcoll_config_t, name, def, field, help)
 #define KNOB(name, def, kind, field, lo, hi, help) \
@@ -70,10 +65,11 @@ static const rcoll_knob_t core_knobs[] = {
          "probed before takes that probe's measurements (every rank must have them) instead "
          "of measuring again; 0: every creation measures"),
     RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_TRANSPORT", "auto", transport,
-                       rcoll_cfg_transport_names,
+                       rcoll_transport_names,
                        "transport between all ranks: auto (shared memory on one host, else the "
-                       "network transport of RCOLL_NET), shm, verbs, tcp or plugin (the NCCL "
-                       "net plugin of RCOLL_NET_PLUGIN, for every peer)"),
+                       "network transport of RCOLL_NET), or one transport for every peer by its "
+                       "name (the registry's, listed below; plugin: the NCCL net plugin of "
+                       "RCOLL_NET_PLUGIN)"),
     KNOB("RCOLL_SHM_DISABLE", "0", INT, shm_disable, 0, 1,
          "1: ranks on one host talk over the network transport instead of shared memory"),
     KNOB("RCOLL_CMA", "1", INT, cma, 0, 1,
@@ -83,11 +79,11 @@ static const rcoll_knob_t core_knobs[] = {
     KNOB_STR("RCOLL_HOST_ID", "", host_id,
              "this rank's host identity (ranks with equal ids are one host: shared memory, one "
              "ring segment); default: hostname, boot id and network namespace"),
-    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_NET", "auto", net, rcoll_cfg_net_names,
-                       "network transport between hosts: auto (the NCCL net plugin of "
-                       "RCOLL_NET_PLUGIN when set and usable, else verbs when an active RDMA "
-                       "port exists, else tcp), verbs (fail when none), tcp or plugin (fail "
-                       "when RCOLL_NET_PLUGIN cannot be used)"),
+    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_NET", "auto", net, rcoll_net_names,
+                       "network transport between hosts: auto (the first of the registry's "
+                       "network transports that works here: the NCCL net plugin of "
+                       "RCOLL_NET_PLUGIN when set, verbs when an active RDMA port exists, "
+                       "tcp), or one by its name, which fails when it cannot work here"),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, netif, rcoll_net_config_table),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, conn, rcoll_transport_config_table),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, topo, rcoll_topo_config_table),
@@ -96,19 +92,35 @@ static const rcoll_knob_t core_knobs[] = {
 const rcoll_config_table_t rcoll_core_config_table =
     RCOLL_CONFIG_TABLE("core", core_knobs, rcoll_config_t);
 
-/* Lower layers first: the order rcoll-info -c prints them in. */
-static const rcoll_config_table_t *const all_tables[] = {
-    &rcoll_log_config_table,   &rcoll_net_config_table, &rcoll_gpu_config_table,
-    &rcoll_topo_config_table,
-    &rcoll_transport_config_table, &rcoll_shm_config_table, &rcoll_tcp_config_table,
-    &rcoll_vrb_config_table,    &rcoll_ncclnet_config_table, &rcoll_algo_config_table,
-    &rcoll_core_config_table,
-};
-#define NTABLES (sizeof(all_tables) / sizeof(all_tables[0]))
+/* Lower layers first: the order rcoll-info -c prints them in; the transports' tables are the
+ * registry's (transport/registry.c). */
+#define MAX_TABLES 32
+static const rcoll_config_table_t *all_tables[MAX_TABLES];
+static size_t ntables;
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void add_table(const rcoll_config_table_t *t)
+{
+    if (ntables < MAX_TABLES) all_tables[ntables++] = t;
+}
+
+static void list_tables(void)
+{
+    add_table(&rcoll_log_config_table);
+    add_table(&rcoll_net_config_table);
+    add_table(&rcoll_gpu_config_table);
+    add_table(&rcoll_topo_config_table);
+    size_t n;
+    const rcoll_config_table_t *const *tp = rcoll_transport_config_tables(&n);
+    for (size_t i = 0; i < n; i++) add_table(tp[i]);
+    add_table(&rcoll_algo_config_table);
+    add_table(&rcoll_core_config_table);
+}
 
 const rcoll_config_table_t *const *rcoll_config_tables(size_t *count)
 {
-    *count = NTABLES;
+    pthread_once(&tables_once, list_tables);
+    *count = ntables;
     return all_tables;
 }
 
@@ -119,18 +131,20 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
     rcoll_status_t st = rcoll_config_parse(&rcoll_log_config_table, &log);
     /* the other modules' knobs are parsed when used; checking them here makes a bad value
      * fail every communicator's creation, not just the one that starts that module */
-    for (size_t i = 0; i < NTABLES && st == RCOLL_OK; i++) {
-        if (all_tables[i] == &rcoll_log_config_table || all_tables[i] == &rcoll_core_config_table)
+    size_t nt;
+    const rcoll_config_table_t *const *tables = rcoll_config_tables(&nt);
+    for (size_t i = 0; i < nt && st == RCOLL_OK; i++) {
+        if (tables[i] == &rcoll_log_config_table || tables[i] == &rcoll_core_config_table)
             continue;
-        void *scratch = malloc(all_tables[i]->size);
-        st = scratch ? rcoll_config_parse(all_tables[i], scratch)
+        void *scratch = malloc(tables[i]->size);
+        st = scratch ? rcoll_config_parse(tables[i], scratch)
                      : rcoll_err_set(RCOLL_ERR_NO_MEMORY, "no memory to check the knobs");
         free(scratch);
     }
     if (st == RCOLL_OK) st = rcoll_config_parse(&rcoll_core_config_table, &tmp);
     if (st != RCOLL_OK) return st;
     rcoll_log_configure(&log);
-    rcoll_config_warn_unknown(all_tables, NTABLES);
+    rcoll_config_warn_unknown(tables, nt);
     *cfg = tmp;
     return RCOLL_OK;
 }

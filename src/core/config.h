@@ -15,23 +15,9 @@
 #include "util/config.h"
 #include "util/net.h"
 
-/* RCOLL_TRANSPORT values; the names are those of the built-in transports. */
-typedef enum {
-    RCOLL_CFG_TRANSPORT_AUTO,
-    RCOLL_CFG_TRANSPORT_SHM,
-    RCOLL_CFG_TRANSPORT_VERBS,
-    RCOLL_CFG_TRANSPORT_TCP,
-    RCOLL_CFG_TRANSPORT_PLUGIN /* the NCCL net plugin of RCOLL_NET_PLUGIN (transport/ncclnet.c) */
-} rcoll_cfg_transport_t;
-/* RCOLL_NET values; "plugin" is the transport of that name (an external NCCL net plugin). */
-typedef enum {
-    RCOLL_CFG_NET_AUTO,
-    RCOLL_CFG_NET_VERBS,
-    RCOLL_CFG_NET_TCP,
-    RCOLL_CFG_NET_PLUGIN
-} rcoll_cfg_net_t;
-extern const char *const rcoll_cfg_transport_names[]; /* by rcoll_cfg_transport_t */
-extern const char *const rcoll_cfg_net_names[];       /* by rcoll_cfg_net_t */
+/* RCOLL_TRANSPORT and RCOLL_NET hold an index into the registry's lists of names
+ * (rcoll_transport_names, rcoll_net_names: transport/transport.h); 0 is "auto". */
+#define RCOLL_CFG_AUTO 0
 
 typedef struct rcoll_config {
     /* launch (rcoll_comm_init_env) */
@@ -53,14 +39,14 @@ typedef struct rcoll_config {
     char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
     int tuning_probe;  /* 1: measure the constants at communicator creation */
     int tuning_reuse;  /* 1: reuse this process's measurements of the same shape */
-    int transport;     /* rcoll_cfg_transport_t */
+    int transport;     /* RCOLL_TRANSPORT: index in rcoll_transport_names */
     int shm_disable;   /* 1: never use shared memory between local ranks */
     int cma;           /* 1: cross-memory attach between local ranks where it works */
     char host_id[RCOLL_CFG_STR_MAX]; /* "" = hostname + boot id + network namespace */
     /* Not a knob: the caller's name for the communicator (rcoll_comm_config_t; "" = none),
      * shown in its log lines; children of split/dup inherit it with the rest. */
     char comm_name[64];
-    int net;           /* network transport between hosts: rcoll_cfg_net_t */
+    int net;           /* RCOLL_NET, between hosts: index in rcoll_net_names */
     /* knobs of lower layers the core uses too (declared there, embedded here) */
     rcoll_net_config_t netif;      /* RCOLL_SOCKET_IFNAME: bootstrap address */
     rcoll_transport_config_t conn; /* RCOLL_BUFFSIZE: staging per peer */

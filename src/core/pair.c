@@ -13,20 +13,20 @@ int rcoll_pair_allowed(const rcoll_config_t *cfg, const rcoll_transport_ops_t *t
 {
     char scratch[8];
     if (!why || !len) why = scratch, len = sizeof(scratch);
-    if (cfg->transport != RCOLL_CFG_TRANSPORT_AUTO) { /* forced: that one, nothing else */
+    if (cfg->transport != RCOLL_CFG_AUTO) { /* forced: that one, nothing else */
         const rcoll_transport_ops_t *forced =
-            rcoll_transport_find(rcoll_cfg_transport_names[cfg->transport]);
+            rcoll_transport_find(rcoll_transport_names[cfg->transport]);
         if (t == forced) return 1;
-        snprintf(why, len, "RCOLL_TRANSPORT=%s", rcoll_cfg_transport_names[cfg->transport]);
+        snprintf(why, len, "RCOLL_TRANSPORT=%s", rcoll_transport_names[cfg->transport]);
         return 0;
     }
     if (t->host_local && cfg->shm_disable) {
         snprintf(why, len, "RCOLL_SHM_DISABLE=1");
         return 0;
     }
-    if (!t->host_local && cfg->net != RCOLL_CFG_NET_AUTO &&
-        t != rcoll_transport_find(rcoll_cfg_net_names[cfg->net])) {
-        snprintf(why, len, "RCOLL_NET=%s", rcoll_cfg_net_names[cfg->net]);
+    if (!t->host_local && cfg->net != RCOLL_CFG_AUTO &&
+        t != rcoll_transport_find(rcoll_net_names[cfg->net])) {
+        snprintf(why, len, "RCOLL_NET=%s", rcoll_net_names[cfg->net]);
         return 0;
     }
     return 1;

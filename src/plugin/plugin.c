@@ -30,23 +30,19 @@
  * ------------------------------------------------------------------------------------------ */
 
 typedef struct {
-    int net;       /* index in pl_net_names */
-    int transport; /* index in pl_transport_names */
+    int net;       /* index in rcoll_net_names (the transport registry's), 0: auto */
+    int transport; /* index in rcoll_transport_names, 0: auto */
 } pl_config_t;
 
-/* "plugin" (rcoll over an NCCL net plugin, RCOLL_NET_PLUGIN) is the library's value for the
- * network transport rcoll loads; loaded that way, this plugin takes it as auto. */
-enum { PL_NET_AUTO, PL_NET_VERBS, PL_NET_TCP, PL_NET_PLUGIN };
-enum { PL_TP_AUTO, PL_TP_SHM, PL_TP_VERBS, PL_TP_TCP, PL_TP_PLUGIN };
-static const char *const pl_net_names[] = {"auto", "verbs", "tcp", "plugin", NULL};
-static const char *const pl_transport_names[] = {"auto", "shm", "verbs", "tcp", "plugin", NULL};
-
+/* The values are the registry's (transport/registry.c).  "plugin" (rcoll over an NCCL net
+ * plugin, RCOLL_NET_PLUGIN) is the library's value for the network transport rcoll loads;
+ * loaded that way, this plugin takes it as auto. */
 static const rcoll_knob_t pl_knobs[] = {
-    RCOLL_KNOB_ENUM_OF(pl_config_t, "RCOLL_NET", "auto", net, pl_net_names,
+    RCOLL_KNOB_ENUM_OF(pl_config_t, "RCOLL_NET", "auto", net, rcoll_net_names,
                        "NCCL plugin: network transport: auto (verbs when an active RDMA port "
                        "exists, else tcp), verbs (fail when none) or tcp; plugin (rcoll over a "
                        "net plugin: this one, loaded by rcoll) counts as auto"),
-    RCOLL_KNOB_ENUM_OF(pl_config_t, "RCOLL_TRANSPORT", "auto", transport, pl_transport_names,
+    RCOLL_KNOB_ENUM_OF(pl_config_t, "RCOLL_TRANSPORT", "auto", transport, rcoll_transport_names,
                        "NCCL plugin: verbs or tcp as RCOLL_NET when that is auto (shm does not "
                        "apply: the plugin connects hosts)"),
 };
@@ -180,18 +176,21 @@ static rcoll_status_t pl_open(const rcoll_transport_ops_t *t)
 static rcoll_status_t pl_pick(const pl_config_t *cfg)
 {
     const char *want = NULL, *knob = NULL;
-    if (cfg->net == PL_NET_PLUGIN || cfg->transport == PL_TP_PLUGIN)
+    const char *net = rcoll_net_names[cfg->net], *tp = rcoll_transport_names[cfg->transport];
+    int net_plugin = !strcmp(net, "plugin"), tp_plugin = !strcmp(tp, "plugin");
+    const rcoll_transport_ops_t *tp_ops = rcoll_transport_find(tp);
+    if (net_plugin || tp_plugin)
         pl_info("%s=plugin: rcoll loaded this plugin as its network transport; choosing as "
-                "with RCOLL_NET=auto", cfg->net == PL_NET_PLUGIN ? "RCOLL_NET" : "RCOLL_TRANSPORT");
-    if (cfg->net != PL_NET_AUTO && cfg->net != PL_NET_PLUGIN) {
-        want = pl_net_names[cfg->net];
+                "with RCOLL_NET=auto", net_plugin ? "RCOLL_NET" : "RCOLL_TRANSPORT");
+    if (cfg->net != 0 && !net_plugin) {
+        want = net;
         knob = "RCOLL_NET";
-    } else if (cfg->transport == PL_TP_VERBS || cfg->transport == PL_TP_TCP) {
-        want = pl_transport_names[cfg->transport];
+    } else if (cfg->transport != 0 && !tp_plugin && tp_ops && tp_ops->host_local) {
+        pl_warn("RCOLL_TRANSPORT=%s does not apply to the NCCL net plugin, which connects "
+                "hosts; choosing as with RCOLL_NET=auto", tp);
+    } else if (cfg->transport != 0 && !tp_plugin) {
+        want = tp;
         knob = "RCOLL_TRANSPORT";
-    } else if (cfg->transport == PL_TP_SHM) {
-        pl_warn("RCOLL_TRANSPORT=shm does not apply to the NCCL net plugin, which connects "
-                "hosts; choosing as with RCOLL_NET=auto");
     }
     if (want) {
         const rcoll_transport_ops_t *t = rcoll_transport_find(want);

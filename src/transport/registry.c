@@ -1,7 +1,9 @@
 /*
- * registry.c - the built-in transports in priority order, their once-per-process
- * initialisation (each with its own knobs, parsed here), the knobs all transports share,
- * and the shared stubs for operations a transport lacks.
+ * registry.c - the one list of transports (RCOLL_TRANSPORTS below): the names RCOLL_TRANSPORT
+ * and RCOLL_NET accept, every transport's knob table (built or not: a bad value fails at
+ * once, and rcoll-info -c lists them), the built ones in priority order; their once-per-
+ * process initialisation (each with its own knobs, parsed here), the knobs all transports
+ * share, and the shared stubs for operations a transport lacks.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -9,20 +11,102 @@
 #include <string.h>
 
 #include "rcoll_build.h"
+#include "transport/ncclnet.h"
+#include "transport/shm.h"
+#include "transport/tcp.h"
 #include "transport/transport.h"
+#include "transport/verbs_config.h"
 #include "util/status.h"
 
-/* Priority order: for each peer the first one that reaches it is used.  The NCCL net plugin
- * ("plugin") precedes rcoll's own network transports: it works only when RCOLL_NET_PLUGIN
- * names one, and naming one asks for it. */
-static const rcoll_transport_ops_t *const builtin[] = {&rcoll_transport_shm,
-                                                       &rcoll_transport_ncclnet,
+/* The registry.  One line a transport, in priority order (for each peer the first that
+ * reaches it is used): its name (a value of RCOLL_TRANSPORT, and of RCOLL_NET for a NET one),
+ * LOCAL (processes of one host) or NET (other hosts), its knob table, its operations, and the
+ * build it needs (ALWAYS, or VERBS: rdma-core found).  The NCCL net plugin ("plugin")
+ * precedes rcoll's own network transports: it works only when RCOLL_NET_PLUGIN names one, and
+ * naming one asks for it.  Adding a transport: its files (one build line), its ops with their
+ * knob table, one line here; test_registry checks that each line agrees with its ops. */
+#define RCOLL_TRANSPORTS(X)                                                                    \
+    X("shm", LOCAL, rcoll_shm_config_table, rcoll_transport_shm, ALWAYS)                        \
+    X("plugin", NET, rcoll_ncclnet_config_table, rcoll_transport_ncclnet, ALWAYS)               \
+    X("verbs", NET, rcoll_vrb_config_table, rcoll_transport_verbs, VERBS)                       \
+    X("tcp", NET, rcoll_tcp_config_table, rcoll_transport_tcp, ALWAYS)
+
+#define IF_ALWAYS(...) __VA_ARGS__
 #if RCOLL_HAVE_VERBS
-                                                       &rcoll_transport_verbs,
+#define IF_VERBS(...) __VA_ARGS__
+#else
+#define IF_VERBS(...)
 #endif
-                                                       &rcoll_transport_tcp};
+#define IS_LOCAL_LOCAL 1
+#define IS_LOCAL_NET 0
+#define IF_NET_NET(...) __VA_ARGS__
+#define IF_NET_LOCAL(...)
+
+#define BUILT_OPS(name, reach, cfg, ops, need) IF_##need(&ops, )
+static const rcoll_transport_ops_t *const builtin[] = {RCOLL_TRANSPORTS(BUILT_OPS)};
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
 _Static_assert(NBUILTIN <= RCOLL_MAX_TRANSPORTS, "raise RCOLL_MAX_TRANSPORTS");
+
+#define NAME_OF(name, reach, cfg, ops, need) name,
+#define NET_NAME_OF(name, reach, cfg, ops, need) IF_NET_##reach(name, )
+const char *const rcoll_transport_names[] = {"auto", RCOLL_TRANSPORTS(NAME_OF) NULL};
+const char *const rcoll_net_names[] = {"auto", RCOLL_TRANSPORTS(NET_NAME_OF) NULL};
+
+#define TABLE_OF(name, reach, cfg, ops, need) &cfg,
+static const rcoll_config_table_t *const tables[] = {&rcoll_transport_config_table,
+                                                     RCOLL_TRANSPORTS(TABLE_OF)};
+
+/* Every line as data, for the check below. */
+typedef struct {
+    const char *name;
+    int host_local;
+    const rcoll_config_table_t *config;
+    const rcoll_transport_ops_t *ops; /* NULL: not in this build */
+} entry_t;
+#define ENTRY_OF(name, reach, cfg, ops, need) {name, IS_LOCAL_##reach, &cfg, IF_##need(&ops) + 0},
+static const entry_t entries[] = {RCOLL_TRANSPORTS(ENTRY_OF)};
+#define NENTRIES (sizeof(entries) / sizeof(entries[0]))
+
+int rcoll_transport_value(const char *const *names, const char *name)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(names[i], name)) return i;
+    return -1;
+}
+
+const rcoll_config_table_t *const *rcoll_transport_config_tables(size_t *count)
+{
+    *count = sizeof(tables) / sizeof(tables[0]);
+    return tables;
+}
+
+int rcoll_transport_registry_check(char *why, size_t len)
+{
+    size_t built = 0;
+    for (size_t i = 0; i < NENTRIES; i++) {
+        const entry_t *e = &entries[i];
+        if (!e->ops) continue;
+        if (strcmp(e->ops->name, e->name) || e->ops->host_local != e->host_local ||
+            e->ops->config != e->config) {
+            snprintf(why, len, "the registry's line \"%s\" does not match its ops (name %s, "
+                     "host_local %d, knob table %s)", e->name, e->ops->name, e->ops->host_local,
+                     e->ops->config ? e->ops->config->module : "none");
+            return 0;
+        }
+        if (built >= NBUILTIN || builtin[built] != e->ops) {
+            snprintf(why, len, "transport %s is not in the priority list at %zu", e->name,
+                     built);
+            return 0;
+        }
+        built++;
+    }
+    if (built != NBUILTIN) {
+        snprintf(why, len, "%zu built transports listed, %zu in the priority list", built,
+                 (size_t)NBUILTIN);
+        return 0;
+    }
+    return 1;
+}
 
 static const rcoll_knob_t transport_knobs[] = {
     RCOLL_KNOB_NUM(rcoll_transport_config_t, "RCOLL_BUFFSIZE", "4M", SIZE, buffsize, 4096,

@@ -133,6 +133,19 @@ rcoll_status_t rcoll_transport_stub_reg_mr(void *comm, void *data, size_t size, 
 rcoll_status_t rcoll_transport_stub_dereg_mr(void *comm, void *mhandle);
 void rcoll_transport_stub_describe(int dev, char *buf, size_t len);
 
+/* The registry (registry.c, RCOLL_TRANSPORTS: the one list of transports).  The values of
+ * RCOLL_TRANSPORT: "auto", then every transport rcoll has (built here or not), NULL-ended;
+ * of RCOLL_NET: "auto", then those that reach other hosts. */
+extern const char *const rcoll_transport_names[];
+extern const char *const rcoll_net_names[];
+/* The index of name in such a list (a knob's value), -1 if absent. */
+int rcoll_transport_value(const char *const *names, const char *name);
+/* The knobs all transports share, then every registered transport's table, built or not. */
+const rcoll_config_table_t *const *rcoll_transport_config_tables(size_t *count);
+/* 1 when every line of the registry agrees with its ops (name, host_local, knob table) and the
+ * built ones are the priority list; else 0 and why. */
+int rcoll_transport_registry_check(char *why, size_t len);
+
 /* Built-in transports, in priority order (registry.c). */
 extern const rcoll_transport_ops_t rcoll_transport_shm;
 extern const rcoll_transport_ops_t rcoll_transport_tcp;

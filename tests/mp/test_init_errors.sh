@@ -49,7 +49,7 @@ failed_on_every_rank() {
 
 t_transport_bogus() {
     job transport_bogus 2 'export RCOLL_TRANSPORT=bogus;'
-    failed_on_every_rank transport_bogus 2 "RCOLL_TRANSPORT='bogus' is not one of auto, shm, verbs, tcp or plugin"
+    failed_on_every_rank transport_bogus 2 "RCOLL_TRANSPORT='bogus' is not one of auto, shm, plugin, verbs or tcp"
 }
 check transport_bogus t_transport_bogus
 

@@ -50,7 +50,7 @@ static void test_defaults_and_env(void)
     CHECK(c.conn.buffsize == (4u << 20), "default buffsize 4 MiB");
     CHECK(c.rank == -1 && c.nranks == -1 && c.root[0] == 0, "launch vars unset");
     CHECK(c.conn.buffsize <= (8u << 20), "default per-connection memory within 8 MiB");
-    CHECK(c.transport == RCOLL_CFG_TRANSPORT_AUTO && c.net == RCOLL_CFG_NET_AUTO,
+    CHECK(c.transport == RCOLL_CFG_AUTO && c.net == RCOLL_CFG_AUTO,
           "enum defaults: auto");
     CHECK(c.poll_us == 20000, "default polling before naps 20 ms, got %d us", c.poll_us);
 
@@ -62,7 +62,7 @@ static void test_defaults_and_env(void)
     CHECK(rcoll_config_load(&c) == RCOLL_OK, "env load");
     CHECK(c.timeout_s == 2.5 && c.conn.buffsize == (1u << 20) &&
               !strcmp(c.netif.socket_ifname, "^docker,lo") &&
-              c.transport == RCOLL_CFG_TRANSPORT_TCP,
+              c.transport == rcoll_transport_value(rcoll_transport_names, "tcp"),
           "env values applied");
     /* a transport's own table: its knobs and the shared ones it embeds */
     rcoll_tcp_config_t tcp;
@@ -105,8 +105,8 @@ static void test_defaults_and_env(void)
         const char *var, *val, *allowed;
     } enums[] = {{"RCOLL_PROTO", "bogus", "is not one of auto, copy or cma"},
                  {"RCOLL_DEBUG", "LOUD", "is not one of NONE, WARN, INFO or TRACE"},
-                 {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, verbs, tcp or plugin"},
-                 {"RCOLL_NET", "rdma", "is not one of auto, verbs, tcp or plugin"},
+                 {"RCOLL_TRANSPORT", "ib", "is not one of auto, shm, plugin, verbs or tcp"},
+                 {"RCOLL_NET", "rdma", "is not one of auto, plugin, verbs or tcp"},
                  {"RCOLL_IB_ADDR_FAMILY", "ipv5", "is not one of ipv4 or ipv6"},
                  {"RCOLL_SOCKET_NSOCKS", "99", "out of range [1, 16]"},
                  {"RCOLL_TIMEOUT", "0", "in (0, 604800] (more than 0, at most 604800)"}};

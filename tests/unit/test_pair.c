@@ -161,8 +161,8 @@ int main(int argc, char **argv)
     /* The configuration filter. */
     rcoll_config_t cfg;
     memset(&cfg, 0, sizeof(cfg));
-    cfg.transport = RCOLL_CFG_TRANSPORT_AUTO;
-    cfg.net = RCOLL_CFG_NET_AUTO;
+    cfg.transport = RCOLL_CFG_AUTO;
+    cfg.net = RCOLL_CFG_AUTO;
     const rcoll_transport_ops_t *S = rcoll_transport_find("shm"), *T = rcoll_transport_find("tcp");
     const rcoll_transport_ops_t *V = rcoll_transport_find("verbs");
     char why[64];
@@ -173,29 +173,29 @@ int main(int argc, char **argv)
               rcoll_pair_allowed(&cfg, T, why, sizeof(why)),
           "RCOLL_SHM_DISABLE=1 rules out shm only: '%s'", why);
     cfg.shm_disable = 0;
-    cfg.net = RCOLL_CFG_NET_TCP;
+    cfg.net = rcoll_transport_value(rcoll_net_names, "tcp");
     CHECK(rcoll_pair_allowed(&cfg, S, why, sizeof(why)) && rcoll_pair_allowed(&cfg, T, why, sizeof(why)),
           "RCOLL_NET=tcp keeps shm and tcp");
     if (V)
         CHECK(!rcoll_pair_allowed(&cfg, V, why, sizeof(why)) && !strcmp(why, "RCOLL_NET=tcp"),
               "RCOLL_NET=tcp rules out verbs: '%s'", why);
-    cfg.net = RCOLL_CFG_NET_AUTO;
-    cfg.transport = RCOLL_CFG_TRANSPORT_TCP;
+    cfg.net = RCOLL_CFG_AUTO;
+    cfg.transport = rcoll_transport_value(rcoll_transport_names, "tcp");
     CHECK(!rcoll_pair_allowed(&cfg, S, why, sizeof(why)) && !strcmp(why, "RCOLL_TRANSPORT=tcp") &&
               rcoll_pair_allowed(&cfg, T, why, sizeof(why)),
           "RCOLL_TRANSPORT=tcp: tcp only: '%s'", why);
-    cfg.transport = RCOLL_CFG_TRANSPORT_SHM;
+    cfg.transport = rcoll_transport_value(rcoll_transport_names, "shm");
     CHECK(rcoll_pair_allowed(&cfg, S, why, sizeof(why)) && !rcoll_pair_allowed(&cfg, T, why, sizeof(why)),
           "RCOLL_TRANSPORT=shm: shm only");
     const rcoll_transport_ops_t *P = rcoll_transport_find("plugin");
-    cfg.transport = RCOLL_CFG_TRANSPORT_PLUGIN;
+    cfg.transport = rcoll_transport_value(rcoll_transport_names, "plugin");
     CHECK(P && rcoll_pair_allowed(&cfg, P, why, sizeof(why)) &&
               !rcoll_pair_allowed(&cfg, S, why, sizeof(why)) &&
               !rcoll_pair_allowed(&cfg, T, why, sizeof(why)) &&
               !strcmp(why, "RCOLL_TRANSPORT=plugin"),
           "RCOLL_TRANSPORT=plugin: the net plugin only: '%s'", why);
-    cfg.transport = RCOLL_CFG_TRANSPORT_AUTO;
-    cfg.net = RCOLL_CFG_NET_PLUGIN;
+    cfg.transport = RCOLL_CFG_AUTO;
+    cfg.net = rcoll_transport_value(rcoll_net_names, "plugin");
     CHECK(P && rcoll_pair_allowed(&cfg, P, why, sizeof(why)) &&
               rcoll_pair_allowed(&cfg, S, why, sizeof(why)) &&
               !rcoll_pair_allowed(&cfg, T, why, sizeof(why)) && !strcmp(why, "RCOLL_NET=plugin"),

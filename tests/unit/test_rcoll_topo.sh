@@ -130,7 +130,7 @@ has "no file" "$tmp/err" "cannot open topology file"
 run "bad env file" 2 env RCOLL_TOPO_FILE="$fx/bad_unterminated.json" "$tool"
 has "bad env file" "$tmp/err" "RCOLL_TOPO_FILE: topology file"
 run "bad net" 2 env RCOLL_NET=fast "$tool" --topo-file "$fx/pcie4.json"
-has "bad net" "$tmp/err" "RCOLL_NET='fast' is not one of auto, verbs, tcp or plugin"
+has "bad net" "$tmp/err" "RCOLL_NET='fast' is not one of auto, plugin, verbs or tcp"
 run "bad ranks" 2 "$tool" --topo-file "$fx/pcie4.json" --ranks a:0,a:9
 has "bad ranks" "$tmp/err" "the GPU must be -1 or 0..3"
 run "bad option" 2 "$tool" --frobnicate

@@ -2,12 +2,14 @@
  * test_registry.c - the transport registry's rules, checked on the built-in transports and
  * on a scripted one: every op is set (callers never test for NULL), the static host_local flag
  * agrees with each device's properties, describe always terminates its text, and a listen
- * handle that breaks the handle rule (first bytes zero) is refused and its listener closed.
+ * handle that breaks the handle rule (first bytes zero) is refused and its listener closed;
+ * and the registry is the one list of transports (knob values, knob tables).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
+#include "core/config.h"
 #include "transport/transport.h"
 #include "util/status.h"
 
@@ -65,6 +67,34 @@ int main(void)
     }
     CHECK(host_local == 1 && usable >= 2, "shm is the one host-local transport (%d), shm and "
           "tcp usable here (%d)", host_local, usable);
+
+    /* The registry is the one list: its lines agree with their ops, the knobs' values come
+     * from it (every built transport by name; RCOLL_NET's only those that reach other
+     * hosts), and every transport's knob table is among the library's tables. */
+    char why[256] = "";
+    CHECK(rcoll_transport_registry_check(why, sizeof(why)), "registry lines match: %s", why);
+    size_t ntab, nreg;
+    const rcoll_config_table_t *const *all = rcoll_config_tables(&ntab);
+    const rcoll_config_table_t *const *reg = rcoll_transport_config_tables(&nreg);
+    CHECK(nreg == 5 && reg[0] == &rcoll_transport_config_table,
+          "the shared knobs, then the four transports' tables (%zu)", nreg);
+    for (size_t r = 0; r < nreg; r++) {
+        int found = 0;
+        for (size_t k = 0; k < ntab; k++) found += all[k] == reg[r];
+        CHECK(found == 1, "the library's tables hold %s's once (%d)", reg[r]->module, found);
+    }
+    CHECK(!strcmp(rcoll_transport_names[0], "auto") && !strcmp(rcoll_net_names[0], "auto"),
+          "both knobs start with auto");
+    for (size_t i = 0; i < n; i++) {
+        int tv = rcoll_transport_value(rcoll_transport_names, list[i]->name);
+        int nv = rcoll_transport_value(rcoll_net_names, list[i]->name);
+        CHECK(tv > 0 && (list[i]->host_local ? nv < 0 : nv > 0),
+              "%s: RCOLL_TRANSPORT value %d, RCOLL_NET value %d", list[i]->name, tv, nv);
+    }
+    CHECK(rcoll_transport_value(rcoll_transport_names, "verbs") > 0 &&
+              rcoll_transport_value(rcoll_net_names, "verbs") > 0 &&
+              rcoll_transport_value(rcoll_transport_names, "nope") < 0,
+          "verbs is a value whether built or not; an unknown name is not");
 
     rcoll_transport_ops_t fake = *list[0];
     fake.name = "fake";
