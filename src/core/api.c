@@ -17,17 +17,12 @@
 #include "algo/reduce.h"
 #include "core/api_int.h"
 #include "core/comm.h"
+#include "core/plan.h"
 #include "cuda/gpu.h"
 #include "rcoll_build.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
-
-/* A stream call being enqueued by this thread (stream_enter to stream_leave): the checked
- * collective goes to api_stream.c for that stream.  stream_in_host: this thread runs a
- * stream call's host function (rcoll_api_stream_exec). */
-static __thread int stream_enq, stream_in_host;
-static __thread void *stream_enq_stream;
 
 static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
                                   rcoll_request_t *req);
@@ -224,13 +219,17 @@ static rcoll_status_t comm_leave(rcoll_comm_t comm, rcoll_status_t st)
     return st;
 }
 
-static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
+/* The checks every call on a communicator makes first.  call says what the call is: a stream
+ * call, or one a stream call's host function runs (api_stream.c), comes after the stream calls
+ * already enqueued by definition. */
+static rcoll_status_t check_comm_call(rcoll_comm_t comm, const rcoll_call_t *call)
 {
+    const char *fn = call->fn;
     rcoll_status_t st = check_live(comm, fn);
     if (st != RCOLL_OK) return st;
     /* stream-ordered one-kernel all-reduces that have run: did any fail? (not from a host
      * function's thread: the enqueuing thread owns their records) */
-    if (__builtin_expect(!stream_in_host && comm->ipc_fl_busy != 0, 0)) rcoll_api_ipc_poll(comm);
+    if (__builtin_expect(!call->in_host && comm->ipc_fl_busy != 0, 0)) rcoll_api_ipc_poll(comm);
     if (comm->failed != RCOLL_OK) {
         if (strncmp(comm->last_error, "communicator failed earlier", 27) != 0) {
             char keep[RCOLL_LAST_ERROR_MAX];
@@ -243,13 +242,20 @@ static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
     /* Stream calls not run yet come first in this communicator's order: a call that is not
      * stream-ordered would overtake them (and other ranks would pair it with one of them). */
     long pending = atomic_load_explicit(&comm->stream_pending, memory_order_acquire);
-    if (__builtin_expect(pending != 0, 0) && !stream_enq && !stream_in_host)
+    if (__builtin_expect(pending != 0, 0) && !call->on_stream && !call->in_host)
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
                          "%s: %ld stream call%s enqueued on this communicator %s not run yet: "
                          "synchronize the stream%s before a call that is not stream-ordered "
                          "(docs/gpu.md, \"Stream order\")", fn, pending, pending == 1 ? "" : "s",
                          pending == 1 ? "has" : "have", pending == 1 ? "" : "s");
     return RCOLL_OK;
+}
+
+/* The same for a call that is none of those. */
+static rcoll_status_t check_comm(rcoll_comm_t comm, const char *fn)
+{
+    const rcoll_call_t call = {.fn = fn};
+    return check_comm_call(comm, &call);
 }
 
 static rcoll_status_t check_type(rcoll_comm_t comm, const char *fn, size_t count,
@@ -293,9 +299,10 @@ static int ranges_overlap(const void *a, const void *b, size_t len)
 
 static rcoll_status_t allreduce_args(const void *sendbuf, void *recvbuf, size_t count,
                                      rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
-                                     const char *fn)
+                                     const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_op(comm, fn, dt, op);
     if (st != RCOLL_OK) return st;
@@ -397,71 +404,127 @@ rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     return submit_coll(comm, r, req);
 }
 
-/* Queue a checked collective (v: its count arrays, NULL for none): host buffers take the host
- * path; CUDA device or managed ones are staged through pinned host memory (api_stage.c). */
+/* The paths of core/plan.h, one shape: run a on this path, or decline (*taken = 0: the plan's
+ * next path runs it). */
+typedef rcoll_status_t (*route_fn_t)(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                    const size_t *const *v, const rcoll_call_t *call,
+                                    int device, int *taken);
+
+static rcoll_status_t path_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                      const size_t *const *v, const rcoll_call_t *call,
+                                      int device, int *taken)
+{
+    (void)v, (void)device;
+    rcoll_status_t st = rcoll_gpu_stream_check(call->stream);
+    if (st != RCOLL_OK) {
+        *taken = 1;
+        return arg_error(comm, st, "%s: %s", call->fn, rcoll_err_get());
+    }
+    return rcoll_api_ipc_stream(comm, a, call->stream, call->fn, taken);
+}
+
+static rcoll_status_t path_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                  const size_t *const *v, const rcoll_call_t *call, int device,
+                                  int *taken)
+{
+    *taken = 1;
+    return rcoll_api_stream_coll(comm, a, v, device, call->stream, call->fn);
+}
+
+static rcoll_status_t path_ipc(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                               const size_t *const *v, const rcoll_call_t *call, int device,
+                               int *taken)
+{
+    (void)device;
+    return rcoll_api_ipc_coll(comm, a, v, call->req, call->fn, taken);
+}
+
+static rcoll_status_t path_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                   const size_t *const *v, const rcoll_call_t *call, int device,
+                                   int *taken)
+{
+    (void)v;
+    *taken = 1;
+    return rcoll_api_chunked(comm, a, device, call->req, call->fn);
+}
+
+static rcoll_status_t path_stage(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                 const size_t *const *v, const rcoll_call_t *call, int device,
+                                 int *taken)
+{
+    (void)device;
+    *taken = 1;
+    return rcoll_api_stage_coll(comm, a, v, call->req, rcoll_api_group_depth != 0, call->fn);
+}
+
+static rcoll_status_t path_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                const size_t *const *v, const rcoll_call_t *call, int device,
+                                int *taken)
+{
+    (void)device;
+    *taken = 1;
+    return rcoll_api_run_host(comm, a, v, call->req, NULL, call->fn);
+}
+
+static const route_fn_t routes[RCOLL_ROUTE_COUNT] = {
+    [RCOLL_ROUTE_IPC_STREAM] = path_ipc_stream, [RCOLL_ROUTE_STREAM] = path_stream,
+    [RCOLL_ROUTE_IPC] = path_ipc,               [RCOLL_ROUTE_CHUNKED] = path_chunked,
+    [RCOLL_ROUTE_STAGE] = path_stage,           [RCOLL_ROUTE_HOST] = path_host};
+
+/* Queue a checked collective (v: its count arrays, NULL for none) on the path the planner
+ * gives (core/plan.h): host buffers on the host; CUDA device or managed ones over CUDA IPC,
+ * in chunks, or staged through pinned host memory; stream calls in the stream's order. */
 static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                   const size_t *const *v, rcoll_request_t *req, const char *fn)
+                                   const size_t *const *v, const rcoll_call_t *call)
 {
     mem_device_t dev;
+    const char *fn = call->fn;
     rcoll_status_t st = a->kind == RCOLL_OP_BCAST
                             ? check_mem(comm, fn, "buf", NULL, "buf", a->dst, &dev)
                             : check_mem(comm, fn, "sendbuf", a->src, "recvbuf", a->dst, &dev);
     if (st != RCOLL_OK) return st;
-    if (__builtin_expect(stream_enq, 0)) {
-        /* CUDA IPC: a small all-reduce as one kernel on the caller's stream */
-        if (comm->cfg.gpu.ipc && a->kind == RCOLL_OP_ALLREDUCE && dev.ptr &&
-            comm->local_ranks == comm->nranks) {
-            st = rcoll_gpu_stream_check(stream_enq_stream);
-            if (st != RCOLL_OK)
-                return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-            int taken = 0;
-            st = rcoll_api_ipc_stream(comm, a, stream_enq_stream, fn, &taken);
-            if (taken || st != RCOLL_OK) return st;
-        }
-        return rcoll_api_stream_coll(comm, a, v, dev.ptr != NULL, stream_enq_stream, fn);
-    }
-    /* CUDA IPC: CUDA buffers, or none at all in an uneven collective whose other ranks have
-     * some (this rank takes part in the steps all the same) */
-    if (__builtin_expect(comm->cfg.gpu.ipc != 0, 0) && rcoll_api_ipc_kind(a->kind) &&
-        (dev.ptr || (rcoll_api_ipc_vkind(a->kind) && !a->src && !a->dst &&
-                     rcoll_gpu_active())) &&
-        !rcoll_api_group_depth && comm->local_ranks == comm->nranks) {
+    /* the common case, host buffers and no GPU setting, without the planner's facts */
+    if (__builtin_expect(!dev.ptr && !call->on_stream && !comm->cfg.gpu.ipc &&
+                             !comm->cfg.gpu.stage_chunk, 1))
+        return rcoll_api_run_host(comm, a, v, call->req, NULL, fn);
+    const rcoll_plan_in_t in = {
+        .kind = a->kind, .device = dev.ptr != NULL, .no_buffers = !a->src && !a->dst,
+        .gpu_active = rcoll_gpu_active(), .on_stream = call->on_stream,
+        .in_group = rcoll_api_group_depth != 0, .ipc = comm->cfg.gpu.ipc != 0,
+        .one_host = comm->local_ranks == comm->nranks,
+        .bytes = a->count * rcoll_dt_size(a->dt), .stage_chunk = comm->cfg.gpu.stage_chunk};
+    rcoll_plan_t plan;
+    rcoll_plan_coll(&in, &plan);
+    for (int k = 0; k < plan.n; k++) {
         int taken = 0;
-        st = rcoll_api_ipc_coll(comm, a, v, req, fn, &taken);
+        st = routes[plan.route[k]](comm, a, v, call, in.device, &taken);
         if (taken || st != RCOLL_OK) return st;
     }
-    /* RCOLL_STAGE_CHUNK: large elementwise collectives in chunks on every rank, whatever its
-     * buffers, so that all run the same calls */
-    if (__builtin_expect(comm->cfg.gpu.stage_chunk != 0, 0) && rcoll_api_chunk_kind(a->kind) &&
-        !rcoll_api_group_depth && a->count * rcoll_dt_size(a->dt) > comm->cfg.gpu.stage_chunk)
-        return rcoll_api_chunked(comm, a, dev.ptr != NULL, req, fn);
-    if (__builtin_expect(dev.ptr != NULL, 0))
-        return rcoll_api_stage_coll(comm, a, v, req, rcoll_api_group_depth != 0, fn);
-    return rcoll_api_run_host(comm, a, v, req, NULL, fn);
+    return rcoll_err_set(RCOLL_ERR_INTERNAL, "%s: no path took the call", fn);
 }
 
-static rcoll_status_t queue_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a, rcoll_request_t *req,
-                                 const char *fn)
+static rcoll_status_t queue_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+                                 const rcoll_call_t *call)
 {
-    return queue_coll_v(comm, a, NULL, req, fn);
+    return queue_coll_v(comm, a, NULL, call);
 }
 
 static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                    rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
-                                   rcoll_request_t *req, const char *fn)
+                                   const rcoll_call_t *call)
 {
-    rcoll_status_t st = allreduce_args(sendbuf, recvbuf, count, dt, op, comm, fn);
+    rcoll_status_t st = allreduce_args(sendbuf, recvbuf, count, dt, op, comm, call);
     if (st != RCOLL_OK) return st;
     rcoll_coll_args_t a = {RCOLL_OP_ALLREDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf, recvbuf,
                      count, dt, op, 0};
-    return queue_coll(comm, &a, req, fn);
+    return queue_coll(comm, &a, call);
 }
 
 rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_allreduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL, "rcoll_allreduce"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_allreduce"}));
 }
 
 rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -471,13 +534,15 @@ rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count
     rcoll_status_t gst = check_ireq(comm, req, "rcoll_iallreduce");
     if (gst != RCOLL_OK) return gst;
     rcoll_status_t ent = comm_enter(comm, "rcoll_iallreduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req, "rcoll_iallreduce"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_iallreduce", .req = req}));
 }
 
 static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
-                               rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
+                               rcoll_comm_t comm,
+                               const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_root(comm, fn, root);
     if (st != RCOLL_OK) return st;
@@ -485,14 +550,14 @@ static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int
         return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn,
                          count);
     rcoll_coll_args_t a = {RCOLL_OP_BCAST, buf, buf, count, dt, RCOLL_SUM, root};
-    return queue_coll(comm, &a, req, fn);
+    return queue_coll(comm, &a, call);
 }
 
 rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
                            rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_bcast");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, NULL, "rcoll_bcast"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, &(const rcoll_call_t){.fn = "rcoll_bcast"}));
 }
 
 rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
@@ -501,16 +566,17 @@ rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int ro
     rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibcast");
     if (gst != RCOLL_OK) return gst;
     rcoll_status_t ent = comm_enter(comm, "rcoll_ibcast");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, req, "rcoll_ibcast"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, &(const rcoll_call_t){.fn = "rcoll_ibcast", .req = req}));
 }
 
-static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
+static rcoll_status_t do_barrier(rcoll_comm_t comm, const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st != RCOLL_OK) return st;
-    if (stream_enq) { /* a barrier in stream order: the host function's */
+    if (call->on_stream) { /* a barrier in stream order: the host function's */
         rcoll_coll_args_t a = {RCOLL_OP_BARRIER, NULL, NULL, 0, RCOLL_UINT8, RCOLL_MAX, 0};
-        return rcoll_api_stream_coll(comm, &a, NULL, 0, stream_enq_stream, fn);
+        return rcoll_api_stream_coll(comm, &a, NULL, 0, call->stream, fn);
     }
     struct rcoll_request *r;
     st = rcoll_req_alloc(comm, RCOLL_OP_BARRIER, &r);
@@ -532,20 +598,20 @@ static rcoll_status_t do_barrier(rcoll_comm_t comm, rcoll_request_t *req, const 
     r->count = (size_t)comm->nranks;
     r->dt = RCOLL_UINT8;
     r->op = RCOLL_MAX;
-    return submit_coll(comm, r, req);
+    return submit_coll(comm, r, call->req);
 }
 
 rcoll_status_t rcoll_barrier(rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_barrier");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_barrier(comm, NULL, "rcoll_barrier")); }
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_barrier(comm, &(const rcoll_call_t){.fn = "rcoll_barrier"})); }
 
 rcoll_status_t rcoll_ibarrier(rcoll_comm_t comm, rcoll_request_t *req)
 {
     rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibarrier");
     if (gst != RCOLL_OK) return gst;
     rcoll_status_t ent = comm_enter(comm, "rcoll_ibarrier");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_barrier(comm, req, "rcoll_ibarrier"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_barrier(comm, &(const rcoll_call_t){.fn = "rcoll_ibarrier", .req = req}));
 }
 
 rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
@@ -653,9 +719,10 @@ static rcoll_status_t check_blocks(rcoll_comm_t comm, const char *fn, size_t cou
 
 static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                 rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm,
-                                rcoll_request_t *req, const char *fn)
+                                const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_root(comm, fn, root);
     if (st == RCOLL_OK) st = check_op(comm, fn, dt, op);
@@ -678,14 +745,14 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
                          "disjoint)", fn);
     rcoll_coll_args_t a = {RCOLL_OP_REDUCE, sendbuf == RCOLL_IN_PLACE ? recvbuf : sendbuf,
                      is_root ? recvbuf : NULL, count, dt, op, root};
-    return queue_coll(comm, &a, req, fn);
+    return queue_coll(comm, &a, call);
 }
 
 rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_reduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL, "rcoll_reduce"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &(const rcoll_call_t){.fn = "rcoll_reduce"}));
 }
 
 rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -695,14 +762,15 @@ rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
     rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce");
     if (st != RCOLL_OK) return st;
     rcoll_status_t ent = comm_enter(comm, "rcoll_ireduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req, "rcoll_ireduce"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &(const rcoll_call_t){.fn = "rcoll_ireduce", .req = req}));
 }
 
 static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
-                                   rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
-                                   const char *fn)
+                                   rcoll_datatype_t dt, rcoll_comm_t comm,
+                                   const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
     if (st != RCOLL_OK) return st;
@@ -721,14 +789,14 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
                          "%s: sendbuf overlaps recvbuf but is not this rank's block of it "
                          "(in place: pass RCOLL_IN_PLACE or recvbuf + rank x sendcount)", fn);
     rcoll_coll_args_t a = {RCOLL_OP_ALLGATHER, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
-    return queue_coll(comm, &a, req, fn);
+    return queue_coll(comm, &a, call);
 }
 
 rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                rcoll_datatype_t dt, rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_allgather");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL, "rcoll_allgather"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &(const rcoll_call_t){.fn = "rcoll_allgather"}));
 }
 
 rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -737,14 +805,15 @@ rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendc
     rcoll_status_t st = check_ireq(comm, req, "rcoll_iallgather");
     if (st != RCOLL_OK) return st;
     rcoll_status_t ent = comm_enter(comm, "rcoll_iallgather");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req, "rcoll_iallgather"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &(const rcoll_call_t){.fn = "rcoll_iallgather", .req = req}));
 }
 
 static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
                                         rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
-                                        rcoll_request_t *req, const char *fn)
+                                        const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
     if (st == RCOLL_OK) st = check_op(comm, fn, dt, op);
@@ -762,15 +831,14 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
                          "%s: recvbuf overlaps sendbuf but is neither sendbuf (in place) nor "
                          "this rank's block of it", fn);
     rcoll_coll_args_t a = {RCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf, count, dt, op, 0};
-    return queue_coll(comm, &a, req, fn);
+    return queue_coll(comm, &a, call);
 }
 
 rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                     rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_reduce_scatter");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL,
-                             "rcoll_reduce_scatter"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_reduce_scatter"}));
 }
 
 rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -780,15 +848,15 @@ rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t 
     rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce_scatter");
     if (st != RCOLL_OK) return st;
     rcoll_status_t ent = comm_enter(comm, "rcoll_ireduce_scatter");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req,
-                             "rcoll_ireduce_scatter"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_ireduce_scatter", .req = req}));
 }
 
 static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                  rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
-                                  const char *fn)
+                                  rcoll_datatype_t dt, rcoll_comm_t comm,
+                                  const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_comm_call(comm, call);
     if (st == RCOLL_OK) st = check_type(comm, fn, count, dt);
     if (st == RCOLL_OK) st = check_blocks(comm, fn, count);
     if (st != RCOLL_OK) return st;
@@ -803,14 +871,14 @@ static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t cou
         return arg_error(comm, RCOLL_ERR_INVALID_ARG,
                          "%s: sendbuf and recvbuf overlap (they must be disjoint)", fn);
     rcoll_coll_args_t a = {RCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
-    return queue_coll(comm, &a, req, fn);
+    return queue_coll(comm, &a, call);
 }
 
 rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                               rcoll_datatype_t dt, rcoll_comm_t comm)
 {
     rcoll_status_t ent = comm_enter(comm, "rcoll_alltoall");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL, "rcoll_alltoall"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, &(const rcoll_call_t){.fn = "rcoll_alltoall"}));
 }
 
 rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
@@ -819,7 +887,7 @@ rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
     rcoll_status_t st = check_ireq(comm, req, "rcoll_ialltoall");
     if (st != RCOLL_OK) return st;
     rcoll_status_t ent = comm_enter(comm, "rcoll_ialltoall");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, req, "rcoll_ialltoall"));
+    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, &(const rcoll_call_t){.fn = "rcoll_ialltoall", .req = req}));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1008,9 +1076,9 @@ rcoll_status_t rcoll_api_check_ireq(rcoll_comm_t comm, rcoll_request_t *req, con
     return check_ireq(comm, req, fn);
 }
 
-rcoll_status_t rcoll_api_check_comm(rcoll_comm_t comm, const char *fn)
+rcoll_status_t rcoll_api_check_call(rcoll_comm_t comm, const rcoll_call_t *call)
 {
-    return check_comm(comm, fn);
+    return check_comm_call(comm, call);
 }
 
 rcoll_status_t rcoll_api_check_type(rcoll_comm_t comm, const char *fn, size_t count,
@@ -1045,10 +1113,9 @@ int rcoll_api_spans_overlap(const void *a, size_t alen, const void *b, size_t bl
 }
 
 rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                     const size_t *const v[RCOLL_V_NUM], rcoll_request_t *req,
-                                     const char *fn)
+                                     const size_t *const v[RCOLL_V_NUM], const rcoll_call_t *call)
 {
-    return queue_coll_v(comm, a, v, req, fn);
+    return queue_coll_v(comm, a, v, call);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1097,15 +1164,12 @@ static rcoll_status_t stream_enter(rcoll_comm_t comm, void *stream, const char *
                              "time", fn, other ? other : "a call");
         }
     }
-    stream_enq = 1;
-    stream_enq_stream = stream;
+    (void)stream; /* the call carries it (rcoll_call_t) */
     return RCOLL_OK;
 }
 
 static rcoll_status_t stream_leave(rcoll_comm_t comm, rcoll_status_t st)
 {
-    stream_enq = 0;
-    stream_enq_stream = NULL;
     atomic_store_explicit(&comm->stream_busy, 0, memory_order_release);
     return st;
 }
@@ -1138,11 +1202,10 @@ void rcoll_api_stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h,
     rcoll_pt_lock(comm);
     if (comm->failed == RCOLL_OK &&
         !atomic_load_explicit(&comm->stream_abort, memory_order_acquire)) {
-        stream_in_host = 1;
+        const rcoll_call_t call = {.fn = fn, .in_host = 1};
         rcoll_status_t st = h->kind == RCOLL_OP_BARRIER
-                                ? do_barrier(comm, NULL, fn)
+                                ? do_barrier(comm, &call)
                                 : rcoll_api_run_host(comm, h, v, NULL, NULL, fn);
-        stream_in_host = 0;
         if (st != RCOLL_OK) {
             /* No caller to return it to: the communicator fails, and its next call says
              * which stream call did. */
@@ -1165,7 +1228,7 @@ rcoll_status_t rcoll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t
     const char *fn = "rcoll_allreduce_stream";
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL, fn));
+    return stream_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_bcast_stream(void *buf, size_t count, rcoll_datatype_t dt, int root,
@@ -1174,7 +1237,7 @@ rcoll_status_t rcoll_bcast_stream(void *buf, size_t count, rcoll_datatype_t dt, 
     const char *fn = "rcoll_bcast_stream";
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_bcast(buf, count, dt, root, comm, NULL, fn));
+    return stream_leave(comm, do_bcast(buf, count, dt, root, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream)
@@ -1182,7 +1245,7 @@ rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream)
     const char *fn = "rcoll_barrier_stream";
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_barrier(comm, NULL, fn));
+    return stream_leave(comm, do_barrier(comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
@@ -1192,7 +1255,7 @@ rcoll_status_t rcoll_reduce_stream(const void *sendbuf, void *recvbuf, size_t co
     const char *fn = "rcoll_reduce_stream";
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL, fn));
+    return stream_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -1201,7 +1264,7 @@ rcoll_status_t rcoll_allgather_stream(const void *sendbuf, void *recvbuf, size_t
     const char *fn = "rcoll_allgather_stream";
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL, fn));
+    return stream_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
@@ -1212,7 +1275,7 @@ rcoll_status_t rcoll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
     return stream_leave(comm,
-                        do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL, fn));
+                        do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
@@ -1221,5 +1284,5 @@ rcoll_status_t rcoll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t 
     const char *fn = "rcoll_alltoall_stream";
     rcoll_status_t ent = stream_enter(comm, stream, fn);
     if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL, fn));
+    return stream_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }

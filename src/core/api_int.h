@@ -8,13 +8,27 @@
 #include "core/comm.h"
 #include "cuda/gpu.h"
 
+/* One API call as it goes down from its entry point: its name (for errors), the caller's
+ * request (nonblocking; NULL: blocking, or deferred to a group), and its order: on_stream, a
+ * *_stream call to be enqueued on stream (NULL: the legacy stream); in_host, run by a stream
+ * call's host function on the stream's behalf (api_stream.c).  The planner (core/plan.h)
+ * reads it; nothing is kept per thread. */
+typedef struct rcoll_call {
+    const char *fn;
+    rcoll_request_t *req;
+    int on_stream;
+    void *stream;
+    int in_host;
+} rcoll_call_t;
+
 /* Take / release the communicator for one call (one thread at a time). */
 rcoll_status_t rcoll_api_enter(rcoll_comm_t comm, const char *fn);
 rcoll_status_t rcoll_api_leave(rcoll_comm_t comm, rcoll_status_t st);
 /* The first checks of every rcoll_i* call: outside a group, req not NULL. */
 rcoll_status_t rcoll_api_check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn);
-/* A live, not failed communicator; a valid datatype and count; root in range. */
-rcoll_status_t rcoll_api_check_comm(rcoll_comm_t comm, const char *fn);
+/* A live, not failed communicator, and no stream call pending that this call would overtake;
+ * a valid datatype and count; root in range. */
+rcoll_status_t rcoll_api_check_call(rcoll_comm_t comm, const rcoll_call_t *call);
 rcoll_status_t rcoll_api_check_type(rcoll_comm_t comm, const char *fn, size_t count,
                                     rcoll_datatype_t dt);
 rcoll_status_t rcoll_api_check_root(rcoll_comm_t comm, const char *fn, int root);
@@ -26,11 +40,11 @@ rcoll_status_t rcoll_api_arg_error(rcoll_comm_t comm, rcoll_status_t st, const c
     __attribute__((format(printf, 3, 4)));
 /* Do [a, a + alen) and [b, b + blen) share a byte? */
 int rcoll_api_spans_overlap(const void *a, size_t alen, const void *b, size_t blen);
-/* Queue a checked collective with its count arrays (v: NULL for none; core/comm.h): blocking
- * (req NULL), nonblocking, or deferred to a group. */
+/* Queue a checked collective with its count arrays (v: NULL for none; core/comm.h) on the
+ * planner's path: blocking (call->req NULL), nonblocking, deferred to a group, or on the
+ * call's stream. */
 rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                     const size_t *const v[RCOLL_V_NUM], rcoll_request_t *req,
-                                     const char *fn);
+                                     const size_t *const v[RCOLL_V_NUM], const rcoll_call_t *call);
 /* Queue a checked collective on host (or pinned host) buffers, v as for
  * rcoll_api_queue_vcoll: blocking (req NULL: completed before returning, or at the group's
  * end inside a group) or nonblocking, its request carrying job (NULL: none; api_stage.c).  The staging path's way to the host
@@ -86,24 +100,19 @@ void rcoll_api_stage_call_free(rcoll_stage_call_t *call);
 
 /* api_stage.c, pipelined staging (RCOLL_STAGE_CHUNK): a blocking or nonblocking (completed
  * inside the call) all-reduce, broadcast, reduce, all-gather, reduce-scatter, all-to-all,
- * gather or scatter (rcoll_api_chunk_kind) run as chunks of RCOLL_STAGE_CHUNK bytes (of
+ * gather or scatter (rcoll_plan_chunk_kind, core/plan.h) run as chunks of RCOLL_STAGE_CHUNK bytes (of
  * every block for the collectives of per-rank blocks); staged 1 (CUDA buffers): chunk k's copy in overlaps the earlier chunks'
  * collectives and its copy out the later ones'; staged 0 (host buffers): the same chunks, so
  * that every rank runs the same collectives. */
-int rcoll_api_chunk_kind(rcoll_op_kind_t kind);
 rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, int staged,
                                  rcoll_request_t *req, const char *fn);
 
 /* api_ipc.c: the collective a on CUDA buffers over CUDA IPC (RCOLL_CUDA_IPC=1, every rank on
- * this host, not inside a group; the kinds rcoll_api_ipc_kind says: every collective but the
+ * this host, not inside a group; the kinds rcoll_plan_ipc_kind says, core/plan.h: every collective but the
  * barrier).  *taken 0: not done (the workspaces are not
  * usable: stage it); else the status is the call's.  It runs to completion in the call: the
  * nonblocking form (req) gets a request that is already complete.  The first call sets the
  * workspaces up, collectively. */
-int rcoll_api_ipc_kind(rcoll_op_kind_t kind);
-/* The uneven ones among them (their arrays in v): all-gather-v, reduce-scatter-v,
- * all-to-all-v.  A rank with no buffer in such a call takes the path too. */
-int rcoll_api_ipc_vkind(rcoll_op_kind_t kind);
 rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                   const size_t *const *v, rcoll_request_t *req, const char *fn,
                                   int *taken);
@@ -137,8 +146,8 @@ rcoll_status_t rcoll_api_group_run_inits(void);
 
 /* ---- stream-ordered calls (api_stream.c; docs/gpu.md "Stream order") ---- */
 /* Around the checks of one stream call (api.c): refusals with a sentence (inside a group, no
- * CUDA driver, another thread in the communicator, nonblocking operations in flight); while
- * entered, rcoll_api_queue_vcoll enqueues on stream instead of queueing. */
+ * CUDA driver, another thread in the communicator, nonblocking operations in flight); the
+ * call itself says it is on a stream (rcoll_call_t). */
 rcoll_status_t rcoll_api_stream_enter(rcoll_comm_t comm, void *stream, const char *fn);
 rcoll_status_t rcoll_api_stream_leave(rcoll_comm_t comm, rcoll_status_t st);
 /* Enqueue the checked collective a (a->kind RCOLL_OP_BARRIER: a barrier) on stream: its

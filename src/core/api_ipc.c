@@ -47,6 +47,7 @@
 
 #include "algo/reduce.h"
 #include "core/api_int.h"
+#include "core/plan.h"
 #include "core/comm.h"
 #include "cuda/gpu.h"
 #include "util/log.h"
@@ -785,20 +786,6 @@ void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
     rcoll_gpu_ipc_free(&comm->gpu_ipc, keep);
 }
 
-int rcoll_api_ipc_kind(rcoll_op_kind_t kind)
-{
-    return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_REDUCE ||
-           kind == RCOLL_OP_REDUCE_SCATTER || kind == RCOLL_OP_ALLGATHER ||
-           kind == RCOLL_OP_BCAST || kind == RCOLL_OP_ALLTOALL || kind == RCOLL_OP_GATHER ||
-           kind == RCOLL_OP_SCATTER || rcoll_api_ipc_vkind(kind);
-}
-
-int rcoll_api_ipc_vkind(rcoll_op_kind_t kind)
-{
-    return kind == RCOLL_OP_ALLGATHERV || kind == RCOLL_OP_REDUCE_SCATTERV ||
-           kind == RCOLL_OP_ALLTOALLV;
-}
-
 static rcoll_status_t ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                const size_t *const *v, rcoll_request_t *req, const char *fn,
                                int *taken)
@@ -867,7 +854,7 @@ static rcoll_status_t ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
      * block, the same on every rank (all-to-all-v: agreed, since each rank knows its own
      * counts only). */
     size_t extent = a->count;
-    if (rcoll_api_ipc_vkind(a->kind)) {
+    if (rcoll_plan_ipc_vkind(a->kind)) {
         uint64_t big = 0;
         for (int p = 0; p < c.n; p++) {
             if (v[RCOLL_V_COUNT][p] > big) big = v[RCOLL_V_COUNT][p];

@@ -422,13 +422,6 @@ rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, i
 
 /* ---- pipelined staging: large collectives in chunks ---- */
 
-int rcoll_api_chunk_kind(rcoll_op_kind_t kind)
-{
-    return kind == RCOLL_OP_ALLREDUCE || kind == RCOLL_OP_BCAST || kind == RCOLL_OP_REDUCE ||
-           kind == RCOLL_OP_ALLGATHER || kind == RCOLL_OP_REDUCE_SCATTER ||
-           kind == RCOLL_OP_ALLTOALL || kind == RCOLL_OP_GATHER || kind == RCOLL_OP_SCATTER;
-}
-
 static int block_kind(rcoll_op_kind_t kind)
 {
     return kind == RCOLL_OP_ALLGATHER || kind == RCOLL_OP_REDUCE_SCATTER ||

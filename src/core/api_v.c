@@ -45,10 +45,11 @@ static rcoll_status_t check_v(rcoll_comm_t comm, const char *fn, const char *cna
 
 /* The checks every one of these calls starts with: the communicator, the datatype with a
  * count (0 where the count is in an array), and nranks x count within the limit. */
-static rcoll_status_t check_start(rcoll_comm_t comm, const char *fn, size_t count,
+static rcoll_status_t check_start(rcoll_comm_t comm, const rcoll_call_t *call, size_t count,
                                   rcoll_datatype_t dt)
 {
-    rcoll_status_t st = rcoll_api_check_comm(comm, fn);
+    const char *fn = call->fn;
+    rcoll_status_t st = rcoll_api_check_call(comm, call);
     if (st == RCOLL_OK) st = rcoll_api_check_type(comm, fn, count, dt);
     if (st == RCOLL_OK && count > RCOLL_MAX_COUNT / (size_t)comm->nranks)
         st = rcoll_api_arg_error(comm, RCOLL_ERR_INVALID_ARG,
@@ -70,9 +71,10 @@ static rcoll_status_t call_enter(rcoll_comm_t comm, rcoll_request_t *req, int nb
 
 static rcoll_status_t do_rooted(rcoll_op_kind_t kind, const void *sendbuf, void *recvbuf,
                                 size_t count, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                                rcoll_request_t *req, const char *fn)
+                                const rcoll_call_t *call)
 {
-    rcoll_status_t st = check_start(comm, fn, count, dt);
+    const char *fn = call->fn;
+    rcoll_status_t st = check_start(comm, call, count, dt);
     if (st == RCOLL_OK) st = rcoll_api_check_root(comm, fn, root);
     if (st != RCOLL_OK) return st;
     int gather = kind == RCOLL_OP_GATHER, is_root = comm->rank == root;
@@ -107,7 +109,7 @@ static rcoll_status_t do_rooted(rcoll_op_kind_t kind, const void *sendbuf, void 
                            .root = root};
     a.src = gather ? one : all;
     a.dst = (void *)(gather ? all : one);
-    return rcoll_api_queue_vcoll(comm, &a, NULL, req, fn);
+    return rcoll_api_queue_vcoll(comm, &a, NULL, call);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -117,10 +119,11 @@ static rcoll_status_t do_rooted(rcoll_op_kind_t kind, const void *sendbuf, void 
 static rcoll_status_t do_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                                     const size_t *recvcounts, const size_t *displs,
                                     rcoll_datatype_t dt, rcoll_comm_t comm,
-                                    rcoll_request_t *req, const char *fn)
+                                    const rcoll_call_t *call)
 {
+    const char *fn = call->fn;
     size_t total = 0, extent = 0;
-    rcoll_status_t st = check_start(comm, fn, sendcount, dt);
+    rcoll_status_t st = check_start(comm, call, sendcount, dt);
     if (st == RCOLL_OK)
         st = check_v(comm, fn, "recvcounts", recvcounts, "displs", displs, &total, &extent);
     if (st != RCOLL_OK) return st;
@@ -152,7 +155,7 @@ static rcoll_status_t do_allgatherv(const void *sendbuf, size_t sendcount, void 
     rcoll_coll_args_t a = {.kind = RCOLL_OP_ALLGATHERV, .src = sendbuf, .dst = recvbuf,
                            .count = total, .dt = dt, .op = RCOLL_SUM, .root = 0};
     const size_t *const v[RCOLL_V_NUM] = {recvcounts, displs, NULL, NULL};
-    return rcoll_api_queue_vcoll(comm, &a, v, req, fn);
+    return rcoll_api_queue_vcoll(comm, &a, v, call);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -162,11 +165,12 @@ static rcoll_status_t do_allgatherv(const void *sendbuf, size_t sendcount, void 
 static rcoll_status_t do_alltoallv(const void *sendbuf, const size_t *sendcounts,
                                    const size_t *sdispls, void *recvbuf,
                                    const size_t *recvcounts, const size_t *rdispls,
-                                   rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
-                                   const char *fn)
+                                   rcoll_datatype_t dt, rcoll_comm_t comm,
+                                   const rcoll_call_t *call)
 {
+    const char *fn = call->fn;
     size_t stotal = 0, sext = 0, rtotal = 0, rext = 0;
-    rcoll_status_t st = check_start(comm, fn, 0, dt);
+    rcoll_status_t st = check_start(comm, call, 0, dt);
     if (st == RCOLL_OK)
         st = check_v(comm, fn, "sendcounts", sendcounts, "sdispls", sdispls, &stotal, &sext);
     if (st == RCOLL_OK)
@@ -193,7 +197,7 @@ static rcoll_status_t do_alltoallv(const void *sendbuf, const size_t *sendcounts
                            .dst = rext ? recvbuf : NULL, .count = 0, .dt = dt,
                            .op = RCOLL_SUM, .root = 0};
     const size_t *const v[RCOLL_V_NUM] = {sendcounts, sdispls, recvcounts, rdispls};
-    return rcoll_api_queue_vcoll(comm, &a, v, req, fn);
+    return rcoll_api_queue_vcoll(comm, &a, v, call);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -202,11 +206,12 @@ static rcoll_status_t do_alltoallv(const void *sendbuf, const size_t *sendcounts
 
 static rcoll_status_t do_reduce_scatterv(const void *sendbuf, void *recvbuf,
                                          const size_t *recvcounts, rcoll_datatype_t dt,
-                                         rcoll_op_t op, rcoll_comm_t comm, rcoll_request_t *req,
-                                         const char *fn)
+                                         rcoll_op_t op, rcoll_comm_t comm,
+                                         const rcoll_call_t *call)
 {
+    const char *fn = call->fn;
     size_t total = 0, extent = 0;
-    rcoll_status_t st = check_start(comm, fn, 0, dt);
+    rcoll_status_t st = check_start(comm, call, 0, dt);
     if (st == RCOLL_OK) st = rcoll_api_check_op(comm, fn, dt, op);
     if (st == RCOLL_OK)
         st = check_v(comm, fn, "recvcounts", recvcounts, NULL, NULL, &total, &extent);
@@ -234,7 +239,7 @@ static rcoll_status_t do_reduce_scatterv(const void *sendbuf, void *recvbuf,
     rcoll_coll_args_t a = {.kind = RCOLL_OP_REDUCE_SCATTERV, .src = sendbuf, .dst = recvbuf,
                            .count = total, .dt = dt, .op = op, .root = 0};
     const size_t *const v[RCOLL_V_NUM] = {recvcounts, NULL, NULL, NULL};
-    return rcoll_api_queue_vcoll(comm, &a, v, req, fn);
+    return rcoll_api_queue_vcoll(comm, &a, v, call);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -247,7 +252,8 @@ static rcoll_status_t rooted(rcoll_op_kind_t kind, const void *sendbuf, void *re
 {
     rcoll_status_t st = call_enter(comm, req, nb, fn);
     return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_rooted(kind, sendbuf, recvbuf, count,
-                                                                 dt, root, comm, req, fn));
+                                                                 dt, root, comm,
+        &(const rcoll_call_t){.fn = fn, .req = req}));
 }
 
 rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf, size_t count,
@@ -288,7 +294,8 @@ static rcoll_status_t allgatherv(const void *sendbuf, size_t sendcount, void *re
     rcoll_status_t st = call_enter(comm, req, nb, fn);
     return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf,
                                                                      recvcounts, displs, dt,
-                                                                     comm, req, fn));
+                                                                     comm,
+        &(const rcoll_call_t){.fn = fn, .req = req}));
 }
 
 rcoll_status_t rcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
@@ -315,7 +322,8 @@ static rcoll_status_t alltoallv(const void *sendbuf, const size_t *sendcounts,
     rcoll_status_t st = call_enter(comm, req, nb, fn);
     return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls,
                                                                     recvbuf, recvcounts, rdispls,
-                                                                    dt, comm, req, fn));
+                                                                    dt, comm,
+        &(const rcoll_call_t){.fn = fn, .req = req}));
 }
 
 rcoll_status_t rcoll_alltoallv(const void *sendbuf, const size_t *sendcounts,
@@ -343,7 +351,8 @@ static rcoll_status_t reduce_scatterv(const void *sendbuf, void *recvbuf,
     rcoll_status_t st = call_enter(comm, req, nb, fn);
     return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_reduce_scatterv(sendbuf, recvbuf,
                                                                           recvcounts, dt, op,
-                                                                          comm, req, fn));
+                                                                          comm,
+        &(const rcoll_call_t){.fn = fn, .req = req}));
 }
 
 rcoll_status_t rcoll_reduce_scatterv(const void *sendbuf, void *recvbuf,
@@ -372,7 +381,8 @@ rcoll_status_t rcoll_gather_stream(const void *sendbuf, void *recvbuf, size_t co
     rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
     if (st != RCOLL_OK) return st;
     return rcoll_api_stream_leave(comm, do_rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt,
-                                                  root, comm, NULL, fn));
+                                                  root, comm,
+        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_scatter_stream(const void *sendbuf, void *recvbuf, size_t count,
@@ -383,7 +393,8 @@ rcoll_status_t rcoll_scatter_stream(const void *sendbuf, void *recvbuf, size_t c
     rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
     if (st != RCOLL_OK) return st;
     return rcoll_api_stream_leave(comm, do_rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt,
-                                                  root, comm, NULL, fn));
+                                                  root, comm,
+        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_allgatherv_stream(const void *sendbuf, size_t sendcount, void *recvbuf,
@@ -394,7 +405,8 @@ rcoll_status_t rcoll_allgatherv_stream(const void *sendbuf, size_t sendcount, vo
     rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
     if (st != RCOLL_OK) return st;
     return rcoll_api_stream_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts,
-                                                      displs, dt, comm, NULL, fn));
+                                                      displs, dt, comm,
+        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
@@ -406,7 +418,8 @@ rcoll_status_t rcoll_alltoallv_stream(const void *sendbuf, const size_t *sendcou
     rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
     if (st != RCOLL_OK) return st;
     return rcoll_api_stream_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls, recvbuf,
-                                                     recvcounts, rdispls, dt, comm, NULL, fn));
+                                                     recvcounts, rdispls, dt, comm,
+        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
 rcoll_status_t rcoll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
@@ -417,5 +430,6 @@ rcoll_status_t rcoll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
     rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
     if (st != RCOLL_OK) return st;
     return rcoll_api_stream_leave(comm, do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op,
-                                                           comm, NULL, fn));
+                                                           comm,
+        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
