@@ -520,23 +520,6 @@ static rcoll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t co
     return queue_coll(comm, &a, call);
 }
 
-rcoll_status_t rcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                               rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
-{
-    rcoll_status_t ent = comm_enter(comm, "rcoll_allreduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_allreduce"}));
-}
-
-rcoll_status_t rcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
-                                rcoll_request_t *req)
-{
-    rcoll_status_t gst = check_ireq(comm, req, "rcoll_iallreduce");
-    if (gst != RCOLL_OK) return gst;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_iallreduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_iallreduce", .req = req}));
-}
-
 static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
                                rcoll_comm_t comm,
                                const rcoll_call_t *call)
@@ -551,22 +534,6 @@ static rcoll_status_t do_bcast(void *buf, size_t count, rcoll_datatype_t dt, int
                          count);
     rcoll_coll_args_t a = {RCOLL_OP_BCAST, buf, buf, count, dt, RCOLL_SUM, root};
     return queue_coll(comm, &a, call);
-}
-
-rcoll_status_t rcoll_bcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
-                           rcoll_comm_t comm)
-{
-    rcoll_status_t ent = comm_enter(comm, "rcoll_bcast");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, &(const rcoll_call_t){.fn = "rcoll_bcast"}));
-}
-
-rcoll_status_t rcoll_ibcast(void *buf, size_t count, rcoll_datatype_t dt, int root,
-                            rcoll_comm_t comm, rcoll_request_t *req)
-{
-    rcoll_status_t gst = check_ireq(comm, req, "rcoll_ibcast");
-    if (gst != RCOLL_OK) return gst;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_ibcast");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_bcast(buf, count, dt, root, comm, &(const rcoll_call_t){.fn = "rcoll_ibcast", .req = req}));
 }
 
 static rcoll_status_t do_barrier(rcoll_comm_t comm, const rcoll_call_t *call)
@@ -748,23 +715,6 @@ static rcoll_status_t do_reduce(const void *sendbuf, void *recvbuf, size_t count
     return queue_coll(comm, &a, call);
 }
 
-rcoll_status_t rcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                            rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm)
-{
-    rcoll_status_t ent = comm_enter(comm, "rcoll_reduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &(const rcoll_call_t){.fn = "rcoll_reduce"}));
-}
-
-rcoll_status_t rcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
-                             rcoll_datatype_t dt, rcoll_op_t op, int root, rcoll_comm_t comm,
-                             rcoll_request_t *req)
-{
-    rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce");
-    if (st != RCOLL_OK) return st;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_ireduce");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &(const rcoll_call_t){.fn = "rcoll_ireduce", .req = req}));
-}
-
 static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
                                    rcoll_datatype_t dt, rcoll_comm_t comm,
                                    const rcoll_call_t *call)
@@ -790,22 +740,6 @@ static rcoll_status_t do_allgather(const void *sendbuf, void *recvbuf, size_t co
                          "(in place: pass RCOLL_IN_PLACE or recvbuf + rank x sendcount)", fn);
     rcoll_coll_args_t a = {RCOLL_OP_ALLGATHER, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
     return queue_coll(comm, &a, call);
-}
-
-rcoll_status_t rcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                               rcoll_datatype_t dt, rcoll_comm_t comm)
-{
-    rcoll_status_t ent = comm_enter(comm, "rcoll_allgather");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &(const rcoll_call_t){.fn = "rcoll_allgather"}));
-}
-
-rcoll_status_t rcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
-{
-    rcoll_status_t st = check_ireq(comm, req, "rcoll_iallgather");
-    if (st != RCOLL_OK) return st;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_iallgather");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &(const rcoll_call_t){.fn = "rcoll_iallgather", .req = req}));
 }
 
 static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
@@ -834,23 +768,6 @@ static rcoll_status_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size
     return queue_coll(comm, &a, call);
 }
 
-rcoll_status_t rcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                    rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm)
-{
-    rcoll_status_t ent = comm_enter(comm, "rcoll_reduce_scatter");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_reduce_scatter"}));
-}
-
-rcoll_status_t rcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                     rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
-                                     rcoll_request_t *req)
-{
-    rcoll_status_t st = check_ireq(comm, req, "rcoll_ireduce_scatter");
-    if (st != RCOLL_OK) return st;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_ireduce_scatter");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &(const rcoll_call_t){.fn = "rcoll_ireduce_scatter", .req = req}));
-}
-
 static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                                   rcoll_datatype_t dt, rcoll_comm_t comm,
                                   const rcoll_call_t *call)
@@ -872,22 +789,6 @@ static rcoll_status_t do_alltoall(const void *sendbuf, void *recvbuf, size_t cou
                          "%s: sendbuf and recvbuf overlap (they must be disjoint)", fn);
     rcoll_coll_args_t a = {RCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dt, RCOLL_SUM, 0};
     return queue_coll(comm, &a, call);
-}
-
-rcoll_status_t rcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                              rcoll_datatype_t dt, rcoll_comm_t comm)
-{
-    rcoll_status_t ent = comm_enter(comm, "rcoll_alltoall");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, &(const rcoll_call_t){.fn = "rcoll_alltoall"}));
-}
-
-rcoll_status_t rcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                               rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
-{
-    rcoll_status_t st = check_ireq(comm, req, "rcoll_ialltoall");
-    if (st != RCOLL_OK) return st;
-    rcoll_status_t ent = comm_enter(comm, "rcoll_ialltoall");
-    return ent != RCOLL_OK ? ent : comm_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, &(const rcoll_call_t){.fn = "rcoll_ialltoall", .req = req}));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1221,25 +1122,6 @@ void rcoll_api_stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h,
     comm_leave(comm, RCOLL_OK);
 }
 
-rcoll_status_t rcoll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                      rcoll_datatype_t dt, rcoll_op_t op, rcoll_comm_t comm,
-                                      void *stream)
-{
-    const char *fn = "rcoll_allreduce_stream";
-    rcoll_status_t ent = stream_enter(comm, stream, fn);
-    if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
-rcoll_status_t rcoll_bcast_stream(void *buf, size_t count, rcoll_datatype_t dt, int root,
-                                  rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_bcast_stream";
-    rcoll_status_t ent = stream_enter(comm, stream, fn);
-    if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_bcast(buf, count, dt, root, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
 rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream)
 {
     const char *fn = "rcoll_barrier_stream";
@@ -1248,41 +1130,28 @@ rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream)
     return stream_leave(comm, do_barrier(comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
 }
 
-rcoll_status_t rcoll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                   rcoll_datatype_t dt, rcoll_op_t op, int root,
-                                   rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_reduce_stream";
-    rcoll_status_t ent = stream_enter(comm, stream, fn);
-    if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
+/* ------------------------------------------------------------------------------------------
+ * The entry points: one line a collective, each giving its blocking, nonblocking and
+ * stream-ordered forms from its do_ function (RCOLL_API_ENTRIES, api_int.h).  The barrier,
+ * without parameters, is written out above.
+ * ---------------------------------------------------------------------------------------- */
 
-rcoll_status_t rcoll_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                      rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_allgather_stream";
-    rcoll_status_t ent = stream_enter(comm, stream, fn);
-    if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
+#define RCOLL_COLLECTIVES(X)                                                                  \
+    X(allreduce,                                                                              \
+      (const void *sendbuf, void *recvbuf, size_t count, rcoll_datatype_t dt, rcoll_op_t op), \
+      (sendbuf, recvbuf, count, dt, op))                                                      \
+    X(bcast, (void *buf, size_t count, rcoll_datatype_t dt, int root), (buf, count, dt, root)) \
+    X(reduce,                                                                                 \
+      (const void *sendbuf, void *recvbuf, size_t count, rcoll_datatype_t dt, rcoll_op_t op,  \
+       int root),                                                                             \
+      (sendbuf, recvbuf, count, dt, op, root))                                                \
+    X(allgather, (const void *sendbuf, void *recvbuf, size_t sendcount, rcoll_datatype_t dt), \
+      (sendbuf, recvbuf, sendcount, dt))                                                      \
+    X(reduce_scatter,                                                                         \
+      (const void *sendbuf, void *recvbuf, size_t recvcount, rcoll_datatype_t dt,             \
+       rcoll_op_t op),                                                                        \
+      (sendbuf, recvbuf, recvcount, dt, op))                                                  \
+    X(alltoall, (const void *sendbuf, void *recvbuf, size_t count, rcoll_datatype_t dt),      \
+      (sendbuf, recvbuf, count, dt))
 
-rcoll_status_t rcoll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
-                                           size_t recvcount, rcoll_datatype_t dt, rcoll_op_t op,
-                                           rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_reduce_scatter_stream";
-    rcoll_status_t ent = stream_enter(comm, stream, fn);
-    if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm,
-                        do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
-rcoll_status_t rcoll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                     rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_alltoall_stream";
-    rcoll_status_t ent = stream_enter(comm, stream, fn);
-    if (ent != RCOLL_OK) return ent;
-    return stream_leave(comm, do_alltoall(sendbuf, recvbuf, count, dt, comm, &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
+RCOLL_COLLECTIVES(RCOLL_API_ENTRIES)

@@ -21,6 +21,41 @@ typedef struct rcoll_call {
     int in_host;
 } rcoll_call_t;
 
+/* The entry points of one collective from its
+ *   static rcoll_status_t do_<name>(<its parameters>, rcoll_comm_t comm,
+ *                                   const rcoll_call_t *call)
+ * (the tables RCOLL_COLLECTIVES in api.c and RCOLL_V_COLLECTIVES in api_v.c, one line a
+ * collective): rcoll_<name> (blocking), rcoll_i<name> (its request: checked, then the call
+ * completes through rcoll_test/rcoll_wait) and rcoll_<name>_stream (enqueued on stream).
+ * PARAMS: the parameters before comm, in parentheses; ARGS: their names, in parentheses. */
+#define RCOLL_API_UNPAREN(...) __VA_ARGS__
+#define RCOLL_API_ENTRIES(name, PARAMS, ARGS)                                                 \
+    rcoll_status_t rcoll_##name(RCOLL_API_UNPAREN PARAMS, rcoll_comm_t comm)                  \
+    {                                                                                         \
+        const rcoll_call_t call = {.fn = "rcoll_" #name};                                     \
+        rcoll_status_t st = rcoll_api_enter(comm, call.fn);                                   \
+        if (st != RCOLL_OK) return st;                                                        \
+        return rcoll_api_leave(comm, do_##name(RCOLL_API_UNPAREN ARGS, comm, &call));         \
+    }                                                                                         \
+    rcoll_status_t rcoll_i##name(RCOLL_API_UNPAREN PARAMS, rcoll_comm_t comm,                 \
+                                 rcoll_request_t *req)                                        \
+    {                                                                                         \
+        const rcoll_call_t call = {.fn = "rcoll_i" #name, .req = req};                        \
+        rcoll_status_t st = rcoll_api_check_ireq(comm, req, call.fn);                         \
+        if (st == RCOLL_OK) st = rcoll_api_enter(comm, call.fn);                              \
+        if (st != RCOLL_OK) return st;                                                        \
+        return rcoll_api_leave(comm, do_##name(RCOLL_API_UNPAREN ARGS, comm, &call));         \
+    }                                                                                         \
+    rcoll_status_t rcoll_##name##_stream(RCOLL_API_UNPAREN PARAMS, rcoll_comm_t comm,         \
+                                         void *stream)                                        \
+    {                                                                                         \
+        const rcoll_call_t call = {.fn = "rcoll_" #name "_stream", .on_stream = 1,            \
+                                   .stream = stream};                                         \
+        rcoll_status_t st = rcoll_api_stream_enter(comm, stream, call.fn);                    \
+        if (st != RCOLL_OK) return st;                                                        \
+        return rcoll_api_stream_leave(comm, do_##name(RCOLL_API_UNPAREN ARGS, comm, &call));  \
+    }
+
 /* Take / release the communicator for one call (one thread at a time). */
 rcoll_status_t rcoll_api_enter(rcoll_comm_t comm, const char *fn);
 rcoll_status_t rcoll_api_leave(rcoll_comm_t comm, rcoll_status_t st);

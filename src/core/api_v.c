@@ -59,12 +59,6 @@ static rcoll_status_t check_start(rcoll_comm_t comm, const rcoll_call_t *call, s
 }
 
 /* Take the communicator for one call; a nonblocking one (nb) first checks req and the group. */
-static rcoll_status_t call_enter(rcoll_comm_t comm, rcoll_request_t *req, int nb, const char *fn)
-{
-    rcoll_status_t st = nb ? rcoll_api_check_ireq(comm, req, fn) : RCOLL_OK;
-    return st == RCOLL_OK ? rcoll_api_enter(comm, fn) : st;
-}
-
 /* ------------------------------------------------------------------------------------------
  * Gather and scatter: `all` is the root's buffer of nranks blocks, `one` a rank's block.
  * ---------------------------------------------------------------------------------------- */
@@ -242,194 +236,44 @@ static rcoll_status_t do_reduce_scatterv(const void *sendbuf, void *recvbuf,
     return rcoll_api_queue_vcoll(comm, &a, v, call);
 }
 
+static rcoll_status_t do_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                                const rcoll_call_t *call)
+{
+    return do_rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root, comm, call);
+}
+
+static rcoll_status_t do_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                 rcoll_datatype_t dt, int root, rcoll_comm_t comm,
+                                 const rcoll_call_t *call)
+{
+    return do_rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root, comm, call);
+}
+
 /* ------------------------------------------------------------------------------------------
- * The entry points: take the communicator, check, queue, release.
+ * The entry points: one line a collective, each giving its blocking, nonblocking and
+ * stream-ordered forms from its do_ function (RCOLL_API_ENTRIES, api_int.h).
  * ---------------------------------------------------------------------------------------- */
 
-static rcoll_status_t rooted(rcoll_op_kind_t kind, const void *sendbuf, void *recvbuf,
-                             size_t count, rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                             rcoll_request_t *req, int nb, const char *fn)
-{
-    rcoll_status_t st = call_enter(comm, req, nb, fn);
-    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_rooted(kind, sendbuf, recvbuf, count,
-                                                                 dt, root, comm,
-        &(const rcoll_call_t){.fn = fn, .req = req}));
-}
+#define RCOLL_V_COLLECTIVES(X)                                                                \
+    X(gather,                                                                                 \
+      (const void *sendbuf, void *recvbuf, size_t count, rcoll_datatype_t dt, int root),      \
+      (sendbuf, recvbuf, count, dt, root))                                                    \
+    X(scatter,                                                                                \
+      (const void *sendbuf, void *recvbuf, size_t count, rcoll_datatype_t dt, int root),      \
+      (sendbuf, recvbuf, count, dt, root))                                                    \
+    X(allgatherv,                                                                             \
+      (const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,        \
+       const size_t *displs, rcoll_datatype_t dt),                                            \
+      (sendbuf, sendcount, recvbuf, recvcounts, displs, dt))                                  \
+    X(alltoallv,                                                                              \
+      (const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,   \
+       const size_t *recvcounts, const size_t *rdispls, rcoll_datatype_t dt),                 \
+      (sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt))                       \
+    X(reduce_scatterv,                                                                        \
+      (const void *sendbuf, void *recvbuf, const size_t *recvcounts, rcoll_datatype_t dt,     \
+       rcoll_op_t op),                                                                        \
+      (sendbuf, recvbuf, recvcounts, dt, op))
 
-rcoll_status_t rcoll_gather(const void *sendbuf, void *recvbuf, size_t count,
-                            rcoll_datatype_t dt, int root, rcoll_comm_t comm)
-{
-    return rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root, comm, NULL, 0,
-                  "rcoll_gather");
-}
+RCOLL_V_COLLECTIVES(RCOLL_API_ENTRIES)
 
-rcoll_status_t rcoll_igather(const void *sendbuf, void *recvbuf, size_t count,
-                             rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                             rcoll_request_t *req)
-{
-    return rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt, root, comm, req, 1,
-                  "rcoll_igather");
-}
-
-rcoll_status_t rcoll_scatter(const void *sendbuf, void *recvbuf, size_t count,
-                             rcoll_datatype_t dt, int root, rcoll_comm_t comm)
-{
-    return rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root, comm, NULL, 0,
-                  "rcoll_scatter");
-}
-
-rcoll_status_t rcoll_iscatter(const void *sendbuf, void *recvbuf, size_t count,
-                              rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                              rcoll_request_t *req)
-{
-    return rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt, root, comm, req, 1,
-                  "rcoll_iscatter");
-}
-
-static rcoll_status_t allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                                 const size_t *recvcounts, const size_t *displs,
-                                 rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req,
-                                 int nb, const char *fn)
-{
-    rcoll_status_t st = call_enter(comm, req, nb, fn);
-    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf,
-                                                                     recvcounts, displs, dt,
-                                                                     comm,
-        &(const rcoll_call_t){.fn = fn, .req = req}));
-}
-
-rcoll_status_t rcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                                const size_t *recvcounts, const size_t *displs,
-                                rcoll_datatype_t dt, rcoll_comm_t comm)
-{
-    return allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dt, comm, NULL, 0,
-                      "rcoll_allgatherv");
-}
-
-rcoll_status_t rcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                                 const size_t *recvcounts, const size_t *displs,
-                                 rcoll_datatype_t dt, rcoll_comm_t comm, rcoll_request_t *req)
-{
-    return allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dt, comm, req, 1,
-                      "rcoll_iallgatherv");
-}
-
-static rcoll_status_t alltoallv(const void *sendbuf, const size_t *sendcounts,
-                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                                const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm,
-                                rcoll_request_t *req, int nb, const char *fn)
-{
-    rcoll_status_t st = call_enter(comm, req, nb, fn);
-    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls,
-                                                                    recvbuf, recvcounts, rdispls,
-                                                                    dt, comm,
-        &(const rcoll_call_t){.fn = fn, .req = req}));
-}
-
-rcoll_status_t rcoll_alltoallv(const void *sendbuf, const size_t *sendcounts,
-                               const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                               const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm)
-{
-    return alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt, comm, NULL,
-                     0, "rcoll_alltoallv");
-}
-
-rcoll_status_t rcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
-                                const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                                const size_t *rdispls, rcoll_datatype_t dt, rcoll_comm_t comm,
-                                rcoll_request_t *req)
-{
-    return alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt, comm, req,
-                     1, "rcoll_ialltoallv");
-}
-
-static rcoll_status_t reduce_scatterv(const void *sendbuf, void *recvbuf,
-                                      const size_t *recvcounts, rcoll_datatype_t dt,
-                                      rcoll_op_t op, rcoll_comm_t comm, rcoll_request_t *req,
-                                      int nb, const char *fn)
-{
-    rcoll_status_t st = call_enter(comm, req, nb, fn);
-    return st != RCOLL_OK ? st : rcoll_api_leave(comm, do_reduce_scatterv(sendbuf, recvbuf,
-                                                                          recvcounts, dt, op,
-                                                                          comm,
-        &(const rcoll_call_t){.fn = fn, .req = req}));
-}
-
-rcoll_status_t rcoll_reduce_scatterv(const void *sendbuf, void *recvbuf,
-                                     const size_t *recvcounts, rcoll_datatype_t dt,
-                                     rcoll_op_t op, rcoll_comm_t comm)
-{
-    return reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm, NULL, 0,
-                           "rcoll_reduce_scatterv");
-}
-
-rcoll_status_t rcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
-                                      const size_t *recvcounts, rcoll_datatype_t dt,
-                                      rcoll_op_t op, rcoll_comm_t comm, rcoll_request_t *req)
-{
-    return reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op, comm, req, 1,
-                           "rcoll_ireduce_scatterv");
-}
-
-/* ---- stream order (api_stream.c): the same checks, the collective enqueued on stream ---- */
-
-rcoll_status_t rcoll_gather_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                   rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                                   void *stream)
-{
-    const char *fn = "rcoll_gather_stream";
-    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_stream_leave(comm, do_rooted(RCOLL_OP_GATHER, sendbuf, recvbuf, count, dt,
-                                                  root, comm,
-        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
-rcoll_status_t rcoll_scatter_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                    rcoll_datatype_t dt, int root, rcoll_comm_t comm,
-                                    void *stream)
-{
-    const char *fn = "rcoll_scatter_stream";
-    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_stream_leave(comm, do_rooted(RCOLL_OP_SCATTER, sendbuf, recvbuf, count, dt,
-                                                  root, comm,
-        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
-rcoll_status_t rcoll_allgatherv_stream(const void *sendbuf, size_t sendcount, void *recvbuf,
-                                       const size_t *recvcounts, const size_t *displs,
-                                       rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_allgatherv_stream";
-    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_stream_leave(comm, do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts,
-                                                      displs, dt, comm,
-        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
-rcoll_status_t rcoll_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
-                                      const size_t *sdispls, void *recvbuf,
-                                      const size_t *recvcounts, const size_t *rdispls,
-                                      rcoll_datatype_t dt, rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_alltoallv_stream";
-    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_stream_leave(comm, do_alltoallv(sendbuf, sendcounts, sdispls, recvbuf,
-                                                     recvcounts, rdispls, dt, comm,
-        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
-
-rcoll_status_t rcoll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
-                                            const size_t *recvcounts, rcoll_datatype_t dt,
-                                            rcoll_op_t op, rcoll_comm_t comm, void *stream)
-{
-    const char *fn = "rcoll_reduce_scatterv_stream";
-    rcoll_status_t st = rcoll_api_stream_enter(comm, stream, fn);
-    if (st != RCOLL_OK) return st;
-    return rcoll_api_stream_leave(comm, do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dt, op,
-                                                           comm,
-        &(const rcoll_call_t){.fn = fn, .on_stream = 1, .stream = stream}));
-}
