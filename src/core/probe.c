@@ -85,7 +85,7 @@ static const size_t default_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 <<
 
 /* Algorithm a's probe sizes here (returns how many): its ops' or the default, none larger
  * than cap. */
-static int probe_points(int a, size_t cap, int shm, size_t *pts)
+int rcoll_probe_points(int a, size_t cap, int shm, size_t *pts)
 {
     const rcoll_algo_ops_t *ops = rcoll_algos[a];
     const size_t *src = ops->probe_bytes[0] ? ops->probe_bytes : default_points;
@@ -146,7 +146,7 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
         int np[RCOLL_ALG_COUNT];
         memset(t, 0, sizeof(t));
         for (int a = 0; a < RCOLL_ALG_COUNT; a++) {
-            np[a] = want[a] ? probe_points(a, cap, c->all_shm, pts[a]) : 0;
+            np[a] = want[a] ? rcoll_probe_points(a, cap, c->all_shm, pts[a]) : 0;
             if (np[a] && pts[a][np[a] - 1] > buf_bytes) buf_bytes = pts[a][np[a] - 1];
         }
         free(buf);
