@@ -38,8 +38,10 @@ check() { # NAME ENV...: run the check (twice if the first is over the margin)
         echo "note: $name over the margin on try $try:"
         grep -E 'OVER|worst' "$TMP/$name.out" | sed 's/^/    /'
     done
-    if [ $rc -eq 0 ] && grep -q 'worst auto / best' "$TMP/$name.out"; then
-        echo "PASS $name: $(grep -o 'worst auto / best: [0-9.]*' "$TMP/$name.out")"
+    if [ $rc -eq 0 ] && grep -q 'worst auto / best' "$TMP/$name.out" &&
+        grep -q 'worst choice / best: [0-9]' "$TMP/$name.out"; then
+        echo "PASS $name: $(grep -o 'worst auto / best: [0-9.]*' "$TMP/$name.out"), $(grep -o \
+            'worst choice / best: [0-9.]*' "$TMP/$name.out")"
         npass=$((npass + 1))
     else
         echo "FAIL $name (exit $rc):"
