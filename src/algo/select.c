@@ -117,6 +117,35 @@ const rcoll_path_cost_t *rcoll_algo_flat_path(const rcoll_algo_ctx_t *ctx)
     return rcoll_algo_flat_shm(ctx) ? &ctx->tuning->shm : &ctx->tuning->net;
 }
 
+/* The INFO line of choice a for `bytes` of collective c, once per power-of-two size class and
+ * again when the class's choice changes (logged: the class's last logged choice + 1), so that a
+ * program alternating two sizes does not log every call; with every applicable algorithm's
+ * prediction (an "m" after one: the probe's measured curve, not the formula). */
+static void log_choice(const rcoll_algo_ctx_t *ctx, uint8_t logged[64], rcoll_coll_t c,
+                       size_t bytes, int a, int forced, double pred)
+{
+    int cls = 0;
+    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
+    if (logged[cls] == (uint8_t)(a + 1)) return;
+    logged[cls] = (uint8_t)(a + 1);
+    const rcoll_algo_table_t *tb = &rcoll_algo_tables[c];
+    int ar = c == RCOLL_COLL_ALLREDUCE;
+    char others[256];
+    size_t len = 0;
+    others[0] = '\0';
+    for (int k = 0; k < tb->count && len < sizeof(others); k++) {
+        double x = ar ? rcoll_algo_predict(ctx, (rcoll_allreduce_alg_t)k, bytes)
+                      : tb->ops[k]->predict(ctx, bytes);
+        if (isinf(x)) continue;
+        len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f%s",
+                                len ? ", " : "", tb->names[k], x,
+                                ar && ctx->fit[k].npoints ? "m" : "");
+    }
+    RCOLL_INFO(ALGO, "%s of %zu B on %d ranks: %s (%s%s%.2f us predicted; %s)", tb->coll, bytes,
+               ctx->nranks, tb->names[a], forced ? tb->knob : "", forced ? "; " : "", pred,
+               others);
+}
+
 int rcoll_algo_choose_coll(rcoll_algo_ctx_t *ctx, rcoll_coll_t c, size_t bytes)
 {
     if (c == RCOLL_COLL_ALLREDUCE) return (int)rcoll_algo_choose(ctx, bytes);
@@ -137,23 +166,7 @@ int rcoll_algo_choose_coll(rcoll_algo_ctx_t *ctx, rcoll_coll_t c, size_t bytes)
     }
     m->last_alg = a + 1;
     m->last_bytes = bytes;
-    int cls = 0;
-    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
-    if (m->logged[cls] != (uint8_t)(a + 1)) {
-        m->logged[cls] = (uint8_t)(a + 1);
-        char others[256];
-        size_t len = 0;
-        others[0] = '\0';
-        for (int k = 0; k < tb->count && len < sizeof(others); k++) {
-            double x = tb->ops[k]->predict(ctx, bytes);
-            if (isinf(x)) continue;
-            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f",
-                                    len ? ", " : "", tb->names[k], x);
-        }
-        RCOLL_INFO(ALGO, "%s of %zu B on %d ranks: %s (%s%s%.2f us predicted; %s)", tb->coll,
-                   bytes, ctx->nranks, tb->names[a], forced ? tb->knob : "", forced ? "; " : "",
-                   tb->ops[a]->predict(ctx, bytes), others);
-    }
+    log_choice(ctx, m->logged, c, bytes, a, forced, tb->ops[a]->predict(ctx, bytes));
     return a;
 }
 
@@ -231,28 +244,8 @@ rcoll_allreduce_alg_t rcoll_algo_choose(rcoll_algo_ctx_t *ctx, size_t bytes)
     if (a != RCOLL_ALG_AUTO && isinf(rcoll_algos[a]->predict(ctx, bytes))) a = RCOLL_ALG_AUTO;
     if (a == RCOLL_ALG_AUTO) a = rcoll_algo_model(ctx, bytes, &pred);
     ctx->last_alg = (int)a;
-    /* Log once per power-of-two size class (and again if its choice changes), so that a
-     * program alternating two sizes does not log every call. */
-    int cls = 0;
-    while (cls < 63 && ((size_t)1 << (cls + 1)) <= bytes) cls++;
-    if (ctx->logged[cls] != (uint8_t)(a + 1)) {
-        ctx->logged[cls] = (uint8_t)(a + 1);
-        char others[256];
-        size_t len = 0;
-        for (int k = 0; k < RCOLL_ALG_COUNT; k++) {
-            double x = rcoll_algo_predict(ctx, (rcoll_allreduce_alg_t)k, bytes);
-            if (isinf(x)) continue;
-            len += (size_t)snprintf(others + len, sizeof(others) - len, "%s%s %.2f%s",
-                                    len ? ", " : "", rcoll_alg_names[k], x,
-                                    ctx->fit[k].npoints ? "m" : "");
-            if (len >= sizeof(others)) break;
-        }
-        RCOLL_INFO(ALGO, "all-reduce of %zu B on %d ranks: %s (%s%.2f us predicted; %s)",
-                   bytes, ctx->nranks, rcoll_alg_names[a],
-                   ctx->forced != RCOLL_ALG_AUTO ? "RCOLL_ALGO; " : "",
-                   pred ? pred : rcoll_algos[a]->predict(ctx, bytes), others);
-        /* (an "m" after a prediction: the probe's measured line, not the formula) */
-    }
+    log_choice(ctx, ctx->logged, RCOLL_COLL_ALLREDUCE, bytes, (int)a,
+               ctx->forced != RCOLL_ALG_AUTO, pred ? pred : rcoll_algos[a]->predict(ctx, bytes));
     return a;
 }
 
