@@ -404,13 +404,13 @@ rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     return submit_coll(comm, r, req);
 }
 
-/* The paths of core/plan.h, one shape: run a on this path, or decline (*taken = 0: the plan's
- * next path runs it). */
+/* The routes of core/plan.h, one shape: run a on this route, or decline (*taken = 0: the
+ * plan's next route runs it). */
 typedef rcoll_status_t (*route_fn_t)(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                     const size_t *const *v, const rcoll_call_t *call,
                                     int device, int *taken);
 
-static rcoll_status_t path_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+static rcoll_status_t route_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                       const size_t *const *v, const rcoll_call_t *call,
                                       int device, int *taken)
 {
@@ -423,7 +423,7 @@ static rcoll_status_t path_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t
     return rcoll_api_ipc_stream(comm, a, call->stream, call->fn, taken);
 }
 
-static rcoll_status_t path_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+static rcoll_status_t route_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                   const size_t *const *v, const rcoll_call_t *call, int device,
                                   int *taken)
 {
@@ -431,7 +431,7 @@ static rcoll_status_t path_stream(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     return rcoll_api_stream_coll(comm, a, v, device, call->stream, call->fn);
 }
 
-static rcoll_status_t path_ipc(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+static rcoll_status_t route_ipc(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                const size_t *const *v, const rcoll_call_t *call, int device,
                                int *taken)
 {
@@ -439,7 +439,7 @@ static rcoll_status_t path_ipc(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     return rcoll_api_ipc_coll(comm, a, v, call->req, call->fn, taken);
 }
 
-static rcoll_status_t path_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+static rcoll_status_t route_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                    const size_t *const *v, const rcoll_call_t *call, int device,
                                    int *taken)
 {
@@ -448,7 +448,7 @@ static rcoll_status_t path_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a
     return rcoll_api_chunked(comm, a, device, call->req, call->fn);
 }
 
-static rcoll_status_t path_stage(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+static rcoll_status_t route_stage(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                  const size_t *const *v, const rcoll_call_t *call, int device,
                                  int *taken)
 {
@@ -457,7 +457,7 @@ static rcoll_status_t path_stage(rcoll_comm_t comm, const rcoll_coll_args_t *a,
     return rcoll_api_stage_coll(comm, a, v, call->req, rcoll_api_group_depth != 0, call->fn);
 }
 
-static rcoll_status_t path_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
+static rcoll_status_t route_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                 const size_t *const *v, const rcoll_call_t *call, int device,
                                 int *taken)
 {
@@ -467,9 +467,9 @@ static rcoll_status_t path_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
 }
 
 static const route_fn_t routes[RCOLL_ROUTE_COUNT] = {
-    [RCOLL_ROUTE_IPC_STREAM] = path_ipc_stream, [RCOLL_ROUTE_STREAM] = path_stream,
-    [RCOLL_ROUTE_IPC] = path_ipc,               [RCOLL_ROUTE_CHUNKED] = path_chunked,
-    [RCOLL_ROUTE_STAGE] = path_stage,           [RCOLL_ROUTE_HOST] = path_host};
+    [RCOLL_ROUTE_IPC_STREAM] = route_ipc_stream, [RCOLL_ROUTE_STREAM] = route_stream,
+    [RCOLL_ROUTE_IPC] = route_ipc,               [RCOLL_ROUTE_CHUNKED] = route_chunked,
+    [RCOLL_ROUTE_STAGE] = route_stage,           [RCOLL_ROUTE_HOST] = route_host};
 
 /* Queue a checked collective (v: its count arrays, NULL for none) on the path the planner
  * gives (core/plan.h): host buffers on the host; CUDA device or managed ones over CUDA IPC,

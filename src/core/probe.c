@@ -37,43 +37,35 @@
 #define PROBE_BYTES ((size_t)256 << 10)
 #define PROBE_NET_BYTES ((size_t)2 << 20)
 
-#define MAX_REPS 16
 #define POINT_BUDGET_US 10000.0 /* the longest run of one probe point (estimated) */
 
-/* Microseconds per all-reduce of `bytes` with algorithm a over reps runs (at most MAX_REPS):
- * the best (smallest), or with median = 1 the median, which one slow run (a rank descheduled
- * on a busy machine) does not move. */
+/* Best (smallest) microseconds per all-reduce of `bytes` with algorithm a over reps runs: the
+ * noise here is one-sided (a descheduled rank makes a run slow, never fast).  warm: one
+ * untimed run first, which also lines the ranks up (0: the caller's previous run did). */
 static rcoll_status_t time_allreduce_how(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
-                                         size_t bytes, int reps, int median, int warm,
-                                         double *out_us)
+                                         size_t bytes, int reps, int warm, double *best_us)
 {
-    double t[MAX_REPS];
-    if (reps > MAX_REPS) reps = MAX_REPS;
     c->probe_alg = (int)a;
-    /* a warm-up, which also lines the ranks up (warm = 0: the caller's previous call did) */
     rcoll_status_t st = warm ? rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4,
                                               RCOLL_FLOAT32, RCOLL_SUM, 0)
                              : RCOLL_OK;
-    int n = 0;
-    for (; n < reps && st == RCOLL_OK; n++) {
+    *best_us = 1e30;
+    for (int n = 0; n < reps && st == RCOLL_OK; n++) {
         uint64_t t0 = rcoll_now_ns();
         st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, buf, buf, bytes / 4, RCOLL_FLOAT32, RCOLL_SUM,
                             0);
         double us = (double)(rcoll_now_ns() - t0) * 1e-3;
-        int k = n;
-        while (k > 0 && t[k - 1] > us) t[k] = t[k - 1], k--; /* kept sorted */
-        t[k] = us;
+        if (us < *best_us) *best_us = us;
     }
     c->probe_alg = -1;
-    *out_us = n ? t[median ? n / 2 : 0] : 1e30;
     return st;
 }
 
-/* Best (smallest) microseconds per all-reduce of `bytes` with algorithm a, over reps runs. */
+/* The same after a warm-up. */
 static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, float *buf,
                                      size_t bytes, int reps, double *best_us)
 {
-    return time_allreduce_how(c, a, buf, bytes, reps, 0, 1, best_us);
+    return time_allreduce_how(c, a, buf, bytes, reps, 1, best_us);
 }
 
 /* Where no algorithm names its own sizes: latency, the middle, bandwidth, and over a network
@@ -81,7 +73,9 @@ static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, fl
  * doubling costs 0.45 us a KiB past 2 MiB, the ring 0.27; below 1 MiB both less). */
 static const size_t default_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 << 10,
                                                                 (size_t)1 << 20, (size_t)4 << 20};
-#define SHM_MAX_POINT ((size_t)1 << 20) /* over shared memory: to 1 MiB (its cost) */
+/* The largest point over shared memory; past it (over a network) each point is the best of two
+ * runs without a warm-up. */
+#define MIB_POINT ((size_t)1 << 20)
 
 /* Algorithm a's probe sizes here (returns how many): its ops' or the default, none larger
  * than cap. */
@@ -91,7 +85,7 @@ int rcoll_probe_points(int a, size_t cap, int shm, size_t *pts)
     const size_t *src = ops->probe_bytes[0] ? ops->probe_bytes : default_points;
     int n = 0;
     for (int k = 0; k < RCOLL_ALGO_PROBE_POINTS && src[k] >= 4; k++) {
-        if (src == default_points && shm && src[k] > SHM_MAX_POINT) break;
+        if (src == default_points && shm && src[k] > MIB_POINT) break;
         size_t b = src[k] & ~(size_t)3;
         if (b > cap) b = cap;
         if (n && b <= pts[n - 1]) continue;
@@ -168,9 +162,9 @@ static rcoll_status_t fit_algorithms(rcoll_comm_t c, size_t cap)
                  * warm-up (the previous point warmed the algorithm; each run costs
                  * milliseconds) */
                 int small = pts[a][k] <= PROBE_BYTES / 8;
-                int huge = pts[a][k] > SHM_MAX_POINT;
+                int huge = pts[a][k] > MIB_POINT;
                 st = time_allreduce_how(c, (rcoll_allreduce_alg_t)a, buf, pts[a][k],
-                                        small ? ALPHA_REPS : huge ? 2 : 5, 0, !huge, &lvl[a]);
+                                        small ? ALPHA_REPS : huge ? 2 : 5, !huge, &lvl[a]);
                 any = 1;
             }
             if (!any) break;
