@@ -24,26 +24,6 @@
 
 #define MIN_CHUNK_BYTES 64
 
-const char *rcoll_comm_peer_name(rcoll_comm_t comm, int rank, char *buf, size_t len)
-{
-    if (comm->peers && rank >= 0 && rank < comm->nranks)
-        snprintf(buf, len, "rank %d (%s pid %d)", rank, comm->peers[rank].hostname,
-                 (int)comm->peers[rank].pid);
-    else
-        snprintf(buf, len, "rank %d", rank);
-    return buf;
-}
-
-void rcoll_comm_set_error(rcoll_comm_t comm, rcoll_status_t st, const char *text)
-{
-    snprintf(comm->last_error, sizeof(comm->last_error), "%s", text);
-    if (comm->cfg.comm_name[0])
-        RCOLL_WARN(COLL, "communicator %s: %s (%s)", comm->cfg.comm_name, text,
-                   rcoll_status_string(st));
-    else
-        RCOLL_WARN(COLL, "%s (%s)", text, rcoll_status_string(st));
-}
-
 static rcoll_status_t choose_transports(rcoll_comm_t c);
 static rcoll_status_t setup_hostseg(rcoll_comm_t c);
 
@@ -394,16 +374,6 @@ static int whole_pages(const void *buf, size_t bytes)
     uintptr_t lo = (uintptr_t)buf & ~(page - 1);
     uintptr_t hi = ((uintptr_t)buf + bytes + page - 1) & ~(page - 1);
     return lo >= base && hi <= base + size;
-}
-
-void rcoll_comm_gdr_failed(rcoll_comm_t c, const rcoll_transport_ops_t *tp, const char *why)
-{
-    int t = rcoll_transport_index(tp);
-    if (t < 0 || !c->gdr_ok[t]) return;
-    c->gdr_ok[t] = 0;
-    RCOLL_WARN(INIT, "rank %d: GPUDirect RDMA over %s failed (%s): this message fails, later "
-               "ones with CUDA buffers of GPU %s are staged through host memory", c->rank,
-               tp->name, why, c->gdr_bus[t]);
 }
 
 int rcoll_comm_gdr_ok(rcoll_comm_t c, int peer, const void *buf, size_t bytes)
