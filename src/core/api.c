@@ -1,13 +1,17 @@
 /*
  * api.c - the public entry points: argument checks with messages that name the problem,
- * and the blocking/nonblocking wrappers (communicator creation and the launch styles:
- * api_init.c; groups: api_group.c).
+ * and the blocking/nonblocking/stream wrappers; a checked collective goes on the route the
+ * planner gives (core/plan.h) and is queued there (queue.c).  Communicator creation and the
+ * launch styles: api_init.c; groups: api_group.c; what every route shares: call.c.
  * Nothing here moves data; invalid input returns before anything is touched.
+ *
+ * The core's files call down only (tests/unit/layers.sh checks it): api.c, api_v.c ->
+ * api_stream.c -> api_stage.c -> queue.c -> api_group.c -> api_init.c -> call.c; api_ipc.c
+ * -> call.c; the routes -> split/shrink -> comm.c -> probe.c -> run.c -> progress.c ->
+ * conn.c -> comm_base.c, bootstrap.c, sig.c, pair.c, handles.c, plan.c, config.c.
  */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sched.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,21 +28,25 @@
 #include "util/status.h"
 #include "util/time.h"
 
-static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
-                                  rcoll_request_t *req);
 static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn);
-static rcoll_status_t comm_enter(rcoll_comm_t comm, const char *fn);
+
+/* What every route shares (call.c) and the queueing (queue.c), by this file's short names. */
+#define arg_error rcoll_api_arg_error
+#define check_live rcoll_api_check_live
+#define comm_enter rcoll_api_enter
+#define comm_leave rcoll_api_leave
+#define spans_overlap rcoll_api_spans_overlap
+#define submit rcoll_api_submit
+#define submit_coll rcoll_api_submit_coll
 
 size_t rcoll_datatype_size(rcoll_datatype_t dt) { return rcoll_dt_size(dt); }
 
 int rcoll_version(void) { return RCOLL_VERSION_CODE; }
 
-#define NOT_LIVE_TEXT "not a live communicator (destroyed already, or never created by rcoll)"
-
 const char *rcoll_comm_last_error(rcoll_comm_t comm)
 {
     if (!comm) return "NULL communicator";
-    return rcoll_comm_is_live(comm) ? comm->last_error : NOT_LIVE_TEXT;
+    return rcoll_comm_is_live(comm) ? comm->last_error : RCOLL_NOT_LIVE_TEXT;
 }
 
 const char *rcoll_comm_watchdog_report(rcoll_comm_t comm)
@@ -49,41 +57,6 @@ const char *rcoll_comm_watchdog_report(rcoll_comm_t comm)
     memcpy(comm->wdog_copy, comm->wdog_report, sizeof(comm->wdog_copy));
     if (comm->pt_on) pthread_mutex_unlock(&comm->pt_lock);
     return comm->wdog_copy;
-}
-
-/* The handle check of every call that takes a communicator: NULL, or not (or no longer) a
- * communicator, is RCOLL_ERR_INVALID_ARG, with a warning naming the call. */
-static rcoll_status_t check_live(rcoll_comm_t comm, const char *fn)
-{
-    if (!comm) {
-        RCOLL_WARN(COLL, "%s: comm is NULL", fn);
-        return RCOLL_ERR_INVALID_ARG;
-    }
-    if (!rcoll_comm_is_live(comm)) {
-        RCOLL_WARN(COLL, "%s: comm %p is " NOT_LIVE_TEXT, fn, (void *)comm);
-        return RCOLL_ERR_INVALID_ARG;
-    }
-    return RCOLL_OK;
-}
-
-/* An argument error on a communicator call: message in last_error, comm left intact. */
-static rcoll_status_t arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static rcoll_status_t arg_verror(rcoll_comm_t comm, rcoll_status_t st, const char *fmt,
-                                 va_list ap)
-{
-    vsnprintf(comm->last_error, sizeof(comm->last_error), fmt, ap);
-    RCOLL_WARN(COLL, "%s", comm->last_error);
-    return st;
-}
-
-static rcoll_status_t arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    st = arg_verror(comm, st, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 rcoll_status_t rcoll_comm_rank(rcoll_comm_t comm, int *rank)
@@ -192,33 +165,6 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
  * Collectives
  * ---------------------------------------------------------------------------------------- */
 
-/* One thread at a time per communicator (the contract, as NCCL's and MPI's default): every
- * call that queues or progresses work takes the communicator's entry flag with one atomic
- * exchange, and a second thread that finds it taken is refused with a sentence instead of
- * corrupting the queue (and later timing out, blaming a rank). */
-static rcoll_status_t comm_enter(rcoll_comm_t comm, const char *fn)
-{
-    rcoll_status_t st = check_live(comm, fn);
-    if (st != RCOLL_OK) return st;
-    if (!atomic_exchange_explicit(&comm->in_use, 1, memory_order_acquire)) {
-        atomic_store_explicit(&comm->in_use_fn, fn, memory_order_relaxed);
-        rcoll_pt_lock(comm); /* from the progress thread, which may be inside */
-        return RCOLL_OK;
-    }
-    const char *other = atomic_load_explicit(&comm->in_use_fn, memory_order_relaxed);
-    return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
-                     "%s: another thread is using this communicator (in %s): a communicator "
-                     "is used by one thread at a time (give each thread its own, e.g. with "
-                     "rcoll_comm_dup)", fn, other ? other : "a call");
-}
-
-static rcoll_status_t comm_leave(rcoll_comm_t comm, rcoll_status_t st)
-{
-    rcoll_pt_unlock(comm); /* and wake it: the call may have queued work */
-    atomic_store_explicit(&comm->in_use, 0, memory_order_release);
-    return st;
-}
-
 /* The checks every call on a communicator makes first.  call says what the call is: a stream
  * call, or one a stream call's host function runs (api_stream.c), comes after the stream calls
  * already enqueued by definition. */
@@ -285,13 +231,6 @@ static rcoll_status_t check_op(rcoll_comm_t comm, const char *fn, rcoll_datatype
                      rcoll_op_name(op), rcoll_dt_name(dt));
 }
 
-/* Do [a, a + alen) and [b, b + blen) share a byte? */
-static int spans_overlap(const void *a, size_t alen, const void *b, size_t blen)
-{
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return alen && blen && x < y + blen && y < x + alen;
-}
-
 static int ranges_overlap(const void *a, const void *b, size_t len)
 {
     return spans_overlap(a, len, b, len);
@@ -321,20 +260,6 @@ static rcoll_status_t allreduce_args(const void *sendbuf, void *recvbuf, size_t 
                          "%s: sendbuf and recvbuf overlap partially (they must be identical or "
                          "disjoint)", fn);
     return RCOLL_OK;
-}
-
-static rcoll_status_t submit(rcoll_comm_t comm, struct rcoll_request *r, rcoll_request_t *req)
-{
-    rcoll_req_enqueue(comm, r);
-    if (req) {
-        *req = r;
-        rcoll_comm_progress(comm);
-        return RCOLL_OK;
-    }
-    /* staged point-to-point buffers: the received bytes copied out before the return */
-    rcoll_status_t st = rcoll_stage_job_finish(r, rcoll_req_wait(r));
-    rcoll_req_release(r);
-    return st;
 }
 
 static rcoll_status_t check_root(rcoll_comm_t comm, const char *fn, int root)
@@ -390,18 +315,6 @@ static inline rcoll_status_t check_mem(rcoll_comm_t comm, const char *fn, const 
     dev->ptr = NULL;
     if (__builtin_expect(!rcoll_gpu_active(), 1)) return RCOLL_OK;
     return check_mem_kinds(comm, fn, sname, s, rname, r, dev);
-}
-
-rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
-                                  const size_t *const *v, rcoll_request_t *req,
-                                  struct rcoll_stage_job *job, const char *fn)
-{
-    struct rcoll_request *r;
-    rcoll_status_t st = rcoll_req_alloc_coll(comm, a, &r);
-    if (st == RCOLL_OK && v && (st = rcoll_req_set_v(r, v)) != RCOLL_OK) rcoll_req_release(r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    r->stage_job = job;
-    return submit_coll(comm, r, req);
 }
 
 /* The routes of core/plan.h, one shape: run a on this route, or decline (*taken = 0: the
@@ -463,7 +376,7 @@ static rcoll_status_t route_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
 {
     (void)device;
     *taken = 1;
-    return rcoll_api_run_host(comm, a, v, call->req, NULL, call->fn);
+    return rcoll_api_run_host(comm, a, v, call->req, NULL, NULL, call->fn);
 }
 
 static const route_fn_t routes[RCOLL_ROUTE_COUNT] = {
@@ -486,7 +399,7 @@ static rcoll_status_t queue_coll_v(rcoll_comm_t comm, const rcoll_coll_args_t *a
     /* the common case, host buffers and no GPU setting, without the planner's facts */
     if (__builtin_expect(!dev.ptr && !call->on_stream && !comm->cfg.gpu.ipc &&
                              !comm->cfg.gpu.stage_chunk, 1))
-        return rcoll_api_run_host(comm, a, v, call->req, NULL, fn);
+        return rcoll_api_run_host(comm, a, v, call->req, NULL, NULL, fn);
     const rcoll_plan_in_t in = {
         .kind = a->kind, .device = dev.ptr != NULL, .no_buffers = !a->src && !a->dst,
         .gpu_active = rcoll_gpu_active(), .on_stream = call->on_stream,
@@ -545,27 +458,7 @@ static rcoll_status_t do_barrier(rcoll_comm_t comm, const rcoll_call_t *call)
         rcoll_coll_args_t a = {RCOLL_OP_BARRIER, NULL, NULL, 0, RCOLL_UINT8, RCOLL_MAX, 0};
         return rcoll_api_stream_coll(comm, &a, NULL, 0, call->stream, fn);
     }
-    struct rcoll_request *r;
-    st = rcoll_req_alloc(comm, RCOLL_OP_BARRIER, &r);
-    if (st != RCOLL_OK) return arg_error(comm, st, "%s: %s", fn, rcoll_err_get());
-    /* One byte per rank, max-reduced: every rank's result depends on every rank's entry. */
-    uint8_t *buf = r->barrier_buf;
-    if ((size_t)comm->nranks > sizeof(r->barrier_buf)) {
-        if (!r->barrier_heap) r->barrier_heap = calloc((size_t)comm->nranks, 1);
-        if (!r->barrier_heap) {
-            rcoll_req_release(r);
-            return arg_error(comm, RCOLL_ERR_NO_MEMORY, "%s: out of memory", fn);
-        }
-        buf = r->barrier_heap;
-    }
-    memset(buf, 0, (size_t)comm->nranks);
-    buf[comm->rank] = 1;
-    r->src = buf;
-    r->dst = buf;
-    r->count = (size_t)comm->nranks;
-    r->dt = RCOLL_UINT8;
-    r->op = RCOLL_MAX;
-    return submit_coll(comm, r, call->req);
+    return rcoll_api_barrier_host(comm, call->req, fn);
 }
 
 rcoll_status_t rcoll_barrier(rcoll_comm_t comm)
@@ -596,7 +489,7 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
             *done = 0;
             return RCOLL_OK;
         }
-        rcoll_status_t st = rcoll_stage_job_finish(r, r->status);
+        rcoll_status_t st = rcoll_req_finish(r, r->status);
         rcoll_req_release(r);
         pthread_mutex_unlock(&comm->pt_lock);
         *req = NULL;
@@ -613,7 +506,7 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done)
         *done = 0;
         return RCOLL_OK;
     }
-    rcoll_status_t st = rcoll_stage_job_finish(r, r->status);
+    rcoll_status_t st = rcoll_req_finish(r, r->status);
     rcoll_req_release(r);
     *req = NULL;
     *done = 1;
@@ -631,7 +524,7 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
     rcoll_status_t ent = comm_enter(r->comm, "rcoll_wait");
     if (ent != RCOLL_OK) return ent;
     rcoll_status_t st = rcoll_req_wait(r);
-    st = comm_leave(r->comm, rcoll_stage_job_finish(r, st));
+    st = comm_leave(r->comm, rcoll_req_finish(r, st));
     rcoll_req_release(r);
     *req = NULL;
     return st;
@@ -652,22 +545,6 @@ static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const 
         if (comm) arg_error(comm, st, "%s: req is NULL", fn);
     }
     return st;
-}
-
-/* Queue a prepared collective: nonblocking (req), deferred to the group's end, or blocking. */
-static rcoll_status_t submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
-                                  rcoll_request_t *req)
-{
-    if (!req && rcoll_api_group_depth) {
-        rcoll_status_t st = rcoll_api_group_record(comm, r);
-        if (st != RCOLL_OK) {
-            rcoll_req_release(r);
-            return st;
-        }
-        rcoll_req_enqueue(comm, r);
-        return RCOLL_OK;
-    }
-    return submit(comm, r, req);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -965,13 +842,6 @@ rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *new
  * For the rooted and uneven collectives (api_v.c, through core/api_int.h)
  * ---------------------------------------------------------------------------------------- */
 
-rcoll_status_t rcoll_api_enter(rcoll_comm_t comm, const char *fn) { return comm_enter(comm, fn); }
-
-rcoll_status_t rcoll_api_leave(rcoll_comm_t comm, rcoll_status_t st)
-{
-    return comm_leave(comm, st);
-}
-
 rcoll_status_t rcoll_api_check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
 {
     return check_ireq(comm, req, fn);
@@ -997,20 +867,6 @@ rcoll_status_t rcoll_api_check_op(rcoll_comm_t comm, const char *fn, rcoll_datat
 rcoll_status_t rcoll_api_check_root(rcoll_comm_t comm, const char *fn, int root)
 {
     return check_root(comm, fn, root);
-}
-
-rcoll_status_t rcoll_api_arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    st = arg_verror(comm, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-int rcoll_api_spans_overlap(const void *a, size_t alen, const void *b, size_t blen)
-{
-    return spans_overlap(a, alen, b, blen);
 }
 
 rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
@@ -1083,43 +939,6 @@ rcoll_status_t rcoll_api_stream_enter(rcoll_comm_t comm, void *stream, const cha
 rcoll_status_t rcoll_api_stream_leave(rcoll_comm_t comm, rcoll_status_t st)
 {
     return stream_leave(comm, st);
-}
-
-void rcoll_api_stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h,
-                           const size_t *const *v, const char *fn, uint64_t seq, void *stream)
-{
-    /* Wait for the communicator: the enqueuing thread never holds in_use, so whoever does
-     * (a call refused because stream calls are pending, mem queries) leaves soon. */
-    for (unsigned spins = 0;
-         atomic_exchange_explicit(&comm->in_use, 1, memory_order_acquire); spins++) {
-        if (spins < 64) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 100000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    atomic_store_explicit(&comm->in_use_fn, fn, memory_order_relaxed);
-    rcoll_pt_lock(comm);
-    if (comm->failed == RCOLL_OK &&
-        !atomic_load_explicit(&comm->stream_abort, memory_order_acquire)) {
-        const rcoll_call_t call = {.fn = fn, .in_host = 1};
-        rcoll_status_t st = h->kind == RCOLL_OP_BARRIER
-                                ? do_barrier(comm, &call)
-                                : rcoll_api_run_host(comm, h, v, NULL, NULL, fn);
-        if (st != RCOLL_OK) {
-            /* No caller to return it to: the communicator fails, and its next call says
-             * which stream call did. */
-            if (comm->failed == RCOLL_OK) comm->failed = st;
-            char keep[RCOLL_LAST_ERROR_MAX];
-            snprintf(keep, sizeof(keep), "%s", comm->last_error);
-            snprintf(comm->last_error, sizeof(comm->last_error),
-                     "%s (stream call #%llu on this communicator, on stream %p) failed in "
-                     "stream order: %.480s", fn, (unsigned long long)seq, stream, keep);
-            RCOLL_WARN(COLL, "%s", comm->last_error);
-        }
-    }
-    comm_leave(comm, RCOLL_OK);
 }
 
 rcoll_status_t rcoll_barrier_stream(rcoll_comm_t comm, void *stream)

@@ -13,7 +13,6 @@
 #include "core/comm.h"
 #include "util/log.h"
 
-__thread int rcoll_api_group_depth; /* rcoll_group_start minus rcoll_group_end, this thread */
 static __thread struct rcoll_request **group_reqs;
 static __thread int group_nreqs, group_cap;
 
@@ -59,7 +58,7 @@ static rcoll_status_t group_wait_all(void)
         rcoll_comm_t c = group_reqs[i]->comm;
         rcoll_pt_lock(c);
         struct rcoll_request *r = group_reqs[i];
-        rcoll_status_t st = rcoll_stage_job_finish(r, rcoll_req_wait(r)); /* staged: copy out */
+        rcoll_status_t st = rcoll_req_finish(r, rcoll_req_wait(r)); /* staged: copy out */
         rcoll_req_release(r);
         rcoll_pt_unlock(c);
         if (st != RCOLL_OK && first == RCOLL_OK) first = st;

@@ -7,6 +7,7 @@
 
 #include "core/comm.h"
 #include "cuda/gpu.h"
+#include "util/log.h"
 
 /* One API call as it goes down from its entry point: its name (for errors), the caller's
  * request (nonblocking; NULL: blocking, or deferred to a group), and its order: on_stream, a
@@ -56,7 +57,26 @@ typedef struct rcoll_call {
         return rcoll_api_stream_leave(comm, do_##name(RCOLL_API_UNPAREN ARGS, comm, &call));  \
     }
 
-/* Take / release the communicator for one call (one thread at a time). */
+/* ---- call.c: what every route shares ---- */
+#define RCOLL_NOT_LIVE_TEXT \
+    "not a live communicator (destroyed already, or never created by rcoll)"
+/* The handle check of every call that takes a communicator: NULL, or not (or no longer) a
+ * communicator, is RCOLL_ERR_INVALID_ARG, with a warning naming the call.  Inline: every
+ * call's path. */
+static inline rcoll_status_t rcoll_api_check_live(rcoll_comm_t comm, const char *fn)
+{
+    if (!comm) {
+        RCOLL_WARN(COLL, "%s: comm is NULL", fn);
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    if (!rcoll_comm_is_live(comm)) {
+        RCOLL_WARN(COLL, "%s: comm %p is " RCOLL_NOT_LIVE_TEXT, fn, (void *)comm);
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    return RCOLL_OK;
+}
+/* Take / release the communicator for one call (one thread at a time): a second thread is
+ * refused with a sentence (RCOLL_ERR_INVALID_USAGE). */
 rcoll_status_t rcoll_api_enter(rcoll_comm_t comm, const char *fn);
 rcoll_status_t rcoll_api_leave(rcoll_comm_t comm, rcoll_status_t st);
 /* The first checks of every rcoll_i* call: outside a group, req not NULL. */
@@ -70,11 +90,13 @@ rcoll_status_t rcoll_api_check_root(rcoll_comm_t comm, const char *fn, int root)
 /* After check_type: op valid and defined on dt (no bitwise op on floats, no bool average). */
 rcoll_status_t rcoll_api_check_op(rcoll_comm_t comm, const char *fn, rcoll_datatype_t dt,
                                   rcoll_op_t op);
-/* An argument error: the sentence in comm's last error (and the log), status returned. */
+/* An argument error: the sentence in comm's last error (and the log), status returned; comm
+ * is left intact. */
 rcoll_status_t rcoll_api_arg_error(rcoll_comm_t comm, rcoll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Do [a, a + alen) and [b, b + blen) share a byte? */
 int rcoll_api_spans_overlap(const void *a, size_t alen, const void *b, size_t blen);
+
 /* Queue a checked collective with its count arrays (v: NULL for none; core/comm.h) on the
  * planner's path: blocking (call->req NULL), nonblocking, deferred to a group, or on the
  * call's stream. */
@@ -82,12 +104,13 @@ rcoll_status_t rcoll_api_queue_vcoll(rcoll_comm_t comm, const rcoll_coll_args_t 
                                      const size_t *const v[RCOLL_V_NUM], const rcoll_call_t *call);
 /* Queue a checked collective on host (or pinned host) buffers, v as for
  * rcoll_api_queue_vcoll: blocking (req NULL: completed before returning, or at the group's
- * end inside a group) or nonblocking, its request carrying job (NULL: none; api_stage.c).  The staging path's way to the host
- * collective. */
+ * end inside a group) or nonblocking, its request carrying the post-step post on job (NULL:
+ * none; api_stage.c).  The staging path's way to the host collective. */
 struct rcoll_stage_job;
 rcoll_status_t rcoll_api_run_host(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                   const size_t *const *v, rcoll_request_t *req,
-                                  struct rcoll_stage_job *job, const char *fn);
+                                  rcoll_req_post_fn post, struct rcoll_stage_job *job,
+                                  const char *fn);
 /* api_stage.c: a checked collective whose buffers are CUDA device or managed memory, run on
  * copies in pinned host memory (docs/gpu.md): blocking (req NULL, not deferred) in the
  * communicator's staging area, the outputs copied back before returning; nonblocking, or
@@ -151,11 +174,6 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
 rcoll_status_t rcoll_api_ipc_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                   const size_t *const *v, rcoll_request_t *req, const char *fn,
                                   int *taken);
-/* The communicator's CUDA IPC workspaces, at its end: this rank unmaps the peers' and, when
- * graceful and the host segment is there, waits (RCOLL_TIMEOUT at most; a WARN) until every
- * peer has unmapped this rank's (a peer may still read it: the one-kernel all-reduce ends
- * with no barrier), then frees its own. */
-void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful);
 /* The stream-ordered all-reduce as one kernel on the caller's stream (RCOLL_CUDA_IPC=1, CUDA
  * buffers, every rank on this host, no larger than RCOLL_CUDA_IPC_TWOSHOT): *taken 1 when it
  * was enqueued so (or failed trying); 0: stage it in stream order as before.  Sets CUDA IPC
@@ -195,12 +213,41 @@ rcoll_status_t rcoll_api_stream_leave(rcoll_comm_t comm, rcoll_status_t st);
 rcoll_status_t rcoll_api_stream_coll(rcoll_comm_t comm, const rcoll_coll_args_t *a,
                                      const size_t *const *v, int staged, void *stream,
                                      const char *fn);
-/* In the host function: run the host collective h (v as for rcoll_api_run_host) now, on the
- * callback thread, taking the communicator (waiting while another thread is inside it).  On
- * failure the communicator is marked failed, its last error prefixed with the stream call
- * (fn, seq, stream).  A communicator already failed (or aborted) runs nothing. */
-void rcoll_api_stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h,
-                           const size_t *const *v, const char *fn, uint64_t seq,
-                           void *stream);
+
+/* ---- queue.c: a checked call into the communicator's queue ---- */
+/* Queue r (enqueued here): nonblocking (req: r handed out, progressed once) or blocking
+ * (waited for, its post-step run, released).  Inline: every call's path. */
+static inline rcoll_status_t rcoll_api_submit(rcoll_comm_t comm, struct rcoll_request *r,
+                                              rcoll_request_t *req)
+{
+    rcoll_req_enqueue(comm, r);
+    if (req) {
+        *req = r;
+        rcoll_comm_progress(comm);
+        return RCOLL_OK;
+    }
+    /* staged point-to-point buffers: the received bytes copied out before the return */
+    rcoll_status_t st = rcoll_req_finish(r, rcoll_req_wait(r));
+    rcoll_req_release(r);
+    return st;
+}
+/* The same for a collective, which a blocking call inside a group defers to the group's end
+ * (recorded with api_group.c; r released when that fails). */
+static inline rcoll_status_t rcoll_api_submit_coll(rcoll_comm_t comm, struct rcoll_request *r,
+                                                   rcoll_request_t *req)
+{
+    if (!req && rcoll_api_group_depth) {
+        rcoll_status_t st = rcoll_api_group_record(comm, r);
+        if (st != RCOLL_OK) {
+            rcoll_req_release(r);
+            return st;
+        }
+        rcoll_req_enqueue(comm, r);
+        return RCOLL_OK;
+    }
+    return rcoll_api_submit(comm, r, req);
+}
+/* A barrier (one byte per rank, max-reduced) queued as rcoll_api_submit_coll queues. */
+rcoll_status_t rcoll_api_barrier_host(rcoll_comm_t comm, rcoll_request_t *req, const char *fn);
 
 #endif

@@ -173,9 +173,12 @@ static void oneshot_layout(rcoll_comm_t comm, uint64_t limit, uint64_t limit2, i
  * FAILED (stage from now on).  The worst one decides for every rank. */
 enum { SETUP_FAILED = 0, SETUP_NOBUF = 1, SETUP_OK = 2 };
 
+static void ipc_release(rcoll_comm_t comm, int graceful);
+
 static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *fn)
 {
     int n = comm->nranks;
+    comm->release_ipc = ipc_release; /* frees what this leaves (nothing if it fails) */
     /* per rank: the handle, int32 outcome, int32 RCOLL_CUDA_IPC_ONESHOT_SHARED, uint64
      * workspace bytes, uint64 RCOLL_CUDA_IPC_ONESHOT, uint64 RCOLL_CUDA_IPC_TWOSHOT, int32
      * the one-kernel grid proposed (its GPU's SMs, at most RCOLL_ONESHOT_MAX_BLOCKS), int32 0 */
@@ -742,7 +745,11 @@ rcoll_status_t rcoll_api_ipc_stream(rcoll_comm_t comm, const rcoll_coll_args_t *
     return RCOLL_OK;
 }
 
-void rcoll_api_ipc_release(rcoll_comm_t comm, int graceful)
+/* The communicator's CUDA IPC workspaces, at its end (its release_ipc): this rank unmaps the
+ * peers' and, when graceful and the host segment is there, waits (RCOLL_TIMEOUT at most; a
+ * WARN) until every peer has unmapped this rank's (a peer may still read it: the one-kernel
+ * all-reduce ends with no barrier), then frees its own. */
+static void ipc_release(rcoll_comm_t comm, int graceful)
 {
     if (!comm->gpu_ipc) return;
     stream_reap(comm, 1, -1); /* the stream-ordered calls still running: a failure is logged */

@@ -242,6 +242,8 @@ struct rcoll_stage_job {
     const char *fn;               /* the call's name (a literal) */
 };
 
+static void stage_jobs_free(rcoll_comm_t comm);
+
 /* A free job of comm (the first found, or a new one); NULL when out of memory. */
 static struct rcoll_stage_job *job_take(rcoll_comm_t comm)
 {
@@ -253,6 +255,7 @@ static struct rcoll_stage_job *job_take(rcoll_comm_t comm)
         if (!j) return NULL;
         j->next = comm->stage_jobs;
         comm->stage_jobs = j;
+        comm->free_stage_jobs = stage_jobs_free;
     }
     atomic_store_explicit(&j->busy, 1, memory_order_relaxed);
     j->req_next = NULL;
@@ -269,13 +272,16 @@ static void job_put(struct rcoll_stage_job *j)
     atomic_store_explicit(&j->busy, 0, memory_order_release);
 }
 
-rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st)
+/* The post-step of a request with staged buffers (struct rcoll_request's post): copy (the
+ * request seen complete with status st): every job's outputs copied to the device when st is
+ * RCOLL_OK (one failing does not keep the others' back), the status the operation's or the
+ * first failing copy's; copy 0 (released unfinished): nothing copied.  The jobs' areas are
+ * free for the next call either way. */
+static rcoll_status_t stage_post(struct rcoll_request *r, rcoll_status_t st, int copy)
 {
     struct rcoll_stage_job *j = r->stage_job;
     r->stage_job = NULL;
-    /* Every job's outputs are copied (one failing does not keep the others' back); the status
-     * is the operation's, or the first failing copy's. */
-    int ok = st == RCOLL_OK;
+    int ok = copy && st == RCOLL_OK;
     while (j) {
         struct rcoll_stage_job *nx = j->req_next;
         if (ok) {
@@ -289,17 +295,6 @@ rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st
     return st;
 }
 
-void rcoll_stage_job_drop(struct rcoll_request *r)
-{
-    struct rcoll_stage_job *j = r->stage_job;
-    r->stage_job = NULL;
-    while (j) {
-        struct rcoll_stage_job *nx = j->req_next;
-        job_put(j);
-        j = nx;
-    }
-}
-
 size_t rcoll_stage_bytes(rcoll_comm_t comm)
 {
     size_t total = rcoll_gpu_stage_bytes(comm->gpu_stage);
@@ -308,7 +303,8 @@ size_t rcoll_stage_bytes(rcoll_comm_t comm)
     return total;
 }
 
-void rcoll_stage_jobs_free(rcoll_comm_t comm)
+/* Every staging area of the nonblocking calls (the communicator's free_stage_jobs). */
+static void stage_jobs_free(rcoll_comm_t comm)
 {
     struct rcoll_stage_job *j = comm->stage_jobs;
     while (j) {
@@ -330,7 +326,7 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
     if (!req && !deferred) { /* blocking: the communicator's area, outputs copied at once */
         st = stage_in(comm, a, v, fn, &comm->gpu_stage, &p, 1, 0);
         if (st != RCOLL_OK) return st;
-        st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, fn);
+        st = rcoll_api_run_host(comm, &p.h, v, NULL, NULL, NULL, fn);
         if (st == RCOLL_OK)
             st = stage_out(comm, a->kind, p.dev_out, p.host_out, p.out.span, p.out.n, fn);
         plan_free(&p);
@@ -353,7 +349,7 @@ rcoll_status_t rcoll_api_stage_coll(rcoll_comm_t comm, const rcoll_coll_args_t *
     j->fn = fn;
     p.out.span = NULL;
     plan_free(&p);
-    st = rcoll_api_run_host(comm, &p.h, v, req, j, fn);
+    st = rcoll_api_run_host(comm, &p.h, v, req, stage_post, j, fn);
     if (st != RCOLL_OK) job_put(j);
     return st;
 }
@@ -416,6 +412,7 @@ rcoll_status_t rcoll_api_stage_p2p(rcoll_comm_t comm, struct rcoll_request *r, i
     j->fn = fn;
     j->req_next = r->stage_job; /* released with the request, outputs copied at its end */
     r->stage_job = j;
+    r->post = stage_post;
     *host_p = host;
     return RCOLL_OK;
 }
@@ -524,7 +521,7 @@ static rcoll_status_t chunked_blocks(rcoll_comm_t comm, const rcoll_coll_args_t 
             c.count = cnt;
             if (b.nin) c.src = pin ? pin : src + off * es;
             if (b.nout) c.dst = pout ? pout : dst + off * es;
-            st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn);
+            st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, NULL, fn);
             for (size_t r = 0; pout && st == RCOLL_OK && r < b.nout; r++)
                 if (r != b.skip)
                     memcpy(dst + (r * count + off) * es, pout + r * cnt * es, cnt * es);
@@ -569,7 +566,7 @@ static rcoll_status_t chunked_blocks(rcoll_comm_t comm, const rcoll_coll_args_t 
         c.count = cnt;
         if (b.nin) c.src = host_in + b.nin * off * es;
         if (b.nout) c.dst = host_out + b.nout * off * es;
-        if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
+        if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
         for (size_t r = 0; r < b.nout && st == RCOLL_OK; r++)
             if (r != b.skip)
                 st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, dst + (r * count + off) * es,
@@ -608,7 +605,7 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
         for (size_t k = 0; k < nch && st == RCOLL_OK; k++) {
             size_t off = k * per, cnt = a->count - off < per ? a->count - off : per;
             rcoll_coll_args_t c = chunk_of(a, off, cnt);
-            st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn);
+            st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, NULL, fn);
         }
         goto done;
     }
@@ -642,7 +639,7 @@ rcoll_status_t rcoll_api_chunked(rcoll_comm_t comm, const rcoll_coll_args_t *a, 
         size_t off = k * per, cnt = a->count - off < per ? a->count - off : per;
         if (p.dev_in && (st = rcoll_gpu_pipe_wait(comm->gpu_pipe, (int)k)) != RCOLL_OK) break;
         rcoll_coll_args_t c = chunk_of(&p.h, off, cnt);
-        if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
+        if ((st = rcoll_api_run_host(comm, &c, NULL, NULL, NULL, NULL, fn)) != RCOLL_OK) break;
         if (p.dev_out &&
             (st = rcoll_gpu_pipe_copy(comm->gpu_pipe, 1, p.dev_out + off * es,
                                       p.host_out + off * es, cnt * es, -1)) != RCOLL_OK)

@@ -3,7 +3,7 @@
  * enqueues its work on the caller's CUDA stream and returns; it never waits for the stream
  * nor runs the collective itself.  This file decides what is enqueued and owns the jobs
  * (the state a call's host function needs); the driver calls are cuda/stage.c's, the host
- * collective is run by api.c (rcoll_api_stream_exec).  Per call, on `stream`:
+ * collective is queued by queue.c (stream_exec, below).  Per call, on `stream`:
  *
  *   cuMemcpyDtoHAsync(inputs -> job's pinned area)      (device buffers only)
  *   cuLaunchHostFunc(job_run): the host collective on the area, on the callback thread
@@ -13,13 +13,17 @@
  * A job is held by the enqueuing call and by each host function enqueued for it; the last
  * to let go frees it for the next call (and counts the communicator's pending calls down).
  */
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/api_int.h"
 #include "core/comm.h"
 #include "cuda/gpu.h"
+#include "util/log.h"
 #include "util/status.h"
 
 struct rcoll_stream_job {
@@ -37,6 +41,8 @@ struct rcoll_stream_job {
     uint64_t seq;                  /* the communicator's stream call number */
 };
 
+static void stream_jobs_free(rcoll_comm_t comm);
+
 /* A free job (the one with the largest area, so that growth is rare), or a new one; NULL
  * when out of memory.  Only the enqueuing thread (holding stream_busy) looks. */
 static struct rcoll_stream_job *job_take(rcoll_comm_t comm)
@@ -52,6 +58,7 @@ static struct rcoll_stream_job *job_take(rcoll_comm_t comm)
         best->comm = comm;
         best->next = comm->stream_jobs;
         comm->stream_jobs = best;
+        comm->free_stream_jobs = stream_jobs_free;
     }
     atomic_store_explicit(&best->refs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&comm->stream_pending, 1, memory_order_acq_rel);
@@ -67,11 +74,51 @@ static void job_put(struct rcoll_stream_job *j)
         atomic_fetch_sub_explicit(&comm->stream_pending, 1, memory_order_release);
 }
 
+/* In the host function: run the host collective h now, on the callback thread, taking the
+ * communicator (waiting while another thread is inside it).  On failure the communicator is
+ * marked failed, its last error prefixed with the stream call (fn, seq, stream).  A
+ * communicator already failed (or aborted) runs nothing. */
+static void stream_exec(rcoll_comm_t comm, const rcoll_coll_args_t *h, const size_t *const *v,
+                        const char *fn, uint64_t seq, void *stream)
+{
+    /* Wait for the communicator: the enqueuing thread never holds in_use, so whoever does
+     * (a call refused because stream calls are pending, mem queries) leaves soon. */
+    for (unsigned spins = 0;
+         atomic_exchange_explicit(&comm->in_use, 1, memory_order_acquire); spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    atomic_store_explicit(&comm->in_use_fn, fn, memory_order_relaxed);
+    rcoll_pt_lock(comm);
+    if (comm->failed == RCOLL_OK &&
+        !atomic_load_explicit(&comm->stream_abort, memory_order_acquire)) {
+        rcoll_status_t st = h->kind == RCOLL_OP_BARRIER
+                                ? rcoll_api_barrier_host(comm, NULL, fn)
+                                : rcoll_api_run_host(comm, h, v, NULL, NULL, NULL, fn);
+        if (st != RCOLL_OK) {
+            /* No caller to return it to: the communicator fails, and its next call says
+             * which stream call did. */
+            if (comm->failed == RCOLL_OK) comm->failed = st;
+            char keep[RCOLL_LAST_ERROR_MAX];
+            snprintf(keep, sizeof(keep), "%s", comm->last_error);
+            snprintf(comm->last_error, sizeof(comm->last_error),
+                     "%s (stream call #%llu on this communicator, on stream %p) failed in "
+                     "stream order: %.480s", fn, (unsigned long long)seq, stream, keep);
+            RCOLL_WARN(COLL, "%s", comm->last_error);
+        }
+    }
+    rcoll_api_leave(comm, RCOLL_OK);
+}
+
 /* Host functions: on the driver's callback thread; no CUDA calls here. */
 static void job_run(void *arg)
 {
     struct rcoll_stream_job *j = arg;
-    rcoll_api_stream_exec(j->comm, &j->h, j->has_v ? j->v : NULL, j->fn, j->seq, j->stream);
+    stream_exec(j->comm, &j->h, j->has_v ? j->v : NULL, j->fn, j->seq, j->stream);
     job_put(j);
 }
 
@@ -190,7 +237,9 @@ err:
     return st;
 }
 
-void rcoll_stream_jobs_free(rcoll_comm_t comm)
+/* The stream calls' jobs and their areas (the communicator's free_stream_jobs: none may be
+ * pending). */
+static void stream_jobs_free(rcoll_comm_t comm)
 {
     struct rcoll_stream_job *j = comm->stream_jobs;
     while (j) {

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "algo/tree.h"
-#include "core/api_int.h"
 #include "core/comm.h"
 #include "core/pair.h"
 #include "cuda/gpu.h"
@@ -869,7 +868,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_pt_stop(c);
     family_leave(c);
     rcoll_cma_detach(&c->algo.cma);
-    rcoll_api_ipc_release(c, graceful); /* the host segment says when peers unmapped it */
+    if (c->release_ipc) c->release_ipc(c, graceful); /* the host segment says when peers unmapped it */
     rcoll_shmseg_detach(&c->hostseg);
     if (c->conn) rcoll_conn_fini(c);
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
@@ -877,8 +876,8 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_bs_leave(c->bs, graceful);
     rcoll_gpu_stage_free(&c->gpu_stage); /* after the transports: nothing writes it now */
     rcoll_gpu_pipe_free(&c->gpu_pipe);
-    rcoll_stage_jobs_free(c);
-    rcoll_stream_jobs_free(c);
+    if (c->free_stage_jobs) c->free_stage_jobs(c);
+    if (c->free_stream_jobs) c->free_stream_jobs(c);
     rcoll_gpu_pinned_free(&c->gpu_pinned); /* after every area counted in it */
     free(c->link.staging);
     free(c->peers);

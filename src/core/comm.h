@@ -70,6 +70,10 @@ typedef struct rcoll_family {
     struct rcoll_comm *first;
 } rcoll_family_t;
 
+struct rcoll_request;
+/* A request's post-step (its field post, below). */
+typedef rcoll_status_t (*rcoll_req_post_fn)(struct rcoll_request *r, rcoll_status_t st, int copy);
+
 struct rcoll_request {
     struct rcoll_comm *comm;
     struct rcoll_request *next; /* in the communicator's queue, or the free list */
@@ -109,8 +113,12 @@ struct rcoll_request {
     size_t vcap;             /* elements vbuf holds */
     size_t vmove;            /* reduce-scatter-v in place: the result is computed at dst +
                               * vmove elements and moved to dst at the end (0: none) */
-    /* A nonblocking collective on staged device buffers: its outputs are copied out when its
-     * completion is seen (rcoll_test, rcoll_wait; api_stage.c), or NULL. */
+    /* The plan's post-step (core/plan.h), or NULL: what the route that queued the request
+     * does once its completion is seen, before its status is returned (rcoll_req_finish; a
+     * staged call copies its outputs to the device, api_stage.c).  copy 0: the request is
+     * released without being finished (rcoll_req_release): free what the step holds, copy
+     * nothing.  stage_job: what the staging route's step works on. */
+    rcoll_req_post_fn post;
     struct rcoll_stage_job *stage_job;
 };
 
@@ -233,6 +241,14 @@ struct rcoll_comm {
      * out (the progress thread may write the report meanwhile). */
     char wdog_report[RCOLL_WDOG_REPORT_MAX];
     char wdog_copy[RCOLL_WDOG_REPORT_MAX];
+    /* (Last, away from the fields every call touches.)  What the routes above the communicator attach to it (CUDA IPC workspaces, api_ipc.c;
+     * staging and stream jobs, api_stage.c and api_stream.c), each freed by rcoll_comm_free
+     * through the function its owner set when it first attached it (NULL: nothing attached):
+     * the IPC workspaces before the host segment goes (it says when peers unmapped them),
+     * the jobs after the transports (nothing writes their areas then). */
+    void (*release_ipc)(rcoll_comm_t comm, int graceful);
+    void (*free_stage_jobs)(rcoll_comm_t comm);
+    void (*free_stream_jobs)(rcoll_comm_t comm);
 };
 
 /* handles.c: the live communicators (registered when they join a family, at the end of
@@ -333,19 +349,13 @@ static inline void rcoll_pt_unlock(rcoll_comm_t comm)
  * another thread's calls on comm; returns the status and releases req. */
 rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req);
 
-/* api_stage.c: a nonblocking staged collective seen complete with status st: its outputs
- * copied to the device (when st is RCOLL_OK), its area free for the next call; returns st or
- * the copy's error (with its sentence in the last error).  Nothing for other requests. */
-rcoll_status_t rcoll_stage_job_finish(struct rcoll_request *r, rcoll_status_t st);
-/* The same without the copy (a request released unfinished). */
-void rcoll_stage_job_drop(struct rcoll_request *r);
-/* Bytes of pinned staging memory the communicator holds (all its areas). */
+/* Request r seen complete with status st: its post-step run (a staged call's copy out);
+ * returns st or the step's error (with its sentence in the last error).  The request stays
+ * the caller's to release. */
+rcoll_status_t rcoll_req_finish(struct rcoll_request *r, rcoll_status_t st);
+/* api_stage.c: bytes of pinned staging memory the communicator holds (all its areas). */
 size_t rcoll_stage_bytes(rcoll_comm_t comm);
-/* Free every staging area of the nonblocking calls (rcoll_comm_free). */
-void rcoll_stage_jobs_free(rcoll_comm_t comm);
-/* api_stream.c: free the stream calls' jobs and their areas (rcoll_comm_free: none may be
- * pending), and the bytes they hold (rcoll_comm_mem_usage). */
-void rcoll_stream_jobs_free(rcoll_comm_t comm);
+/* api_stream.c: the bytes the stream calls' jobs hold (rcoll_comm_mem_usage). */
 size_t rcoll_stream_bytes(rcoll_comm_t comm);
 
 /* Progress comm's queue once (non-blocking). */

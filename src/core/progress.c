@@ -56,6 +56,7 @@ rcoll_status_t rcoll_req_alloc(rcoll_comm_t comm, rcoll_op_kind_t kind,
     r->aop.waiting_peer = r->aop.err_peer = -1;
     for (int i = 0; i < RCOLL_V_NUM; i++) r->v[i] = NULL;
     r->vmove = 0;
+    r->post = NULL;
     r->stage_job = NULL;
     *req_p = r;
     return RCOLL_OK;
@@ -122,9 +123,17 @@ void rcoll_req_enqueue(rcoll_comm_t comm, struct rcoll_request *req)
 void rcoll_req_release(struct rcoll_request *req)
 {
     rcoll_comm_t comm = req->comm;
-    if (req->stage_job) rcoll_stage_job_drop(req); /* never finished: no copy out */
+    if (req->post) req->post(req, RCOLL_OK, 0); /* never finished: no copy out */
+    req->post = NULL;
     req->next = comm->free_reqs;
     comm->free_reqs = req;
+}
+
+rcoll_status_t rcoll_req_finish(struct rcoll_request *r, rcoll_status_t st)
+{
+    rcoll_req_post_fn post = r->post;
+    r->post = NULL;
+    return post ? post(r, st, 1) : st;
 }
 
 /* Drop the registration of a GPUDirect point-to-point item (the transport's requests hold
@@ -1290,7 +1299,7 @@ rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req)
         while (!req->complete) pthread_cond_wait(&comm->pt_done_cv, &comm->pt_lock);
         comm->pt_sleepers--;
     }
-    rcoll_status_t st = rcoll_stage_job_finish(req, req->status);
+    rcoll_status_t st = rcoll_req_finish(req, req->status);
     rcoll_req_release(req);
     pthread_cond_signal(&comm->pt_cv); /* the thread rests only while someone waits */
     pthread_mutex_unlock(&comm->pt_lock);
