@@ -282,7 +282,7 @@ const rcoll_algo_ops_t rcoll_algo_twoshot = {
     .start = twoshot_start,
     .progress = twoshot_progress,
     .uses_hostseg = 1,
-    /* its own cost (copies through the slots) measured where it takes over from one-shot
-     * and at 1 MiB */
-    .probe_bytes = {64, (size_t)32 << 10, (size_t)1 << 20},
+    /* its own cost (copies through the slots) measured where it takes over from one-shot,
+     * between, and at 1 MiB */
+    .probe_bytes = {64, (size_t)32 << 10, (size_t)256 << 10, (size_t)1 << 20},
 };

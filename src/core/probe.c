@@ -70,11 +70,14 @@ static rcoll_status_t time_allreduce(rcoll_comm_t c, rcoll_allreduce_alg_t a, fl
 
 /* Where no algorithm names its own sizes: latency, the middle, bandwidth, and over a network
  * past a megabyte, where recursive doubling's and the ring's growth part (over TCP on 2 ranks
- * doubling costs 0.45 us a KiB past 2 MiB, the ring 0.27; below 1 MiB both less). */
-static const size_t default_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 << 10,
-                                                                (size_t)1 << 20, (size_t)4 << 20};
-/* The largest point over shared memory; past it (over a network) each point is the best of two
- * runs without a warm-up. */
+ * doubling costs 0.45 us a KiB past 2 MiB, the ring 0.27; below 1 MiB both less); over shared
+ * memory a point at 256 KiB instead (a straight line from 32 KiB to 1 MiB put doubling below
+ * two-shot at 128 KiB on 2 ranks in some creations, where it ran 1.27x slower). */
+static const size_t net_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 << 10,
+                                                            (size_t)1 << 20, (size_t)4 << 20};
+static const size_t shm_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 << 10,
+                                                            (size_t)256 << 10, (size_t)1 << 20};
+/* Past a megabyte (over a network) each point is the best of two runs without a warm-up. */
 #define MIB_POINT ((size_t)1 << 20)
 
 /* Algorithm a's probe sizes here (returns how many): its ops' or the default, none larger
@@ -82,10 +85,9 @@ static const size_t default_points[RCOLL_ALGO_PROBE_POINTS] = {64, (size_t)32 <<
 int rcoll_probe_points(int a, size_t cap, int shm, size_t *pts)
 {
     const rcoll_algo_ops_t *ops = rcoll_algos[a];
-    const size_t *src = ops->probe_bytes[0] ? ops->probe_bytes : default_points;
+    const size_t *src = ops->probe_bytes[0] ? ops->probe_bytes : shm ? shm_points : net_points;
     int n = 0;
     for (int k = 0; k < RCOLL_ALGO_PROBE_POINTS && src[k] >= 4; k++) {
-        if (src == default_points && shm && src[k] > MIB_POINT) break;
         size_t b = src[k] & ~(size_t)3;
         if (b > cap) b = cap;
         if (n && b <= pts[n - 1]) continue;

@@ -114,6 +114,12 @@ int main(void)
             CHECK(n >= 3 && pts[n - 1] == want && pts[0] == 64,
                   "%s over %s: %d points, 64 B to %zu B (want to %zu B)", rcoll_alg_names[a],
                   shm ? "shared memory" : "a network", n, n ? pts[n - 1] : 0, want);
+            /* between 32 KiB and 1 MiB over shared memory, where two-shot, doubling and the
+             * ring cross: a point at 256 KiB */
+            int mid = 0;
+            for (int k = 0; k < n; k++) mid |= pts[k] == ((size_t)256 << 10);
+            if (shm || a == RCOLL_ALG_TWOSHOT)
+                CHECK(mid, "%s over shared memory: no 256 KiB point", rcoll_alg_names[a]);
             n = rcoll_probe_points(a, (size_t)256 << 10, shm, pts);
             CHECK(n >= 2 && pts[n - 1] == ((size_t)256 << 10),
                   "%s, a slow link (cap 256 KiB): the last point is the cap", rcoll_alg_names[a]);
