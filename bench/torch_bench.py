@@ -53,6 +53,10 @@ def bench(rank, n, port, args, q):
     alternate("allreduce 1 KiB latency (us)",
               lambda g: lambda: timed(lambda: dist.all_reduce(small, group=g), 200) * 1e6)
     comm = dist.distributed_c10d._get_default_group().comm  # the rcoll group's communicator
+    if isinstance(comm, int):  # the compiled group's: its handle, borrowed (the group owns it)
+        import ctypes
+        from rcoll._core import Communicator
+        comm = Communicator(ctypes.c_void_p(comm))
     for mib in (1, 16, 64):
         t = torch.ones(mib << 18)
         iters = max(3, 64 // mib)

@@ -459,25 +459,32 @@ class _RcollWork(_Work):
         return self._fut
 
 
+def _make_comm(store: Any, rank: int, size: int, timeout: Optional[datetime.timedelta],
+               progress_thread: bool) -> Communicator:
+    """The group's communicator: rank 0 publishes a unique id in torch's store, every rank
+    joins with it (every init method torch has gives the creator a store)."""
+    key = "rcoll/unique_id"
+    if rank == 0:
+        store.set(key, get_unique_id().to_bytes().hex())
+    raw = store.get(key)
+    uid = UniqueId.from_bytes(bytes.fromhex(raw.decode() if isinstance(raw, bytes) else raw))
+    tmo = timeout.total_seconds() if timeout else None
+    if tmo is not None:
+        tmo = min(max(tmo, 0.0), 7 * 86400.0)
+    return Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch",
+                                  progress_thread=progress_thread)
+
+
 class ProcessGroupRcoll(dist.ProcessGroup):
     """A torch.distributed process group over one rcoll communicator (its own worker thread
     posts and completes the operations; see _Worker)."""
 
     def __init__(self, store: Any, rank: int, size: int, timeout: datetime.timedelta):
         super().__init__(rank, size)
-        key = "rcoll/unique_id"
-        if rank == 0:
-            store.set(key, get_unique_id().to_bytes().hex())
-        raw = store.get(key)
-        uid = UniqueId.from_bytes(bytes.fromhex(raw.decode() if isinstance(raw, bytes) else raw))
-        tmo = timeout.total_seconds() if timeout else None
-        if tmo is not None:
-            tmo = min(max(tmo, 0.0), 7 * 86400.0)
         # The communicator's progress thread moves async operations while torch computes;
         # RCOLL_PROGRESS_THREAD=0 takes the thread-less engine (_Worker) instead.
         pt = os.environ.get("RCOLL_PROGRESS_THREAD", "1").strip() != "0"
-        self.comm = Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch",
-                                           progress_thread=pt)
+        self.comm = _make_comm(store, rank, size, timeout, pt)
         self._live: set = set()  # works torch may still call (see _RcollWork)
         self._engine: Any = (_Direct(self.comm, f"rcoll-pg-{rank}") if pt else
                              _Worker(self.comm, f"rcoll-pg-{rank}"))
@@ -740,8 +747,43 @@ class ProcessGroupRcoll(dist.ProcessGroup):
                             [output_tensors[0]], (o, f), o.done)
 
 
+def _compiled() -> Any:
+    """The compiled backend (_torch_c, python/rcoll/_torch_c.cpp), or None: installed beside
+    this file, or the file RCOLL_TORCH_C names (a build tree).  RCOLL_TORCH_IMPL chooses:
+    "python" (the default while the compiled one does not cover every call), "c++" (the
+    compiled one; an error when it is missing)."""
+    impl = os.environ.get("RCOLL_TORCH_IMPL", "python").strip().lower()
+    if impl not in ("python", "c++", "cpp"):
+        raise _fail("init", f"RCOLL_TORCH_IMPL={impl!r}: use python or c++")
+    if impl == "python":
+        return None
+    path = os.environ.get("RCOLL_TORCH_C")
+    try:
+        if path:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("rcoll._torch_c", path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"no module at {path}")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+        from . import _torch_c  # type: ignore[attr-defined]
+        return _torch_c
+    except ImportError as e:
+        raise _fail("init", f"RCOLL_TORCH_IMPL=c++ but the compiled backend does not load ({e}); "
+                    "build with -Dtorch=enabled, or set RCOLL_TORCH_C to the built module") from e
+
+
 def _create(store, rank, size, timeout):
-    return ProcessGroupRcoll(store, rank, size, timeout)
+    c = _compiled()
+    if c is None:
+        return ProcessGroupRcoll(store, rank, size, timeout)
+    # The compiled group needs the communicator's progress thread (its operations move while
+    # torch computes, one thread completes them); it owns the communicator from here on.
+    comm = _make_comm(store, rank, size, timeout, True)
+    h = comm._handle().value
+    comm._h = None
+    return c.ProcessGroupRcoll(h, rank, size)
 
 
 if BACKEND.upper() not in dist.Backend._plugins:  # importing twice is harmless

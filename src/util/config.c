@@ -176,9 +176,11 @@ void rcoll_config_format(const void *cfg, const rcoll_knob_t *k, char *buf, size
 }
 
 /* Variables that start with RCOLL_ but are read by tools rather than the library: the
- * launcher's, the tests', the Python package's (RCOLL_LIBRARY) and the MPI interposer's. */
+ * launcher's, the tests', the Python package's (RCOLL_LIBRARY, and the torch backend's
+ * RCOLL_TORCH_*) and the MPI interposer's. */
 static const char *const tool_vars[] = {"RCOLL_LOCAL_RANK", "RCOLL_LOCAL_SIZE", "RCOLL_RUN_",
-                                        "RCOLL_TEST_", "RCOLL_LIBRARY", "RCOLL_MPI_", NULL};
+                                        "RCOLL_TEST_", "RCOLL_LIBRARY", "RCOLL_TORCH_",
+                                        "RCOLL_MPI_", NULL};
 
 static int table_has(const rcoll_config_table_t *t, const char *name, size_t len)
 {
