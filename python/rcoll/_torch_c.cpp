@@ -17,9 +17,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -111,12 +114,32 @@ static rcoll_op_t op_of(const std::string &call, const c10d::ReduceOp &op, doubl
 
 class ProcessGroupRcoll;
 
+// What the group's completer thread sleeps on, shared with its works (which may outlive the
+// group): a work wakes it when someone needs its completion without waiting for it (a Future
+// taken, is_completed polled).
+struct Nudge {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool wanted = false;
+    bool stop = false;
+    void wake()
+    {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            wanted = true;
+        }
+        cv.notify_one();
+    }
+};
+
 // One posted operation: its requests, the tensors it keeps alive, the step that copies
 // results back (contiguous stand-ins, flattened lists), and its outputs (the Future's value).
 class WorkRcoll : public c10d::Work {
   public:
-    WorkRcoll(int rank, c10d::OpType type, std::string call, std::vector<at::Tensor> outputs)
-        : c10d::Work(rank, type), call_(std::move(call)), outputs_(std::move(outputs)),
+    WorkRcoll(rcoll_comm_t comm, std::shared_ptr<Nudge> nudge, int rank, c10d::OpType type,
+              std::string call, std::vector<at::Tensor> outputs)
+        : c10d::Work(rank, type), comm_(comm), nudge_(std::move(nudge)), call_(std::move(call)),
+          outputs_(std::move(outputs)),
           future_(c10::make_intrusive<c10::ivalue::Future>(
               c10::ListType::create(c10::TensorType::get())))
     {
@@ -124,8 +147,12 @@ class WorkRcoll : public c10d::Work {
 
     bool isCompleted() override
     {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return completed_;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (completed_) return true;
+        }
+        nudge_->wake();  // polled: the completer finishes it
+        return false;
     }
     bool isSuccess() const override
     {
@@ -134,6 +161,9 @@ class WorkRcoll : public c10d::Work {
     }
     bool wait(std::chrono::milliseconds timeout) override
     {
+        // Not taken by the completer yet: complete it here, in the waiting thread (no
+        // hand-off between threads: a small all-reduce's wait costs what rcoll_wait does).
+        if (timeout == std::chrono::milliseconds(0) && claim()) complete();
         std::unique_lock<std::mutex> lock(mutex_);
         if (timeout == std::chrono::milliseconds(0)) {
             cv_.wait(lock, [&] { return completed_; });
@@ -144,17 +174,31 @@ class WorkRcoll : public c10d::Work {
         return true;
     }
     std::vector<at::Tensor> result() override { return outputs_; }
-    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
+    {
+        nudge_->wake();  // nobody may wait: the completer completes it (DDP's buckets)
+        return future_;
+    }
+    bool done()
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return completed_;
+    }
 
-    // Set by the poster, run by the completer.
+    // Set by the poster, run by whoever completes it.
     std::vector<rcoll_request_t> reqs;
     std::vector<at::Tensor> keep;
     std::function<void()> after;
 
-    // The completer: wait for every request (the first failure's text kept), copy back,
-    // complete the Work and its Future.
-    void complete(rcoll_comm_t comm)
+    // One thread completes a work (its requests are that thread's to wait on): the waiter or
+    // the group's completer, whichever takes it first.
+    bool claim() { return !claimed_.exchange(true); }
+
+    // Wait for every request (the first failure's text kept), copy back, complete the Work
+    // and its Future.
+    void complete()
     {
+        rcoll_comm_t comm = comm_;
         std::string err;
         for (auto &r : reqs) {
             rcoll_status_t st = rcoll_wait(&r);
@@ -187,9 +231,12 @@ class WorkRcoll : public c10d::Work {
     }
 
   private:
+    rcoll_comm_t comm_;
+    std::shared_ptr<Nudge> nudge_;
     std::string call_;
     std::vector<at::Tensor> outputs_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
+    std::atomic<bool> claimed_{false};
 };
 
 class ProcessGroupRcoll : public Base {
@@ -207,11 +254,16 @@ class ProcessGroupRcoll : public Base {
     void shutdown()
     {
         {
-            std::lock_guard<std::mutex> lock(qmu_);
-            if (stop_) return;
-            stop_ = true;
+            std::lock_guard<std::mutex> lock(nudge_->mu);
+            if (nudge_->stop) return;
+            nudge_->stop = true;
         }
-        qcv_.notify_all();
+        nudge_->cv.notify_all();
+        // The completer may drop the last reference to a tensor that has a Python object,
+        // which takes the GIL: never join it holding the GIL (the destructor runs inside a
+        // Python decref; shutdown() from Python releases it already).
+        std::unique_ptr<pybind11::gil_scoped_release> nogil;
+        if (Py_IsInitialized() && PyGILState_Check()) nogil.reset(new pybind11::gil_scoped_release());
         if (thread_.joinable()) thread_.join();
         if (comm_) rcoll_comm_destroy(comm_);
         comm_ = nullptr;
@@ -551,7 +603,7 @@ class ProcessGroupRcoll : public Base {
                                        const std::vector<at::Tensor> &outputs)
     {
         if (!comm_) fail(call, "the process group was shut down");
-        return c10::make_intrusive<WorkRcoll>(getRank(), type, call, outputs);
+        return c10::make_intrusive<WorkRcoll>(comm_, nudge_, getRank(), type, call, outputs);
     }
     // t as a contiguous CPU tensor rcoll may use; a copy when t is not contiguous (written
     // back when the operation is done if out).  Kept alive by the Work either way.
@@ -619,36 +671,45 @@ class ProcessGroupRcoll : public Base {
         }
         return submit(w);
     }
+    // Queued for the completer, which is not woken: a blocking call's wait() completes its
+    // work in the calling thread; works nobody waits for wake it (Nudge).  Works completed
+    // already leave the front of the queue here.
     c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkRcoll> &w)
     {
-        {
-            std::lock_guard<std::mutex> lock(qmu_);
-            queue_.push_back(w);
-        }
-        qcv_.notify_one();
+        std::lock_guard<std::mutex> lock(qmu_);
+        while (!queue_.empty() && queue_.front()->done()) queue_.pop_front();
+        queue_.push_back(w);
         return w;
     }
-    // The completer: the posted operations, in order.
+    // The completer: when woken (or stopping), every queued work nobody has taken, in order.
     void run()
     {
         for (;;) {
-            c10::intrusive_ptr<WorkRcoll> w;
+            bool stop;
             {
-                std::unique_lock<std::mutex> lock(qmu_);
-                qcv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-                if (queue_.empty()) return;  // stopped, nothing left
-                w = queue_.front();
-                queue_.pop_front();
+                std::unique_lock<std::mutex> lock(nudge_->mu);
+                nudge_->cv.wait(lock, [&] { return nudge_->stop || nudge_->wanted; });
+                nudge_->wanted = false;
+                stop = nudge_->stop;
             }
-            w->complete(comm_);
+            for (;;) {
+                c10::intrusive_ptr<WorkRcoll> w;
+                {
+                    std::lock_guard<std::mutex> lock(qmu_);
+                    if (queue_.empty()) break;
+                    w = queue_.front();
+                    queue_.pop_front();
+                }
+                if (w->claim()) w->complete();
+            }
+            if (stop) return;
         }
     }
 
     rcoll_comm_t comm_;
-    std::mutex qmu_;
-    std::condition_variable qcv_;
+    std::shared_ptr<Nudge> nudge_ = std::make_shared<Nudge>();
+    std::mutex qmu_;  // the queue (posting threads, the completer)
     std::deque<c10::intrusive_ptr<WorkRcoll>> queue_;
-    bool stop_ = false;
     std::thread thread_;
 };
 
