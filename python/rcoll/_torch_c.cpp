@@ -344,15 +344,7 @@ class ProcessGroupRcoll : public Base {
                            " elements, its input " + std::to_string(in.numel()));
         at::Tensor flat = at::empty({(int64_t)total}, in.options());
         w->keep.push_back(flat);
-        auto outs = outputs[0];
-        auto prev = w->after;
-        w->after = [outs, flat, displs, counts, prev]() mutable {
-            for (size_t i = 0; i < outs.size(); i++)
-                if (counts[i])
-                    outs[i].copy_(flat.narrow(0, (int64_t)displs[i], (int64_t)counts[i])
-                                      .view_as(outs[i]));
-            if (prev) prev();
-        };
+        unflatten_after(w.get(), outputs[0], flat, displs, counts);
         rcoll_datatype_t dt = dtype_of(call, in);
         if (even)
             post(call, w.get(), rcoll_iallgather(in.data_ptr(), flat.data_ptr(),
@@ -433,13 +425,9 @@ class ProcessGroupRcoll : public Base {
                 if (o.numel() != in.numel()) fail(call, "an output's size differs from the input's");
             flat = at::empty({(int64_t)n * in.numel()}, in.options());
             w->keep.push_back(flat);
-            auto outs = outputs[0];
-            auto prev = w->after;
-            w->after = [outs, flat, prev, k = in.numel()]() mutable {
-                for (size_t i = 0; i < outs.size(); i++)
-                    outs[i].copy_(flat.narrow(0, (int64_t)i * k, k).view_as(outs[i]));
-                if (prev) prev();
-            };
+            std::vector<size_t> offs((size_t)n), lens((size_t)n, (size_t)in.numel());
+            for (int p = 0; p < n; p++) offs[(size_t)p] = (size_t)p * (size_t)in.numel();
+            unflatten_after(w.get(), outputs[0], flat, offs, lens);
         }
         post(call, w.get(), rcoll_igather(in.data_ptr(), me ? flat.data_ptr() : nullptr,
                                           (size_t)in.numel(), dtype_of(call, in), root, comm_,
@@ -531,16 +519,8 @@ class ProcessGroupRcoll : public Base {
         }
         at::Tensor flat = at::empty({(int64_t)roff}, in.options());
         w->keep.push_back(flat);
-        auto outs = outputs;
-        std::vector<size_t> offs(rd, rd + n), lens(rc, rc + n);
-        auto prev = w->after;
-        w->after = [outs, flat, offs, lens, prev]() mutable {
-            for (size_t i = 0; i < outs.size(); i++)
-                if (lens[i])
-                    outs[i].copy_(flat.narrow(0, (int64_t)offs[i], (int64_t)lens[i])
-                                      .view_as(outs[i]));
-            if (prev) prev();
-        };
+        unflatten_after(w.get(), outputs, flat, std::vector<size_t>(rd, rd + n),
+                        std::vector<size_t>(rc, rc + n));
         post(call, w.get(), rcoll_ialltoallv(in.data_ptr(), sc, sd, flat.data_ptr(), rc, rd,
                                              dtype_of(call, in), comm_, next(w.get())));
         return submit(w);
@@ -554,24 +534,12 @@ class ProcessGroupRcoll : public Base {
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst,
                                         int /* tag */) override
     {
-        const std::string call = "send";
-        one(call, tensors);
-        auto w = make(c10d::OpType::SEND, call, tensors);
-        at::Tensor t = stand_in(call, tensors[0], w.get(), false);
-        post(call, w.get(), rcoll_isend(t.data_ptr(), (size_t)t.numel(), dtype_of(call, t), dst,
-                                        comm_, next(w.get())));
-        return submit(w);
+        return p2p("send", c10d::OpType::SEND, tensors, dst);
     }
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src,
                                         int /* tag */) override
     {
-        const std::string call = "recv";
-        one(call, tensors);
-        auto w = make(c10d::OpType::RECV, call, tensors);
-        at::Tensor t = stand_in(call, tensors[0], w.get(), true);
-        post(call, w.get(), rcoll_irecv(t.data_ptr(), (size_t)t.numel(), dtype_of(call, t), src,
-                                        comm_, next(w.get())));
-        return submit(w);
+        return p2p("recv", c10d::OpType::RECV, tensors, src);
     }
     c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override
     {
@@ -623,6 +591,21 @@ class ProcessGroupRcoll : public Base {
         }
         return c;
     }
+    // When w is done: outs[i] = flat[offs[i], offs[i] + lens[i]) (a list form's results,
+    // gathered into one flat tensor), before w's earlier copy-back steps.
+    static void unflatten_after(WorkRcoll *w, const std::vector<at::Tensor> &outs,
+                                const at::Tensor &flat, std::vector<size_t> offs,
+                                std::vector<size_t> lens)
+    {
+        auto prev = w->after;
+        w->after = [outs, flat, offs, lens, prev]() mutable {
+            for (size_t i = 0; i < outs.size(); i++)
+                if (lens[i])
+                    outs[i].copy_(flat.narrow(0, (int64_t)offs[i], (int64_t)lens[i])
+                                      .view_as(outs[i]));
+            if (prev) prev();
+        };
+    }
     static at::Tensor scaled(const at::Tensor &t, double f, WorkRcoll *w)
     {
         at::Tensor s = t.mul(f);
@@ -643,6 +626,23 @@ class ProcessGroupRcoll : public Base {
             fail(call, std::string(rcoll_comm_last_error(comm_)) + " (" +
                            rcoll_status_string(st) + ")");
         }
+    }
+    // One send (to peer) or receive (from peer) of one tensor; a receive's stand-in is
+    // written back.  torch's tags are not used: rcoll matches messages between two ranks in
+    // order.
+    c10::intrusive_ptr<c10d::Work> p2p(const std::string &call, c10d::OpType type,
+                                       std::vector<at::Tensor> &tensors, int peer)
+    {
+        one(call, tensors);
+        bool is_recv = type == c10d::OpType::RECV;
+        auto w = make(type, call, tensors);
+        at::Tensor t = stand_in(call, tensors[0], w.get(), is_recv);
+        rcoll_datatype_t dt = dtype_of(call, t);
+        size_t count = (size_t)t.numel();
+        post(call, w.get(), is_recv
+                                ? rcoll_irecv(t.data_ptr(), count, dt, peer, comm_, next(w.get()))
+                                : rcoll_isend(t.data_ptr(), count, dt, peer, comm_, next(w.get())));
+        return submit(w);
     }
     // All-reduce (root < 0) or reduce to root of each tensor, in place.
     c10::intrusive_ptr<c10d::Work> reduce_each(const std::string &call, c10d::OpType type,
