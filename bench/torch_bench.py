@@ -52,11 +52,13 @@ def bench(rank, n, port, args, q):
     small = torch.ones(256)
     alternate("allreduce 1 KiB latency (us)",
               lambda g: lambda: timed(lambda: dist.all_reduce(small, group=g), 200) * 1e6)
-    comm = dist.distributed_c10d._get_default_group().comm  # the rcoll group's communicator
-    if isinstance(comm, int):  # the compiled group's: its handle, borrowed (the group owns it)
-        import ctypes
-        from rcoll._core import Communicator
-        comm = Communicator(ctypes.c_void_p(comm))
+    pg = dist.distributed_c10d._get_default_group()
+    if hasattr(pg, "_get_backend"):  # torch 2.x: the rcoll Backend inside torch's group
+        pg = pg._get_backend(torch.device("cpu"))
+    # the group's communicator: its handle, borrowed (the group owns it)
+    import ctypes
+    from rcoll._core import Communicator
+    comm = Communicator(ctypes.c_void_p(pg.comm))
     for mib in (1, 16, 64):
         t = torch.ones(mib << 18)
         iters = max(3, 64 // mib)

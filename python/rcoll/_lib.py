@@ -18,8 +18,10 @@ from typing import List, Optional
 try:  # written by meson install; absent in a source tree
     from . import _paths  # type: ignore[attr-defined]
     _INSTALLED_LIBDIR: Optional[str] = getattr(_paths, "LIBDIR", None)
+    _INSTALLED_INCLUDEDIR: Optional[str] = getattr(_paths, "INCLUDEDIR", None)
 except ImportError:  # pragma: no cover - depends on the layout
     _INSTALLED_LIBDIR = None
+    _INSTALLED_INCLUDEDIR = None
 
 UNIQUE_ID_BYTES = 128
 

@@ -1,4 +1,4 @@
-"""torch.distributed over rcoll (python/rcoll/torch.py), checked against gloo in the same run.
+"""torch.distributed over rcoll (python/rcoll/torch.py, python/rcoll/_torch_c.cpp), checked against gloo in the same run.
 
 Each case starts N processes (torch.multiprocessing.spawn); every process makes the default
 group with backend "rcoll" and a gloo group over the same ranks, runs each call on both, and
@@ -29,8 +29,6 @@ except ImportError as e:  # pragma: no cover
 HERE = os.path.dirname(os.path.abspath(__file__))
 # RCOLL_TEST_QUICK=1 (sanitizer builds): 2 ranks only, no launchers (skipped, said so)
 QUICK = os.environ.get("RCOLL_TEST_QUICK") == "1"
-# RCOLL_TORCH_IMPL=c++: the compiled backend (python/rcoll/_torch_c.cpp) is under test
-COMPILED = os.environ.get("RCOLL_TORCH_IMPL", "python").lower() in ("c++", "cpp")
 
 
 def free_port():
@@ -249,30 +247,23 @@ def calls_vs_gloo(rank, n, gloo):
             v = torch.tensor([rank + 1.0])
             dist.all_reduce(v, group=sub)
             check("new_group [0, 2]", v, torch.tensor([4.0]))
-    # PREMUL_SUM: the compiled backend multiplies, then sums (gloo has no PREMUL_SUM)
+    # PREMUL_SUM: the backend multiplies, then sums (gloo has no PREMUL_SUM)
     premul = dist._make_nccl_premul_sum(2.0)
-    if COMPILED:
-        v = torch.full((3,), float(rank + 1))
-        dist.all_reduce(v, op=premul)
-        check("all_reduce PREMUL_SUM 2.0", v, torch.full((3,), float(n * (n + 1))))
+    v = torch.full((3,), float(rank + 1))
+    dist.all_reduce(v, op=premul)
+    check("all_reduce PREMUL_SUM 2.0", v, torch.full((3,), float(n * (n + 1))))
     # what rcoll does not do says so
-    unsupported = [] if COMPILED else [("PREMUL_SUM", lambda: dist.all_reduce(
-        torch.ones(2), op=premul), "PREMUL_SUM is not supported")]
-    for name, f, why in [("recv_anysource", lambda: dist.recv(torch.zeros(1)), "source")] + \
-            unsupported + [
+    for name, f, why in [("recv_anysource", lambda: dist.recv(torch.zeros(1)), "source"),
                          ("a tensor not on the CPU", lambda: dist.all_reduce(
-                             torch.empty(2, device="meta")), "a meta tensor: this backend takes "
-                          "CPU tensors only")]:
+                             torch.empty(2, device="meta")), "meta")]:
         try:
             f()
             bad.append(f"{name} did not raise")
         except RuntimeError as e:
-            # the compiled group sits behind torch's dispatcher, which refuses a meta tensor
-            # itself (no c10d kernel for the device) before the backend sees it
-            if COMPILED and name == "a tensor not on the CPU":
-                if "meta" not in str(e).lower():
-                    bad.append(f"{name}: {e}")
-            elif "rcoll backend" not in str(e) or why not in str(e):
+            # torch's dispatcher refuses a meta tensor itself (no c10d kernel for the
+            # device) before the backend sees it
+            if why not in str(e).lower() or (name == "recv_anysource" and
+                                             "rcoll backend" not in str(e)):
                 bad.append(f"{name}: {e}")
     if bad:
         raise AssertionError("\n".join(bad))
@@ -329,24 +320,6 @@ class TorchBackendTest(unittest.TestCase):
         for n in ((2,) if QUICK else (1, 2, 3, 4)):
             with self.subTest(ranks=n):
                 self.assertEqual(run(n, calls_vs_gloo), [True] * n)
-
-    def test_without_progress_thread(self):
-        """RCOLL_PROGRESS_THREAD=0: the thread-less engine (_Worker) gives the same results."""
-        if COMPILED:
-            self.skipTest("the Python group's engine: the compiled group always runs the "
-                          "communicator's progress thread")
-        old = os.environ.get("RCOLL_PROGRESS_THREAD")
-        os.environ["RCOLL_PROGRESS_THREAD"] = "0"
-        try:
-            self.assertEqual(run(2, calls_vs_gloo), [True] * 2)
-            res = run(2, ddp_params)
-            for r, (ours, ref) in enumerate(res):
-                self.assertTrue(torch.equal(ours, ref), f"rank {r}: DDP parameters differ")
-        finally:
-            if old is None:
-                del os.environ["RCOLL_PROGRESS_THREAD"]
-            else:
-                os.environ["RCOLL_PROGRESS_THREAD"] = old
 
     def test_ddp_matches_gloo(self):
         for n in ((2,) if QUICK else (2, 3)):
