@@ -6,8 +6,9 @@
 #                        libFuzzer targets), the suites that exercise memory handling under
 #                        ASan/UBSan (asan_suites), then the unit and coll suites in a build
 #                        with every optional dependency off; the fail suites, which mostly
-#                        wait for deadlines, run beside the others; ends with a per-suite time
-#                        table and the summary
+#                        wait for deadlines, run beside the others; then the torch suite on
+#                        torch 2.6 inside tools/torch-root (a Debian 13 root, built once and
+#                        cached); ends with a per-suite time table and the summary
 #   tools/dev.sh summary DIR...  the closing summary of `test` for these build dirs' test logs
 #   tools/dev.sh times DIR...    the per-suite time table of these build dirs' test logs
 # Installs the Debian packages it needs with apt-get when they are missing.
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 need_pkgs=(meson ninja-build gcc pkg-config libc6-dev iproute2 libhwloc-dev libopenmpi-dev openmpi-bin
     libibverbs-dev librdmacm-dev python3 python3-numpy python3-torch
-    python3-matplotlib clang libclang-rt-14-dev)
+    python3-matplotlib clang libclang-rt-14-dev debootstrap)
 # The rdma suite's Soft-RoCE VM (tools/rxe-vm also installs these, and downloads the kernel).
 vm_pkgs=(qemu-system-x86 busybox-static cpio rdma-core ibverbs-utils ibverbs-providers kmod
     xz-utils)
@@ -69,6 +70,41 @@ asan_suites=(unit coll fail mpi plugin)
 # Wait-bound suites (a rank that dies or stalls, and the deadline that names it: mostly
 # sleeping, 10-30% of one core): they run beside the CPU-bound suites, not after them.
 wait_suites=(fail)
+
+# torch 2.x: the torch suite again inside tools/torch-root (Debian 13's torch 2.6), in
+# build-torch2, configured there with every optional dependency off and the compiled backend
+# left to rcoll.torch's own build on import (the host's suite runs meson's build of it, on
+# torch 1.13).  Under CI a root that cannot be built fails the run (no test log: the summary
+# says so); elsewhere it is a skip, said.
+torch2_dirs=()
+torch2_start() {
+    torch2_log=$PWD/build-torch2-root.log
+    tools/torch-root --build >"$torch2_log" 2>&1 &
+    torch2_pid=$!
+}
+torch2_test() {
+    echo "== meson test -C build-torch2 (torch, inside tools/torch-root: torch 2.6)"
+    local rc=0
+    wait "$torch2_pid" || rc=$?
+    if [ "$rc" = 77 ] && [ "${CI:-}" != "true" ]; then
+        echo "skipped: build-torch2 torch: $(tail -n 1 "$torch2_log")"
+        return 0
+    fi
+    torch2_dirs=(build-torch2)
+    if [ "$rc" != 0 ]; then
+        echo "tools/torch-root --build failed (exit $rc):"
+        tail -n 20 "$torch2_log"
+        return 0
+    fi
+    tools/torch-root --env "CI=${CI:-}" -- bash -c '
+        set -e
+        [ -f build-torch2/build.ninja ] || meson setup build-torch2 "$@" >/dev/null
+        meson compile -C build-torch2 rcoll:shared_library rcoll-run >/dev/null
+        export RCOLL_TORCH_BUILD_DIR=$PWD/build-torch2/torch_c  # built fresh by each run
+        meson test -C build-torch2 --no-rebuild --print-errorlogs --suite torch' bash \
+        -Dtorch=disabled -Dcuda=disabled -Dverbs=disabled -Dhwloc=disabled -Dmpi=disabled \
+        -Dnccl_plugin=disabled -Dfuzz=disabled "${werror[@]}" || true
+}
 
 # times DIR...: per build dir and suite, how many tests and their seconds (longest first),
 # then the ten longest tests; from meson's test logs, so that growth is visible in every run.
@@ -181,6 +217,8 @@ test)
     need_pkgs+=("${vm_pkgs[@]}")
     install_deps
     t_deps=$SECONDS
+    # torch 2.x (tools/torch-root): the root is built beside the host builds (mostly download)
+    torch2_start
     configure build "${werror[@]}"
     # the release build's kernels (nvcc: ~1 min a build; its output ignores the C flags)
     fatbin=()
@@ -219,15 +257,16 @@ test)
     # two builds), not the slow launcher tiers: CI's time budget
     TEST_MAX_RANKS=4 meson test -C build-min --no-rebuild --print-errorlogs \
         --suite unit --suite coll
+    torch2_test
     wait "$wait_pid"
     for dir in build build-asan; do
         echo "== meson test -C $dir (${wait_suites[*]}, run beside the others)"
         cat "$dir/meson-logs/wait-suites.txt"
     done
     set -e
-    times build build-asan build-min
+    times build build-asan build-min "${torch2_dirs[@]}"
     echo "== wall time: packages $((t_deps - t_start)) s, builds $((t_built - t_deps)) s, tests $((SECONDS - t_built)) s, all $((SECONDS - t_start)) s"
-    summary build build-asan build-min
+    summary build build-asan build-min "${torch2_dirs[@]}"
     ;;
 times)
     shift
