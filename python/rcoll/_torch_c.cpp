@@ -315,6 +315,58 @@ class ProcessGroupRcoll : public Base {
                                              dtype_of(call, in), comm_, next(w.get())));
         return submit(w);
     }
+#if TORCH_VERSION_MAJOR >= 2
+    // The coalesced forms (torch's _coalescing_manager, FSDP): one all-gather or
+    // reduce-scatter per pair, all in one Work.
+    c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &) override
+    {
+        const std::string call = "allgather_into_tensor_coalesced";
+        if (outputs.size() != inputs.size())
+            fail(call, std::to_string(outputs.size()) + " outputs for " +
+                           std::to_string(inputs.size()) + " inputs");
+        auto w = make(c10d::OpType::COALESCED, call, outputs);
+        for (size_t i = 0; i < inputs.size(); i++) {
+            at::Tensor in = stand_in(call, inputs[i], w.get(), false);
+            at::Tensor out = stand_in(call, outputs[i], w.get(), true);
+            if (out.numel() != in.numel() * getSize())
+                fail(call, "output " + std::to_string(i) + " has " +
+                               std::to_string(out.numel()) + " elements, not size x " +
+                               std::to_string(in.numel()));
+            same_type(call, in, out);
+            post(call, w.get(), rcoll_iallgather(in.data_ptr(), out.data_ptr(),
+                                                 (size_t)in.numel(), dtype_of(call, in), comm_,
+                                                 next(w.get())));
+        }
+        return submit(w);
+    }
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::ReduceScatterOptions &opts) override
+    {
+        const std::string call = "reduce_scatter_tensor_coalesced";
+        if (outputs.size() != inputs.size())
+            fail(call, std::to_string(outputs.size()) + " outputs for " +
+                           std::to_string(inputs.size()) + " inputs");
+        auto w = make(c10d::OpType::COALESCED, call, outputs);
+        double f;
+        rcoll_op_t op = op_of(call, opts.reduceOp, &f);
+        for (size_t i = 0; i < inputs.size(); i++) {
+            at::Tensor in = stand_in(call, inputs[i], w.get(), false);
+            if (f != 1.0) in = scaled(in, f, w.get());
+            at::Tensor out = stand_in(call, outputs[i], w.get(), true);
+            if (in.numel() != out.numel() * getSize())
+                fail(call, "input " + std::to_string(i) + " has " + std::to_string(in.numel()) +
+                               " elements, not size x " + std::to_string(out.numel()));
+            same_type(call, in, out);
+            post(call, w.get(), rcoll_ireduce_scatter(in.data_ptr(), out.data_ptr(),
+                                                      (size_t)out.numel(), dtype_of(call, in),
+                                                      op, comm_, next(w.get())));
+        }
+        return submit(w);
+    }
+#endif
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
                                              std::vector<at::Tensor> &inputs,
                                              const c10d::AllgatherOptions &) override

@@ -39,11 +39,14 @@ def free_port():
     return p
 
 
-def _entry(rank, n, port, fn, results, timeout_s):
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def _entry(rank, n, port, fn, results, timeout_s, backend="rcoll"):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
         import rcoll.torch  # noqa: F401 (registers the backend)
-        dist.init_process_group("rcoll", rank=rank, world_size=n,
+        dist.init_process_group(backend, rank=rank, world_size=n,
                                 timeout=datetime.timedelta(seconds=timeout_s))
         gloo = dist.new_group(backend="gloo")
         out = fn(rank, n, gloo)
@@ -58,14 +61,15 @@ def _entry(rank, n, port, fn, results, timeout_s):
 PORT_TAKEN = "Address already in use"
 
 
-def launch(n, fn, timeout_s=60, limit_s=240):
+def launch(n, fn, timeout_s=60, limit_s=240, backend="rcoll"):
     """fn(rank, n, gloo_group) on n processes until every one has exited; returns the results
     by rank as (kind, value), a rank with none as ("missing", ...).  A rank may exit on purpose
     (os._exit): its result is simply missing."""
     for attempt in range(3):
         with mp.Manager() as m:
             results = m.dict()
-            ctx = mp.start_processes(_entry, args=(n, free_port(), fn, results, timeout_s),
+            ctx = mp.start_processes(_entry, args=(n, free_port(), fn, results, timeout_s,
+                                                   backend),
                                      nprocs=n, join=False, start_method="spawn")
             deadline = time.monotonic() + limit_s
             while any(p.is_alive() for p in ctx.processes):
@@ -89,9 +93,9 @@ def launch(n, fn, timeout_s=60, limit_s=240):
     return {r: out.get(r, ("missing", "no result")) for r in range(n)}
 
 
-def run(n, fn, timeout_s=60):
+def run(n, fn, timeout_s=60, backend="rcoll"):
     """fn(rank, n, gloo_group) on n processes; returns the results by rank."""
-    out = launch(n, fn, timeout_s)
+    out = launch(n, fn, timeout_s, backend=backend)
     for r in range(n):
         kind, val = out[r]
         if kind != "ok":
@@ -270,6 +274,93 @@ def calls_vs_gloo(rank, n, gloo):
     return True
 
 
+def torch2_calls(rank, n, gloo):
+    """What torch 2.x adds: the coalesced forms (_coalescing_manager), functional collectives,
+    a torch.compile'd function calling one, the device-mapped backend string; against gloo or
+    values computed here.  Returns the names that disagreed."""
+    import torch.distributed._functional_collectives as funcol
+    bad = []
+
+    def check(name, a, b):
+        if not torch.equal(a, b):
+            bad.append(f"{name}: rcoll {a.flatten()[:6].tolist()} gloo {b.flatten()[:6].tolist()}")
+
+    world = dist.group.WORLD
+    # coalesced all-gather and reduce-scatter (FSDP's shapes: several flat tensors at once)
+    ins = [torch.arange(k + 3, dtype=torch.float32) + 100 * rank for k in range(3)]
+    outs = [torch.zeros(n * (k + 3)) for k in range(3)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    for k, (o, i) in enumerate(zip(outs, ins)):
+        ref = torch.zeros_like(o)
+        dist.all_gather_into_tensor(ref, i, group=gloo)
+        check(f"coalesced all_gather_into_tensor {k}", o, ref)
+    rs_in = [torch.arange(n * (k + 2), dtype=torch.float32) * (rank + 1) for k in range(3)]
+    rs_out = [torch.zeros(k + 2) for k in range(3)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(rs_out, rs_in):
+            dist.reduce_scatter_tensor(o, i)
+    cm.wait()
+    for k, (o, i) in enumerate(zip(rs_out, rs_in)):
+        full = i.clone()
+        dist.all_reduce(full, group=gloo)
+        check(f"coalesced reduce_scatter_tensor {k}", o, full[rank * (k + 2):(rank + 1) * (k + 2)])
+    # functional collectives (what torch.compile'd code and tensor parallelism call)
+    x = torch.arange(8, dtype=torch.float32) + rank
+    ref = x.clone()
+    dist.all_reduce(ref, group=gloo)
+    check("funcol.all_reduce", funcol.all_reduce(x, "sum", world), ref)
+    g = funcol.all_gather_tensor(x, 0, world)
+    gref = torch.zeros(8 * n)
+    dist.all_gather_into_tensor(gref, x, group=gloo)
+    check("funcol.all_gather_tensor", g, gref)
+    y = torch.arange(4 * n, dtype=torch.float32) * (rank + 1)
+    yref = y.clone()
+    dist.all_reduce(yref, group=gloo)
+    check("funcol.reduce_scatter_tensor", funcol.reduce_scatter_tensor(y, "sum", 0, world),
+          yref[rank * 4:(rank + 1) * 4])
+
+    def step(t):
+        return funcol.all_reduce(t * 2, "sum", world) + 1
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    check("torch.compile'd funcol.all_reduce", compiled(x), ref * 2 + 1)
+    # torch 2.x registers the backend per device type: rcoll for the CPU here
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    if backend.__class__.__name__ != "ProcessGroupRcoll":
+        bad.append(f"the CPU backend is {backend.__class__.__name__}")
+    if bad:
+        raise AssertionError("\n".join(bad))
+    return True
+
+
+def fsdp_params(rank, n, gloo):
+    """FSDP (torch 2.x, CPU) trains the same model on rcoll and on gloo for 10 steps.  Where
+    torch's FSDP does not run on the CPU with gloo either, returns ("unsupported", why)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    out = {}
+    for name, group in (("gloo", gloo), ("rcoll", None)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 8))
+        try:
+            fsdp = FSDP(model, process_group=group, use_orig_params=True)
+        except RuntimeError as e:
+            if name == "gloo":  # torch itself: not the backend
+                return ("unsupported", str(e))
+            raise
+        opt = torch.optim.SGD(fsdp.parameters(), lr=0.05)
+        g = torch.Generator().manual_seed(100 + rank)
+        for _ in range(10):
+            opt.zero_grad()
+            fsdp(torch.randn(16, 32, generator=g)).pow(2).mean().backward()
+            opt.step()
+        with FSDP.summon_full_params(fsdp):
+            out[name] = torch.cat([p.detach().flatten().clone() for p in fsdp.parameters()])
+    return out["rcoll"], out["gloo"]
+
+
 def ddp_params(rank, n, gloo):
     """Train the same model for 20 steps under DDP on rcoll and on gloo."""
     out = {}
@@ -322,7 +413,7 @@ class TorchBackendTest(unittest.TestCase):
                 self.assertEqual(run(n, calls_vs_gloo), [True] * n)
 
     def test_ddp_matches_gloo(self):
-        for n in ((2,) if QUICK else (2, 3)):
+        for n in ((2,) if QUICK else (2, 3, 4)):
             res = run(n, ddp_params)
             for r, (ours, ref) in enumerate(res):
                 if n == 2:
@@ -331,6 +422,27 @@ class TorchBackendTest(unittest.TestCase):
                     self.assertTrue(torch.allclose(ours, ref, rtol=1e-5, atol=1e-6),
                                     f"rank {r}: {float((ours - ref).abs().max())}")
             self.assertTrue(all(torch.equal(res[0][0], x[0]) for x in res), "ranks differ")
+
+    def test_torch2_calls(self):
+        if not TORCH2:
+            self.skipTest(f"torch {torch.__version__}: coalesced forms, functional collectives "
+                          "and torch.compile are torch 2.x's (the 2.6 root runs them)")
+        for n in ((2,) if QUICK else (2, 3)):
+            with self.subTest(ranks=n):
+                self.assertEqual(run(n, torch2_calls), [True] * n)
+        # the device-mapped form of the backend string
+        self.assertEqual(run(2, calls_vs_gloo, backend="cpu:rcoll"), [True] * 2)
+
+    def test_fsdp_matches_gloo(self):
+        if not TORCH2:
+            self.skipTest(f"torch {torch.__version__}: FSDP on CPU is torch 2.x's (the 2.6 "
+                          "root runs it)")
+        res = run(2, fsdp_params)
+        if res[0][0] == "unsupported":  # torch 2.6: "FSDP needs a non-CPU accelerator device"
+            self.skipTest(f"torch {torch.__version__}: FSDP does not run on the CPU, with gloo "
+                          f"either: {res[0][1]}")
+        for r, (ours, ref) in enumerate(res):
+            self.assertTrue(torch.equal(ours, ref), f"rank {r}: FSDP parameters differ")
 
     def test_dead_rank_is_named(self):
         n = 3
