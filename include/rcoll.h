@@ -190,6 +190,8 @@ rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm);
  *   progress_thread  1: the communicator gets a thread that progresses its nonblocking
  *              operations between calls (see "Nonblocking operations"), 0: none, < 0: take
  *              RCOLL_PROGRESS_THREAD (default 0).
+ *   wait       how a rank waits for its peers: RCOLL_WAIT_SPIN, RCOLL_WAIT_SLEEP or
+ *              RCOLL_WAIT_AUTO (see "Waiting" below); < 0: take RCOLL_WAIT (default auto).
  * Precedence: a value set here wins over the environment; fields left at their INIT value
  * take the RCOLL_* knob (or its default).  Communicators made by rcoll_comm_split/dup inherit
  * the parent's settings. */
@@ -198,8 +200,23 @@ typedef struct {
     double timeout_s;
     const char *name;
     int progress_thread;
+    int wait;
 } rcoll_comm_config_t;
-#define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), -1.0, NULL, -1}
+#define RCOLL_COMM_CONFIG_INIT {sizeof(rcoll_comm_config_t), -1.0, NULL, -1, -1}
+
+/* Waiting.  A rank whose peer has not arrived yet polls (spins, then yields the CPU), then:
+ *   RCOLL_WAIT_SPIN   goes on polling for RCOLL_POLL_US, then naps in 50 us steps (the
+ *                     lowest latency when every rank has a core of its own);
+ *   RCOLL_WAIT_SLEEP  after RCOLL_SLEEP_AFTER_US of polling sleeps in the kernel until a peer
+ *                     on its host moves (a doorbell the peers ring: a futex in shared memory),
+ *                     so the CPU goes to whatever else runs there (torch's compute threads,
+ *                     the peer itself).  Only where every peer of the communicator is on the
+ *                     rank's host; with peers on other hosts it naps as RCOLL_WAIT_SPIN does.
+ *   RCOLL_WAIT_AUTO   RCOLL_WAIT_SLEEP when the host's ranks outnumber the CPUs of their
+ *                     affinity masks together, else RCOLL_WAIT_SPIN. */
+#define RCOLL_WAIT_AUTO 0
+#define RCOLL_WAIT_SPIN 1
+#define RCOLL_WAIT_SLEEP 2
 #define RCOLL_COMM_TIMEOUT_MAX (86400 * 7) /* a week, RCOLL_TIMEOUT's own limit */
 
 /* rcoll_comm_init_rank with the caller's settings.  Errors: as rcoll_comm_init_rank, plus

@@ -257,22 +257,28 @@ class Communicator:
     @classmethod
     def init_rank(cls, nranks: int, uid: UniqueId, rank: int, *,
                   timeout_s: Optional[float] = None, name: Optional[str] = None,
-                  progress_thread: Optional[bool] = None) -> "Communicator":
+                  progress_thread: Optional[bool] = None,
+                  wait: Optional[str] = None) -> "Communicator":
         """Join communicator ``uid`` as ``rank`` of ``nranks`` (blocks until all joined).
-        ``timeout_s``, ``name`` and ``progress_thread`` are this communicator's own
-        (rcoll_comm_config_t): they win over RCOLL_TIMEOUT and RCOLL_PROGRESS_THREAD; None
-        takes the environment's.  With a progress thread, nonblocking operations move while
-        Python runs other code, and :meth:`Request.wait` may be called from another thread
-        than the one posting."""
+        ``timeout_s``, ``name``, ``progress_thread`` and ``wait`` are this communicator's
+        own (rcoll_comm_config_t): they win over RCOLL_TIMEOUT, RCOLL_PROGRESS_THREAD and
+        RCOLL_WAIT; None takes the environment's.  With a progress thread, nonblocking
+        operations move while Python runs other code, and :meth:`Request.wait` may be called
+        from another thread than the one posting.  ``wait`` is "auto", "spin" or "sleep"
+        (docs/api.md, "Waiting")."""
+        waits = {"auto": 0, "spin": 1, "sleep": 2}
+        if wait is not None and wait not in waits:
+            raise ValueError(f"wait={wait!r}: use one of {', '.join(waits)}")
         h = _lib.c_comm()
-        if timeout_s is None and name is None and progress_thread is None:
+        if timeout_s is None and name is None and progress_thread is None and wait is None:
             _check_init(lib.rcoll_comm_init_rank(int(nranks), ctypes.byref(uid._s), int(rank),
                                                  ctypes.byref(h)))
             return cls(h)
         cfg = _lib.CommConfig(ctypes.sizeof(_lib.CommConfig),
                               -1.0 if timeout_s is None else float(timeout_s),
                               None if name is None else name.encode(),
-                              -1 if progress_thread is None else int(bool(progress_thread)))
+                              -1 if progress_thread is None else int(bool(progress_thread)),
+                              -1 if wait is None else waits[wait])
         _check_init(lib.rcoll_comm_init_rank_config(int(nranks), ctypes.byref(uid._s),
                                                     int(rank), ctypes.byref(cfg),
                                                     ctypes.byref(h)))

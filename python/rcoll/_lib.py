@@ -37,7 +37,8 @@ class UniqueIdStruct(ctypes.Structure):
 class CommConfig(ctypes.Structure):
     """rcoll_comm_config_t"""
     _fields_ = [("size", ctypes.c_size_t), ("timeout_s", ctypes.c_double),
-                ("name", ctypes.c_char_p), ("progress_thread", ctypes.c_int)]
+                ("name", ctypes.c_char_p), ("progress_thread", ctypes.c_int),
+                ("wait", ctypes.c_int)]
 
 
 def _candidates() -> List[str]:

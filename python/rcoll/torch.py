@@ -43,8 +43,8 @@ def _make_comm(store: Any, rank: int, size: int, timeout: Optional[datetime.time
     """The group's communicator: rank 0 publishes a unique id in torch's store, every rank
     joins with it (every init method torch has gives the creator a store).  The group's
     timeout becomes the communicator's own (capped at a week), named as torch's in messages.
-    The communicator has a progress thread: the group's operations move while torch
-    computes."""
+    The communicator has a progress thread (the group's operations move while torch
+    computes) and sleeps in long waits (docs/api.md, "Waiting")."""
     key = f"rcoll/{prefix}unique_id"
     if rank == 0:
         store.set(key, get_unique_id().to_bytes().hex())
@@ -53,8 +53,11 @@ def _make_comm(store: Any, rank: int, size: int, timeout: Optional[datetime.time
     tmo = timeout.total_seconds() if timeout else None
     if tmo is not None:
         tmo = min(max(tmo, 0.0), 7 * 86400.0)
+    # torch's own threads compute on every core while a rank waits: it sleeps rather than
+    # polls (RCOLL_WAIT, when set, wins)
+    wait = None if os.environ.get("RCOLL_WAIT") else "sleep"
     return Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch",
-                                  progress_thread=True)
+                                  progress_thread=True, wait=wait)
 
 
 # ---- the compiled module --------------------------------------------------------------------

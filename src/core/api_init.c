@@ -134,6 +134,13 @@ rcoll_status_t rcoll_comm_init_rank_config(int nranks, const rcoll_unique_id_t *
     if (config->size >= offsetof(rcoll_comm_config_t, progress_thread) + sizeof(int) &&
         config->progress_thread >= 0)
         cfg.progress_thread = config->progress_thread != 0;
+    if (config->size >= offsetof(rcoll_comm_config_t, wait) + sizeof(int) && config->wait >= 0) {
+        if (config->wait > RCOLL_WAIT_SLEEP)
+            return init_failed(rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_comm_init_rank_config: "
+                                             "wait %d is not RCOLL_WAIT_AUTO, _SPIN or _SLEEP "
+                                             "(or < 0: RCOLL_WAIT)", config->wait));
+        cfg.wait = config->wait;
+    }
     st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
     return st == RCOLL_OK ? st : init_failed(st);
 }

@@ -33,6 +33,11 @@ typedef struct {
      * the topology's ring order over every GPU of the host); 0 when it has no GPU or the
      * topology does not know it.  A host's ranks enter the ring in this order. */
     int32_t gpu_pos;
+    /* This process's doorbell (util/bell.h: /proc/<pid>/fd/<bell_fd>; -1: none) and how the
+     * rank waits (RCOLL_WAIT_*, its own setting: auto resolves alike on every rank of a
+     * machine, from the CPU masks below), so that local peers know whom to ring. */
+    int32_t bell_fd;
+    int32_t wait_mode;
     /* The CPUs this rank may run on (its affinity mask at init): bit i of word i / 64 is CPU i.
      * Ranks of one machine whose masks together hold fewer CPUs than there are ranks share
      * CPUs, so their waits yield. */

@@ -81,7 +81,7 @@ static void my_cpus(uint64_t words[RCOLL_CPU_WORDS])
  * on together - the union of their affinity masks; then a waiting rank yields at once so the
  * rank it waits for can run.  The union, not this rank's own mask: a launcher that binds each
  * rank to its own core (mpirun, srun) gives every rank a one-CPU mask, and those ranks spin. */
-static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
+static int choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
 {
     int local = 0, same_machine = 0;
     uint64_t all[RCOLL_CPU_WORDS] = {0};
@@ -94,14 +94,95 @@ static void choose_spin(rcoll_comm_t c, const rcoll_peer_info_t *mine)
     int cpus = 0;
     for (int w = 0; w < RCOLL_CPU_WORDS; w++) cpus += __builtin_popcountll(all[w]);
     c->local_ranks = local;
-    if (c->cfg.spin >= 0) return;
-    c->cfg.spin = same_machine > cpus ? 0 : 200;
+    int oversub = same_machine > cpus;
+    if (c->cfg.spin >= 0) return oversub;
+    c->cfg.spin = oversub ? 0 : 200;
     if (same_machine > cpus)
         RCOLL_INFO(INIT, "%d ranks on this machine share %d CPUs (their affinity masks "
                    "together): waiting ranks yield at once (RCOLL_SPIN=0)", same_machine, cpus);
     else
         RCOLL_INFO(INIT, "%d ranks on this machine, %d CPUs in their affinity masks: waiting "
                    "ranks spin %d polls before yielding", same_machine, cpus, c->cfg.spin);
+    return oversub;
+}
+
+#define BELLS_MAX 256 /* ranks of a host whose doorbells a rank rings, at most */
+
+/* Whether a rank of this machine sleeps in long waits: RCOLL_WAIT_SLEEP, or auto on a machine
+ * whose ranks outnumber their CPUs (choose_spin's test, which every rank of the machine
+ * computes alike from the table). */
+static int rank_sleeps(const rcoll_peer_info_t *p, int oversub)
+{
+    return p->bell_fd >= 0 &&
+           (p->wait_mode == RCOLL_WAIT_SLEEP || (p->wait_mode == RCOLL_WAIT_AUTO && oversub));
+}
+
+/* The doorbells (util/bell.h): map those of the other ranks of this host that may sleep (this
+ * process's own when another rank of the communicator is a thread of it), to ring them after
+ * every progress pass that moved anything.  This rank sleeps itself only when every peer is on its
+ * host and every bell there could be mapped (a bell it cannot open is a peer that could not
+ * open its own either); otherwise long waits nap (RCOLL_WAIT_SPIN's way). */
+static void setup_bells(rcoll_comm_t c, int oversub)
+{
+    const rcoll_peer_info_t *mine = &c->peers[c->rank];
+    c->sleeps = 0;
+    c->nbells = 0;
+    int32_t fd = -1; /* this process's bell (split and shrunk communicators take it here) */
+    if (!c->bell_self && (rcoll_bell_self(&c->bell_self, &fd) != RCOLL_OK || fd != mine->bell_fd))
+        c->bell_self = NULL;
+    int me_sleeps = rank_sleeps(mine, oversub), any = 0, remote = 0;
+    for (int p = 0; p < c->nranks; p++) {
+        if (c->peers[p].host_hash != mine->host_hash) {
+            remote = 1;
+            continue;
+        }
+        any |= rank_sleeps(&c->peers[p], oversub);
+    }
+    if (!any || c->nranks < 2) return;
+    if (c->local_ranks > BELLS_MAX) {
+        RCOLL_INFO(INIT, "%d ranks on this host: more doorbells than a rank rings (%d); waits "
+                   "poll and nap", c->local_ranks, BELLS_MAX);
+        return;
+    }
+    c->bells = calloc((size_t)c->local_ranks, sizeof(*c->bells));
+    if (!c->bells) return;
+    int failed = 0;
+    for (int p = 0; p < c->nranks; p++) {
+        const rcoll_peer_info_t *q = &c->peers[p];
+        /* Not this rank's own: its own passes never wake a thread of its process that
+         * sleeps (the progress thread sleeps only while nobody waits; new work and the end
+         * ring it through rcoll_pt_unlock/stop), and such a ring per pass cost a system call
+         * and a lock hand-off (a 1 KiB torch all-reduce took 16-18 us instead of 8-10). */
+        if (p == c->rank || q->host_hash != mine->host_hash || !rank_sleeps(q, oversub))
+            continue;
+        int dup = 0; /* one bell per process (ranks that are threads of one process) */
+        for (int j = 0; j < p && !dup; j++)
+            dup = j != c->rank && c->peers[j].pid == q->pid &&
+                  c->peers[j].host_hash == q->host_hash && rank_sleeps(&c->peers[j], oversub);
+        if (dup) continue;
+        rcoll_bell_t *b = q->pid == mine->pid ? c->bell_self : rcoll_bell_attach(q->pid, q->bell_fd);
+        if (!b) {
+            RCOLL_INFO(INIT, "rank %d's doorbell: %s; waits poll and nap", p, rcoll_err_get());
+            failed = 1;
+            continue;
+        }
+        c->bells[c->nbells++] = b;
+    }
+    c->sleeps = me_sleeps && !remote && !failed && c->bell_self;
+    RCOLL_INFO(INIT, "waits: %s (RCOLL_WAIT=%s); ringing %d doorbell(s) of this host",
+               c->sleeps ? "sleep on the doorbell" : "poll, then nap",
+               mine->wait_mode == RCOLL_WAIT_SLEEP ? "sleep"
+               : mine->wait_mode == RCOLL_WAIT_AUTO ? "auto" : "spin", c->nbells);
+}
+
+static void free_bells(rcoll_comm_t c)
+{
+    for (int i = 0; i < c->nbells; i++)
+        if (c->bells[i] != c->bell_self) rcoll_bell_detach(c->bells[i]);
+    free(c->bells);
+    c->bells = NULL;
+    c->nbells = 0;
+    c->sleeps = 0;
 }
 
 static void family_leave(rcoll_comm_t c);
@@ -435,7 +516,7 @@ static int at_pos(const rcoll_comm_t c, int pos) { return c->ring_map ? c->ring_
 rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
-    choose_spin(c, mine);
+    setup_bells(c, choose_spin(c, mine));
     rcoll_status_t lst = load_topology(&c->cfg.topo, 0, NULL);
     if (lst == RCOLL_OK) lst = build_layout(c);
     if (lst != RCOLL_OK) return lst;
@@ -467,6 +548,16 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
         for (int p = 0; p < c->nranks; p++)
             if (p != c->rank && !c->link.tps[p]->host_local) c->all_shm = 0;
         c->algo.all_shm = c->all_shm;
+        /* Sleeping needs a peer's progress to be the moment its data is there: true of shared
+         * memory and of TCP between processes of one host (the bytes are in the receiver's
+         * socket when send returns), not of an RDMA write that lands after its post. */
+        for (int p = 0; c->sleeps && p < c->nranks; p++)
+            if (p != c->rank && strcmp(c->link.tps[p]->name, "shm") != 0 &&
+                strcmp(c->link.tps[p]->name, "tcp") != 0) {
+                c->sleeps = 0;
+                RCOLL_INFO(INIT, "waits: poll, then nap: rank %d is reached over %s", p,
+                           c->link.tps[p]->name);
+            }
         /* The set-up collectives above chose (and cached) algorithms before the host segment
          * and the paths were known: choose afresh from now on. */
         rcoll_algo_choose_reset(&c->algo);
@@ -715,6 +806,13 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
         snprintf(mine.hostname, sizeof(mine.hostname), "%.63s", cfg->host_id);
     }
     mine.pid = (int32_t)getpid();
+    mine.wait_mode = cfg->wait;
+    mine.bell_fd = -1;
+    if (rcoll_bell_self(&c->bell_self, &mine.bell_fd) != RCOLL_OK) { /* no memfd: never sleeps */
+        RCOLL_INFO(INIT, "no doorbell: %s", rcoll_err_get());
+        c->bell_self = NULL;
+        mine.bell_fd = -1;
+    }
     my_cpus(mine.cpus);
     /* A little longer than the root's own deadline, so its explanation arrives first. */
     st = rcoll_bs_join(id, rank, nranks, &mine, c->peers, deadline + 2000000000ull, &c->bs);
@@ -866,6 +964,7 @@ void rcoll_comm_take_listeners(rcoll_comm_t c, rcoll_comm_t probe)
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
     rcoll_pt_stop(c);
+    free_bells(c);
     family_leave(c);
     rcoll_cma_detach(&c->algo.cma);
     if (c->release_ipc) c->release_ipc(c, graceful); /* the host segment says when peers unmapped it */

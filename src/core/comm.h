@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "algo/algo.h"
 #include "algo/select.h"
+#include "util/bell.h"
 #include "util/shmseg.h"
 #include "core/bootstrap.h"
 #include "rcoll.h"
@@ -188,6 +189,14 @@ struct rcoll_comm {
     uint64_t next_seq;
     uint64_t last_ctl_poll_ns;
     uint32_t polls_since_clock; /* fruitless polls since the clock was last read */
+    /* Doorbells (util/bell.h, comm.c setup_bells): this process's, and those of the ranks on
+     * this host that may sleep (other ranks only: not this rank's own process bell), rung after
+     * a progress pass that moved anything.  sleeps: this rank sleeps on its bell in long waits
+     * (RCOLL_WAIT resolved, every peer on this host and every bell attached). */
+    rcoll_bell_t *bell_self;
+    rcoll_bell_t **bells;
+    int nbells;
+    int sleeps;
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;
@@ -343,6 +352,10 @@ static inline void rcoll_pt_unlock(rcoll_comm_t comm)
 {
     if (!comm->pt_on) return;
     pthread_cond_signal(&comm->pt_cv);
+    if (comm->sleeps) { /* the thread may sleep on the doorbell rather than on pt_cv */
+        rcoll_bell_fence();
+        rcoll_bell_ring(comm->bell_self);
+    }
     pthread_mutex_unlock(&comm->pt_lock);
 }
 /* rcoll_wait's loop when the thread runs: the caller holds no lock and may run beside

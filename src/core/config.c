@@ -17,6 +17,11 @@
 #define KNOB(name, def, kind, field, lo, hi, help) \
     RCOLL_KNOB_NUM(rcoll_config_t, name, def, kind, field, lo, hi, help)
 
+/* RCOLL_WAIT, in the order of RCOLL_WAIT_AUTO, _SPIN, _SLEEP (rcoll.h). */
+static const char *const rcoll_wait_names[] = {"auto", "spin", "sleep", NULL};
+_Static_assert(RCOLL_WAIT_AUTO == 0 && RCOLL_WAIT_SPIN == 1 && RCOLL_WAIT_SLEEP == 2,
+               "rcoll_wait_names follows the RCOLL_WAIT_* values");
+
 static const rcoll_knob_t core_knobs[] = {
     KNOB("RCOLL_RANK", "-1", INT, rank, -1, 1 << 24,
          "this process's rank (rcoll_comm_init_env); set by rcoll-run"),
@@ -47,6 +52,15 @@ static const rcoll_knob_t core_knobs[] = {
     KNOB("RCOLL_PROGRESS_POLL_US", "200", INT, progress_poll_us, 0, 100000000,
          "microseconds the progress thread keeps polling (spinning, then yielding the CPU) "
          "after its last progress before it naps in 50 us steps"),
+    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_WAIT", "auto", wait, rcoll_wait_names,
+                       "how a waiting rank lets go of its CPU: spin (poll, then nap in 50 us "
+                       "steps), sleep (poll RCOLL_SLEEP_AFTER_US, then sleep until a peer on "
+                       "this host rings its doorbell; peers on other hosts: as spin), auto "
+                       "(sleep when this machine's ranks outnumber the CPUs of their affinity "
+                       "masks together, else spin)"),
+    KNOB("RCOLL_SLEEP_AFTER_US", "50", INT, sleep_after_us, 0, 100000000,
+         "in the sleep wait mode, microseconds a waiting rank polls (spinning, then yielding) "
+         "before it sleeps on its doorbell"),
     KNOB("RCOLL_CHUNK_SIZE", "0", SIZE, chunk_size, 0, 1LL << 32,
          "pipeline chunk in bytes (0 = RCOLL_BUFFSIZE / 4); small values test multi-chunk paths"),
     RCOLL_KNOB_SUBTABLE(rcoll_config_t, alg, rcoll_algo_config_table),

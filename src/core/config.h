@@ -32,6 +32,8 @@ typedef struct rcoll_config {
     int poll_us;       /* microseconds of polling (spin, then yield) before naps */
     int progress_thread;  /* 1: a thread per communicator progresses queued operations */
     int progress_poll_us; /* ... and polls that long (spin, then yield) before naps */
+    int wait;             /* RCOLL_WAIT: RCOLL_WAIT_AUTO, _SPIN or _SLEEP (rcoll.h) */
+    int sleep_after_us;   /* in sleep mode: polling before sleeping on the doorbell */
     /* data path */
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */
     rcoll_algo_config_t alg; /* RCOLL_ALGO (declared in algo/select.c) */

@@ -1034,8 +1034,41 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
 }
 
 static int progress_p2p_followers(rcoll_comm_t comm);
+static int progress_pass(rcoll_comm_t comm);
+
+/* ------------------------------------------------------------------------------------------
+ * Doorbells (util/bell.h; comm.c setup_bells).  A pass that moved anything (an operation
+ * started, advanced or completed, or a transport moved bytes) rings the bells of this host's
+ * ranks that may sleep: one barrier, then one load per bell; a system call only for a bell
+ * someone sleeps on.  A waiter whose polling time is up sleeps on its own bell, in slices of
+ * at most SLEEP_SLICE_NS (after which it reads the clock: control messages, timeouts).
+ * ---------------------------------------------------------------------------------------- */
+#define SLEEP_SLICE_NS 10000000ull
 
 static int progress_once(rcoll_comm_t comm)
+{
+    if (!comm->nbells) return progress_pass(comm);
+    uint64_t before = rcoll_transport_moves;
+    int moved = progress_pass(comm);
+    if (moved || rcoll_transport_moves != before) {
+        rcoll_bell_fence();
+        for (int i = 0; i < comm->nbells; i++) rcoll_bell_ring(comm->bells[i]);
+    }
+    return moved;
+}
+
+/* Whether a waiter on comm may sleep on the doorbell now: comm sleeps, and so does every
+ * sibling with work that the waiter progresses too (a sibling with peers on other hosts is
+ * not rung for). */
+static int may_sleep(rcoll_comm_t comm)
+{
+    if (!comm->sleeps) return 0;
+    for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next)
+        if (o != comm && o->head && !o->pt_on && !o->sleeps) return 0;
+    return 1;
+}
+
+static int progress_pass(rcoll_comm_t comm)
 {
     int moved = 0;
     while (comm->head && comm->failed == RCOLL_OK) {
@@ -1147,24 +1180,61 @@ const void *rcoll_thread_token(void)
     return &token;
 }
 
+/* One pass over comm and the rest of its family: a peer may be waiting for this rank's part
+ * of an operation on a sibling communicator before it can serve this one. */
+static int progress_family(rcoll_comm_t comm)
+{
+    int moved = progress_once(comm);
+    for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next) {
+        if (o == comm || !o->head || o->pt_on) continue; /* a sibling's thread serves it */
+        if (!atomic_exchange_explicit(&o->in_use, 1, memory_order_acquire)) {
+            moved |= progress_once(o); /* not while another thread is inside it */
+            atomic_store_explicit(&o->in_use, 0, memory_order_release);
+        } else if (atomic_load_explicit(&o->in_use_owner, memory_order_acquire) ==
+                   rcoll_thread_token()) {
+            moved |= progress_once(o); /* this thread holds it for its group's end */
+        }
+    }
+    return moved;
+}
+
+/* Sleep on comm's doorbell until a local peer moves (or a slice passes), after one more look
+ * with the bell armed (util/bell.h: no wakeup is lost).  A waiter (done: its request's flag)
+ * looks over the family and lets go of pt_lock while asleep when the thread runs; the
+ * progress thread (done NULL) looks at comm alone and sleeps only while it has work nobody
+ * else waits on.  Returns whether the look moved. */
+static int sleep_on_bell(rcoll_comm_t comm, const int *done)
+{
+    uint32_t seen = rcoll_bell_arm(comm->bell_self);
+    int moved = done ? progress_family(comm) : progress_once(comm);
+    int sleep = done ? !*done
+                     : comm->head && !comm->pt_stop &&
+                           !atomic_load_explicit(&comm->pt_waiters, memory_order_relaxed);
+    if (!moved && sleep) {
+        if (comm->pt_on) pthread_mutex_unlock(&comm->pt_lock);
+        rcoll_bell_sleep(comm->bell_self, seen, SLEEP_SLICE_NS);
+        if (comm->pt_on) pthread_mutex_lock(&comm->pt_lock);
+        comm->polls_since_clock = CLOCK_EVERY_POLLS - 1; /* the next pass reads the clock */
+    }
+    rcoll_bell_disarm(comm->bell_self);
+    return moved;
+}
+
 rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
 {
     rcoll_comm_t comm = req->comm;
     rcoll_backoff_t bo;
-    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin, (uint64_t)comm->cfg.poll_us * 1000);
+    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin,
+                       (uint64_t)(comm->sleeps ? comm->cfg.sleep_after_us : comm->cfg.poll_us) *
+                           1000);
     while (!req->complete) {
-        int moved = progress_once(comm);
-        /* The rest of the family too: a peer may be waiting for this rank's part of an
-         * operation on a sibling communicator before it can serve this one. */
-        for (rcoll_comm_t o = comm->family ? comm->family->first : NULL; o; o = o->fam_next) {
-            if (o == comm || !o->head || o->pt_on) continue; /* a sibling's thread serves it */
-            if (!atomic_exchange_explicit(&o->in_use, 1, memory_order_acquire)) {
-                moved |= progress_once(o); /* not while another thread is inside it */
-                atomic_store_explicit(&o->in_use, 0, memory_order_release);
-            } else if (atomic_load_explicit(&o->in_use_owner, memory_order_acquire) ==
-                       rcoll_thread_token()) {
-                moved |= progress_once(o); /* this thread holds it for its group's end */
-            }
+        int moved = progress_family(comm);
+        if (!moved && !req->complete && rcoll_backoff_idle(&bo) && may_sleep(comm)) {
+            if (comm->pt_on) atomic_fetch_add_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
+            moved = sleep_on_bell(comm, &req->complete);
+            if (comm->pt_on) atomic_fetch_sub_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
+            if (moved) rcoll_backoff_reset(&bo);
+            continue;
         }
         if (moved) {
             rcoll_backoff_reset(&bo);
@@ -1194,14 +1264,20 @@ static void *pt_main(void *arg)
     rcoll_comm_t comm = arg;
     rcoll_log_set_rank(comm->rank);
     rcoll_backoff_t bo;
-    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin,
-                       (uint64_t)comm->cfg.progress_poll_us * 1000);
+    int poll_us = comm->cfg.progress_poll_us;
+    if (comm->sleeps && comm->cfg.sleep_after_us < poll_us) poll_us = comm->cfg.sleep_after_us;
+    rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin, (uint64_t)poll_us * 1000);
     pthread_mutex_lock(&comm->pt_lock);
     while (!comm->pt_stop) {
         if (!comm->head || comm->head->held || comm->failed != RCOLL_OK ||
             atomic_load_explicit(&comm->pt_waiters, memory_order_relaxed)) {
             pthread_cond_wait(&comm->pt_cv, &comm->pt_lock);
             rcoll_backoff_reset(&bo);
+            continue;
+        }
+        if (rcoll_backoff_idle(&bo) && comm->sleeps) {
+            /* new work and pt_stop ring the bell too (rcoll_pt_unlock, rcoll_pt_stop) */
+            if (sleep_on_bell(comm, NULL)) rcoll_backoff_reset(&bo);
             continue;
         }
         int moved = progress_once(comm);
@@ -1252,6 +1328,10 @@ void rcoll_pt_stop(rcoll_comm_t comm)
     pthread_mutex_lock(&comm->pt_lock);
     comm->pt_stop = 1;
     pthread_cond_signal(&comm->pt_cv);
+    if (comm->sleeps) { /* asleep on the doorbell */
+        rcoll_bell_fence();
+        rcoll_bell_ring(comm->bell_self);
+    }
     pthread_mutex_unlock(&comm->pt_lock);
     pthread_join(comm->pt, NULL);
     pthread_cond_destroy(&comm->pt_done_cv);

@@ -49,6 +49,8 @@ _Static_assert(NBUILTIN <= RCOLL_MAX_TRANSPORTS, "raise RCOLL_MAX_TRANSPORTS");
 
 #define NAME_OF(name, reach, cfg, ops, need) name,
 #define NET_NAME_OF(name, reach, cfg, ops, need) IF_NET_##reach(name, )
+__thread uint64_t rcoll_transport_moves;
+
 const char *const rcoll_transport_names[] = {"auto", RCOLL_TRANSPORTS(NAME_OF) NULL};
 const char *const rcoll_net_names[] = {"auto", RCOLL_TRANSPORTS(NET_NAME_OF) NULL};
 

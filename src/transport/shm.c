@@ -227,6 +227,7 @@ static void shm_send_progress(shm_comm_t *c, int *moved)
         atomic_store_explicit(&s->seq, c->next + 1, memory_order_release);
         c->next++;
         *moved = 1;
+        rcoll_transport_moves++;
         if (c->cur_off == m->length) {
             c->cur_off = 0;
             c->cur++;
@@ -362,6 +363,7 @@ static rcoll_status_t shm_recv_progress(shm_comm_t *c, int *moved)
         }
         c->next++;
         atomic_store_explicit(&c->hdr->consumed, c->next, memory_order_release);
+        rcoll_transport_moves++;
         if (c->cur_off == m->length) {
             c->cur_off = 0;
             c->cur_started = 0;

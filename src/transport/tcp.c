@@ -183,6 +183,7 @@ static rcoll_status_t tcp_xfer(tcp_comm_t *c, int s, struct iovec *iov, int niov
                                 : sendmsg(c->fd[s], &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (rc > 0) {
             *n_p = (size_t)rc;
+            rcoll_transport_moves++;
             /* Connections carry data one way, so the receiver's ACKs are never piggybacked on
              * data: without this, every small message costs a pure ACK packet on both hosts
              * (about 1 us on loopback).  Bulk streams still ACK every second full segment. */

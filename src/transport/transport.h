@@ -125,6 +125,12 @@ typedef struct rcoll_transport_ops {
     void (*fini)(void);
 } rcoll_transport_ops_t;
 
+/* Data-path events of this thread's transports (a slot published or consumed, bytes sent or
+ * received): the core compares the count around a progress pass to know that local peers
+ * may have something new, and rings their doorbells (util/bell.h).  Transports that move
+ * bytes between processes of one host count them; others need not. */
+extern __thread uint64_t rcoll_transport_moves;
+
 /* Shared stubs for operations a transport does not have (callers never test for NULL). */
 rcoll_status_t rcoll_transport_stub_iflush(void *recv_comm, int n, void **data, int *sizes,
                                            void **mhandles, void **request);

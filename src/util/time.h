@@ -35,5 +35,8 @@ static inline void rcoll_backoff_reset(rcoll_backoff_t *b)
 }
 /* Called once per fruitless poll iteration. */
 void rcoll_backoff_wait(rcoll_backoff_t *b);
+/* Whether the polling time is up (the next rcoll_backoff_wait would nap): where a waiter can
+ * sleep on something better than a nap, now is the time. */
+static inline int rcoll_backoff_idle(const rcoll_backoff_t *b) { return b->nap_at_ns == UINT64_MAX; }
 
 #endif
