@@ -584,6 +584,14 @@ rcoll_status_t rcoll_test(rcoll_request_t *req, int *done);
  * Errors: RCOLL_ERR_INVALID_ARG (NULL), or the operation's error. */
 rcoll_status_t rcoll_wait(rcoll_request_t *req);
 
+/* rcoll_wait for at most timeout_s seconds: *done = 1 when *req completed (freed, *req NULL,
+ * the operation's status returned), else *done = 0 and RCOLL_OK (the request still runs: wait
+ * again, or test).  For callers that must look at something else now and then while they wait
+ * (an interpreter's pending signals: the Python package waits in slices of this).  Errors:
+ * RCOLL_ERR_INVALID_ARG (NULL req, *req or done; timeout_s negative or NaN), or the
+ * operation's error. */
+rcoll_status_t rcoll_wait_for(rcoll_request_t *req, double timeout_s, int *done);
+
 /* ---------------------------------------------------------------------------------------------
  * Stream-ordered operations (docs/gpu.md, "Stream order").  rcoll_<op>_stream takes the
  * arguments of rcoll_<op> and a CUDA stream: stream is a CUstream / cudaStream_t passed as

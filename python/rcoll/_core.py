@@ -196,6 +196,12 @@ class _Buf:
             self.addr = ctypes.addressof(self.cbuf)
 
 
+# Blocking calls wait in slices of this many seconds (rcoll_wait_for), so that Ctrl-C and other
+# signals reach Python promptly (docs/python.md, "Signals").
+_WAIT_SLICE_S = 0.05
+_HAS_WAIT_FOR = _lib.has("rcoll_wait_for")
+
+
 class Request:
     """A nonblocking operation in flight: complete it with :meth:`wait` (or :meth:`test` until
     it returns True) before the communicator is destroyed.  It keeps its buffers alive."""
@@ -230,9 +236,35 @@ class Request:
         return False
 
     def wait(self) -> None:
-        """Block until complete; raises :class:`RcollError` if the operation failed."""
-        if self._status is None:
+        """Block until complete; raises :class:`RcollError` if the operation failed.
+
+        Waits in slices (rcoll_wait_for), so the interpreter runs its signal handlers while
+        it waits: Ctrl-C raises KeyboardInterrupt within a slice.  An exception out of the
+        wait (KeyboardInterrupt, or any raised by a signal handler) aborts the communicator
+        first: the operation cannot be left half done, the other ranks' operations fail
+        naming this rank, and this communicator refuses every later call (make a new one)."""
+        if self._status is not None:
+            return
+        if not _HAS_WAIT_FOR:  # an older library: one uninterruptible wait
             self._finish(lib.rcoll_wait(ctypes.byref(self._h)))
+            return
+        done = ctypes.c_int(0)
+        try:
+            while True:
+                st = lib.rcoll_wait_for(ctypes.byref(self._h), _WAIT_SLICE_S, ctypes.byref(done))
+                if done.value or st < 0:
+                    break
+        except BaseException:
+            self._interrupted()
+            raise
+        self._finish(st)
+
+    def _interrupted(self) -> None:
+        """The wait was interrupted with the operation in flight: abort the communicator (it
+        frees the request), then the buffers may go."""
+        self._comm._interrupted()
+        self._status = int(Status.ERR_REMOTE)
+        self._keep = []
 
 
 BufferLike = Any  # anything with the buffer protocol
@@ -271,8 +303,8 @@ class Communicator:
             raise ValueError(f"wait={wait!r}: use one of {', '.join(waits)}")
         h = _lib.c_comm()
         if timeout_s is None and name is None and progress_thread is None and wait is None:
-            _check_init(lib.rcoll_comm_init_rank(int(nranks), ctypes.byref(uid._s), int(rank),
-                                                 ctypes.byref(h)))
+            _check_init(lib.rcoll_comm_init_rank(int(nranks), ctypes.byref(uid._s),
+                                                 int(rank), ctypes.byref(h)))
             return cls(h)
         cfg = _lib.CommConfig(ctypes.sizeof(_lib.CommConfig),
                               -1.0 if timeout_s is None else float(timeout_s),
@@ -296,7 +328,8 @@ class Communicator:
         """Collective: ranks with the same ``color`` form a new communicator ordered by
         ``key``; ``color=UNDEFINED`` returns None."""
         h = _lib.c_comm()
-        self._call(lib.rcoll_comm_split(self._handle(), int(color), int(key), ctypes.byref(h)))
+        self._call(lib.rcoll_comm_split(self._handle(), int(color),
+                                        int(key), ctypes.byref(h)))
         return Communicator(h) if h.value else None
 
     def dup(self) -> "Communicator":
@@ -348,6 +381,13 @@ class Communicator:
             lib.rcoll_comm_abort(self._h)
         self._h = None
 
+    def _interrupted(self) -> None:
+        """A wait on this communicator was interrupted (Ctrl-C): abort it, and say so to
+        later calls."""
+        self.abort()
+        self._gone = ("it was aborted when a wait on it was interrupted (KeyboardInterrupt or "
+                      "another exception from a signal handler); make a new communicator")
+
     def __enter__(self) -> "Communicator":
         return self
 
@@ -360,7 +400,8 @@ class Communicator:
     # --- internals ------------------------------------------------------------------------
     def _handle(self) -> ctypes.c_void_p:
         if self._h is None:
-            raise ValueError("the communicator was destroyed")
+            raise ValueError("the communicator was destroyed" if not getattr(self, "_gone", None)
+                             else "the communicator is gone: " + self._gone)
         return self._h
 
     def _error(self, st: int) -> RcollError:
@@ -372,9 +413,15 @@ class Communicator:
 
     def _run(self, fn: str, args: List[Any], async_op: bool, keep: Sequence[Any]):
         if not async_op:
-            if _groups.depth:  # runs at the group's end: its buffers must live until then
-                _groups.keep.extend(keep)
-            self._call(getattr(lib, "rcoll_" + fn)(*args))
+            if _groups.depth or not _HAS_WAIT_FOR:
+                if _groups.depth:  # runs at the group's end: its buffers must live until then
+                    _groups.keep.extend(keep)
+                self._call(getattr(lib, "rcoll_" + fn)(*args))
+                return None
+            # posted, then waited for in slices: Ctrl-C reaches Python (Request.wait)
+            h = _lib.c_req()
+            self._call(getattr(lib, "rcoll_i" + fn)(*args, ctypes.byref(h)))
+            Request(self, h, keep).wait()
             return None
         h = _lib.c_req()
         self._call(getattr(lib, "rcoll_i" + fn)(*args, ctypes.byref(h)))
@@ -399,15 +446,15 @@ class Communicator:
         if s is not None and s.count != r.count:
             raise ValueError(f"allreduce: sendbuf has {s.count} elements, recvbuf {r.count}")
         src = IN_PLACE if s is None else s.addr
-        return self._run("allreduce", [src, r.addr, r.count, r.dt, int(op), self._handle()],
-                         async_op, (s, r))
+        return self._run("allreduce", [src, r.addr, r.count, r.dt, int(op),
+                                       self._handle()], async_op, (s, r))
 
     def bcast(self, buf: BufferLike, root: int = 0, *, dtype: Optional[int] = None,
               async_op: bool = False):
         """Copy buf from rank ``root`` to every rank."""
         b = _Buf(buf, dtype, True, "bcast buf")
-        return self._run("bcast", [b.addr, b.count, b.dt, int(root), self._handle()], async_op,
-                         (b,))
+        return self._run("bcast", [b.addr, b.count, b.dt, int(root), self._handle()],
+                         async_op, (b,))
 
     def reduce(self, sendbuf: Optional[BufferLike], recvbuf: Optional[BufferLike],
                op: int = Op.SUM, root: int = 0, *, dtype: Optional[int] = None,
@@ -418,13 +465,14 @@ class Communicator:
             if sendbuf is None:
                 raise ValueError("reduce: sendbuf and recvbuf are both None")
             s = _Buf(sendbuf, dtype, False, "reduce sendbuf")
-            args = [s.addr, None, s.count, s.dt, int(op), int(root), self._handle()]
+            args = [s.addr, None, s.count, s.dt, int(op), int(root),
+                    self._handle()]
             return self._run("reduce", args, async_op, (s,))
         s, r = self._pair(sendbuf, recvbuf, dtype, "reduce")
         src = IN_PLACE if s is None else s.addr
         count = r.count if s is None else s.count
-        return self._run("reduce", [src, r.addr, count, r.dt, int(op), int(root),
-                                    self._handle()], async_op, (s, r))
+        return self._run("reduce", [src, r.addr, count, r.dt, int(op),
+                                    int(root), self._handle()], async_op, (s, r))
 
     def allgather(self, sendbuf: Optional[BufferLike], recvbuf: BufferLike, *,
                   dtype: Optional[int] = None, async_op: bool = False):
@@ -513,8 +561,8 @@ class Communicator:
         count = r.count if r is not None else s.count // n
         dt = r.dt if r is not None else s.dt
         return self._run("scatter", [None if s is None else s.addr,
-                                     IN_PLACE if r is None else r.addr, count, dt, int(root),
-                                     self._handle()], async_op, (s, r))
+                                     IN_PLACE if r is None else r.addr, count, dt,
+                                     int(root), self._handle()], async_op, (s, r))
 
     def allgatherv(self, sendbuf: Optional[BufferLike], recvbuf: BufferLike,
                    counts: Sequence[int], displs: Optional[Sequence[int]] = None, *,
@@ -576,15 +624,15 @@ class Communicator:
              async_op: bool = False):
         """Send buf to ``peer`` (matched by its recv of the same size, in issue order)."""
         b = _Buf(buf, dtype, False, "send buf")
-        return self._run("send", [b.addr, b.count, b.dt, int(peer), self._handle()], async_op,
-                         (b,))
+        return self._run("send", [b.addr, b.count, b.dt, int(peer), self._handle()],
+                         async_op, (b,))
 
     def recv(self, buf: BufferLike, peer: int, *, dtype: Optional[int] = None,
              async_op: bool = False):
         """Receive into buf from ``peer``."""
         b = _Buf(buf, dtype, True, "recv buf")
-        return self._run("recv", [b.addr, b.count, b.dt, int(peer), self._handle()], async_op,
-                         (b,))
+        return self._run("recv", [b.addr, b.count, b.dt, int(peer), self._handle()],
+                         async_op, (b,))
 
     def isend(self, buf: BufferLike, peer: int, *, dtype: Optional[int] = None) -> Request:
         return self.send(buf, peer, dtype=dtype, async_op=True)

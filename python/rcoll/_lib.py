@@ -111,6 +111,8 @@ _proto("rcoll_group_start", c_status)
 _proto("rcoll_group_end", c_status)
 _proto("rcoll_test", c_status, _P(c_req), _P(_INT))
 _proto("rcoll_wait", c_status, _P(c_req))
+if hasattr(lib, "rcoll_wait_for"):
+    _proto("rcoll_wait_for", c_status, _P(c_req), ctypes.c_double, _P(_INT))
 
 # Optional entry points (newer libraries): looked up, never required.
 _SZP = _P(_SZ)

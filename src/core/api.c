@@ -530,6 +530,35 @@ rcoll_status_t rcoll_wait(rcoll_request_t *req)
     return st;
 }
 
+rcoll_status_t rcoll_wait_for(rcoll_request_t *req, double timeout_s, int *done)
+{
+    if (!req || !*req || !done || !(timeout_s >= 0)) return RCOLL_ERR_INVALID_ARG;
+    *done = 0;
+    struct rcoll_request *r = *req;
+    uint64_t deadline = rcoll_now_ns() + (timeout_s < 1e6 ? (uint64_t)(timeout_s * 1e9)
+                                                          : (uint64_t)1e15);
+    if (deadline == 0) deadline = 1;
+    if (r->comm->pt_on) {
+        rcoll_status_t st = rcoll_req_wait_shared_until(r, deadline);
+        if (st == RCOLL_INPROGRESS) return RCOLL_OK;
+        *req = NULL;
+        *done = 1;
+        return st;
+    }
+    rcoll_status_t ent = comm_enter(r->comm, "rcoll_wait_for");
+    if (ent != RCOLL_OK) return ent;
+    rcoll_status_t st = rcoll_req_wait_until(r, deadline);
+    if (st == RCOLL_INPROGRESS) {
+        comm_leave(r->comm, RCOLL_OK);
+        return RCOLL_OK;
+    }
+    st = comm_leave(r->comm, rcoll_req_finish(r, st));
+    rcoll_req_release(r);
+    *req = NULL;
+    *done = 1;
+    return st;
+}
+
 /* The checks every rcoll_i* call makes first: outside a group, with a place for the request. */
 static rcoll_status_t check_ireq(rcoll_comm_t comm, rcoll_request_t *req, const char *fn)
 {

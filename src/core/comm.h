@@ -361,6 +361,9 @@ static inline void rcoll_pt_unlock(rcoll_comm_t comm)
 /* rcoll_wait's loop when the thread runs: the caller holds no lock and may run beside
  * another thread's calls on comm; returns the status and releases req. */
 rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req);
+/* ... until deadline_ns (0: none): RCOLL_INPROGRESS (req neither finished nor released) when
+ * it passed first. */
+rcoll_status_t rcoll_req_wait_shared_until(struct rcoll_request *req, uint64_t deadline_ns);
 
 /* Request r seen complete with status st: its post-step run (a staged call's copy out);
  * returns st or the step's error (with its sentence in the last error).  The request stays
@@ -375,6 +378,8 @@ size_t rcoll_stream_bytes(rcoll_comm_t comm);
 void rcoll_comm_progress(rcoll_comm_t comm);
 /* Progress until req completes; returns its status (does not release it). */
 rcoll_status_t rcoll_req_wait(struct rcoll_request *req);
+/* rcoll_req_wait until deadline_ns (0: none): RCOLL_INPROGRESS when it passed first. */
+rcoll_status_t rcoll_req_wait_until(struct rcoll_request *req, uint64_t deadline_ns);
 /* After a mismatch the root announced: "rank A called X as operation #n while rank B called
  * Y" from the signatures the root relays (waits up to 500 ms for two that differ).  1 when
  * found. */

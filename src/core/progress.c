@@ -1220,15 +1220,21 @@ static int sleep_on_bell(rcoll_comm_t comm, const int *done)
     return moved;
 }
 
-rcoll_status_t rcoll_req_wait(struct rcoll_request *req)
+rcoll_status_t rcoll_req_wait(struct rcoll_request *req) { return rcoll_req_wait_until(req, 0); }
+
+rcoll_status_t rcoll_req_wait_until(struct rcoll_request *req, uint64_t deadline_ns)
 {
     rcoll_comm_t comm = req->comm;
     rcoll_backoff_t bo;
     rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin,
                        (uint64_t)(comm->sleeps ? comm->cfg.sleep_after_us : comm->cfg.poll_us) *
                            1000);
+    uint32_t polls = 0;
     while (!req->complete) {
         int moved = progress_family(comm);
+        if (deadline_ns && !req->complete && (++polls % 64 == 0 || rcoll_backoff_idle(&bo)) &&
+            rcoll_now_ns() >= deadline_ns)
+            return RCOLL_INPROGRESS; /* rcoll_wait_for's slice is up */
         if (!moved && !req->complete && rcoll_backoff_idle(&bo) && may_sleep(comm)) {
             if (comm->pt_on) atomic_fetch_add_explicit(&comm->pt_waiters, 1, memory_order_relaxed);
             moved = sleep_on_bell(comm, &req->complete);
@@ -1346,6 +1352,11 @@ void rcoll_pt_stop(rcoll_comm_t comm)
  * with its own backoff, completes something: one poller per communicator, not two. */
 rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req)
 {
+    return rcoll_req_wait_shared_until(req, 0);
+}
+
+rcoll_status_t rcoll_req_wait_shared_until(struct rcoll_request *req, uint64_t deadline_ns)
+{
     rcoll_comm_t comm = req->comm;
     rcoll_backoff_t bo;
     rcoll_backoff_init(&bo, (uint32_t)comm->cfg.spin, 0);
@@ -1361,6 +1372,7 @@ rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req)
             uint64_t now = rcoll_now_ns();
             if (!idle_since) idle_since = now;
             if (now - idle_since >= poll_ns) break; /* long wait: sleep below */
+            if (deadline_ns && now >= deadline_ns) break;
         }
         pthread_mutex_unlock(&comm->pt_lock); /* let other threads post and look */
         if (moved) {
@@ -1376,8 +1388,26 @@ rcoll_status_t rcoll_req_wait_shared(struct rcoll_request *req)
     if (!req->complete) {
         comm->pt_sleepers++;
         pthread_cond_signal(&comm->pt_cv); /* the thread takes over */
-        while (!req->complete) pthread_cond_wait(&comm->pt_done_cv, &comm->pt_lock);
+        if (!deadline_ns) {
+            while (!req->complete) pthread_cond_wait(&comm->pt_done_cv, &comm->pt_lock);
+        } else { /* pt_done_cv runs on CLOCK_REALTIME: the slice's rest from now */
+            uint64_t now = rcoll_now_ns();
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t at = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                          (deadline_ns > now ? deadline_ns - now : 0);
+            ts.tv_sec = (time_t)(at / 1000000000ull);
+            ts.tv_nsec = (long)(at % 1000000000ull);
+            while (!req->complete &&
+                   pthread_cond_timedwait(&comm->pt_done_cv, &comm->pt_lock, &ts) == 0) {
+            }
+        }
         comm->pt_sleepers--;
+    }
+    if (!req->complete) { /* rcoll_wait_for's slice is up; the request stays the caller's */
+        pthread_cond_signal(&comm->pt_cv);
+        pthread_mutex_unlock(&comm->pt_lock);
+        return RCOLL_INPROGRESS;
     }
     rcoll_status_t st = rcoll_req_finish(req, req->status);
     rcoll_req_release(req);

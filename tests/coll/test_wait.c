@@ -12,6 +12,10 @@
  *              point to point both ways, a group batch, with and without the progress thread;
  *              every result right, and the whole run within its time (a lost wakeup would
  *              cost a 10 ms slice per step).
+ *   wait_for   rcoll_wait_for: rank n-1 arrives 300 ms late; the others wait in 50 ms
+ *              slices, each slice returns done = 0 within 50-150 ms (several of them), then
+ *              done = 1 with the right sums; in each wait mode, with and without the progress
+ *              thread.  Bad arguments (NULL, negative or NaN timeout) refused.
  *   env        RCOLL_WAIT=sleep selects the mode for rcoll_comm_init_rank.
  *   invalid    wait = 7 is refused with RCOLL_ERR_INVALID_ARG and a sentence.
  */
@@ -173,6 +177,50 @@ static int moves(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     return bad ? 3 : 0;
 }
 
+/* arg: wait mode * 2 + progress thread.  Exit 0 right; 4 a slice out of bounds; 5 never
+ * returned done = 0 (the peer is 300 ms late: it must). */
+static int wait_for(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    int mode = *(int *)arg;
+    rcoll_comm_t comm;
+    if (init_cfg(id, rank, n, mode / 2, mode % 2, &comm) != RCOLL_OK) return 2;
+    float v[8];
+    for (int i = 0; i < 8; i++) v[i] = (float)(rank + i);
+    if (rank == n - 1) sleep_ms(300);
+    rcoll_request_t req = NULL;
+    if (rcoll_iallreduce(RCOLL_IN_PLACE, v, 8, RCOLL_FLOAT32, RCOLL_SUM, comm, &req) != RCOLL_OK)
+        return 2;
+    int done = 0, slices = 0, bad = 0;
+    volatile double zero = 0;
+    if (rcoll_wait_for(&req, -1.0, &done) != RCOLL_ERR_INVALID_ARG ||
+        rcoll_wait_for(&req, zero / zero, &done) != RCOLL_ERR_INVALID_ARG ||
+        rcoll_wait_for(&req, 1.0, NULL) != RCOLL_ERR_INVALID_ARG || !req) {
+        fprintf(stderr, "rank %d: a negative, NaN or done-less rcoll_wait_for was not refused\n",
+                rank);
+        bad = 6;
+    }
+    rcoll_status_t st = RCOLL_OK;
+    while (!done && st == RCOLL_OK) {
+        double t0 = wall_s();
+        st = rcoll_wait_for(&req, 0.05, &done);
+        double took = wall_s() - t0;
+        if (!done) {
+            slices++;
+            if (took < 0.045 || took > 0.15) {
+                fprintf(stderr, "rank %d: a 50 ms slice took %.3f s\n", rank, took);
+                bad = 4;
+            }
+            if (!req) bad = 4;
+        }
+    }
+    if (st != RCOLL_OK || req) bad = 2;
+    if (bad == 2) fprintf(stderr, "rank %d: %s\n", rank, rcoll_status_string(st));
+    for (int i = 0; i < 8; i++) bad |= v[i] != (float)(n * (n - 1) / 2 + n * i) ? 3 : 0;
+    if (!bad && rank != n - 1 && slices < 3) bad = 5;
+    rcoll_comm_destroy(comm);
+    return bad;
+}
+
 static int env_mode(const rcoll_unique_id_t *id, int rank, int n, void *arg)
 {
     (void)arg;
@@ -214,6 +262,19 @@ int main(void)
         }
     }
 
+    for (int mode = RCOLL_WAIT_SPIN * 2; mode <= RCOLL_WAIT_SLEEP * 2 + 1; mode++) {
+        int m = mode;
+        CHECK(mp_run_raw(3, wait_for, &m, 60, &res) == 0,
+              "rcoll_wait_for: 50 ms slices while a peer is 300 ms late, then the sums (%s, "
+              "progress thread %d)", mode / 2 == RCOLL_WAIT_SLEEP ? "sleep" : "spin", mode % 2);
+    }
+    {
+        rcoll_request_t none = NULL;
+        int d = 0;
+        CHECK(rcoll_wait_for(NULL, 1, &d) == RCOLL_ERR_INVALID_ARG &&
+                  rcoll_wait_for(&none, 1, &d) == RCOLL_ERR_INVALID_ARG,
+              "rcoll_wait_for: NULL request refused");
+    }
     setenv("RCOLL_WAIT", "sleep", 1);
     CHECK(mp_run_raw(2, env_mode, NULL, 60, &res) == 0,
           "RCOLL_WAIT=sleep: the waiting rank sleeps (CPU at most 3%% of a 1 s wait)");

@@ -265,6 +265,45 @@ def _pt_rank(rank, q, out):
     out.put((rank, bool(ok), first))
 
 
+def _sigint_rank(rank, q, out):
+    """Rank 0 waits in a barrier for rank 1, which comes 20 s late; SIGINT reaches rank 0
+    after 0.5 s: KeyboardInterrupt within a slice, the communicator aborted; rank 1's barrier
+    then fails naming rank 0 instead of waiting."""
+    import signal
+    import threading
+    import time
+    if rank == 0:
+        uid = rcoll.get_unique_id().to_bytes()
+        q.put(uid)
+    else:
+        uid = q.get(timeout=TIMEOUT)
+    c = rcoll.Communicator.init_rank(2, rcoll.UniqueId.from_bytes(uid), rank, timeout_s=60)
+    c.barrier()
+    if rank == 0:
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        try:
+            c.barrier()
+            out.put((0, "no interrupt", 0.0))
+        except KeyboardInterrupt:
+            took = time.monotonic() - t0
+            try:
+                c.barrier()
+                after = "a call after the interrupt ran"
+            except ValueError as e:
+                after = str(e)
+            out.put((0, after, took))
+    else:
+        time.sleep(3)
+        t0 = time.monotonic()
+        try:
+            c.barrier()
+            out.put((1, "no error", 0.0))
+        except rcoll.RcollError as e:
+            out.put((1, str(e), time.monotonic() - t0))
+        c.abort()
+
+
 class PackageTest(unittest.TestCase):
     def test_progress_thread(self):
         ctx = mp.get_context("spawn")
@@ -297,6 +336,24 @@ class PackageTest(unittest.TestCase):
             else:
                 os.environ["RCOLL_TIMEOUT"] = env
         self.assertLess(took, 5.0, f"destroy took {took:.1f} s with RCOLL_TIMEOUT=30")
+
+    def test_ctrl_c(self):
+        ctx = mp.get_context("spawn")
+        q, out = ctx.Queue(), ctx.Queue()
+        ps = [ctx.Process(target=_sigint_rank, args=(r, q, out)) for r in range(2)]
+        for p in ps:
+            p.start()
+        res = dict((r, (text, took)) for r, text, took in (out.get(timeout=TIMEOUT)
+                                                            for _ in range(2)))
+        for p in ps:
+            p.join(10)
+        text0, took0 = res[0]
+        self.assertLess(took0, 1.5, f"KeyboardInterrupt {took0:.2f} s after the wait began "
+                        "(the signal came at 0.5 s)")
+        self.assertIn("aborted when a wait on it was interrupted", text0)
+        text1, took1 = res[1]
+        self.assertIn("rank 0", text1)
+        self.assertLess(took1, 10, text1)
 
     def test_local(self):
         self.assertGreaterEqual(rcoll.version(), (0, 1, 0))
