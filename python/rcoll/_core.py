@@ -117,9 +117,18 @@ def version() -> Tuple[int, int, int]:
     return v // 10000, v // 100 % 100, v % 100
 
 
+def _c_int(name: str, value: Any) -> int:
+    """value as a C int, or ValueError naming the argument: ctypes would cut a larger Python
+    int to its low 32 bits (root=2**32+1 would become root 1)."""
+    v = int(value)
+    if not -(1 << 31) <= v < (1 << 31):
+        raise ValueError(f"{name}={value} is out of range (a C int: -2**31 .. 2**31-1)")
+    return v
+
+
 def datatype_size(dt: int) -> int:
     """Bytes of one element of ``dt`` (0 for an unknown datatype)."""
-    return int(lib.rcoll_datatype_size(int(dt)))
+    return int(lib.rcoll_datatype_size(_c_int("dtype", dt)))
 
 
 class UniqueId:
@@ -184,7 +193,7 @@ class _Buf:
             raise ValueError(f"{what}: unknown datatype {dt}")
         if self.nbytes % size:
             raise ValueError(f"{what}: {self.nbytes} bytes are not whole {size}-byte elements")
-        self.dt = int(dt)
+        self.dt = _c_int("dtype", dt)
         self.count = self.nbytes // size
         if self.nbytes == 0:
             self.cbuf, self.addr = None, None
@@ -303,16 +312,16 @@ class Communicator:
             raise ValueError(f"wait={wait!r}: use one of {', '.join(waits)}")
         h = _lib.c_comm()
         if timeout_s is None and name is None and progress_thread is None and wait is None:
-            _check_init(lib.rcoll_comm_init_rank(int(nranks), ctypes.byref(uid._s),
-                                                 int(rank), ctypes.byref(h)))
+            _check_init(lib.rcoll_comm_init_rank(_c_int("nranks", nranks), ctypes.byref(uid._s),
+                                                 _c_int("rank", rank), ctypes.byref(h)))
             return cls(h)
         cfg = _lib.CommConfig(ctypes.sizeof(_lib.CommConfig),
                               -1.0 if timeout_s is None else float(timeout_s),
                               None if name is None else name.encode(),
                               -1 if progress_thread is None else int(bool(progress_thread)),
                               -1 if wait is None else waits[wait])
-        _check_init(lib.rcoll_comm_init_rank_config(int(nranks), ctypes.byref(uid._s),
-                                                    int(rank), ctypes.byref(cfg),
+        _check_init(lib.rcoll_comm_init_rank_config(_c_int("nranks", nranks), ctypes.byref(uid._s),
+                                                    _c_int("rank", rank), ctypes.byref(cfg),
                                                     ctypes.byref(h)))
         return cls(h)
 
@@ -328,8 +337,8 @@ class Communicator:
         """Collective: ranks with the same ``color`` form a new communicator ordered by
         ``key``; ``color=UNDEFINED`` returns None."""
         h = _lib.c_comm()
-        self._call(lib.rcoll_comm_split(self._handle(), int(color),
-                                        int(key), ctypes.byref(h)))
+        self._call(lib.rcoll_comm_split(self._handle(), _c_int("color", color),
+                                        _c_int("key", key), ctypes.byref(h)))
         return Communicator(h) if h.value else None
 
     def dup(self) -> "Communicator":
@@ -446,14 +455,14 @@ class Communicator:
         if s is not None and s.count != r.count:
             raise ValueError(f"allreduce: sendbuf has {s.count} elements, recvbuf {r.count}")
         src = IN_PLACE if s is None else s.addr
-        return self._run("allreduce", [src, r.addr, r.count, r.dt, int(op),
+        return self._run("allreduce", [src, r.addr, r.count, r.dt, _c_int("op", op),
                                        self._handle()], async_op, (s, r))
 
     def bcast(self, buf: BufferLike, root: int = 0, *, dtype: Optional[int] = None,
               async_op: bool = False):
         """Copy buf from rank ``root`` to every rank."""
         b = _Buf(buf, dtype, True, "bcast buf")
-        return self._run("bcast", [b.addr, b.count, b.dt, int(root), self._handle()],
+        return self._run("bcast", [b.addr, b.count, b.dt, _c_int("root", root), self._handle()],
                          async_op, (b,))
 
     def reduce(self, sendbuf: Optional[BufferLike], recvbuf: Optional[BufferLike],
@@ -465,14 +474,14 @@ class Communicator:
             if sendbuf is None:
                 raise ValueError("reduce: sendbuf and recvbuf are both None")
             s = _Buf(sendbuf, dtype, False, "reduce sendbuf")
-            args = [s.addr, None, s.count, s.dt, int(op), int(root),
+            args = [s.addr, None, s.count, s.dt, _c_int("op", op), _c_int("root", root),
                     self._handle()]
             return self._run("reduce", args, async_op, (s,))
         s, r = self._pair(sendbuf, recvbuf, dtype, "reduce")
         src = IN_PLACE if s is None else s.addr
         count = r.count if s is None else s.count
-        return self._run("reduce", [src, r.addr, count, r.dt, int(op),
-                                    int(root), self._handle()], async_op, (s, r))
+        return self._run("reduce", [src, r.addr, count, r.dt, _c_int("op", op),
+                                    _c_int("root", root), self._handle()], async_op, (s, r))
 
     def allgather(self, sendbuf: Optional[BufferLike], recvbuf: BufferLike, *,
                   dtype: Optional[int] = None, async_op: bool = False):
@@ -498,7 +507,7 @@ class Communicator:
         n = self.size
         if s is None or s.count != r.count * n:
             raise ValueError(f"reduce_scatter: sendbuf must hold {n} x {r.count} elements")
-        return self._run("reduce_scatter", [s.addr, r.addr, r.count, r.dt, int(op),
+        return self._run("reduce_scatter", [s.addr, r.addr, r.count, r.dt, _c_int("op", op),
                                             self._handle()], async_op, (s, r))
 
     def alltoall(self, sendbuf: BufferLike, recvbuf: BufferLike, *,
@@ -520,7 +529,7 @@ class Communicator:
     @staticmethod
     def _sizes(values: Sequence[int], n: int, what: str):
         vals = [int(v) for v in values]
-        if len(vals) != n or any(v < 0 for v in vals):
+        if len(vals) != n or any(v < 0 or v >= 1 << 63 for v in vals):
             raise ValueError(f"{what}: {n} non-negative entries expected, got {vals[:8]}")
         return (ctypes.c_size_t * n)(*vals)
 
@@ -542,7 +551,7 @@ class Communicator:
         count = s.count if s is not None else r.count // n
         dt = s.dt if s is not None else r.dt
         return self._run("gather", [IN_PLACE if s is None else s.addr,
-                                    None if r is None else r.addr, count, dt, int(root),
+                                    None if r is None else r.addr, count, dt, _c_int("root", root),
                                     self._handle()], async_op, (s, r))
 
     def scatter(self, sendbuf: Optional[BufferLike], recvbuf: Optional[BufferLike],
@@ -562,7 +571,7 @@ class Communicator:
         dt = r.dt if r is not None else s.dt
         return self._run("scatter", [None if s is None else s.addr,
                                      IN_PLACE if r is None else r.addr, count, dt,
-                                     int(root), self._handle()], async_op, (s, r))
+                                     _c_int("root", root), self._handle()], async_op, (s, r))
 
     def allgatherv(self, sendbuf: Optional[BufferLike], recvbuf: BufferLike,
                    counts: Sequence[int], displs: Optional[Sequence[int]] = None, *,
@@ -612,7 +621,7 @@ class Communicator:
         s, r = self._pair(sendbuf, recvbuf, dtype, "reduce_scatterv")
         c = self._sizes(counts, n, "reduce_scatterv counts")
         return self._run("reduce_scatterv", [IN_PLACE if s is None else s.addr, r.addr, c,
-                                             r.dt, int(op), self._handle()], async_op,
+                                             r.dt, _c_int("op", op), self._handle()], async_op,
                          (s, r, c))
 
     def barrier(self, *, async_op: bool = False):
@@ -624,14 +633,14 @@ class Communicator:
              async_op: bool = False):
         """Send buf to ``peer`` (matched by its recv of the same size, in issue order)."""
         b = _Buf(buf, dtype, False, "send buf")
-        return self._run("send", [b.addr, b.count, b.dt, int(peer), self._handle()],
+        return self._run("send", [b.addr, b.count, b.dt, _c_int("peer", peer), self._handle()],
                          async_op, (b,))
 
     def recv(self, buf: BufferLike, peer: int, *, dtype: Optional[int] = None,
              async_op: bool = False):
         """Receive into buf from ``peer``."""
         b = _Buf(buf, dtype, True, "recv buf")
-        return self._run("recv", [b.addr, b.count, b.dt, int(peer), self._handle()],
+        return self._run("recv", [b.addr, b.count, b.dt, _c_int("peer", peer), self._handle()],
                          async_op, (b,))
 
     def isend(self, buf: BufferLike, peer: int, *, dtype: Optional[int] = None) -> Request:

@@ -355,6 +355,31 @@ class PackageTest(unittest.TestCase):
         self.assertIn("rank 0", text1)
         self.assertLess(took1, 10, text1)
 
+    def test_int_ranges(self):
+        """Python ints beyond a C int are refused, naming the argument, never cut to 32 bits
+        (root=2**32+1 would have broadcast from rank 1)."""
+        uid = rcoll.get_unique_id()
+        with rcoll.Communicator.init_rank(1, uid, 0) as c:
+            x = np.zeros(4, np.float32)
+            for kw, call in (("root", lambda: c.bcast(x, root=2**32 + 1)),
+                             ("root", lambda: c.bcast(x, root=2**40)),
+                             ("op", lambda: c.allreduce(None, x, op=2**32 + 3)),
+                             ("root", lambda: c.reduce(None, x, root=-2**33)),
+                             ("peer", lambda: c.send(x, 2**32)),
+                             ("color", lambda: c.split(2**32, 0)),
+                             ("key", lambda: c.split(0, 2**31)),
+                             ("dtype", lambda: c.allreduce(None, x, dtype=2**32 + 9))):
+                with self.assertRaisesRegex(ValueError, f"{kw}=.* out of range"):
+                    call()
+        with self.assertRaisesRegex(ValueError, "rank=.* out of range"):
+            rcoll.Communicator.init_rank(1, rcoll.get_unique_id(), 2**32)
+        with self.assertRaisesRegex(ValueError, "wait='nap'"):
+            rcoll.Communicator.init_rank(1, rcoll.get_unique_id(), 0, wait="nap")
+        with rcoll.Communicator.init_rank(1, rcoll.get_unique_id(), 0, wait="sleep") as c:
+            y = np.ones(3, np.int32)
+            c.allreduce(None, y)
+            self.assertEqual(list(y), [1, 1, 1])
+
     def test_local(self):
         self.assertGreaterEqual(rcoll.version(), (0, 1, 0))
         self.assertEqual(rcoll.datatype_size(rcoll.Datatype.BFLOAT16), 2)
