@@ -128,8 +128,13 @@ rcoll_status_t rcoll_comm_init_rank_config(int nranks, const rcoll_unique_id_t *
     st = rcoll_config_load(&cfg);
     if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
     if (st != RCOLL_OK) return init_failed(st);
-    if (config->timeout_s >= 0) cfg.timeout_s = config->timeout_s;
     if (config->name) snprintf(cfg.comm_name, sizeof(cfg.comm_name), "%s", config->name);
+    if (config->timeout_s >= 0) {
+        cfg.timeout_s = config->timeout_s;
+        snprintf(cfg.timeout_src, sizeof(cfg.timeout_src),
+                 "timeout_s set at the creation of %s%s", cfg.comm_name[0] ? "communicator " :
+                 "this communicator", cfg.comm_name);
+    }
     /* Fields past name exist only for callers compiled with them (config->size says). */
     if (config->size >= offsetof(rcoll_comm_config_t, progress_thread) + sizeof(int) &&
         config->progress_thread >= 0)

@@ -600,7 +600,8 @@ static rcoll_status_t oneshot_failure(rcoll_comm_t comm, const rcoll_sig_t *mine
         snprintf(where, sizeof(where), "; it last started %s as %s", what, tn);
     }
     return rcoll_err_set(RCOLL_ERR_TIMEOUT, "rank %d did not join %s within %g s "
-                         "(RCOLL_TIMEOUT): %s%s", (int)rep->peer, num, comm->cfg.timeout_s,
+                         "(%s): %s%s", (int)rep->peer, num, comm->cfg.timeout_s,
+                         comm->cfg.timeout_src[0] ? comm->cfg.timeout_src : "RCOLL_TIMEOUT",
                          flagged, where);
 }
 

@@ -27,6 +27,9 @@ typedef struct rcoll_config {
     char secret[RCOLL_CFG_STR_MAX]; /* "" when unset */
     /* waits */
     double timeout_s;  /* deadline without progress from an awaited peer */
+    /* who set timeout_s, for messages: "" = RCOLL_TIMEOUT (or its default); else the
+     * creator's config ("timeout_s set at the creation of communicator torch") */
+    char timeout_src[128];
     double watchdog_s; /* no progress this long: report who is stuck (0: off, < 0: auto) */
     int spin;          /* poll iterations before yielding the CPU */
     int poll_us;       /* microseconds of polling (spin, then yield) before naps */

@@ -985,8 +985,8 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
     if (now - r->last_progress_ns <= limit) return;
     char text[RCOLL_LAST_ERROR_MAX], what[RCOLL_LAST_ERROR_MAX / 2], pbuf[128], zbuf[128];
     int peer = r->aop.waiting_peer;
-    snprintf(what, sizeof(what), "no progress for %g s (RCOLL_TIMEOUT) %s %s",
-             comm->cfg.timeout_s,
+    snprintf(what, sizeof(what), "no progress for %g s (%s) %s %s", comm->cfg.timeout_s,
+             comm->cfg.timeout_src[0] ? comm->cfg.timeout_src : "RCOLL_TIMEOUT",
              r->aop.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
     snprintf(text, sizeof(text), "rank %d: %s", comm->rank, what);

@@ -459,6 +459,8 @@ class TorchBackendTest(unittest.TestCase):
         text, took = res[0]
         self.assertIn("rank 1", text)
         self.assertIn("timeout", text.lower())
+        # the group's timeout, named as such (not as RCOLL_TIMEOUT, which nobody set)
+        self.assertIn("timeout_s set at the creation of communicator torch", text)
         self.assertLess(took, 8)
 
     def _launch_script(self):
