@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "bench_json.h"
+#include "bench_time.h"
 #include "rcoll.h"
 
 #define MAX_ROUNDS 99
@@ -248,17 +249,6 @@ static long count_wrong(int coll, const float *got, size_t count)
     return wrong;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* One timed batch of `iters` operations of one library; returns the slowest rank's us/op. */
 static double batch(int coll, int use_rcoll, const float *send, float *recv, size_t count,
@@ -421,7 +411,7 @@ static void run_coll(int coll, const cmp_opts_t *o, const float *send, float *re
         }
         MPI_Allreduce(wrong, wsum, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         run->wrong_total += wsum[0] + wsum[1];
-        double mpi_us = median(tm, o->rounds), rc_us = median(tr, o->rounds);
+        double mpi_us = bench_median(tm, o->rounds), rc_us = bench_median(tr, o->rounds);
         double ratio = mpi_us > 0 ? rc_us / mpi_us : 0.0;
         if (ratio > 0 && bytes >= 8 && bytes <= (64u << 10)) {
             lsmall += log(ratio);

@@ -13,18 +13,8 @@
 
 #include <rcoll.h>
 
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
+#include "bench_time.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void usage(FILE *f)
 {
@@ -92,7 +82,7 @@ int main(int argc, char **argv)
             size_t count = (size_t)sizes[si] / sizeof(float);
             for (int i = 0; i < iters + 3; i++) { /* 3 untimed */
                 if (rank == late && sleeps[li]) usleep((useconds_t)sleeps[li]);
-                double t0 = now_us();
+                double t0 = bench_now_us();
                 st = rcoll_allreduce(RCOLL_IN_PLACE, buf, count, RCOLL_FLOAT32, RCOLL_SUM, comm);
                 if (st != RCOLL_OK) {
                     fprintf(stderr, "imbalance_bench: rank %d: all-reduce failed: %s: %s\n",
@@ -100,12 +90,12 @@ int main(int argc, char **argv)
                     rcoll_comm_abort(comm);
                     return 3;
                 }
-                if (i >= 3) t[i - 3] = now_us() - t0;
+                if (i >= 3) t[i - 3] = bench_now_us() - t0;
             }
             /* The late rank's median goes to rank 0 for printing (ranks 0 and late agree). */
             double med = 0;
             if (rank == late) {
-                qsort(t, (size_t)iters, sizeof(double), cmp_double);
+                qsort(t, (size_t)iters, sizeof(double), bench_cmp_double);
                 med = t[iters / 2];
             }
             st = rcoll_allreduce(RCOLL_IN_PLACE, &med, 1, RCOLL_FLOAT64, RCOLL_MAX, comm);

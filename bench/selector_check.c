@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "algo/algo.h"
+#include "bench_time.h"
 #include "core/introspect.h"
 #include "rcoll.h"
 
@@ -44,19 +45,6 @@ static void die(const char *what, rcoll_status_t st, rcoll_comm_t c)
             rcoll_status_string(st), c ? rcoll_comm_last_error(c) : rcoll_last_init_error());
     if (base) rcoll_comm_abort(base);
     exit(3);
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -114,12 +102,12 @@ static double time_calls(rcoll_comm_t c, const float *src, float *dst, size_t co
     if (st != RCOLL_OK) die("the collective", st, c);
     st = rcoll_barrier(c);
     if (st != RCOLL_OK) die("rcoll_barrier", st, c);
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int i = 0; i < iters; i++) {
         st = one_call(c, src, dst, count);
         if (st != RCOLL_OK) die("the collective", st, c);
     }
-    double us = (now_us() - t0) / iters;
+    double us = (bench_now_us() - t0) / iters;
     st = rcoll_allreduce(RCOLL_IN_PLACE, &us, 1, RCOLL_FLOAT64, RCOLL_MAX, base);
     if (st != RCOLL_OK) die("rcoll_allreduce of the times", st, base);
     return us;
@@ -243,7 +231,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < NCOMM; k++) {
             med[k] = low[k] = NAN;
             if (!applies[k]) continue;
-            qsort(t[k], (size_t)rounds, sizeof(double), cmp_dbl);
+            qsort(t[k], (size_t)rounds, sizeof(double), bench_cmp_double);
             med[k] = t[k][rounds / 2];
             low[k] = t[k][0];
             /* the last call's result against the exact values (small integers: exact in

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_time.h"
 #include "rcoll.h"
 
 enum { AG, AGV, A2A, A2AV, RS, RSV, GA, SC, NKINDS };
@@ -19,19 +20,6 @@ static const char *const names[] = {"allgather", "allgatherv (equal counts)", "a
                                     "alltoallv (equal counts)", "reduce_scatter",
                                     "reduce_scatterv (equal counts)", "gather (root 0)",
                                     "scatter (root 0)"};
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -59,7 +47,7 @@ int main(int argc, char **argv)
     for (int run = -1; run < runs; run++) /* run -1 warms up */
         for (int k = 0; k < NKINDS; k++) {
             rcoll_status_t st = rcoll_barrier(comm);
-            double t0 = now_us();
+            double t0 = bench_now_us();
             for (int i = 0; i < iters && st == RCOLL_OK; i++) {
                 switch (k) {
                 case AG: st = rcoll_allgather(s, r, c, RCOLL_FLOAT32, comm); break;
@@ -81,13 +69,13 @@ int main(int argc, char **argv)
                         rcoll_comm_last_error(comm));
                 return 3;
             }
-            if (run >= 0) t[k][run] = (now_us() - t0) / iters;
+            if (run >= 0) t[k][run] = (bench_now_us() - t0) / iters;
         }
     if (rank == 0) {
         printf("# %d ranks, %zu bytes per rank's block (%zu bytes gathered), median of %d x %d "
                "calls\n", n, c * 4, c * 4 * (size_t)n, runs, iters);
         for (int k = 0; k < NKINDS; k++) {
-            qsort(t[k], (size_t)runs, sizeof(double), cmp);
+            qsort(t[k], (size_t)runs, sizeof(double), bench_cmp_double);
             printf("%-32s %10.1f us\n", names[k], t[k][runs / 2]);
         }
     }

@@ -23,24 +23,8 @@
 
 #include <rcoll.h>
 
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
+#include "bench_time.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return v[n / 2];
-}
 
 /* A fixed amount of arithmetic (not of time: contention must make it slower). */
 static volatile double sink;
@@ -131,9 +115,9 @@ int main(int argc, char **argv)
     /* work units per microsecond, measured alone on one thread (rank 0's, sent to all) */
     double upus = 0;
     if (rank == 0) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         work(20000000);
-        upus = 20000000 / (now_us() - t0);
+        upus = 20000000 / (bench_now_us() - t0);
     }
     rcoll_bcast(&upus, 1, RCOLL_FLOAT64, 0, world);
     long units = (long)(upus * (double)work_us) * (rank == n - 1 ? 2 : 1);
@@ -157,19 +141,19 @@ int main(int argc, char **argv)
         for (int k = 0; k < 2; k++) {
             int m = (i + k) % 2; /* alternate which mode goes first */
             rcoll_barrier(comm[m]);
-            double t0 = now_us();
+            double t0 = bench_now_us();
             compute(&pool, units);
             if (rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_FLOAT64, RCOLL_SUM, comm[m]) !=
                 RCOLL_OK)
                 return 1;
-            t[m][i] = now_us() - t0;
+            t[m][i] = bench_now_us() - t0;
         }
     }
     for (int i = 0; i < steps; i++) {
         for (int m = 0; m < 2; m++) {
-            double t0 = now_us();
+            double t0 = bench_now_us();
             rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_FLOAT64, RCOLL_SUM, comm[m]);
-            lat[m][i] = now_us() - t0;
+            lat[m][i] = bench_now_us() - t0;
         }
     }
     pool.stop = 1;
@@ -178,8 +162,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         double ms[2], ls[2];
         for (int m = 0; m < 2; m++) {
-            ms[m] = median(t[m], steps);
-            ls[m] = median(lat[m], steps);
+            ms[m] = bench_median(t[m], steps);
+            ls[m] = bench_median(lat[m], steps);
         }
         printf("# wait_bench: %d ranks, %d threads each computing %ld us (the last rank %ld us), "
                "then an 8-byte all-reduce; medians of %d steps\n", n, threads, work_us,
