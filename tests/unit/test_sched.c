@@ -431,13 +431,17 @@ int main(int argc, char **argv)
 {
     static const size_t extra[] = {63, 64, 65, 100, 255, 257, 1000, 4099};
     static const size_t chunks[] = {1, 3, 64, 2, 5, 8};
-    /* --quick (sanitizer builds, where the simulation runs 4-5 times slower): the first three
-     * chunk sizes only (one element, an odd size, a larger one); everything else as always. */
+    /* --quick (sanitizer builds, where the simulation runs 4-5 times slower, and the build
+     * with every option off: the same code as the release build's exhaustive run): the first
+     * three chunk sizes only (one element, an odd size, a larger one) and up to 9 ranks (odd
+     * and even counts, powers of two and not, a partner set past 8); everything else as
+     * always. */
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     size_t nchunks = quick ? 3 : sizeof(chunks) / sizeof(chunks[0]);
-    if (quick) printf("quick run: chunk sizes 1, 3 and 64 for the all-rank schedules\n");
+    int maxn = quick ? 9 : MAXN;
+    if (quick) printf("quick run: chunk sizes 1, 3 and 64, 1-9 ranks for the all-rank schedules\n");
     int configs = 0;
-    for (int n = 1; n <= MAXN; n++)
+    for (int n = 1; n <= maxn; n++)
         for (size_t ci = 0; ci < nchunks; ci++)
             for (size_t c = 0; c <= 40 + sizeof(extra) / sizeof(extra[0]); c++) {
                 size_t count = c <= 40 ? c : extra[c - 41];
@@ -498,7 +502,7 @@ int main(int argc, char **argv)
             }
             int before = configs;
             /* three chunk sizes (one element, odd, large): the kinds above ran every one */
-            for (int n = 1; n <= MAXN; n++)
+            for (int n = 1; n <= maxn; n++)
                 for (size_t ci = 0; ci < 3; ci++)
                     for (size_t cnt = 0; cnt <= 40 + sizeof(extra) / sizeof(extra[0]); cnt++) {
                         size_t count = cnt <= 40 ? cnt : extra[cnt - 41];
