@@ -270,6 +270,16 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm);
  * valid until the next call on the communicator. */
 const char *rcoll_comm_last_error(rcoll_comm_t comm);
 
+/* Whether the communicator has failed, without a call that would return it: *error (out) is
+ * the status of its first failure (a peer lost, RCOLL_TIMEOUT, an abort, a stream-ordered
+ * operation that failed when its stream reached it), or RCOLL_OK while it has not
+ * failed; rcoll_comm_last_error() then has the sentence.  For whoever waits on stream work
+ * (a CUDA event) and must learn whether it ran: safe from any thread, also while another
+ * thread is in a call on comm; it never blocks and changes nothing.
+ * Errors: RCOLL_ERR_INVALID_ARG (NULL error, a NULL or destroyed communicator; *error is
+ * then RCOLL_OK). */
+rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm, rcoll_status_t *error);
+
 /* The watchdog's latest report on this communicator ("" if none): when a collective made no
  * progress for RCOLL_WATCHDOG_S seconds, each rank waiting in it logs (at WARN) and keeps one
  * sentence naming the communicator, the operation and its number, what this rank waits on,

@@ -49,6 +49,17 @@ const char *rcoll_comm_last_error(rcoll_comm_t comm)
     return rcoll_comm_is_live(comm) ? comm->last_error : RCOLL_NOT_LIVE_TEXT;
 }
 
+/* A query, not a call: it does not enter the communicator (a thread waiting on a CUDA event
+ * asks it while another thread enqueues), and reads the first failure without the lock a
+ * stream operation's host function holds while it runs. */
+rcoll_status_t rcoll_comm_get_async_error(rcoll_comm_t comm, rcoll_status_t *error)
+{
+    if (error) *error = RCOLL_OK;
+    if (!comm || !rcoll_comm_is_live(comm) || !error) return RCOLL_ERR_INVALID_ARG;
+    *error = __atomic_load_n(&comm->failed, __ATOMIC_ACQUIRE);
+    return RCOLL_OK;
+}
+
 const char *rcoll_comm_watchdog_report(rcoll_comm_t comm)
 {
     if (!comm || !rcoll_comm_is_live(comm)) return "";

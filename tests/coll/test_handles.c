@@ -22,6 +22,7 @@ static int refused(rcoll_comm_t c, int rank, const char *what)
     size_t mem = 0;
     rcoll_request_t req = NULL;
     rcoll_comm_t child = NULL;
+    rcoll_status_t aerr = RCOLL_ERR_INTERNAL;
     rcoll_status_t st[] = {
         rcoll_allreduce(RCOLL_IN_PLACE, buf, 4, RCOLL_FLOAT32, RCOLL_SUM, c),
         rcoll_iallreduce(RCOLL_IN_PLACE, buf, 4, RCOLL_FLOAT32, RCOLL_SUM, c, &req),
@@ -31,6 +32,7 @@ static int refused(rcoll_comm_t c, int rank, const char *what)
         rcoll_comm_rank(c, &v),
         rcoll_comm_size(c, &v),
         rcoll_comm_mem_usage(c, &mem),
+        rcoll_comm_get_async_error(c, &aerr),
         rcoll_comm_dup(c, &child),
         rcoll_comm_destroy(c),
         rcoll_comm_abort(c),
@@ -41,6 +43,11 @@ static int refused(rcoll_comm_t c, int rank, const char *what)
                     rcoll_status_string(st[i]));
             bad++;
         }
+    if (aerr != RCOLL_OK) {
+        fprintf(stderr, "rank %d: %s: rcoll_comm_get_async_error left %d\n", rank, what,
+                (int)aerr);
+        bad++;
+    }
     if (v != -1 || req || child || buf[0] != 1) {
         fprintf(stderr, "rank %d: %s: an output was written\n", rank, what);
         bad++;
@@ -62,6 +69,9 @@ static int body(rcoll_comm_t comm, int rank, int n, void *arg)
     int32_t x = rank + 1;
     bad += rcoll_allreduce(RCOLL_IN_PLACE, &x, 1, RCOLL_INT32, RCOLL_SUM, dup) != RCOLL_OK ||
            x != n * (n + 1) / 2;
+    rcoll_status_t aerr = RCOLL_ERR_INTERNAL;
+    bad += rcoll_comm_get_async_error(dup, &aerr) != RCOLL_OK || aerr != RCOLL_OK;
+    bad += rcoll_comm_get_async_error(dup, NULL) != RCOLL_ERR_INVALID_ARG;
     bad += rcoll_comm_destroy(dup) != RCOLL_OK;
     bad += refused(dup, rank, "after destroy");
     /* Something that never was a communicator. */

@@ -692,12 +692,19 @@ static int dying_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
        "first call");
     fs_sync(s);
     CHECK(d[0] == nranks, "rank %d: the first call's result", rank);
+    rcoll_status_t aerr = RCOLL_ERR_INTERNAL;
+    CHECK(rcoll_comm_get_async_error(comm, &aerr) == RCOLL_OK && aerr == RCOLL_OK,
+          "rank %d: no failure yet (%d)", rank, (int)aerr);
     if (rank == VICTIM) raise(SIGKILL);
     /* two calls enqueued: the first fails in stream order, the second runs nothing */
     ok(&c, rcoll_allreduce_stream(RCOLL_IN_PLACE, d, 64, RCOLL_INT32, RCOLL_SUM, comm, s),
        "second call (enqueued before the failure)");
     ok(&c, rcoll_bcast_stream(e, 64, RCOLL_INT32, 0, comm, s), "third call");
     fs_sync(s);
+    /* known without a call (what a thread waiting on a CUDA event asks) */
+    CHECK(rcoll_comm_get_async_error(comm, &aerr) == RCOLL_OK && aerr < 0,
+          "rank %d: the failure in stream order is reported without a call (%d)", rank,
+          (int)aerr);
     const char *err = rcoll_comm_last_error(comm);
     CHECK(strstr(err, "rcoll_allreduce_stream (stream call #2 on this communicator, on stream") &&
               strstr(err, "failed in stream order") && strstr(err, "rank 2"),
@@ -717,6 +724,8 @@ static int dying_rank(rcoll_comm_t comm, int rank, int nranks, void *arg)
            "a stream call on the shrunk communicator");
         fs_sync(s);
         CHECK(d[7] == 3, "rank %d: its result (%d)", rank, d[7]);
+        CHECK(rcoll_comm_get_async_error(small, &aerr) == RCOLL_OK && aerr == RCOLL_OK,
+              "rank %d: the shrunk communicator has not failed (%d)", rank, (int)aerr);
         ok(&c, rcoll_comm_destroy(small), "destroy the shrunk communicator");
     }
     fs_free(s);
