@@ -96,7 +96,10 @@ torch2_test() {
         tail -n 20 "$torch2_log"
         return 0
     fi
-    tools/torch-root --env "CI=${CI:-}" -- bash -c '
+    # the host's CUDA headers, for the check that the backend's CUDA half compiles
+    local binds=()
+    [ -f /usr/local/cuda/include/cuda_runtime_api.h ] && binds=(--bind /usr/local/cuda)
+    tools/torch-root --env "CI=${CI:-}" "${binds[@]}" -- bash -c '
         set -e
         [ -f build-torch2/build.ninja ] || meson setup build-torch2 "$@" >/dev/null
         meson compile -C build-torch2 rcoll:shared_library rcoll-run >/dev/null

@@ -17,6 +17,22 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
+// The CUDA half (torch 2.x with CUDA, built with torch's CUDA flags: python/rcoll/torch.py
+// defines RCOLL_TORCH_CUDA): collectives on CUDA tensors are enqueued on the tensor's current
+// stream through rcoll's stream-ordered calls (docs/torch.md, "CUDA tensors").
+#if defined(RCOLL_TORCH_CUDA) && TORCH_VERSION_MAJOR >= 2
+#define RC_CUDA 1
+#include <c10/core/Event.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <optional>
+#else
+#define RC_CUDA 0
+#endif
+#if defined(RCOLL_TORCH_CUDA_REQUIRED) && !RC_CUDA
+#error "the CUDA half is not compiled (RCOLL_TORCH_CUDA needs torch 2.x)"
+#endif
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -64,12 +80,15 @@ static rcoll_datatype_t dtype_of(const std::string &call, const at::Tensor &t)
     }
 }
 
-// A tensor as rcoll sees it: CPU, contiguous (complex as its real pairs).
+// A tensor as rcoll sees it: CPU or CUDA, contiguous (complex as its real pairs).
 static at::Tensor plain(const std::string &call, const at::Tensor &t)
 {
-    if (!t.device().is_cpu())
-        fail(call, "a " + t.device().str() + " tensor: this backend takes CPU tensors only "
-                   "(its CUDA path is not built yet)");
+    if (t.device().is_cuda() && !RC_CUDA)
+        fail(call, "a " + t.device().str() + " tensor: this build of the backend has no CUDA "
+                   "(its torch has none, or it was built without CUDA's headers; "
+                   "docs/torch.md, \"CUDA tensors\")");
+    if (!t.device().is_cpu() && !t.device().is_cuda())
+        fail(call, "a " + t.device().str() + " tensor: this backend takes CPU and CUDA tensors");
     at::Tensor v = t.is_complex() ? at::view_as_real(t) : t;
     dtype_of(call, v);
     return v;
@@ -152,6 +171,9 @@ class WorkRcoll : public c10d::Work {
             if (completed_) return true;
         }
         nudge_->wake();  // polled: the completer finishes it
+#if RC_CUDA
+        if (event) return event->query();  // the stream has run it
+#endif
         return false;
     }
     bool isSuccess() const override
@@ -161,6 +183,23 @@ class WorkRcoll : public c10d::Work {
     }
     bool wait(std::chrono::milliseconds timeout) override
     {
+#if RC_CUDA
+        // Enqueued on a stream: the current stream waits for it, the host does not.
+        if (event) {
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (exception_) std::rethrow_exception(exception_);
+            }
+            rcoll_status_t e = RCOLL_OK;
+            rcoll_comm_get_async_error(stream_comm, &e);
+            if (e < 0)
+                fail(call_, std::string(rcoll_comm_last_error(stream_comm)) + " (" +
+                                rcoll_status_string(e) + ")");
+            c10::cuda::CUDAGuard guard(device);
+            event->block(c10::cuda::getCurrentCUDAStream(device.index()));
+            return true;
+        }
+#endif
         // Not taken by the completer yet: complete it here, in the waiting thread (no
         // hand-off between threads: a small all-reduce's wait costs what rcoll_wait does).
         if (timeout == std::chrono::milliseconds(0) && claim()) complete();
@@ -190,6 +229,31 @@ class WorkRcoll : public c10d::Work {
     std::vector<at::Tensor> keep;
     std::function<void()> after;
 
+    // The device of the call's tensors (the first one given to the group's stand_in); a CUDA
+    // call's Future is made for that device (torch's stream semantics for its callbacks).
+    c10::Device device{c10::DeviceType::CPU};
+    bool device_set = false;
+    void on(c10::Device d)
+    {
+        device = d;
+        device_set = true;
+        if (d.is_cuda())
+            future_ = c10::make_intrusive<c10::ivalue::Future>(
+                c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{d});
+    }
+    bool cuda() const { return device.is_cuda(); }
+    // A CUDA call's collectives: enqueued on stream (the device's current stream when posted)
+    // through stream_comm, the group's communicator for stream work; the event recorded after
+    // them.  The poster holds the group's stream lock and a device guard until it submits.
+    void *stream = nullptr;
+    rcoll_comm_t stream_comm = nullptr;
+    int stream_posted = 0;
+#if RC_CUDA
+    std::unique_ptr<c10::Event> event;
+    std::unique_lock<std::mutex> stream_lock;
+    std::optional<c10::cuda::CUDAGuard> guard;
+#endif
+
     // One thread completes a work (its requests are that thread's to wait on): the waiter or
     // the group's completer, whichever takes it first.
     bool claim() { return !claimed_.exchange(true); }
@@ -200,6 +264,20 @@ class WorkRcoll : public c10d::Work {
     {
         rcoll_comm_t comm = comm_;
         std::string err;
+#if RC_CUDA
+        if (event) {  // stream work: done when its event is, failed if its communicator is
+            try {
+                event->synchronize();
+            } catch (const std::exception &e) {
+                err = e.what();
+            }
+            rcoll_status_t e = RCOLL_OK;
+            rcoll_comm_get_async_error(stream_comm, &e);
+            if (err.empty() && e < 0)
+                err = std::string(rcoll_comm_last_error(stream_comm)) + " (" +
+                      rcoll_status_string(e) + ")";
+        }
+#endif
         for (auto &r : reqs) {
             rcoll_status_t st = rcoll_wait(&r);
             if (st < 0 && err.empty())
@@ -239,6 +317,13 @@ class WorkRcoll : public c10d::Work {
     std::atomic<bool> claimed_{false};
 };
 
+// Posts one rcoll operation of work w: rcoll_<name>_stream on w's stream for a CUDA call
+// (streamed() sets it up), rcoll_i<name> with a request of w's otherwise.
+#define RC_POST(call, w, name, ...)                                                            \
+    post(call, w,                                                                              \
+         streamed(call, w) ? rcoll_##name##_stream(__VA_ARGS__, (w)->stream_comm, (w)->stream) \
+                           : rcoll_i##name(__VA_ARGS__, comm_, next(w)))
+
 class ProcessGroupRcoll : public Base {
   public:
     ProcessGroupRcoll(uintptr_t comm, int rank, int size)
@@ -265,6 +350,9 @@ class ProcessGroupRcoll : public Base {
         std::unique_ptr<pybind11::gil_scoped_release> nogil;
         if (Py_IsInitialized() && PyGILState_Check()) nogil.reset(new pybind11::gil_scoped_release());
         if (thread_.joinable()) thread_.join();
+        // the stream communicator's destroy waits until its stream work has run
+        if (stream_comm_) rcoll_comm_destroy(stream_comm_);
+        stream_comm_ = nullptr;
         if (comm_) rcoll_comm_destroy(comm_);
         comm_ = nullptr;
     }
@@ -295,8 +383,8 @@ class ProcessGroupRcoll : public Base {
         one(call, tensors);
         auto w = make(c10d::OpType::BROADCAST, call, tensors);
         at::Tensor t = stand_in(call, tensors[0], w.get(), true);
-        post(call, w.get(), rcoll_ibcast(t.data_ptr(), (size_t)t.numel(), dtype_of(call, t),
-                                         (int)opts.rootRank, comm_, next(w.get())));
+        RC_POST(call, w.get(), bcast, t.data_ptr(), (size_t)t.numel(), dtype_of(call, t),
+                                         (int)opts.rootRank);
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
@@ -311,8 +399,8 @@ class ProcessGroupRcoll : public Base {
             fail(call, "output has " + std::to_string(out.numel()) + " elements, not size x " +
                            std::to_string(in.numel()));
         same_type(call, in, out);
-        post(call, w.get(), rcoll_iallgather(in.data_ptr(), out.data_ptr(), (size_t)in.numel(),
-                                             dtype_of(call, in), comm_, next(w.get())));
+        RC_POST(call, w.get(), allgather, in.data_ptr(), out.data_ptr(), (size_t)in.numel(),
+                                             dtype_of(call, in));
         return submit(w);
     }
 #if TORCH_VERSION_MAJOR >= 2
@@ -335,9 +423,8 @@ class ProcessGroupRcoll : public Base {
                                std::to_string(out.numel()) + " elements, not size x " +
                                std::to_string(in.numel()));
             same_type(call, in, out);
-            post(call, w.get(), rcoll_iallgather(in.data_ptr(), out.data_ptr(),
-                                                 (size_t)in.numel(), dtype_of(call, in), comm_,
-                                                 next(w.get())));
+            RC_POST(call, w.get(), allgather, in.data_ptr(), out.data_ptr(),
+                                                 (size_t)in.numel(), dtype_of(call, in));
         }
         return submit(w);
     }
@@ -360,9 +447,9 @@ class ProcessGroupRcoll : public Base {
                 fail(call, "input " + std::to_string(i) + " has " + std::to_string(in.numel()) +
                                " elements, not size x " + std::to_string(out.numel()));
             same_type(call, in, out);
-            post(call, w.get(), rcoll_ireduce_scatter(in.data_ptr(), out.data_ptr(),
+            RC_POST(call, w.get(), reduce_scatter, in.data_ptr(), out.data_ptr(),
                                                       (size_t)out.numel(), dtype_of(call, in),
-                                                      op, comm_, next(w.get())));
+                                                      op);
         }
         return submit(w);
     }
@@ -399,12 +486,12 @@ class ProcessGroupRcoll : public Base {
         unflatten_after(w.get(), outputs[0], flat, displs, counts);
         rcoll_datatype_t dt = dtype_of(call, in);
         if (even)
-            post(call, w.get(), rcoll_iallgather(in.data_ptr(), flat.data_ptr(),
-                                                 (size_t)in.numel(), dt, comm_, next(w.get())));
+            RC_POST(call, w.get(), allgather, in.data_ptr(), flat.data_ptr(),
+                                                 (size_t)in.numel(), dt);
         else
-            post(call, w.get(), rcoll_iallgatherv(in.data_ptr(), (size_t)in.numel(),
+            RC_POST(call, w.get(), allgatherv, in.data_ptr(), (size_t)in.numel(),
                                                   flat.data_ptr(), counts.data(), displs.data(),
-                                                  dt, comm_, next(w.get())));
+                                                  dt);
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
@@ -422,9 +509,8 @@ class ProcessGroupRcoll : public Base {
             fail(call, "input has " + std::to_string(in.numel()) + " elements, not size x " +
                            std::to_string(out.numel()));
         same_type(call, in, out);
-        post(call, w.get(), rcoll_ireduce_scatter(in.data_ptr(), out.data_ptr(),
-                                                  (size_t)out.numel(), dtype_of(call, in), op,
-                                                  comm_, next(w.get())));
+        RC_POST(call, w.get(), reduce_scatter, in.data_ptr(), out.data_ptr(),
+                                                  (size_t)out.numel(), dtype_of(call, in), op);
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
@@ -453,9 +539,8 @@ class ProcessGroupRcoll : public Base {
         for (int p = 0; p < n; p++) counts[(size_t)p] = (size_t)inputs[0][(size_t)p].numel();
         if ((int64_t)counts[(size_t)getRank()] != out.numel())
             fail(call, "the output tensor's size differs from this rank's input block");
-        post(call, w.get(), rcoll_ireduce_scatterv(flat.data_ptr(), out.data_ptr(),
-                                                   counts.data(), dtype_of(call, out), op, comm_,
-                                                   next(w.get())));
+        RC_POST(call, w.get(), reduce_scatterv, flat.data_ptr(), out.data_ptr(),
+                                                   counts.data(), dtype_of(call, out), op);
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -481,9 +566,8 @@ class ProcessGroupRcoll : public Base {
             for (int p = 0; p < n; p++) offs[(size_t)p] = (size_t)p * (size_t)in.numel();
             unflatten_after(w.get(), outputs[0], flat, offs, lens);
         }
-        post(call, w.get(), rcoll_igather(in.data_ptr(), me ? flat.data_ptr() : nullptr,
-                                          (size_t)in.numel(), dtype_of(call, in), root, comm_,
-                                          next(w.get())));
+        RC_POST(call, w.get(), gather, in.data_ptr(), me ? flat.data_ptr() : nullptr,
+                                          (size_t)in.numel(), dtype_of(call, in), root);
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
@@ -506,9 +590,8 @@ class ProcessGroupRcoll : public Base {
             flat = at::cat(flatten_all(call, inputs[0]));
             w->keep.push_back(flat);
         }
-        post(call, w.get(), rcoll_iscatter(me ? flat.data_ptr() : nullptr, out.data_ptr(),
-                                           (size_t)out.numel(), dtype_of(call, out), root, comm_,
-                                           next(w.get())));
+        RC_POST(call, w.get(), scatter, me ? flat.data_ptr() : nullptr, out.data_ptr(),
+                                           (size_t)out.numel(), dtype_of(call, out), root);
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
@@ -526,9 +609,8 @@ class ProcessGroupRcoll : public Base {
         if (out_splits.empty() && in_splits.empty()) {
             if (in.numel() % n || out.numel() != in.numel())
                 fail(call, "input and output must have the same size, a multiple of the group's");
-            post(call, w.get(), rcoll_ialltoall(in.data_ptr(), out.data_ptr(),
-                                                (size_t)(in.numel() / n), dtype_of(call, in),
-                                                comm_, next(w.get())));
+            RC_POST(call, w.get(), alltoall, in.data_ptr(), out.data_ptr(),
+                                                (size_t)(in.numel() / n), dtype_of(call, in));
             return submit(w);
         }
         // Splits are along dimension 0: elements = rows x the elements of a row.
@@ -545,8 +627,8 @@ class ProcessGroupRcoll : public Base {
         }
         if (soff > (size_t)in.numel() || roff > (size_t)out.numel())
             fail(call, "the splits add up to more than the tensors hold");
-        post(call, w.get(), rcoll_ialltoallv(in.data_ptr(), sc, sd, out.data_ptr(), rc, rd,
-                                             dtype_of(call, in), comm_, next(w.get())));
+        RC_POST(call, w.get(), alltoallv, in.data_ptr(), sc, sd, out.data_ptr(), rc, rd,
+                                             dtype_of(call, in));
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
@@ -560,6 +642,7 @@ class ProcessGroupRcoll : public Base {
         // the inputs packed, the outputs gathered flat and copied back: an all-to-all-v
         auto w = make(c10d::OpType::ALLTOALL, call, outputs);
         at::Tensor in = at::cat(flatten_all(call, inputs));
+        on_device(call, w.get(), in);
         w->keep.push_back(in);
         std::vector<size_t> counts(4 * (size_t)n);  // copied by rcoll at the call
         size_t *sc = counts.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;
@@ -573,8 +656,8 @@ class ProcessGroupRcoll : public Base {
         w->keep.push_back(flat);
         unflatten_after(w.get(), outputs, flat, std::vector<size_t>(rd, rd + n),
                         std::vector<size_t>(rc, rc + n));
-        post(call, w.get(), rcoll_ialltoallv(in.data_ptr(), sc, sd, flat.data_ptr(), rc, rd,
-                                             dtype_of(call, in), comm_, next(w.get())));
+        RC_POST(call, w.get(), alltoallv, in.data_ptr(), sc, sd, flat.data_ptr(), rc, rd,
+                                             dtype_of(call, in));
         return submit(w);
     }
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
@@ -630,6 +713,7 @@ class ProcessGroupRcoll : public Base {
     at::Tensor stand_in(const std::string &call, const at::Tensor &t, WorkRcoll *w, bool out)
     {
         at::Tensor v = plain(call, t);
+        on_device(call, w, v);
         w->keep.push_back(t);
         if (v.is_contiguous()) return v;
         at::Tensor c = v.contiguous();
@@ -664,6 +748,67 @@ class ProcessGroupRcoll : public Base {
         w->keep.push_back(s);
         return s;
     }
+    // Every tensor of a call on one device (rcoll's stream and staging are per call).
+    static void on_device(const std::string &call, WorkRcoll *w, const at::Tensor &t)
+    {
+        if (!w->device_set)
+            w->on(t.device());
+        else if (t.device() != w->device)
+            fail(call, "tensors on " + w->device.str() + " and " + t.device().str() +
+                           " in one call");
+    }
+    // Whether w's operations go in stream order (a CUDA call): the first time, the group's
+    // stream communicator is made if it is not yet (rcoll_comm_dup, collective: every rank's
+    // first CUDA call is the same call), w takes the stream lock (one thread enqueues on it at
+    // a time), a guard of its device, and the device's current stream.
+    bool streamed(const std::string &call, WorkRcoll *w)
+    {
+        if (!w->cuda()) return false;
+#if RC_CUDA
+        if (w->stream_comm) return true;
+        w->stream_lock = std::unique_lock<std::mutex>(stream_mu_);
+        w->guard.emplace(w->device);
+        if (!stream_comm_) {
+            cuda_ready(call);
+            drain();  // the communicator runs nothing else while it is duplicated
+            rcoll_comm_t c = nullptr;
+            rcoll_status_t st = rcoll_comm_dup(comm_, &c);
+            if (st < 0)
+                fail(call, "making the communicator for stream work (rcoll_comm_dup): " +
+                               std::string(rcoll_comm_last_error(comm_)) + " (" +
+                               rcoll_status_string(st) + ")");
+            stream_comm_ = c;
+        }
+        w->stream_comm = stream_comm_;
+        w->stream = c10::cuda::getCurrentCUDAStream(w->device.index()).stream();
+        return true;
+#else
+        fail(call, "a CUDA tensor in a build without CUDA");
+#endif
+    }
+#if RC_CUDA
+    // rcoll classifies CUDA buffers from the first CUDA call of the process on; its
+    // sentence when there is no usable driver (RCOLL_CUDA=0, none loaded).
+    static void cuda_ready(const std::string &call)
+    {
+        int n = 0;
+        if (rcoll_cuda_device_count(&n) != RCOLL_OK)
+            fail(call, std::string("rcoll cannot use CUDA: ") + rcoll_cuda_last_error());
+    }
+    // Every queued work complete (their failures stay theirs, raised by their own wait).
+    void drain()
+    {
+        std::deque<c10::intrusive_ptr<WorkRcoll>> q;
+        {
+            std::lock_guard<std::mutex> lock(qmu_);
+            q.swap(queue_);
+        }
+        for (auto &w : q) {
+            if (w->claim()) w->complete();
+            while (!w->done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+#endif
     static rcoll_request_t *next(WorkRcoll *w)
     {
         w->reqs.push_back(nullptr);
@@ -671,6 +816,16 @@ class ProcessGroupRcoll : public Base {
     }
     void post(const std::string &call, WorkRcoll *w, rcoll_status_t st)
     {
+        if (st < 0 && w->stream_comm)  // the parts before it (coalesced forms) are enqueued
+            fail(call, std::string(rcoll_comm_last_error(w->stream_comm)) + " (" +
+                           rcoll_status_string(st) + ")" +
+                           (w->stream_posted ? " (after " + std::to_string(w->stream_posted) +
+                                                   " parts of this call were enqueued)"
+                                             : std::string()));
+        if (w->stream_comm) {
+            w->stream_posted++;
+            return;
+        }
         if (st < 0) {
             w->reqs.pop_back();  // not posted
             for (auto &r : w->reqs) rcoll_wait(&r);  // the earlier parts of this call
@@ -691,6 +846,18 @@ class ProcessGroupRcoll : public Base {
         at::Tensor t = stand_in(call, tensors[0], w.get(), is_recv);
         rcoll_datatype_t dt = dtype_of(call, t);
         size_t count = (size_t)t.numel();
+#if RC_CUDA
+        // rcoll has no stream-ordered point-to-point: the device buffer goes as a staged
+        // nonblocking call on the group's communicator, once the current stream has written
+        // it (a send) or finished with it (a receive); its wait blocks the host.
+        if (w->cuda()) {
+            cuda_ready(call);
+            c10::cuda::CUDAGuard guard(w->device);
+            c10::Event ev(c10::DeviceType::CUDA);
+            ev.record(c10::cuda::getCurrentCUDAStream(w->device.index()));
+            ev.synchronize();
+        }
+#endif
         post(call, w.get(), is_recv
                                 ? rcoll_irecv(t.data_ptr(), count, dt, peer, comm_, next(w.get()))
                                 : rcoll_isend(t.data_ptr(), count, dt, peer, comm_, next(w.get())));
@@ -711,15 +878,14 @@ class ProcessGroupRcoll : public Base {
             if (f != 1.0) t.mul_(f);
             rcoll_datatype_t dt = dtype_of(call, t);
             if (root < 0)
-                post(call, w.get(), rcoll_iallreduce(RCOLL_IN_PLACE, t.data_ptr(),
-                                                     (size_t)t.numel(), dt, op, comm_,
-                                                     next(w.get())));
+                RC_POST(call, w.get(), allreduce, RCOLL_IN_PLACE, t.data_ptr(),
+                                                     (size_t)t.numel(), dt, op);
             else if (root == getRank())
-                post(call, w.get(), rcoll_ireduce(RCOLL_IN_PLACE, t.data_ptr(), (size_t)t.numel(),
-                                                  dt, op, root, comm_, next(w.get())));
+                RC_POST(call, w.get(), reduce, RCOLL_IN_PLACE, t.data_ptr(), (size_t)t.numel(),
+                                                  dt, op, root);
             else  // the others only send (their tensor is left as it was)
-                post(call, w.get(), rcoll_ireduce(t.data_ptr(), nullptr, (size_t)t.numel(), dt,
-                                                  op, root, comm_, next(w.get())));
+                RC_POST(call, w.get(), reduce, t.data_ptr(), nullptr, (size_t)t.numel(), dt,
+                                                  op, root);
         }
         return submit(w);
     }
@@ -728,6 +894,31 @@ class ProcessGroupRcoll : public Base {
     // already leave the front of the queue here.
     c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkRcoll> &w)
     {
+#if RC_CUDA
+        // Stream work: the copy-back steps follow it on the stream, then its event; the
+        // completer is woken to finish it when the event has fired (the Future, the tensors
+        // kept), since Work.wait() does not block the host for it.
+        if (w->stream_comm) {
+            c10::Stream s = c10::cuda::getStreamFromExternal(
+                static_cast<cudaStream_t>(w->stream), w->device.index());
+            if (w->after) {
+                auto after = std::move(w->after);
+                w->after = nullptr;
+                after();
+            }
+            w->event = std::make_unique<c10::Event>(c10::DeviceType::CUDA);
+            w->event->record(s);
+            w->guard.reset();
+            w->stream_lock = std::unique_lock<std::mutex>();
+            {
+                std::lock_guard<std::mutex> lock(qmu_);
+                while (!queue_.empty() && queue_.front()->done()) queue_.pop_front();
+                queue_.push_back(w);
+            }
+            nudge_->wake();
+            return w;
+        }
+#endif
         std::lock_guard<std::mutex> lock(qmu_);
         while (!queue_.empty() && queue_.front()->done()) queue_.pop_front();
         queue_.push_back(w);
@@ -759,6 +950,8 @@ class ProcessGroupRcoll : public Base {
     }
 
     rcoll_comm_t comm_;
+    rcoll_comm_t stream_comm_ = nullptr;  // for stream work (CUDA calls), made at the first
+    std::mutex stream_mu_;                 // one thread enqueues on it at a time
     std::shared_ptr<Nudge> nudge_ = std::make_shared<Nudge>();
     std::mutex qmu_;  // the queue (posting threads, the completer)
     std::deque<c10::intrusive_ptr<WorkRcoll>> queue_;
@@ -779,4 +972,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
              py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("comm", &rcoll_torch::ProcessGroupRcoll::comm);
     m.attr("TORCH_VERSION_MAJOR") = TORCH_VERSION_MAJOR;
+    m.attr("CUDA") = bool(RC_CUDA);  // CUDA tensors go in stream order
 }

@@ -78,10 +78,26 @@ def _include_dir() -> Optional[str]:
     return None
 
 
+def cuda_build() -> tuple:
+    """Whether the backend built here gets its CUDA half (CUDA tensors in stream order), and
+    why not: it needs torch 2.x built with CUDA and CUDA's headers (torch's CUDA_HOME)."""
+    if not getattr(torch.version, "cuda", None):
+        return False, "this torch has no CUDA"
+    if int(torch.__version__.split(".")[0]) < 2:
+        return False, "CUDA tensors need torch 2.x"
+    from torch.utils import cpp_extension
+    home = cpp_extension.CUDA_HOME
+    if not home or not os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h")):
+        return False, (f"no CUDA headers (CUDA_HOME {home or 'not found'}: set CUDA_HOME to a "
+                       "CUDA toolkit)")
+    return True, ""
+
+
 def _jit_build() -> Any:
     """Build _torch_c.cpp against this interpreter's torch (torch.utils.cpp_extension), once
     per source, torch and library: the result is cached under RCOLL_TORCH_BUILD_DIR, or
-    ~/.cache/rcoll/torch_c/<key>."""
+    ~/.cache/rcoll/torch_c/<key>.  With a CUDA torch and CUDA's headers it is built with
+    torch's CUDA flags and libraries and its CUDA half (RCOLL_TORCH_CUDA)."""
     src = os.path.join(_HERE, "_torch_c.cpp")
     inc = _include_dir()
     libpath = os.path.realpath(_lib.path)
@@ -90,9 +106,11 @@ def _jit_build() -> Any:
                           f"(source {src}: {'found' if os.path.isfile(src) else 'missing'}; "
                           f"rcoll.h: {inc or 'missing'}; librcoll: {libpath})")
     from torch.utils import cpp_extension
+    cuda, _ = cuda_build()
     h = hashlib.sha256()
     for part in (open(src, "rb").read(), open(os.path.join(inc, "rcoll.h"), "rb").read(),
-                 torch.__version__.encode(), libpath.encode(), sys.version.encode()):
+                 torch.__version__.encode(), libpath.encode(), sys.version.encode(),
+                 f"cuda={cuda}".encode()):
         h.update(part)
     key = h.hexdigest()[:16]
     base = os.environ.get("RCOLL_TORCH_BUILD_DIR") or os.path.join(
@@ -100,10 +118,11 @@ def _jit_build() -> Any:
     bdir = os.path.join(base, key)
     os.makedirs(bdir, exist_ok=True)
     libdir = os.path.dirname(libpath)
+    cflags = ["-O2", "-DTORCH_EXTENSION_NAME=_torch_c"] + (["-DRCOLL_TORCH_CUDA"] if cuda else [])
     return cpp_extension.load(
         name="_torch_c", sources=[src], build_directory=bdir, verbose=False,
-        extra_include_paths=[inc], extra_cflags=["-O2", "-DTORCH_EXTENSION_NAME=_torch_c"],
-        extra_ldflags=[libpath, f"-Wl,-rpath,{libdir}"])
+        extra_include_paths=[inc], extra_cflags=cflags,
+        extra_ldflags=[libpath, f"-Wl,-rpath,{libdir}"], with_cuda=cuda)
 
 
 def _load_file(path: str) -> Any:
@@ -133,8 +152,12 @@ def compiled() -> Any:
                 raise _fail("init", f"RCOLL_TORCH_C={path} does not load ({e})") from e
         try:
             from . import _torch_c  # type: ignore[attr-defined]
-            _module = _torch_c
-            return _module
+            if getattr(_torch_c, "CUDA", False) or not cuda_build()[0]:
+                _module = _torch_c
+                return _module
+            # built without its CUDA half (meson builds the CPU half) while this torch and
+            # toolkit can have it: built here with it
+            errors.append("installed module: built without CUDA")
         except ImportError as e:
             errors.append(f"installed module: {e}")
         try:

@@ -21,6 +21,9 @@
 #      gpu_table    the all-reduce bandwidth table to 64 MiB (tests/gpu/test_perf.sh table)
 #      gpu_torch    torch CUDA tensors through librcoll (tests/gpu/torch_cuda.py), when
 #                   python3's torch has CUDA
+#      gpu_torch_backend  the torch backend "rcoll" on CUDA tensors, built here with its CUDA
+#                   half: collectives in stream order, DDP against gloo on CPU copies, 2 and 4
+#                   ranks (tests/gpu/torch_backend_cuda.py), when python3's torch has CUDA
 #      gpu_perf_checks  every perf binary's own check on device memory (test_perf.sh checks),
 #                   only if the budget leaves room (not a core step)
 # 4. From an EXIT/TERM/INT trap, so a killed run still reports: the summary printed last and
@@ -515,7 +518,8 @@ fi
 
 if [ "$DRY" = 1 ]; then
     echo "$DRY_NOTE"
-    for s in build gpu_kernels gpu_stage gpu_stream gpu_table gpu_torch gpu_perf_checks; do
+    for s in build gpu_kernels gpu_stage gpu_stream gpu_table gpu_torch gpu_torch_backend \
+        gpu_perf_checks; do
         eval "run_$s() { dry_step $s; }"
     done
 else
@@ -530,10 +534,17 @@ else
         PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" RCOLL_LIBRARY="${lib:-$BUILD/src/librcoll.so}" \
             PYTHONUNBUFFERED=1 python3 tests/gpu/torch_cuda.py
     }
+    run_gpu_torch_backend() {
+        local lib f
+        for f in "$BUILD"/src/librcoll.so.[0-9]*.[0-9]*; do [ -f "$f" ] && lib=$f; done
+        PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" RCOLL_LIBRARY="${lib:-$BUILD/src/librcoll.so}" \
+            RCOLL_TORCH_BUILD_DIR="$BUILD/torch_c" MAX_JOBS=8 PYTHONUNBUFFERED=1 \
+            python3 tests/gpu/torch_backend_cuda.py
+    }
     run_gpu_perf_checks() { bash tests/gpu/test_perf.sh "$BUILD" checks; }
 fi
 export -f run_build run_gpu_kernels run_gpu_stage run_gpu_stream run_gpu_table run_gpu_torch \
-    run_gpu_perf_checks build dry_step 2>/dev/null
+    run_gpu_torch_backend run_gpu_perf_checks build dry_step 2>/dev/null
 export BUILD ROOT RCOLL_GPU_DRY_SLEEP RCOLL_GPU_DRY_HANG RCOLL_GPU_DRY_FAIL 2>/dev/null
 
 # NAME, the least seconds worth starting it with, its share of the budget (%), the command.
@@ -542,17 +553,20 @@ if [ "${RC[build]}" != 0 ]; then
     echo "STOP: the build ${VERDICT[build]}; no test can run"
     exit 1
 fi
-CORE=(gpu_kernels gpu_stage gpu_stream gpu_table gpu_torch)
+CORE=(gpu_kernels gpu_stage gpu_stream gpu_table gpu_torch gpu_torch_backend)
 run_step gpu_kernels 15 15 bash -c run_gpu_kernels
 run_step gpu_stage 40 30 bash -c run_gpu_stage
 run_step gpu_stream 15 15 bash -c run_gpu_stream
 run_step gpu_table 40 25 bash -c run_gpu_table
 if [ "$TORCH_CUDA" = 1 ] || [ "$DRY" = 1 ]; then
     run_step gpu_torch 15 10 bash -c run_gpu_torch
+    run_step gpu_torch_backend 60 30 bash -c run_gpu_torch_backend
 else
-    STEPS+=(gpu_torch)
-    record gpu_torch "skipped: torch CUDA: not available here ($(sed -n 's/^torch: *//p' "$PF"))" 0 - -
-    : >"$TMP/gpu_torch.out"
+    for s in gpu_torch gpu_torch_backend; do
+        STEPS+=("$s")
+        record "$s" "skipped: torch CUDA: not available here ($(sed -n 's/^torch: *//p' "$PF"))" 0 - -
+        : >"$TMP/$s.out"
+    done
 fi
 run_step gpu_perf_checks 60 40 bash -c run_gpu_perf_checks
 
@@ -565,7 +579,7 @@ done
 for s in "${CORE[@]}"; do
     case ${VERDICT[$s]} in
     *"not run"*) code=1 ;;
-    *skipped*) [ "$s" = gpu_torch ] || code=1 ;;
+    *skipped*) case $s in gpu_torch | gpu_torch_backend) ;; *) code=1 ;; esac ;;
     esac
 done
 EXIT_CODE=$code

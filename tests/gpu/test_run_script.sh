@@ -73,7 +73,7 @@ all_pass() {
     local o=$TMP/pass
     bash "$RUN" --dry-run --budget 400 --out "$o" >"$TMP/all_pass.out" 2>&1
     RC=$?
-    [ "$RC" = 0 ] && grep -q '"passed": 7, "failed": 0' "$o/results.json"
+    [ "$RC" = 0 ] && grep -q '"passed": 8, "failed": 0' "$o/results.json"
 }
 check all_pass all_pass
 
