@@ -143,6 +143,7 @@ rcoll_status_t rcoll_config_load(rcoll_config_t *cfg)
     rcoll_log_config_t log;
     rcoll_config_t tmp;
     rcoll_status_t st = rcoll_config_parse(&rcoll_log_config_table, &log);
+    if (st == RCOLL_OK) st = rcoll_log_subsys_check(log.subsys);
     /* the other modules' knobs are parsed when used; checking them here makes a bad value
      * fail every communicator's creation, not just the one that starts that module */
     size_t nt;

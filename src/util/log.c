@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/status.h"
 #include "util/time.h"
 
 /* Level names, indexed by rcoll_log_level_t (the RCOLL_DEBUG enum). */
@@ -67,6 +68,24 @@ static uint32_t parse_subsys(const char *s)
             if (!strcasecmp(tok, subsys_names[i].name)) mask |= subsys_names[i].bit;
     }
     return negate ? (RCOLL_SUBSYS_ALL & ~mask) : mask;
+}
+
+rcoll_status_t rcoll_log_subsys_check(const char *s)
+{
+    if (!s || !*s) return RCOLL_OK;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", s + (s[0] == '^'));
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t i, n = sizeof(subsys_names) / sizeof(subsys_names[0]);
+        for (i = 0; i < n && strcasecmp(tok, subsys_names[i].name); i++) {}
+        if (i == n)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                                 "RCOLL_DEBUG_SUBSYS='%s': '%s' is not a subsystem (a comma list "
+                                 "of INIT, BOOTSTRAP, TOPO, SHM, TCP, VERBS, ALGO, CUDA, "
+                                 "PLUGIN, COLL, NET or ALL; a leading ^ excludes them)", s, tok);
+    }
+    return RCOLL_OK;
 }
 
 void rcoll_expand_pattern(const char *pat, char *out, size_t len)

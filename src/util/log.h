@@ -42,6 +42,9 @@ typedef struct {
 } rcoll_log_config_t;
 extern const rcoll_config_table_t rcoll_log_config_table;
 
+/* RCOLL_DEBUG_SUBSYS's value s checked: RCOLL_OK, or RCOLL_ERR_INVALID_ARG with a sentence
+ * (rcoll_err_set) naming the first name that is not a subsystem. */
+rcoll_status_t rcoll_log_subsys_check(const char *s);
 /* Configure logging from its knobs (the first file given stays open). */
 void rcoll_log_configure(const rcoll_log_config_t *cfg);
 /* Set the rank shown in log lines (-1 = unknown). */

@@ -117,6 +117,28 @@ static void test_defaults_and_env(void)
                   strstr(rcoll_err_get(), enums[i].allowed),
               "%s=%s says what is allowed: '%s'", enums[i].var, enums[i].val, rcoll_err_get());
     }
+    /* RCOLL_DEBUG_SUBSYS: every name a subsystem (it was accepted silently before) */
+    static const char *const bad_subsys[] = {"abc", "-5", "INIT,TPC", "^COLL,bogus"};
+    for (size_t i = 0; i < sizeof(bad_subsys) / sizeof(bad_subsys[0]); i++) {
+        clear_env();
+        setenv("RCOLL_DEBUG_SUBSYS", bad_subsys[i], 1);
+        rcoll_config_t keep = c;
+        CHECK(rcoll_config_load(&c) == RCOLL_ERR_INVALID_ARG &&
+                  strstr(rcoll_err_get(), "RCOLL_DEBUG_SUBSYS") &&
+                  strstr(rcoll_err_get(), "is not a subsystem") &&
+                  strstr(rcoll_err_get(), "INIT, BOOTSTRAP"),
+              "RCOLL_DEBUG_SUBSYS=%s refused naming what is allowed: '%s'", bad_subsys[i],
+              rcoll_err_get());
+        CHECK(memcmp(&keep, &c, sizeof(c)) == 0, "output untouched on error");
+    }
+    static const char *const good_subsys[] = {"INIT", "init,Algo,NET", "^COLL", "ALL",
+                                              "SOCKET", ""};
+    for (size_t i = 0; i < sizeof(good_subsys) / sizeof(good_subsys[0]); i++) {
+        clear_env();
+        setenv("RCOLL_DEBUG_SUBSYS", good_subsys[i], 1);
+        CHECK(rcoll_config_load(&c) == RCOLL_OK, "RCOLL_DEBUG_SUBSYS=%s accepted: %s",
+              good_subsys[i], rcoll_err_get());
+    }
     /* empty = default for enums (RCOLL_DEBUG= was accepted before) */
     clear_env();
     setenv("RCOLL_DEBUG", "", 1);
