@@ -29,6 +29,7 @@
 #include "core/bootstrap_wire.h"
 #include "core/sig.h"
 #include "util/log.h"
+#include "util/ranks.h"
 #include "util/status.h"
 #include "util/time.h"
 
@@ -458,20 +459,26 @@ static int root_join_phase(rcoll_bs_root_t *r)
 
 static void root_join_failed(rcoll_bs_root_t *r)
 {
-    char missing[160] = "";
-    size_t o = 0;
     int first = -1, nmiss = 0;
+    uint8_t *miss = calloc((size_t)r->nranks, 1);
     for (int k = 0; k < r->nranks; k++) {
         if (r->members[k]) continue;
         if (first < 0) first = k;
         nmiss++;
-        if (o + 12 < sizeof(missing))
-            o += (size_t)snprintf(missing + o, sizeof(missing) - o, "%s%d", nmiss > 1 ? "," : "",
-                                  k);
+        if (miss) miss[k] = 1;
     }
+    /* Every missing rank counted, as ranges; a list too long for the note says how many it
+     * leaves out (ranks.h). */
     char text[RCOLL_BS_TEXT_MAX];
-    snprintf(text, sizeof(text), "rank%s %s never joined the bootstrap within %g s",
-             nmiss > 1 ? "s" : "", missing, r->timeout_s);
+    if (nmiss == 1) {
+        snprintf(text, sizeof(text), "rank %d never joined the bootstrap within %g s", first,
+                 r->timeout_s);
+    } else {
+        size_t o = (size_t)snprintf(text, sizeof(text), "%d ranks never joined the bootstrap "
+                                    "within %g s: ", nmiss, r->timeout_s);
+        if (miss) rcoll_ranks_format(text, sizeof(text), o, miss, r->nranks);
+    }
+    free(miss);
     RCOLL_WARN(BOOTSTRAP, "root: %s", text);
     bs_note_t n;
     note_fill(&n, first, RCOLL_ERR_TIMEOUT, text);

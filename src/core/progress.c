@@ -14,6 +14,7 @@
 #include "algo/reduce.h"
 #include "core/comm.h"
 #include "util/log.h"
+#include "util/ranks.h"
 #include "util/status.h"
 #include "util/time.h"
 
@@ -798,22 +799,6 @@ static double watchdog_s(const rcoll_comm_t comm)
 }
 
 /* Append a list of ranks ("0,2-3") of the n flags set in in[]. */
-static size_t ranks_list(char *buf, size_t len, size_t o, const uint8_t *in, int n)
-{
-    int first = 1;
-    for (int p = 0; p < n && o < len; p++) {
-        if (!in[p] || (p > 0 && in[p - 1])) continue;
-        int q = p;
-        while (q + 1 < n && in[q + 1]) q++;
-        if (q == p)
-            o += (size_t)snprintf(buf + o, len - o, "%s%d", first ? "" : ",", p);
-        else
-            o += (size_t)snprintf(buf + o, len - o, "%s%d-%d", first ? "" : ",", p, q);
-        first = 0;
-    }
-    return o < len ? o : len;
-}
-
 static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t idle_ns)
 {
     int n = comm->nranks, me = comm->rank;
@@ -869,11 +854,11 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
                               (unsigned long long)e->sched.nsteps);
     }
     if (o < len) o += (size_t)snprintf(out + o, len - o, "; reached by %d of %d ranks (", nreached, n);
-    o = ranks_list(out, len, o, reached, n);
+    o = rcoll_ranks_format(out, len, o, reached, n);
     if (o < len && nreached < n) {
         o += (size_t)snprintf(out + o, len - o, "); not reached by rank%s ", n - nreached > 1 ? "s" : "");
         for (int p = 0; p < n; p++) reached[p] = !reached[p];
-        o = ranks_list(out, len, o, reached, n);
+        o = rcoll_ranks_format(out, len, o, reached, n);
         int described = 0;
         for (int p = 0; p < n && o < len; p++) {
             if (!reached[p]) continue;
