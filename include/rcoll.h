@@ -508,6 +508,12 @@ rcoll_status_t rcoll_group_end(void);
  * *newcomm = NULL.  The children reuse the parent's bootstrap connection; each opens its own
  * listening socket and only the connections its algorithms need.  Either may be destroyed
  * first; a wait on one progresses the others.  Not allowed inside a group.  newcomm (out).
+ * A rank that cannot take part for a local reason (out of file descriptors, no transport
+ * can listen) before the ranks exchange their addresses makes the split fail on every rank,
+ * naming it ("... could not take part: ..."), and the parent stays usable everywhere; one
+ * that fails later (making or connecting its part) tells every rank through the bootstrap,
+ * as a dead rank is told: every rank's split, or its next call, fails at once naming it, and
+ * the communicators sharing the bootstrap have failed (shrink or destroy them).
  * Errors: as collectives, plus RCOLL_ERR_INVALID_ARG (newcomm NULL),
  * RCOLL_ERR_INVALID_USAGE (inside a group, or the parent has failed). */
 rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_comm_t *newcomm);

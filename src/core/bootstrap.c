@@ -1262,6 +1262,11 @@ int rcoll_bs_members(const rcoll_bootstrap_t *bs)
     return bs->members;
 }
 
+int rcoll_bs_rank(const rcoll_bootstrap_t *bs)
+{
+    return bs ? bs->rank : -1;
+}
+
 /* Why no decision can come: the connection to the root ended. */
 static rcoll_status_t shrink_lost(rcoll_bootstrap_t *bs)
 {

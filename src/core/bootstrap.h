@@ -170,6 +170,8 @@ rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_
                                uint32_t *round);
 /* Ranks in the job now: nranks at the join, then the size of the last shrink. */
 int rcoll_bs_members(const rcoll_bootstrap_t *bs);
+/* This rank's number in the bootstrap (-1 for NULL). */
+int rcoll_bs_rank(const rcoll_bootstrap_t *bs);
 /* Share the control connection with a sub-communicator (one more rcoll_bs_leave needed).
  * Communicators of one family are used from one thread at a time, like each of them. */
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);

@@ -955,6 +955,16 @@ static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_s
         rcoll_comm_fail(comm, st, peer, text);
         return;
     }
+    /* Out of file descriptors here (accepting or connecting for this operation): this rank
+     * is the cause, whichever peer the call was for; said at once, before the peers' own
+     * grace for a verdict runs out and they blame each other. */
+    if (rcoll_err_out_of_fds(detail)) {
+        snprintf(text, sizeof(text), "%s failed: %s",
+                 rcoll_comm_peer_name(comm, comm->rank, pbuf, sizeof(pbuf)), detail);
+        rcoll_bs_report(comm->bs, rcoll_bs_rank(comm->bs), st, text);
+        rcoll_comm_fail(comm, st, comm->rank, text);
+        return;
+    }
     /* A neighbour's broken connection is often a consequence of a failure elsewhere; the root
      * knows the first cause, so give it a moment to say so. */
     if (await_verdict(comm, CULPRIT_GRACE_NS)) return;
@@ -1103,9 +1113,14 @@ static int progress_pass(rcoll_comm_t comm)
             }
             cst = rcoll_conn_progress(comm); /* early connectors */
             if (cst != RCOLL_OK) {
-                char text[RCOLL_LAST_ERROR_MAX];
-                snprintf(text, sizeof(text), "rank %d: %s", comm->rank, rcoll_err_get());
-                rcoll_comm_fail(comm, cst, culprit, text);
+                /* accepting them failed here (out of descriptors, say): this rank is the
+                 * cause, and the peers waiting for it are told at once */
+                char text[RCOLL_LAST_ERROR_MAX], pbuf[128];
+                snprintf(text, sizeof(text), "%s failed accepting connections: %s",
+                         rcoll_comm_peer_name(comm, comm->rank, pbuf, sizeof(pbuf)),
+                         rcoll_err_get());
+                rcoll_bs_report(comm->bs, rcoll_bs_rank(comm->bs), cst, text);
+                rcoll_comm_fail(comm, cst, comm->rank, text);
                 return 1;
             }
             if (!progressed && !stall_check(comm, r, now)) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/comm.h"
 #include "util/log.h"
@@ -20,6 +21,8 @@
 typedef struct {
     int32_t color;
     int32_t key;
+    int32_t failed; /* this rank could not listen: every rank fails the split (why says why) */
+    char why[124];
     uint8_t handles[RCOLL_MAX_TRANSPORTS][RCOLL_TRANSPORT_HANDLE_BYTES];
 } split_rec_t;
 
@@ -39,6 +42,45 @@ static rcoll_status_t exchange(rcoll_comm_t parent, split_rec_t *all, const spli
 {
     return rcoll_coll_run(parent, RCOLL_OP_ALLGATHER, mine, all, sizeof(*mine), RCOLL_UINT8,
                           RCOLL_SUM, 0);
+}
+
+/* This rank's part of split number split_no failed after the exchange (making its child,
+ * connecting it): st, with rcoll_err_get() saying why.  Peers may be waiting on this rank in
+ * their own part, and some may have finished theirs: the failure has to reach every member
+ * at once, the way a dead rank's does, or one of them waits out RCOLL_TIMEOUT (in the split,
+ * or in the parent's next call that this rank never makes).  A broken or refused connection
+ * is usually the consequence of another rank's failure: the root's verdict is awaited a
+ * moment and taken when it comes.  Otherwise this rank is the first cause and tells every
+ * rank through the root (the communicators sharing the bootstrap fail, as for a dead rank);
+ * the parent fails here too. */
+static rcoll_status_t split_failed(rcoll_comm_t comm, uint32_t split_no, rcoll_status_t st)
+{
+    char own[RCOLL_ERR_TEXT_MAX], note[RCOLL_BS_TEXT_MAX], pbuf[128];
+    snprintf(own, sizeof(own), "%s", rcoll_err_get());
+    if (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_PROTOCOL || st == RCOLL_ERR_TIMEOUT ||
+        st == RCOLL_ERR_UNSUPPORTED) {
+        uint64_t until = rcoll_now_ns() + 300000000ull;
+        while (rcoll_now_ns() < until) {
+            int culprit = -1;
+            rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
+            if (cst != RCOLL_OK) {
+                char text[RCOLL_LAST_ERROR_MAX];
+                snprintf(text, sizeof(text), "rcoll_comm_split (split #%u of this "
+                         "communicator): %.480s", split_no + 1, rcoll_err_get());
+                rcoll_comm_fail(comm, cst, culprit, text);
+                return cst;
+            }
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    snprintf(note, sizeof(note), "%s could not set up its part of rcoll_comm_split (split #%u):"
+             " %.150s", rcoll_comm_peer_name(comm, comm->rank, pbuf, sizeof(pbuf)),
+             split_no + 1, own);
+    RCOLL_WARN(INIT, "%s", note);
+    rcoll_bs_report(comm->bs, rcoll_bs_rank(comm->bs), st, note);
+    rcoll_comm_fail(comm, st, comm->rank, note);
+    return st;
 }
 
 rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
@@ -68,12 +110,28 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
         memcpy(mine.handles, info.handles, sizeof(mine.handles));
         if (st != RCOLL_OK) {
             rcoll_comm_set_error(comm, st, rcoll_err_get());
-            /* Still take part in the exchange, as "undefined", so the others do not hang. */
-            mine.color = RCOLL_UNDEFINED;
+            /* Still take part in the exchange, marked failed, so the others do not hang and
+             * every rank fails the split (the parent stays as it was). */
+            mine.failed = 1;
+            snprintf(mine.why, sizeof(mine.why), "%s", rcoll_err_get());
         }
     }
     rcoll_status_t xst = exchange(comm, all, &mine);
     uint32_t split_no = comm->nsplits++;
+    int culprit = -1, nfailed = 0;
+    for (int p = 0; xst == RCOLL_OK && p < n; p++)
+        if (all[p].failed && nfailed++ == 0) culprit = p;
+    if (xst == RCOLL_OK && st == RCOLL_OK && culprit >= 0) {
+        /* another rank could not take part: the same failure everywhere, named */
+        char pbuf[128];
+        all[culprit].why[sizeof(all[culprit].why) - 1] = '\0';
+        st = RCOLL_ERR_REMOTE;
+        snprintf(comm->last_error, sizeof(comm->last_error), "rcoll_comm_split (split #%u of "
+                 "this communicator): %s could not take part%s: %s (the split failed on every "
+                 "rank; this communicator is unaffected)", split_no + 1,
+                 rcoll_comm_peer_name(comm, culprit, pbuf, sizeof(pbuf)),
+                 nfailed > 1 ? " (and others)" : "", all[culprit].why);
+    }
     if (xst != RCOLL_OK || st != RCOLL_OK || mine.color == RCOLL_UNDEFINED) {
         if (probe) rcoll_comm_free(probe, 0);
         if (st == RCOLL_OK) st = xst;
@@ -90,7 +148,8 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
     st = rcoll_comm_alloc(size, newrank, &comm->cfg, &c);
     if (st != RCOLL_OK) {
         rcoll_comm_free(probe, 0);
-        goto fail;
+        st = split_failed(comm, split_no, st);
+        goto out;
     }
     rcoll_comm_take_listeners(c, probe); /* and frees the probe */
     uint64_t ctx = comm->ctx ^ (0x9e3779b97f4a7c15ull * (split_no + 1));
@@ -112,7 +171,11 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
         c->algo.has_hostseg == comm->algo.has_hostseg && c->algo.has_cma == comm->algo.has_cma)
         memcpy(c->algo.fit, comm->algo.fit, sizeof(c->algo.fit));
     if (st == RCOLL_OK) st = rcoll_family_join(c, comm->family);
-    if (st != RCOLL_OK) goto fail;
+    if (st != RCOLL_OK) {
+        rcoll_comm_free(c, 0);
+        st = split_failed(comm, split_no, st);
+        goto out;
+    }
     RCOLL_INFO(INIT, "split: rank %d of the parent is rank %d of %d (color %d, key %d)",
                comm->rank, newrank, size, color, key);
     *newcomm = c;
@@ -120,9 +183,6 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
     free(members);
     return RCOLL_OK;
 
-fail:
-    rcoll_comm_set_error(comm, st, rcoll_err_get());
-    if (c) rcoll_comm_free(c, 0);
 out:
     free(all);
     free(members);

@@ -392,6 +392,16 @@ static int shm_pend_step(shm_listen_t *l, int i, shm_comm_t **comm_p, rcoll_stat
         bad = "not an rcoll shm handshake of this version";
     else
         bad = rcoll_shm_hello_check(&h, (size_t)n, l->nonce);
+    if (!bad && nfd == 0 && (mh.msg_flags & MSG_CTRUNC)) {
+        /* A valid hello whose descriptor the kernel dropped on the way in: this process has
+         * no descriptor free.  A local failure, not the peer's: the accept fails with it
+         * (silently dropping the connection leaves both sides waiting for the timeout). */
+        int pid = shm_peer_pid(fd);
+        *st_p = rcoll_err_set(RCOLL_ERR_SYSTEM, "shm accept: the segment descriptor sent by "
+                              "pid %d was dropped on receipt (MSG_CTRUNC): this process has no "
+                              "file descriptor free (RLIMIT_NOFILE: raise ulimit -n)", pid);
+        bad = "its segment descriptor was dropped: this process has no file descriptor free";
+    }
     if (!bad && (nfd != 1 || (mh.msg_flags & MSG_CTRUNC)))
         bad = "no segment (or more than one fd) attached";
 

@@ -107,3 +107,11 @@ rcoll_status_t rcoll_status_from_errno(int errnum)
         return RCOLL_ERR_SYSTEM;
     }
 }
+
+int rcoll_err_out_of_fds(const char *text)
+{
+    char a[128], b[128];
+    const char *emfile = strerror_r(EMFILE, a, sizeof(a));
+    const char *enfile = strerror_r(ENFILE, b, sizeof(b));
+    return text && (strstr(text, emfile) || strstr(text, enfile));
+}

@@ -26,5 +26,9 @@ void rcoll_err_clear(void);
 /* Map an errno from a socket call to a status: peer resets/closes are RCOLL_ERR_REMOTE,
  * ENOMEM is RCOLL_ERR_NO_MEMORY, everything else RCOLL_ERR_SYSTEM. */
 rcoll_status_t rcoll_status_from_errno(int errnum);
+/* Whether an error's text says this process ran out of file descriptors (EMFILE or ENFILE
+ * from a system call here, as rcoll_err_set_errno writes them): a local failure, whichever
+ * peer the call was for. */
+int rcoll_err_out_of_fds(const char *text);
 
 #endif
