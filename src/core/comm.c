@@ -14,6 +14,7 @@
 
 #include "algo/tree.h"
 #include "core/comm.h"
+#include "core/ras.h"
 #include "core/pair.h"
 #include "cuda/gpu.h"
 #include "topo/topo.h"
@@ -201,6 +202,7 @@ rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
     }
     f->refs++;
     c->family = f;
+    if (c->cfg.ras && !c->ras) c->ras = rcoll_ras_attach(c);
     c->fam_next = f->first;
     if (f->first) f->first->fam_prev = c;
     f->first = c;
@@ -214,6 +216,8 @@ static void family_leave(rcoll_comm_t c)
 {
     rcoll_family_t *f = c->family;
     if (!f) return;
+    rcoll_ras_detach(c->ras);
+    c->ras = NULL;
     rcoll_comm_unregister(c);
     if (c->fam_prev) c->fam_prev->fam_next = c->fam_next;
     else f->first = c->fam_next;

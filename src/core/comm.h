@@ -197,6 +197,9 @@ struct rcoll_comm {
     rcoll_bell_t **bells;
     int nbells;
     int sleeps;
+    /* RCOLL_RAS=1: this communicator's record for the process's status socket (core/ras.h),
+     * else NULL. */
+    struct rcoll_ras_rec *ras;
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;

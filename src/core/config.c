@@ -46,6 +46,10 @@ static const rcoll_knob_t core_knobs[] = {
          "microseconds a waiting rank keeps polling (spinning, then yielding the CPU) before "
          "it naps in 50 us steps: a peer late by less is noticed at once, a longer idle wait "
          "costs little CPU"),
+    KNOB("RCOLL_RAS", "0", INT, ras, 0, 1,
+         "1: each process answers who is stuck (every communicator's running operation, "
+         "what it waits on, since when) as JSON on the abstract unix socket "
+         "@rcoll-ras.<uid>.<pid>, to its own user only; tools/rcoll-top reads them"),
     KNOB("RCOLL_PROGRESS_THREAD", "0", INT, progress_thread, 0, 1,
          "1: each communicator gets a thread that progresses its nonblocking operations while "
          "the caller computes (rcoll_comm_config_t.progress_thread wins over this)"),

@@ -13,6 +13,7 @@
 
 #include "algo/reduce.h"
 #include "core/comm.h"
+#include "core/ras.h"
 #include "util/log.h"
 #include "util/ranks.h"
 #include "util/status.h"
@@ -156,6 +157,7 @@ static void complete_req(rcoll_comm_t comm, struct rcoll_request *prev,
         p2p_unreg(comm, &r->items[i]);
     r->complete = 1;
     r->status = st;
+    if (comm->ras) rcoll_ras_op_done(comm->ras, st);
     /* Whoever completes it (the progress thread, rcoll_test, another waiter) holds pt_lock:
      * wake the waiters that sleep, to look at theirs. */
     if (comm->pt_sleepers) pthread_cond_broadcast(&comm->pt_done_cv);
@@ -178,6 +180,7 @@ void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const ch
     if (comm->failed == RCOLL_OK) {
         comm->failed = st;
         rcoll_comm_set_error(comm, st, text);
+        if (comm->ras) rcoll_ras_failed(comm->ras, st, text);
     }
     while (comm->head) complete_head(comm, st);
 }
@@ -591,6 +594,14 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
     rcoll_status_t st = r->alg->progress(&comm->algo, &r->aop, moved);
     if (r->aop.nwant) want_peers(comm, r); /* a new phase */
     return st;
+}
+
+/* start_op, and the operation's record for RCOLL_RAS (core/ras.h). */
+static int begin_op(rcoll_comm_t comm, struct rcoll_request *r)
+{
+    int done = start_op(comm, r);
+    if (comm->ras) rcoll_ras_op_start(comm->ras, comm, r);
+    return done;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1074,7 +1085,7 @@ static int progress_pass(rcoll_comm_t comm)
             moved = 1;
             continue;
         }
-        if (!r->started && start_op(comm, r)) {
+        if (!r->started && begin_op(comm, r)) {
             finish_op(r);
             complete_head(comm, RCOLL_OK);
             moved = 1;
@@ -1105,6 +1116,7 @@ static int progress_pass(rcoll_comm_t comm)
         if (r->last_progress_ns == 0) r->last_progress_ns = now;
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
+            if (comm->ras) rcoll_ras_op_wait(comm->ras, comm, r, now);
             int culprit = -1;
             rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
             if (cst != RCOLL_OK && !mismatch_later(comm, r, cst)) {
@@ -1149,7 +1161,7 @@ static int progress_p2p_followers(rcoll_comm_t comm)
         rcoll_status_t st = RCOLL_INPROGRESS;
         if (r->preset != RCOLL_OK)
             st = r->preset;
-        else if (!r->started && start_op(comm, r))
+        else if (!r->started && begin_op(comm, r))
             st = RCOLL_OK;
         else {
             int progressed = 0;
