@@ -202,7 +202,7 @@ rcoll_status_t rcoll_family_join(rcoll_comm_t c, rcoll_family_t *f)
     }
     f->refs++;
     c->family = f;
-    if (c->cfg.ras && !c->ras) c->ras = rcoll_ras_attach(c);
+    if ((c->cfg.ras || c->cfg.flight_dir[0]) && !c->ras) c->ras = rcoll_ras_attach(c);
     c->fam_next = f->first;
     if (f->first) f->first->fam_prev = c;
     f->first = c;

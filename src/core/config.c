@@ -50,6 +50,10 @@ static const rcoll_knob_t core_knobs[] = {
          "1: each process answers who is stuck (every communicator's running operation, "
          "what it waits on, since when) as JSON on the abstract unix socket "
          "@rcoll-ras.<uid>.<pid>, to its own user only; tools/rcoll-top reads them"),
+    KNOB_STR("RCOLL_FLIGHT_DIR", "", flight_dir,
+             "directory of the flight recorder: on a watchdog report or a timeout each waiting "
+             "rank writes its communicator's record and last 16 operations there as "
+             "rcoll-flight.<id>.<rank>.json (tools/rcoll-flight merges a job's)"),
     KNOB("RCOLL_PROGRESS_THREAD", "0", INT, progress_thread, 0, 1,
          "1: each communicator gets a thread that progresses its nonblocking operations while "
          "the caller computes (rcoll_comm_config_t.progress_thread wins over this)"),

@@ -37,6 +37,7 @@ typedef struct rcoll_config {
     int progress_poll_us; /* ... and polls that long (spin, then yield) before naps */
     int wait;             /* RCOLL_WAIT: RCOLL_WAIT_AUTO, _SPIN or _SLEEP (rcoll.h) */
     int ras;              /* RCOLL_RAS: 1 = answer "who is stuck" on a unix socket (ras.h) */
+    char flight_dir[RCOLL_CFG_STR_MAX]; /* RCOLL_FLIGHT_DIR: the flight recorder's ("" off) */
     int sleep_after_us;   /* in sleep mode: polling before sleeping on the doorbell */
     /* data path */
     size_t chunk_size; /* pipeline chunk in bytes; 0 = derived from buffsize */

@@ -911,6 +911,7 @@ static void watchdog_report(rcoll_comm_t comm, struct rcoll_request *r, uint64_t
     }
     free(reached);
     RCOLL_WARN(COLL, "%s", out);
+    if (comm->ras) rcoll_ras_dump(comm->ras, "watchdog", out);
 }
 
 /* Called while operation r makes no progress: report it once when the watchdog's time has
@@ -996,6 +997,10 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
              r->aop.waiting_recv ? "waiting for data from" : "waiting for data to be taken by",
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
     snprintf(text, sizeof(text), "rank %d: %s", comm->rank, what);
+    if (comm->ras) {
+        rcoll_ras_op_wait(comm->ras, comm, r, now);
+        rcoll_ras_dump(comm->ras, "timeout", text);
+    }
     /* The peer may itself be waiting on another rank: the root collects every timeout report
      * and names the rank at the end of the chain. */
     rcoll_bs_report(comm->bs, peer, RCOLL_ERR_TIMEOUT, text);

@@ -23,6 +23,14 @@
 #include "util/time.h"
 
 #define RAS_TEXT 192
+#define RAS_HIST 16 /* operations kept for the flight recorder */
+
+typedef struct {
+    char op[64];
+    char call[RAS_TEXT];
+    uint64_t start_ns, end_ns; /* end 0: not finished */
+    rcoll_status_t st;
+} ras_hist_t;
 
 struct rcoll_ras_rec {
     struct rcoll_ras_rec *next, *prev;
@@ -38,6 +46,11 @@ struct rcoll_ras_rec {
     int waiting_peer, waiting_pid, waiting_recv;
     rcoll_status_t failed;
     char error[RAS_TEXT];
+    int serve;                /* RCOLL_RAS=1: listed for the status socket */
+    char flight_dir[256];     /* RCOLL_FLIGHT_DIR ("" none) */
+    ras_hist_t hist[RAS_HIST]; /* the last operations, hist[(started - 1) % RAS_HIST] newest */
+    uint64_t mono0_ns;        /* the monotonic clock at wall time wall0_s */
+    double wall0_s;
 };
 
 static pthread_mutex_t ras_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -68,6 +81,12 @@ void rcoll_ras_op_start(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
     memcpy(rec->call, call, sizeof(call));
     rec->start_ns = rec->progress_ns = now;
     rec->waiting_peer = rec->waiting_pid = -1;
+    ras_hist_t *h = &rec->hist[(rec->started - 1) % RAS_HIST];
+    snprintf(h->op, sizeof(h->op), "%s", op);
+    memcpy(h->call, call, sizeof(call));
+    h->start_ns = now;
+    h->end_ns = 0;
+    h->st = RCOLL_OK;
     pthread_mutex_unlock(&rec->lock);
 }
 
@@ -92,7 +111,12 @@ void rcoll_ras_op_done(rcoll_ras_rec_t *rec, rcoll_status_t st)
 {
     if (!rec) return;
     pthread_mutex_lock(&rec->lock);
-    if (rec->running) rec->finished++;
+    if (rec->running) {
+        rec->finished++;
+        ras_hist_t *h = &rec->hist[(rec->started - 1) % RAS_HIST];
+        h->end_ns = rcoll_now_ns();
+        h->st = st;
+    }
     rec->running = 0;
     if (st < 0 && rec->failed == RCOLL_OK) rec->failed = st;
     pthread_mutex_unlock(&rec->lock);
@@ -153,6 +177,7 @@ size_t rcoll_ras_json(char *buf, size_t len)
     pthread_mutex_lock(&ras_lock);
     int first = 1;
     for (rcoll_ras_rec_t *r = ras_list; r; r = r->next) {
+        if (!r->serve) continue;
         pthread_mutex_lock(&r->lock);
         rcoll_ras_rec_t c = *r;
         pthread_mutex_unlock(&r->lock);
@@ -189,6 +214,82 @@ size_t rcoll_ras_json(char *buf, size_t len)
 const char *rcoll_ras_socket_name(void)
 {
     return ras_server_pid == getpid() ? ras_name : "";
+}
+
+/* ---- the flight recorder ---- */
+
+void rcoll_ras_dump(rcoll_ras_rec_t *rec, const char *reason, const char *text)
+{
+    if (!rec || !rec->flight_dir[0]) return;
+    pthread_mutex_lock(&rec->lock);
+    rcoll_ras_rec_t c = *rec;
+    pthread_mutex_unlock(&rec->lock);
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    size_t cap = 16384 + RAS_HIST * 512;
+    char *buf = malloc(cap);
+    if (!buf) return;
+    out_t o = {buf, cap, 0};
+    uint64_t now = rcoll_now_ns();
+    double wall = c.wall0_s + (double)(now - c.mono0_ns) / 1e9;
+    put(&o, "{\"flight\":1,\"reason\":\"%s\",\"text\":", reason);
+    put_str(&o, text ? text : "");
+    put(&o, ",\"time\":%.6f,\"host\":", wall);
+    put_str(&o, host);
+    put(&o, ",\"pid\":%d,\"id\":\"%016llx\",\"name\":", (int)getpid(),
+        (unsigned long long)c.ctx);
+    put_str(&o, c.name);
+    put(&o, ",\"rank\":%d,\"nranks\":%d,\"started\":%llu,\"finished\":%llu", c.rank,
+        c.nranks, (unsigned long long)c.started, (unsigned long long)c.finished);
+    if (c.running) {
+        put(&o, ",\"running\":{\"op\":");
+        put_str(&o, c.op);
+        put(&o, ",\"call\":");
+        put_str(&o, c.call);
+        put(&o, ",\"for_s\":%.3f,\"idle_s\":%.3f", (now - c.start_ns) / 1e9,
+            (now - c.progress_ns) / 1e9);
+        if (c.waiting_peer >= 0)
+            put(&o, ",\"waiting_on\":%d,\"waiting_on_pid\":%d,\"waiting\":\"%s\"",
+                c.waiting_peer, c.waiting_pid, c.waiting_recv ? "recv" : "send");
+        put(&o, "}");
+    }
+    put(&o, ",\"history\":[");
+    uint64_t n = c.started < RAS_HIST ? c.started : RAS_HIST;
+    for (uint64_t i = 0; i < n; i++) { /* oldest first */
+        const ras_hist_t *h = &c.hist[(c.started - n + i) % RAS_HIST];
+        put(&o, "%s{\"n\":%llu,\"op\":", i ? "," : "",
+            (unsigned long long)(c.started - n + i + 1));
+        put_str(&o, h->op);
+        put(&o, ",\"call\":");
+        put_str(&o, h->call);
+        put(&o, ",\"start\":%.6f", c.wall0_s + (double)(h->start_ns - c.mono0_ns) / 1e9);
+        if (h->end_ns)
+            put(&o, ",\"end\":%.6f,\"status\":\"%s\"",
+                c.wall0_s + (double)(h->end_ns - c.mono0_ns) / 1e9,
+                h->st == RCOLL_OK ? "ok" : rcoll_status_string(h->st));
+        put(&o, "}");
+    }
+    put(&o, "]");
+    if (c.failed != RCOLL_OK) {
+        put(&o, ",\"error\":");
+        put_str(&o, c.error[0] ? c.error : rcoll_status_string(c.failed));
+    }
+    put(&o, "}\n");
+    char path[512], tmp[560];
+    snprintf(path, sizeof(path), "%s/rcoll-flight.%016llx.%d.json", c.flight_dir,
+             (unsigned long long)c.ctx, c.rank);
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    FILE *f = o.used < cap ? fopen(tmp, "w") : NULL;
+    int ok = f && fwrite(buf, 1, o.used, f) == o.used;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, path) == 0) {
+        RCOLL_WARN(COLL, "flight recorder (%s): wrote %s", reason, path);
+    } else {
+        if (f) unlink(tmp);
+        RCOLL_WARN(COLL, "flight recorder (%s): cannot write %s: %s", reason, path,
+                   strerror(errno));
+    }
+    free(buf);
 }
 
 /* ---- the answering thread ---- */
@@ -281,13 +382,19 @@ rcoll_ras_rec_t *rcoll_ras_attach(const struct rcoll_comm *comm)
     rcoll_ras_rec_t *r = calloc(1, sizeof(*r));
     if (!r) return NULL;
     pthread_mutex_init(&r->lock, NULL);
+    r->serve = comm->cfg.ras;
+    snprintf(r->flight_dir, sizeof(r->flight_dir), "%s", comm->cfg.flight_dir);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->mono0_ns = rcoll_now_ns();
+    r->wall0_s = (double)ts.tv_sec + ts.tv_nsec / 1e9;
     r->ctx = comm->ctx;
     snprintf(r->name, sizeof(r->name), "%s", comm->cfg.comm_name);
     r->rank = comm->rank;
     r->nranks = comm->nranks;
     r->waiting_peer = r->waiting_pid = -1;
     pthread_mutex_lock(&ras_lock);
-    if (server_start() != 0) {
+    if (r->serve && server_start() != 0) {
         int warn = !ras_warned;
         ras_warned = 1;
         pthread_mutex_unlock(&ras_lock);

@@ -4,7 +4,9 @@
  * finished, the one running: its number, call, since when, the last progress, which peer it
  * waits on); one thread per process answers "status" on an abstract unix socket
  * @rcoll-ras.<uid>.<pid> with the records as JSON, to callers of the same user (or root) only.
- * tools/rcoll-top finds those sockets and prints one table.
+ * tools/rcoll-top finds those sockets and prints one table.  With RCOLL_FLIGHT_DIR set the
+ * record (and the last operations) is also kept, served or not, and written to a file on a
+ * watchdog report or a timeout (the flight recorder).
  */
 #ifndef RCOLL_CORE_RAS_H
 #define RCOLL_CORE_RAS_H
@@ -33,6 +35,10 @@ void rcoll_ras_op_wait(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
 void rcoll_ras_op_done(rcoll_ras_rec_t *rec, rcoll_status_t st);
 void rcoll_ras_failed(rcoll_ras_rec_t *rec, rcoll_status_t st, const char *text);
 
+/* The flight recorder (RCOLL_FLIGHT_DIR): write the record and the last operations of the
+ * communicator to DIR/rcoll-flight.<id>.<rank>.json (replacing an earlier one), saying why
+ * (reason "watchdog" or "timeout", text its sentence); tools/rcoll-flight merges a job's. */
+void rcoll_ras_dump(rcoll_ras_rec_t *rec, const char *reason, const char *text);
 /* The JSON this process answers (for tests): written to buf (NUL-terminated, cut at len);
  * returns the length it needed. */
 size_t rcoll_ras_json(char *buf, size_t len);

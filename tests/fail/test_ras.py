@@ -7,17 +7,25 @@ time, exit 1, and print it in the table and in Prometheus form; after SIGCONT no
 stuck.  The status socket answers another user nothing (the library checks the caller's
 uid).
 
+The flight recorder (RCOLL_FLIGHT_DIR): the same job with a 4 s timeout and a 1 s watchdog,
+rank 2 stopped: ranks 0 and 1 write their records, and tools/rcoll-flight names rank 2 as the
+first to stall, in the operation the others' records are in.  Its other verdicts on records
+written here: a mismatch (one operation number, two calls) and a rank that is behind.
+
   python3 test_ras.py BUILD_DIR SOURCE_DIR
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 BUILD, SRC = sys.argv[1], sys.argv[2]
 TOP = os.path.join(SRC, "tools", "rcoll-top")
+FLIGHT = os.path.join(SRC, "tools", "rcoll-flight")
 passed = failed = skipped = 0
 
 
@@ -46,21 +54,130 @@ def job_rows(pids):
     return rc, d
 
 
+def start_job(**extra):
+    env = dict(os.environ, RCOLL_TIMEOUT="120", RCOLL_WATCHDOG_S="0")
+    env.update(extra)
+    return subprocess.Popen([os.path.join(BUILD, "tools", "rcoll-run"), "-n", "3",
+                             os.path.join(BUILD, "bench", "all_reduce_perf"), "-b", "64K",
+                             "-e", "64K", "-n", "1000", "-N", "0", "-c", "0"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def stop_job(job):
+    try:
+        os.killpg(job.pid, signal.SIGCONT)
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    job.wait()
+
+
 def main():
-    env = dict(os.environ, RCOLL_RAS="1", RCOLL_TIMEOUT="120", RCOLL_WATCHDOG_S="0")
-    job = subprocess.Popen([os.path.join(BUILD, "tools", "rcoll-run"), "-n", "3",
-                            os.path.join(BUILD, "bench", "all_reduce_perf"), "-b", "64K",
-                            "-e", "64K", "-n", "1000", "-N", "0", "-c", "0"],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           start_new_session=True)
+    job = start_job(RCOLL_RAS="1")
     try:
         run(job)
     finally:
-        os.killpg(job.pid, signal.SIGCONT)
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
+        stop_job(job)
+    d = tempfile.mkdtemp(prefix="rcoll-flight-")
+    job = start_job(RCOLL_RAS="1", RCOLL_FLIGHT_DIR=d, RCOLL_TIMEOUT="4",
+                    RCOLL_WATCHDOG_S="1")
+    try:
+        flight_job(job, d)
+    finally:
+        stop_job(job)
+        shutil.rmtree(d, ignore_errors=True)
+    flight_verdicts()
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
+
+
+def ranks_of(job):
+    """rank -> rcoll-top row of the job's three ranks, once they all answer."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        kids = subprocess.run(["pgrep", "-s", str(job.pid), "-f", "all_reduce_perf"],
+                              capture_output=True, text=True).stdout.split()
+        rc, d = job_rows({int(x) for x in kids})
+        if d and len([r for r in d["rows"] if r["state"] != "not answering"]) == 3:
+            return {r["rank"]: r for r in d["rows"]}
+        time.sleep(0.2)
+    return {}
+
+
+def flight_job(job, d):
+    by_rank = ranks_of(job)
+    check(sorted(by_rank) == [0, 1, 2], f"flight job: ranks 0-2 answer: {sorted(by_rank)}")
+    if sorted(by_rank) != [0, 1, 2]:
+        return
+    p2 = by_rank[2]["pid"]
+    os.kill(p2, signal.SIGSTOP)
+    want = {f"{by_rank[0]['comm']}.{k}" for k in (0, 1)}
+    deadline = time.monotonic() + 15
+    reasons = {}
+    while time.monotonic() < deadline:
+        reasons = {}
+        for f in os.listdir(d):
+            if f.startswith("rcoll-flight.") and f.endswith(".json"):
+                try:
+                    reasons[f[len("rcoll-flight."):-5]] = json.load(open(os.path.join(d, f)))["reason"]
+                except (OSError, ValueError):
+                    pass
+        if set(reasons) >= want and all(reasons.get(k) == "timeout" for k in want):
+            break
+        time.sleep(0.3)
+    check(set(reasons) == want and all(v == "timeout" for v in reasons.values()),
+          f"ranks 0 and 1 (not the stopped rank 2) wrote their records at the timeout: {reasons}")
+    recs = [json.load(open(os.path.join(d, f"rcoll-flight.{k}.json"))) for k in sorted(want)]
+    nums = {r["started"] for r in recs}
+    check(all(r.get("running", {}).get("waiting_on") == 2 and
+              r["running"]["waiting_on_pid"] == p2 and len(r["history"]) == 16 for r in recs)
+          and len(nums) == 1, f"each record: waiting on rank 2 (pid {p2}) in one operation "
+          f"({nums}), with its last 16 operations")
+    p = subprocess.run([sys.executable, FLIGHT, d], capture_output=True, text=True)
+    num = nums.pop() if len(nums) == 1 else -1
+    check(p.returncode == 1 and f"rank 2 (pid {p2}) stalled first" in p.stdout
+          and f"ranks 0, 1 waited on it in operation #{num}" in p.stdout,
+          "rcoll-flight names rank 2, in the others' operation:\n" + p.stdout + p.stderr)
+
+
+def flight_verdicts():
+    """rcoll-flight's other verdicts, on records written here."""
+    def rec(rank, started, call=None, waits=None):
+        r = {"flight": 1, "reason": "timeout", "text": "", "time": 0, "host": "h",
+             "pid": 100 + rank, "id": "00000000000000aa", "name": "", "rank": rank,
+             "nranks": 3, "started": started, "finished": started - (1 if call else 0),
+             "history": []}
+        if call:
+            r["running"] = {"op": f"operation #{started}", "call": call, "for_s": 5.0,
+                            "idle_s": 5.0}
+            if waits is not None:
+                r["running"].update(waiting_on=waits, waiting_on_pid=100 + waits,
+                                    waiting="recv")
+        return r
+
+    cases = {
+        "mismatch": ([rec(0, 5, "allreduce(count=4, int32, sum)", 2),
+                      rec(1, 5, "allreduce(count=4, int32, sum)", 2),
+                      rec(2, 5, "bcast(count=4, int32, root=0)", 0)],
+                     "mismatch in operation #5: ranks 0, 1 called allreduce(count=4, int32, "
+                     "sum); rank 2 called bcast(count=4, int32, root=0)"),
+        "behind": ([rec(0, 5, "allreduce(count=4, int32, sum)", 2),
+                    rec(1, 5, "allreduce(count=4, int32, sum)", 0),
+                    rec(2, 4)],
+                   "rank 2 (pid 102) is behind: its last operation is #4 while others are in "
+                   "#5; rank 0 waits on it"),
+    }
+    for name, (recs, want) in cases.items():
+        d = tempfile.mkdtemp(prefix="rcoll-flight-")
+        try:
+            for r in recs:
+                json.dump(r, open(os.path.join(d, f"rcoll-flight.{r['id']}.{r['rank']}.json"), "w"))
+            p = subprocess.run([sys.executable, FLIGHT, d], capture_output=True, text=True)
+            check(p.returncode == 1 and want in p.stdout,
+                  f"rcoll-flight, {name}: '{want}' in:\n{p.stdout}{p.stderr}")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def run(job):
