@@ -607,9 +607,19 @@ static void run_sweep(perf_ctx_t *c, perf_op_t *o)
         s = n;
     }
     if (c->opt.mem_report) {
-        char line[128], d[32];
+        char line[320], d[32], st[32], sg[32], hs[32], gp[32];
         fmt_mem(d, sizeof(d), (double)mem_usage(c) - (double)before);
         snprintf(line, sizeof(line), "#                        after the sweep: %s\n", d);
+        memlog_add(c, line);
+        rcoll_mem_stats_t m;
+        lib_check(c, "rcoll_comm_mem_stats", rcoll_comm_mem_stats(c->comm, &m, sizeof(m)));
+        fmt_mem(st, sizeof(st), (double)m.state);
+        fmt_mem(sg, sizeof(sg), (double)m.staging);
+        fmt_mem(hs, sizeof(hs), (double)m.host_segment);
+        fmt_mem(gp, sizeof(gp), (double)m.gpu_staging);
+        snprintf(line, sizeof(line), "#                        by part: state %s, staging %s, "
+                 "host segment %s, GPU staging %s; %d connections to %d of %d peers\n", st, sg,
+                 hs, gp, m.connections, m.peers, c->nranks - 1);
         memlog_add(c, line);
     }
 }

@@ -248,6 +248,26 @@ rcoll_status_t rcoll_comm_host(rcoll_comm_t comm, int rank, int *host, int *nhos
  * collectives below).  Errors: RCOLL_ERR_INVALID_ARG. */
 rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes);
 
+/* What rcoll_comm_mem_usage counts, by part, and the connections behind it. */
+typedef struct {
+    size_t total;        /* = rcoll_comm_mem_usage */
+    size_t state;        /* the communicator, its per-rank tables, connection bookkeeping,
+                          * requests and their counts arrays */
+    size_t staging;      /* the host staging area its connections receive into
+                          * (about RCOLL_BUFFSIZE) */
+    size_t host_segment; /* this rank's share of the segment its host's ranks share */
+    size_t gpu_staging;  /* pinned host areas for CUDA device buffers (blocking, nonblocking
+                          * and stream-ordered calls) */
+    int connections;     /* open connections, each direction counted (made on first use) */
+    int peers;           /* ranks it has at least one connection with */
+} rcoll_mem_stats_t;
+
+/* comm's memory by part and its connections.  stats_size: sizeof(rcoll_mem_stats_t) as the
+ * caller was compiled (fields past it are not written, so an older caller stays safe).
+ * Errors: RCOLL_ERR_INVALID_ARG (NULL stats, stats_size 0, a destroyed communicator). */
+rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
+                                    size_t stats_size);
+
 /* Release a communicator.  Outstanding requests must have completed (rcoll_wait) or their
  * results are lost.  The rank hosting the bootstrap root waits, up to RCOLL_TIMEOUT, for the
  * other ranks to destroy theirs, so that a late rank's failure can still be reported.  With

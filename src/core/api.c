@@ -105,6 +105,32 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
+                                    size_t stats_size)
+{
+    if (check_live(comm, "rcoll_comm_mem_stats") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
+    if (!stats || stats_size == 0)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_comm_mem_stats: %s",
+                         stats ? "stats_size is 0" : "stats is NULL");
+    rcoll_mem_stats_t m;
+    memset(&m, 0, sizeof(m));
+    size_t reqs = 0;
+    for (struct rcoll_request *r = comm->free_reqs; r; r = r->next) reqs += sizeof(*r);
+    m.staging = comm->mem_staging;
+    m.host_segment = comm->mem_hostseg;
+    m.state = comm->mem_bytes - comm->mem_staging - comm->mem_hostseg + reqs;
+    m.gpu_staging = rcoll_stage_bytes(comm) + rcoll_stream_bytes(comm);
+    m.total = m.state + m.staging + m.host_segment + m.gpu_staging;
+    for (int p = 0; p < comm->nranks; p++) {
+        int k = (comm->link.send_comms && comm->link.send_comms[p] != NULL) +
+                (comm->link.recv_comms && comm->link.recv_comms[p] != NULL);
+        m.connections += k;
+        m.peers += k > 0;
+    }
+    memcpy(stats, &m, stats_size < sizeof(m) ? stats_size : sizeof(m));
+    return RCOLL_OK;
+}
+
 /* Before destroy or abort: wait until the stream calls enqueued on comm have all run (their
  * host functions use it); abort first tells those not started to run nothing.  Refused
  * (the communicator left alive) when they have not run within RCOLL_TIMEOUT + 10 s. */

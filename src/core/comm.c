@@ -50,6 +50,7 @@ static rcoll_status_t alloc_staging(rcoll_comm_t c)
     if (posix_memalign((void **)&c->link.staging, 4096, bytes) != 0)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "cannot allocate %zu bytes of staging", bytes);
     c->mem_bytes += bytes;
+    c->mem_staging += bytes;
     for (int p = 0; p < c->nranks; p++) {
         if (!c->link.recv_comms[p]) continue;
         rcoll_status_t st = c->link.tps[p]->reg_mr(c->link.recv_comms[p], c->link.staging,
@@ -939,6 +940,7 @@ static rcoll_status_t setup_hostseg(rcoll_comm_t c)
     c->sig_area = c->hostseg.base + os_size + ts_size + cma_size;
     c->ipc_area = c->sig_area + sig_size;
     c->mem_bytes += size / (size_t)c->nranks; /* this rank's share of the host segment */
+    c->mem_hostseg += size / (size_t)c->nranks;
     if (!algs) {
         RCOLL_INFO(INIT, "host segment: %zu B (call signatures only)", size);
         return RCOLL_OK;

@@ -203,6 +203,7 @@ struct rcoll_comm {
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;
+    size_t mem_staging, mem_hostseg; /* parts of mem_bytes (rcoll_comm_mem_stats) */
     /* Pinned host memory for staging device buffers (cuda/gpu.h; made at the first call with
      * device buffers, freed by rcoll_comm_free), or NULL. */
     struct rcoll_gpu_stage *gpu_stage;

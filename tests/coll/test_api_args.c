@@ -3,6 +3,7 @@
  * problem, touches no buffer, and leaves the communicator usable.
  */
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <arpa/inet.h>
@@ -203,7 +204,37 @@ static int mem_bound(rcoll_comm_t comm, int rank, int n, void *arg)
         fprintf(stderr, "rank %d: communicator uses %zu bytes, bound %zu\n", rank, used, bound);
         return 1;
     }
-    return 0;
+    /* the same bytes by part, and the connections the all-reduce opened */
+    rcoll_mem_stats_t m;
+    memset(&m, 0xab, sizeof(m));
+    int bad = 0;
+    if (rcoll_comm_mem_stats(comm, &m, sizeof(m)) != RCOLL_OK || m.total != used ||
+        m.state + m.staging + m.host_segment + m.gpu_staging != m.total || m.staging == 0 ||
+        m.staging > bs || m.state == 0 || m.gpu_staging != 0 || m.peers < 1 ||
+        m.peers > n - 1 || m.connections < m.peers || m.connections > 2 * m.peers) {
+        fprintf(stderr, "rank %d: mem_stats total %zu (usage %zu) state %zu staging %zu host "
+                "segment %zu gpu %zu, %d connections to %d peers of %d\n", rank, m.total, used,
+                m.state, m.staging, m.host_segment, m.gpu_staging, m.connections, m.peers,
+                n - 1);
+        bad = 1;
+    }
+    /* an older caller's smaller struct: nothing written past it */
+    rcoll_mem_stats_t o;
+    memset(&o, 0xcd, sizeof(o));
+    size_t part = offsetof(rcoll_mem_stats_t, connections);
+    if (rcoll_comm_mem_stats(comm, &o, part) != RCOLL_OK || o.total != used ||
+        o.connections != (int)0xcdcdcdcd || o.peers != (int)0xcdcdcdcd) {
+        fprintf(stderr, "rank %d: mem_stats with a short struct wrote past it\n", rank);
+        bad = 1;
+    }
+    if (rcoll_comm_mem_stats(comm, NULL, sizeof(m)) != RCOLL_ERR_INVALID_ARG ||
+        !strstr(rcoll_comm_last_error(comm), "stats is NULL") ||
+        rcoll_comm_mem_stats(comm, &m, 0) != RCOLL_ERR_INVALID_ARG) {
+        fprintf(stderr, "rank %d: mem_stats bad arguments not refused: %s\n", rank,
+                rcoll_comm_last_error(comm));
+        bad = 1;
+    }
+    return bad;
 }
 
 /* torchrun-style launch: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (rcoll uses port + 1). */

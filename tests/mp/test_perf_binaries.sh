@@ -62,6 +62,10 @@ RCOLL_PROTO=cma RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=SHM SINGLE_COPY=1 \
 # imbalance_bench (no nccl-tests verdict line): a late rank's all-reduce, one row per sleep.
 NRANKS=3 WANT_N=2 WANT_RE='^(\[0\] )? +4096 +(0|2000) +[0-9.]+$' \
     check imbalance_bench -b 4096 -s 0,2000 -n 5
+# -M 1: the library's memory by part after the sweep (rcoll_comm_mem_stats); 3 ranks on one
+# host, every peer connected by the all-reduce, staging and host segment in use.
+NRANKS=3 WANT_RE='by part: state [0-9.]+ [KM]?B, staging [0-9.]+ [KM]B, host segment [0-9.]+ [KM]B, GPU staging 0 B; [2-4] connections to 2 of 2 peers' \
+    check all_reduce_perf -b 1M -e 1M -n 2 -w 1 -M 1
 # Only pairs rcoll does not define (a bitwise op on a float): a usage error (6) saying why.
 NRANKS=2 WANT_RC=6 WANT_RE='band, bor and bxor take integer and bool types' \
     check all_reduce_perf -b 8 -e 8 -d float,half -o bxor
