@@ -542,6 +542,17 @@ rcoll_status_t rcoll_comm_split(rcoll_comm_t comm, int color, int key, rcoll_com
  * and key = rank). */
 rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm);
 
+/* Revoke comm on every rank, from any rank and any thread (also while another thread waits
+ * in a call on it): the operations in flight on it fail, on every rank, within a few
+ * milliseconds of the root's relay (RCOLL_ERR_REMOTE, "... revoked by rank R (host pid P)"),
+ * and later calls on it are refused (RCOLL_ERR_INVALID_USAGE), so that every rank can leave
+ * what it was doing and shrink (rcoll_comm_shrink: with nobody dead, a new communicator of
+ * the same ranks) or destroy it.  Other communicators sharing its bootstrap (its parent, its
+ * splits) are not affected.  Revoking twice is a no-op.  An operation whose inputs had all
+ * arrived may still complete on a rank that has not read the revoke yet; its next call there
+ * fails.  Errors: RCOLL_ERR_INVALID_ARG (a NULL or destroyed communicator). */
+rcoll_status_t rcoll_comm_revoke(rcoll_comm_t comm);
+
 /* Survivors continue: after a failure (a rank died or aborted), the ranks still alive agree,
  * through the bootstrap root, on who they are and get a new communicator of just them, ranked
  * in their order in comm (no new unique id).  Allowed on a failed communicator (whose other

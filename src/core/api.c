@@ -24,6 +24,7 @@
 #include "core/plan.h"
 #include "cuda/gpu.h"
 #include "rcoll_build.h"
+#include "util/bell.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -213,6 +214,10 @@ static rcoll_status_t check_comm_call(rcoll_comm_t comm, const rcoll_call_t *cal
     /* stream-ordered one-kernel all-reduces that have run: did any fail? (not from a host
      * function's thread: the enqueuing thread owns their records) */
     if (__builtin_expect(!call->in_host && comm->ipc_fl_busy != 0, 0)) rcoll_api_ipc_poll(comm);
+    if (comm->failed == RCOLL_OK &&
+        atomic_load_explicit(&comm->revoked, memory_order_acquire))
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: %s (shrink or destroy it)", fn,
+                         comm->revoke_text);
     if (comm->failed != RCOLL_OK) {
         if (strncmp(comm->last_error, "communicator failed earlier", 27) != 0) {
             char keep[RCOLL_LAST_ERROR_MAX];
@@ -877,6 +882,32 @@ rcoll_status_t rcoll_comm_dup(rcoll_comm_t comm, rcoll_comm_t *newcomm)
     if (st == RCOLL_OK) st = comm_enter(comm, "rcoll_comm_dup");
     if (st != RCOLL_OK) return st;
     return comm_leave(comm, rcoll_comm_split_run(comm, 0, comm->rank, newcomm));
+}
+
+/* No entry: another thread may be waiting in a call on comm (that is what revoke is for);
+ * the flag and the root's message reach it at its next control poll. */
+rcoll_status_t rcoll_comm_revoke(rcoll_comm_t comm)
+{
+    rcoll_status_t st = check_live(comm, "rcoll_comm_revoke");
+    if (st != RCOLL_OK) return st;
+    if (atomic_load_explicit(&comm->revoked, memory_order_acquire)) return RCOLL_OK;
+    char pbuf[128], text[RCOLL_BS_TEXT_MAX];
+    snprintf(text, sizeof(text), "communicator %s%s%s(id %016llx) revoked by %s",
+             comm->cfg.comm_name[0] ? "\"" : "", comm->cfg.comm_name,
+             comm->cfg.comm_name[0] ? "\" " : "", (unsigned long long)comm->ctx,
+             rcoll_comm_peer_name(comm, comm->rank, pbuf, sizeof(pbuf)));
+    snprintf(comm->revoke_text, sizeof(comm->revoke_text), "%s", text);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&comm->revoked, &expected, 1,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return RCOLL_OK; /* another thread was first */
+    RCOLL_WARN(COLL, "%s", text);
+    rcoll_bs_revoke(comm->bs, comm->ctx, comm->rank, text);
+    if (comm->bell_self) { /* a waiter asleep here wakes */
+        rcoll_bell_fence();
+        rcoll_bell_ring(comm->bell_self);
+    }
+    return RCOLL_OK;
 }
 
 /* Allowed on a failed communicator: that is what it is for. */

@@ -39,6 +39,7 @@
 
 #define BS_SIGS_PER_MEMBER 8 /* signatures the root relays for one rank, at most */
 #define BS_SIGS_KEPT 32      /* distinct signatures a rank keeps */
+#define BS_REVOKED_KEPT 64   /* revoked communicators a rank remembers */
 
 _Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
 
@@ -102,7 +103,12 @@ void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev)
     const char *payload = (const char *)msg + sizeof(h);
     memset(ev, 0, sizeof(*ev));
     int sig_sized = h.len == sizeof(rcoll_bs_sig_t);
-    if (h.type == BS_SIG) {
+    if (h.type == BS_REVOKE) {
+        if (h.len != sizeof(bs_revoke_t)) return;
+        ev->kind = RCOLL_BS_EV_REVOKE;
+        memcpy(&ev->revoke, payload, sizeof(ev->revoke));
+        ev->revoke.text[sizeof(ev->revoke.text) - 1] = '\0';
+    } else if (h.type == BS_SIG) {
         if (!sig_sized) return;
         ev->kind = RCOLL_BS_EV_SIG;
         memcpy(&ev->sig, payload, sizeof(ev->sig));
@@ -693,6 +699,18 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         root_shrink_request(r, k, &ev.shrink);
         return;
     }
+    if (ev.kind == RCOLL_BS_EV_REVOKE) {
+        /* one communicator revoked: every other rank is told (those not in it ignore it) */
+        RCOLL_INFO(BOOTSTRAP, "root: communicator %016llx revoked: %s",
+                   (unsigned long long)ev.revoke.ctx, ev.revoke.text);
+        for (int j = 0; j < r->nranks; j++) {
+            bs_member_t *o = r->members[j];
+            if (j == k || !o || o->fd < 0 || o->left) continue;
+            bs_send_msg(o->fd, BS_REVOKE, &ev.revoke, sizeof(ev.revoke),
+                        rcoll_now_ns() + 100000000ull);
+        }
+        return;
+    }
     if (ev.kind == RCOLL_BS_EV_BYE) {
         m->left = 1;
         member_close(m);
@@ -927,6 +945,8 @@ struct rcoll_bootstrap {
     int nsigs;
     rcoll_bs_wdog_t wdog; /* the root's latest watchdog answer */
     int has_wdog;
+    bs_revoke_t revoked[BS_REVOKED_KEPT]; /* communicators revoked by other ranks */
+    int nrevoked;
     int rank;      /* this rank's number in the bootstrap */
     int members;   /* ranks in the job now (rcoll_bs_members) */
     char excluded[RCOLL_BS_TEXT_MAX]; /* the root excluded this rank from a shrink: why */
@@ -1129,6 +1149,12 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             bs->has_wdog = 1;
             continue;
         }
+        if (ev.kind == RCOLL_BS_EV_REVOKE) {
+            int dup = 0;
+            for (int i = 0; i < bs->nrevoked && !dup; i++) dup = bs->revoked[i].ctx == ev.revoke.ctx;
+            if (!dup && bs->nrevoked < BS_REVOKED_KEPT) bs->revoked[bs->nrevoked++] = ev.revoke;
+            continue;
+        }
         if (ev.kind == RCOLL_BS_EV_EXCLUDED) /* a shrink left this rank out (a FAIL as well) */
             snprintf(bs->excluded, sizeof(bs->excluded), "%s", ev.note.text);
         if (bs->failed) continue;
@@ -1265,6 +1291,35 @@ int rcoll_bs_members(const rcoll_bootstrap_t *bs)
 int rcoll_bs_rank(const rcoll_bootstrap_t *bs)
 {
     return bs ? bs->rank : -1;
+}
+
+void rcoll_bs_revoke(rcoll_bootstrap_t *bs, uint64_t ctx, int rank, const char *text)
+{
+    if (!bs || bs->fd < 0) return;
+    bs_revoke_t m;
+    memset(&m, 0, sizeof(m));
+    m.ctx = ctx;
+    m.rank = rank;
+    snprintf(m.text, sizeof(m.text), "%s", text);
+    pthread_mutex_lock(&bs->lock);
+    bs_send_locked(bs, BS_REVOKE, &m, sizeof(m), rcoll_now_ns() + 100000000ull);
+    pthread_mutex_unlock(&bs->lock);
+}
+
+int rcoll_bs_revoked(rcoll_bootstrap_t *bs, uint64_t ctx, int *rank, char *text, size_t len)
+{
+    if (!bs) return 0;
+    int found = 0;
+    pthread_mutex_lock(&bs->lock);
+    bs_pump(bs);
+    for (int i = 0; i < bs->nrevoked && !found; i++) {
+        if (bs->revoked[i].ctx != ctx) continue;
+        found = 1;
+        if (rank) *rank = bs->revoked[i].rank;
+        if (text) snprintf(text, len, "%s", bs->revoked[i].text);
+    }
+    pthread_mutex_unlock(&bs->lock);
+    return found;
 }
 
 /* Why no decision can come: the connection to the root ended. */

@@ -172,6 +172,11 @@ rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_
 int rcoll_bs_members(const rcoll_bootstrap_t *bs);
 /* This rank's number in the bootstrap (-1 for NULL). */
 int rcoll_bs_rank(const rcoll_bootstrap_t *bs);
+/* Revoke communicator ctx (this rank is rank of it): the root tells every other rank. */
+void rcoll_bs_revoke(rcoll_bootstrap_t *bs, uint64_t ctx, int rank, const char *text);
+/* 1 when another rank revoked communicator ctx (what has arrived is read first): *rank the
+ * revoking rank, text its sentence. */
+int rcoll_bs_revoked(rcoll_bootstrap_t *bs, uint64_t ctx, int *rank, char *text, size_t len);
 /* Share the control connection with a sub-communicator (one more rcoll_bs_leave needed).
  * Communicators of one family are used from one thread at a time, like each of them. */
 rcoll_bootstrap_t *rcoll_bs_ref(rcoll_bootstrap_t *bs);

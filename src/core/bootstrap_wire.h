@@ -16,7 +16,7 @@
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
-       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY };
+       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY, BS_REVOKE };
 
 typedef struct {
     uint32_t magic;
@@ -48,6 +48,15 @@ typedef struct {
     rcoll_bs_member_t member;
 } bs_shrunk_t;
 
+/* A communicator revoked by one of its ranks (BS_REVOKE: to the root, relayed to every other
+ * rank): the communicators with that id fail; the others sharing the bootstrap do not. */
+typedef struct {
+    uint64_t ctx;
+    int32_t rank; /* the revoking rank, in that communicator */
+    int32_t pad;
+    char text[RCOLL_BS_TEXT_MAX];
+} bs_revoke_t;
+
 /* The largest control message after the hello and the table. */
 typedef union {
     bs_note_t note;
@@ -55,6 +64,7 @@ typedef union {
     rcoll_bs_shrink_req_t shrink; /* SHRINK */
     bs_shrunk_t shrunk;           /* SHRUNK */
     rcoll_bs_wdog_t wdog;         /* WDOG_REPLY */
+    bs_revoke_t revoke;           /* REVOKE */
 } bs_payload_t;
 
 /* The buffer a control message (header and at most the largest payload) is read into. */
@@ -78,7 +88,8 @@ typedef enum {
     RCOLL_BS_EV_WDOG,       /* (to the root) a watchdog's question: sig */
     RCOLL_BS_EV_SHRUNK,     /* (to a rank) one member of a shrink's result: shrunk */
     RCOLL_BS_EV_EXCLUDED,   /* (to a rank) left out of a shrink, a failure too: note */
-    RCOLL_BS_EV_WDOG_REPLY  /* (to a rank) the root's watchdog answer: wdog */
+    RCOLL_BS_EV_WDOG_REPLY, /* (to a rank) the root's watchdog answer: wdog */
+    RCOLL_BS_EV_REVOKE      /* a communicator revoked (to the root: relay it): revoke */
 } rcoll_bs_event_kind_t;
 
 typedef struct {
@@ -88,6 +99,7 @@ typedef struct {
     rcoll_bs_shrink_req_t shrink;
     bs_shrunk_t shrunk;
     rcoll_bs_wdog_t wdog;
+    bs_revoke_t revoke;
 } rcoll_bs_event_t;
 
 /* A complete control message in its buffer of RCOLL_BS_CTL_BYTES (whose header passed

@@ -200,6 +200,10 @@ struct rcoll_comm {
     /* RCOLL_RAS=1: this communicator's record for the process's status socket (core/ras.h),
      * else NULL. */
     struct rcoll_ras_rec *ras;
+    /* rcoll_comm_revoke: set (release) by the revoking thread after revoke_text; a waiting
+     * thread fails its operations at its next control poll, later calls are refused. */
+    _Atomic int revoked;
+    char revoke_text[256];
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;

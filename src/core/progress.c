@@ -596,6 +596,25 @@ static rcoll_status_t run_op(rcoll_comm_t comm, struct rcoll_request *r, int *mo
     return st;
 }
 
+/* Revoked (rcoll_comm_revoke) here, by another thread, or by another rank (the root relays
+ * it): the queue fails with the revoking rank's sentence.  1 if so. */
+static int revoke_check(rcoll_comm_t comm)
+{
+    char text[RCOLL_LAST_ERROR_MAX];
+    int culprit = comm->rank;
+    if (atomic_load_explicit(&comm->revoked, memory_order_acquire)) {
+        snprintf(text, sizeof(text), "%s", comm->revoke_text);
+    } else {
+        char why[RCOLL_BS_TEXT_MAX];
+        if (!rcoll_bs_revoked(comm->bs, comm->ctx, &culprit, why, sizeof(why))) return 0;
+        snprintf(text, sizeof(text), "rank %d: %s", comm->rank, why);
+        snprintf(comm->revoke_text, sizeof(comm->revoke_text), "%s", why);
+        atomic_store_explicit(&comm->revoked, 1, memory_order_release);
+    }
+    rcoll_comm_fail(comm, RCOLL_ERR_REMOTE, culprit, text);
+    return 1;
+}
+
 /* start_op, and the operation's record for RCOLL_RAS (core/ras.h). */
 static int begin_op(rcoll_comm_t comm, struct rcoll_request *r)
 {
@@ -954,6 +973,9 @@ static int await_verdict(rcoll_comm_t comm, uint64_t wait_ns)
 /* A data-path error: find out who is really at fault, tell everyone, fail the queue. */
 static void data_path_failed(rcoll_comm_t comm, struct rcoll_request *r, rcoll_status_t st)
 {
+    /* a peer that left a revoked communicator (destroyed it) breaks its connections: the
+     * revoke is the cause, not that peer */
+    if (revoke_check(comm)) return;
     char detail[RCOLL_ERR_TEXT_MAX], text[RCOLL_LAST_ERROR_MAX], pbuf[128];
     snprintf(detail, sizeof(detail), "%s", rcoll_err_get());
     int peer = r->aop.err_peer;
@@ -1122,6 +1144,7 @@ static int progress_pass(rcoll_comm_t comm)
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
             if (comm->ras) rcoll_ras_op_wait(comm->ras, comm, r, now);
+            if (revoke_check(comm)) return 1;
             int culprit = -1;
             rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
             if (cst != RCOLL_OK && !mismatch_later(comm, r, cst)) {
