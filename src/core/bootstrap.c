@@ -1293,6 +1293,22 @@ int rcoll_bs_rank(const rcoll_bootstrap_t *bs)
     return bs ? bs->rank : -1;
 }
 
+rcoll_status_t rcoll_bs_await_verdict(rcoll_bootstrap_t *bs, uint64_t wait_ns, int *culprit)
+{
+    uint64_t until = rcoll_now_ns() + wait_ns;
+    for (;;) {
+        int who = -1;
+        rcoll_status_t st = rcoll_bs_poll(bs, &who);
+        if (st != RCOLL_OK) {
+            if (culprit) *culprit = who;
+            return st;
+        }
+        if (rcoll_now_ns() >= until) return RCOLL_OK;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void rcoll_bs_revoke(rcoll_bootstrap_t *bs, uint64_t ctx, int rank, const char *text)
 {
     if (!bs || bs->fd < 0) return;

@@ -172,6 +172,10 @@ rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_
 int rcoll_bs_members(const rcoll_bootstrap_t *bs);
 /* This rank's number in the bootstrap (-1 for NULL). */
 int rcoll_bs_rank(const rcoll_bootstrap_t *bs);
+/* Poll the control connection for up to wait_ns (2 ms steps) for the root's verdict on a
+ * failure: RCOLL_OK when none came, else its status (rcoll_err_get() its sentence, *culprit
+ * the rank it names, -1 unknown).  culprit may be NULL. */
+rcoll_status_t rcoll_bs_await_verdict(rcoll_bootstrap_t *bs, uint64_t wait_ns, int *culprit);
 /* Revoke communicator ctx (this rank is rank of it): the root tells every other rank. */
 void rcoll_bs_revoke(rcoll_bootstrap_t *bs, uint64_t ctx, int rank, const char *text);
 /* 1 when another rank revoked communicator ctx (what has arrived is read first): *rank the

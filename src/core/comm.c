@@ -752,14 +752,8 @@ static rcoll_status_t setup_failed(rcoll_comm_t c, rcoll_status_t st)
      * looks like from here) */
     if (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_PROTOCOL || st == RCOLL_ERR_TIMEOUT ||
         st == RCOLL_ERR_UNSUPPORTED) {
-        uint64_t until = rcoll_now_ns() + 300000000ull;
-        while (rcoll_now_ns() < until) {
-            int culprit = -1;
-            rcoll_status_t cst = rcoll_bs_poll(c->bs, &culprit);
-            if (cst != RCOLL_OK) return cst; /* the root's text is the error now */
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
-        }
+        rcoll_status_t cst = rcoll_bs_await_verdict(c->bs, 300000000ull, NULL);
+        if (cst != RCOLL_OK) return cst; /* the root's text is the error now */
     }
     if (st == RCOLL_ERR_INVALID_USAGE && c->bs) {
         /* A mismatched set-up collective (RCOLL_ALGO differs between ranks): the root has

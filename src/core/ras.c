@@ -164,6 +164,20 @@ static void put_str(out_t *o, const char *s)
     put(o, "\"");
 }
 
+/* The running operation's fields: first, right after a '{'; else after a field (a comma). */
+static void put_running(out_t *o, const rcoll_ras_rec_t *c, uint64_t now, int first)
+{
+    put(o, "%s\"op\":", first ? "" : ",");
+    put_str(o, c->op);
+    put(o, ",\"call\":");
+    put_str(o, c->call);
+    put(o, ",\"for_s\":%.3f,\"idle_s\":%.3f", (now - c->start_ns) / 1e9,
+        (now - c->progress_ns) / 1e9);
+    if (c->waiting_peer >= 0)
+        put(o, ",\"waiting_on\":%d,\"waiting_on_pid\":%d,\"waiting\":\"%s\"",
+            c->waiting_peer, c->waiting_pid, c->waiting_recv ? "recv" : "send");
+}
+
 size_t rcoll_ras_json(char *buf, size_t len)
 {
     out_t o = {buf, len, 0};
@@ -188,17 +202,7 @@ size_t rcoll_ras_json(char *buf, size_t len)
         put(&o, ",\"rank\":%d,\"nranks\":%d,\"started\":%llu,\"finished\":%llu,\"state\":\"%s\"",
             c.rank, c.nranks, (unsigned long long)c.started, (unsigned long long)c.finished,
             state);
-        if (c.running) {
-            put(&o, ",\"op\":");
-            put_str(&o, c.op);
-            put(&o, ",\"call\":");
-            put_str(&o, c.call);
-            put(&o, ",\"for_s\":%.3f,\"idle_s\":%.3f", (now - c.start_ns) / 1e9,
-                (now - c.progress_ns) / 1e9);
-            if (c.waiting_peer >= 0)
-                put(&o, ",\"waiting_on\":%d,\"waiting_on_pid\":%d,\"waiting\":\"%s\"",
-                    c.waiting_peer, c.waiting_pid, c.waiting_recv ? "recv" : "send");
-        }
+        if (c.running) put_running(&o, &c, now, 0);
         if (c.failed != RCOLL_OK) {
             put(&o, ",\"error\":");
             put_str(&o, c.error[0] ? c.error : rcoll_status_string(c.failed));
@@ -242,15 +246,8 @@ void rcoll_ras_dump(rcoll_ras_rec_t *rec, const char *reason, const char *text)
     put(&o, ",\"rank\":%d,\"nranks\":%d,\"started\":%llu,\"finished\":%llu", c.rank,
         c.nranks, (unsigned long long)c.started, (unsigned long long)c.finished);
     if (c.running) {
-        put(&o, ",\"running\":{\"op\":");
-        put_str(&o, c.op);
-        put(&o, ",\"call\":");
-        put_str(&o, c.call);
-        put(&o, ",\"for_s\":%.3f,\"idle_s\":%.3f", (now - c.start_ns) / 1e9,
-            (now - c.progress_ns) / 1e9);
-        if (c.waiting_peer >= 0)
-            put(&o, ",\"waiting_on\":%d,\"waiting_on_pid\":%d,\"waiting\":\"%s\"",
-                c.waiting_peer, c.waiting_pid, c.waiting_recv ? "recv" : "send");
+        put(&o, ",\"running\":{");
+        put_running(&o, &c, now, 1);
         put(&o, "}");
     }
     put(&o, ",\"history\":[");

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/comm.h"
 #include "util/log.h"
@@ -59,19 +58,14 @@ static rcoll_status_t split_failed(rcoll_comm_t comm, uint32_t split_no, rcoll_s
     snprintf(own, sizeof(own), "%s", rcoll_err_get());
     if (st == RCOLL_ERR_REMOTE || st == RCOLL_ERR_PROTOCOL || st == RCOLL_ERR_TIMEOUT ||
         st == RCOLL_ERR_UNSUPPORTED) {
-        uint64_t until = rcoll_now_ns() + 300000000ull;
-        while (rcoll_now_ns() < until) {
-            int culprit = -1;
-            rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);
-            if (cst != RCOLL_OK) {
-                char text[RCOLL_LAST_ERROR_MAX];
-                snprintf(text, sizeof(text), "rcoll_comm_split (split #%u of this "
-                         "communicator): %.480s", split_no + 1, rcoll_err_get());
-                rcoll_comm_fail(comm, cst, culprit, text);
-                return cst;
-            }
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
+        int culprit = -1;
+        rcoll_status_t cst = rcoll_bs_await_verdict(comm->bs, 300000000ull, &culprit);
+        if (cst != RCOLL_OK) {
+            char text[RCOLL_LAST_ERROR_MAX];
+            snprintf(text, sizeof(text), "rcoll_comm_split (split #%u of this communicator): "
+                     "%.480s", split_no + 1, rcoll_err_get());
+            rcoll_comm_fail(comm, cst, culprit, text);
+            return cst;
         }
     }
     snprintf(note, sizeof(note), "%s could not set up its part of rcoll_comm_split (split #%u):"
