@@ -17,11 +17,12 @@ Exit 77 with the reason where there is no GPU, no torch or a torch without CUDA;
 backend cannot be built with its CUDA half or a check fails.
 """
 import datetime
-import multiprocessing as mp
 import os
 import socket
 import sys
 import time
+
+from gpu_spawn import all_passed, spawn, torch_cuda_or_skip
 
 N = (1 << 20) + 3
 TIMEOUT_S = float(os.environ.get("RCOLL_TIMEOUT", "60"))
@@ -189,44 +190,16 @@ def free_port() -> int:
 
 
 def run(world: int) -> bool:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, world, port, queue)) for r in range(world)]
-    for p in procs:
-        p.start()
-    results = {}
-    deadline = time.monotonic() + TIMEOUT_S * 3 + 90
-    while len(results) < world and time.monotonic() < deadline:
-        try:
-            rank, fails, lines = queue.get(timeout=1)
-            results[rank] = fails
-            print("\n".join(lines), flush=True)
-        except Exception:  # queue.Empty: a rank may have died
-            if all(not p.is_alive() for p in procs) and queue.empty():
-                break
-    for p in procs:
-        p.join(timeout=10)
-        if p.is_alive():
-            p.kill()
-    codes = [p.exitcode for p in procs]
-    ok = len(results) == world and not any(results.values()) and codes == [0] * world
+    results, codes = spawn(world, rank_main, (world, free_port()), TIMEOUT_S * 3 + 90,
+                           join_s=10)
+    ok = all_passed(results, codes, world)
     print(f"{world} ranks: exit codes {codes}: " + ("passed" if ok else "FAILED"), flush=True)
     return ok
 
 
 def main() -> int:
-    if not os.path.exists("/dev/nvidia0"):
-        print("SKIP: no NVIDIA GPU here (/dev/nvidia0 missing)")
-        return 77
-    try:
-        import torch
-    except ImportError as e:
-        print(f"SKIP: torch backend CUDA: no torch for {sys.executable} ({e})")
-        return 77
-    if not torch.cuda.is_available():
-        print(f"SKIP: torch backend CUDA: torch {torch.__version__} sees no CUDA device "
-              f"(built for CUDA {torch.version.cuda})")
+    torch = torch_cuda_or_skip("torch backend CUDA")
+    if torch is None:
         return 77
     import rcoll.torch as rt
     cuda, why = rt.cuda_build()

@@ -12,10 +12,11 @@ view of torch's memory (pointer classification, staging, stream order), not a to
 Exit 77 with the reason where there is no GPU, no torch or a torch without CUDA.
 """
 import ctypes
-import multiprocessing as mp
 import os
 import sys
 import time
+
+from gpu_spawn import all_passed, spawn, torch_cuda_or_skip
 
 N = (1 << 20) + 3
 TIMEOUT_S = float(os.environ.get("RCOLL_TIMEOUT", "60"))
@@ -82,17 +83,8 @@ def rank_main(rank: int, uid_bytes: bytes, queue) -> None:
 
 
 def main() -> int:
-    if not os.path.exists("/dev/nvidia0"):
-        print("SKIP: no NVIDIA GPU here (/dev/nvidia0 missing)")
-        return 77
-    try:
-        import torch
-    except ImportError as e:
-        print(f"SKIP: torch CUDA: no torch for {sys.executable} ({e})")
-        return 77
-    if not torch.cuda.is_available():
-        print(f"SKIP: torch CUDA: torch {torch.__version__} sees no CUDA device "
-              f"(built for CUDA {torch.version.cuda})")
+    torch = torch_cuda_or_skip("torch CUDA")
+    if torch is None:
         return 77
     try:
         from rcoll import _core
@@ -100,28 +92,9 @@ def main() -> int:
         print(f"FAIL python/rcoll cannot load librcoll: {e}")
         return 1
     uid = _core.get_unique_id()  # this process serves the bootstrap; it never touches CUDA
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=rank_main, args=(r, uid.to_bytes(), queue)) for r in (0, 1)]
-    for p in procs:
-        p.start()
-    results = {}
-    deadline = time.monotonic() + TIMEOUT_S * 2 + 60
-    while len(results) < 2 and time.monotonic() < deadline:
-        try:
-            rank, fails, lines = queue.get(timeout=1)
-            results[rank] = fails
-            print("\n".join(lines), flush=True)
-        except Exception:  # queue.Empty: a rank may have died
-            if all(not p.is_alive() for p in procs) and queue.empty():
-                break
-    for p in procs:
-        p.join(timeout=5)
-        if p.is_alive():
-            p.kill()
-    codes = [p.exitcode for p in procs]
+    results, codes = spawn(2, rank_main, (uid.to_bytes(),), TIMEOUT_S * 2 + 60)
     print(f"torch {torch.__version__} (CUDA {torch.version.cuda}): rank exit codes {codes}")
-    ok = len(results) == 2 and not any(results.values()) and codes == [0, 0]
+    ok = all_passed(results, codes, 2)
     print("torch CUDA tensors through librcoll: " + ("passed" if ok else "FAILED"))
     return 0 if ok else 1
 
