@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -299,6 +300,9 @@ static void answer(int fd)
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
         (cr.uid != getuid() && cr.uid != 0))
         return;
+    /* a caller that does not read cannot hold the thread: sends give up after a second */
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     struct pollfd p = {.fd = fd, .events = POLLIN};
     char req[64];
     if (poll(&p, 1, 200) <= 0) return;

@@ -203,6 +203,17 @@ def run(job):
     check(all(r["state"] in ("running", "idle") and r["nranks"] == 3 for r in by_rank.values()),
           "every rank running or idle in a 3-rank communicator: "
           + ", ".join(f"{k}:{r['state']}" for k, r in sorted(by_rank.items())))
+    # a caller that connects and says nothing does not hold the answering thread
+    import socket
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    idle.connect(f"\0rcoll-ras.{os.getuid()}.{by_rank[0]['pid']}")
+    t0 = time.monotonic()
+    rc, d = job_rows(pids)
+    took = time.monotonic() - t0
+    idle.close()
+    check(d is not None and not d["silent"] and len(d["rows"]) == 3 and took < 1.5,
+          f"a silent caller holds no rank's answer ({took:.2f} s, silent "
+          f"{d and d['silent']})")
     p2 = by_rank[2]["pid"]
     os.kill(p2, signal.SIGSTOP)
     time.sleep(2.5)
