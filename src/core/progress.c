@@ -1020,7 +1020,7 @@ static void check_timeout(rcoll_comm_t comm, struct rcoll_request *r, uint64_t n
              rcoll_comm_peer_name(comm, peer, pbuf, sizeof(pbuf)));
     snprintf(text, sizeof(text), "rank %d: %s", comm->rank, what);
     if (comm->ras) {
-        rcoll_ras_op_wait(comm->ras, comm, r, now);
+        rcoll_ras_op_wait(comm->ras, comm, r);
         rcoll_ras_dump(comm->ras, "timeout", text);
     }
     /* The peer may itself be waiting on another rank: the root collects every timeout report
@@ -1143,7 +1143,7 @@ static int progress_pass(rcoll_comm_t comm)
         if (r->last_progress_ns == 0) r->last_progress_ns = now;
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
-            if (comm->ras) rcoll_ras_op_wait(comm->ras, comm, r, now);
+            if (comm->ras) rcoll_ras_op_wait(comm->ras, comm, r);
             if (revoke_check(comm)) return 1;
             int culprit = -1;
             rcoll_status_t cst = rcoll_bs_poll(comm->bs, &culprit);

@@ -57,7 +57,6 @@ struct rcoll_ras_rec {
 static pthread_mutex_t ras_lock = PTHREAD_MUTEX_INITIALIZER;
 static rcoll_ras_rec_t *ras_list;
 static pid_t ras_server_pid; /* the process whose thread runs (a forked child starts its own) */
-static char ras_name[64];
 static int ras_warned;
 
 /* ---- the records ---- */
@@ -92,7 +91,7 @@ void rcoll_ras_op_start(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
 }
 
 void rcoll_ras_op_wait(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
-                       const struct rcoll_request *r, uint64_t now_ns)
+                       const struct rcoll_request *r)
 {
     if (!rec) return;
     int p = r->aop.waiting_peer;
@@ -104,7 +103,6 @@ void rcoll_ras_op_wait(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
         if (r->last_progress_ns && r->last_progress_ns > rec->progress_ns)
             rec->progress_ns = r->last_progress_ns;
     }
-    (void)now_ns;
     pthread_mutex_unlock(&rec->lock);
 }
 
@@ -179,7 +177,9 @@ static void put_running(out_t *o, const rcoll_ras_rec_t *c, uint64_t now, int fi
             c->waiting_peer, c->waiting_pid, c->waiting_recv ? "recv" : "send");
 }
 
-size_t rcoll_ras_json(char *buf, size_t len)
+/* The JSON this process answers, written to buf (NUL-terminated, cut at len); returns the
+ * length it needed. */
+static size_t rcoll_ras_json(char *buf, size_t len)
 {
     out_t o = {buf, len, 0};
     if (len) buf[0] = '\0';
@@ -214,11 +214,6 @@ size_t rcoll_ras_json(char *buf, size_t len)
     put(&o, "]}\n");
     if (len) buf[o.used < len ? o.used : len - 1] = '\0';
     return o.used + 1;
-}
-
-const char *rcoll_ras_socket_name(void)
-{
-    return ras_server_pid == getpid() ? ras_name : "";
 }
 
 /* ---- the flight recorder ---- */
@@ -317,9 +312,8 @@ static void answer(int fd)
     size_t need = rcoll_ras_json(NULL, 0);
     char *buf = malloc(need + 4096); /* records may grow meanwhile: cut, never overrun */
     if (!buf) return;
-    size_t got = rcoll_ras_json(buf, need + 4096);
+    rcoll_ras_json(buf, need + 4096);
     size_t len = strlen(buf);
-    (void)got;
     for (size_t off = 0; off < len;) {
         ssize_t w = send(fd, buf + off, len - off, MSG_NOSIGNAL);
         if (w <= 0) break;
@@ -373,7 +367,6 @@ static int server_start(void)
         return -1;
     }
     ras_server_pid = getpid();
-    snprintf(ras_name, sizeof(ras_name), "%s", name);
     RCOLL_INFO(INIT, "RCOLL_RAS: answering on the abstract unix socket @%s", name);
     return 0;
 }

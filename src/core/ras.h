@@ -31,7 +31,7 @@ void rcoll_ras_detach(rcoll_ras_rec_t *rec);
 void rcoll_ras_op_start(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
                         const struct rcoll_request *r);
 void rcoll_ras_op_wait(rcoll_ras_rec_t *rec, const struct rcoll_comm *comm,
-                       const struct rcoll_request *r, uint64_t now_ns);
+                       const struct rcoll_request *r);
 void rcoll_ras_op_done(rcoll_ras_rec_t *rec, rcoll_status_t st);
 void rcoll_ras_failed(rcoll_ras_rec_t *rec, rcoll_status_t st, const char *text);
 
@@ -39,11 +39,5 @@ void rcoll_ras_failed(rcoll_ras_rec_t *rec, rcoll_status_t st, const char *text)
  * communicator to DIR/rcoll-flight.<id>.<rank>.json (replacing an earlier one), saying why
  * (reason "watchdog" or "timeout", text its sentence); tools/rcoll-flight merges a job's. */
 void rcoll_ras_dump(rcoll_ras_rec_t *rec, const char *reason, const char *text);
-/* The JSON this process answers (for tests): written to buf (NUL-terminated, cut at len);
- * returns the length it needed. */
-size_t rcoll_ras_json(char *buf, size_t len);
-/* The abstract socket name this process answers on, without the leading NUL ("" when the
- * thread is not running). */
-const char *rcoll_ras_socket_name(void);
 
 #endif
