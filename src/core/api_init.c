@@ -39,26 +39,31 @@ static void secret_from_string(const char *s, char secret[RCOLL_SECRET_BYTES])
     memcpy(secret, s, strlen(s));
 }
 
+rcoll_status_t rcoll_api_new_root(const rcoll_config_t *cfg, rcoll_unique_id_t *id,
+                                  rcoll_bs_root_t **root_p)
+{
+    rcoll_sockaddr_t addr;
+    char ifname[64];
+    rcoll_status_t st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &addr, ifname,
+                                            sizeof(ifname));
+    if (st != RCOLL_OK) return st;
+    uint8_t raw[RCOLL_SECRET_BYTES / 2];
+    st = rcoll_random_bytes(raw, sizeof(raw));
+    if (st != RCOLL_OK) return st;
+    char hex[RCOLL_SECRET_BYTES + 1];
+    for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    char secret[RCOLL_SECRET_BYTES];
+    secret_from_string(hex, secret);
+    return rcoll_bs_root_start(cfg, &addr, secret, 0, id, root_p);
+}
+
 rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
 {
     if (!id) return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "rcoll_get_unique_id: id is NULL");
     rcoll_config_t cfg;
     rcoll_status_t st = rcoll_config_load(&cfg);
-    if (st != RCOLL_OK) return init_failed(st);
-    rcoll_sockaddr_t addr;
-    char ifname[64];
-    st = rcoll_net_pick_addr(cfg.netif.socket_ifname, &addr, ifname, sizeof(ifname));
-    if (st != RCOLL_OK) return init_failed(st);
-    uint8_t raw[RCOLL_SECRET_BYTES / 2];
-    st = rcoll_random_bytes(raw, sizeof(raw));
-    if (st != RCOLL_OK) return init_failed(st);
-    char hex[RCOLL_SECRET_BYTES + 1];
-    for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    char secret[RCOLL_SECRET_BYTES];
-    secret_from_string(hex, secret);
-    st = rcoll_bs_root_start(&cfg, &addr, secret, 0, id, NULL);
-    if (st != RCOLL_OK) return init_failed(st);
-    return RCOLL_OK;
+    if (st == RCOLL_OK) st = rcoll_api_new_root(&cfg, id, NULL);
+    return st == RCOLL_OK ? st : init_failed(st);
 }
 
 static rcoll_status_t check_init_args(int nranks, int rank, const void *id, const void *comm)

@@ -57,6 +57,13 @@ typedef struct rcoll_call {
         return rcoll_api_stream_leave(comm, do_##name(RCOLL_API_UNPAREN ARGS, comm, &call));  \
     }
 
+/* ---- api_init.c ---- */
+/* Start a bootstrap root in this process on the interface cfg picks, with a fresh random
+ * secret, and write its id (rcoll_get_unique_id; rcoll_comm_grow_id).  root_p as for
+ * rcoll_bs_root_start. */
+rcoll_status_t rcoll_api_new_root(const rcoll_config_t *cfg, rcoll_unique_id_t *id,
+                                  rcoll_bs_root_t **root_p);
+
 /* ---- call.c: what every route shares ---- */
 #define RCOLL_NOT_LIVE_TEXT \
     "not a live communicator (destroyed already, or never created by rcoll)"
