@@ -579,6 +579,35 @@ rcoll_status_t rcoll_comm_revoke(rcoll_comm_t comm);
 #define RCOLL_SHRINK_ABORT_PENDING 1
 rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *newcomm);
 
+/* Grow: ranks that are not in comm - new processes, or ranks a shrink left out and that were
+ * restarted - join its members in a new communicator of nranks ranks (NCCL 2.29's
+ * ncclCommGetUniqueId/ncclCommGrow, in rcoll's names).
+ * 1. One member calls rcoll_comm_grow_id(comm, &id): it starts, in that process, the
+ *    bootstrap of the grown communicator and writes its id (calling it again returns the same
+ *    id).  The application hands the id to the new ranks as it handed the first unique id (a
+ *    file, a key-value store, its launcher).  The grow must start within RCOLL_TIMEOUT of it.
+ * 2. Every member calls rcoll_comm_grow(comm, nranks, NULL, RCOLL_UNDEFINED, &newcomm) (or its
+ *    own rank as rank): it keeps its rank.  Every new rank calls
+ *    rcoll_comm_grow(NULL, nranks, &id, rank, &newcomm) with a distinct rank in
+ *    [comm's size, nranks).  It is collective over all of them and returns when the new
+ *    communicator is set up (as rcoll_comm_init_rank does; a rank that does not come within
+ *    RCOLL_TIMEOUT fails it on every rank, named).
+ * The members first agree over comm (one all-gather): when no member or more than one made a
+ * grow id, or they pass different nranks, every member fails alike (RCOLL_ERR_INVALID_USAGE,
+ * RCOLL_ERR_INVALID_ARG) and the new ranks fail at once saying why.  comm is left as it was,
+ * grown or not, and comm and *newcomm may be destroyed in either order; *newcomm is a
+ * communicator of every rank of its own bootstrap (which lives in the id-maker's process), so
+ * it can be shrunk in turn.  A communicator destroyed while holding an unused grow id makes
+ * the new ranks that got it fail at once.  Members take their configuration (timeout, name,
+ * progress thread, wait) from comm; new ranks from the environment, as rcoll_comm_init_rank.
+ * Not inside a group; not on a failed or revoked communicator (shrink it first).
+ * Errors: RCOLL_ERR_INVALID_ARG (newcomm or id NULL, nranks not above comm's size, a member's
+ * rank other than its own, a new rank's outside [1, nranks)), RCOLL_ERR_INVALID_USAGE (as
+ * above, inside a group, a failed comm), and those of rcoll_comm_init_rank. */
+rcoll_status_t rcoll_comm_grow_id(rcoll_comm_t comm, rcoll_unique_id_t *id);
+rcoll_status_t rcoll_comm_grow(rcoll_comm_t comm, int nranks, const rcoll_unique_id_t *id,
+                               int rank, rcoll_comm_t *newcomm);
+
 /* ---------------------------------------------------------------------------------------------
  * Nonblocking operations.  An rcoll_i* call checks its arguments, queues the operation and
  * returns a request.  Operations on one communicator execute in the order they were issued;

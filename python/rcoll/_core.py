@@ -357,6 +357,31 @@ class Communicator:
                                          ctypes.byref(h)))
         return Communicator(h)
 
+    def grow_id(self) -> UniqueId:
+        """On one member: the id new ranks join with (rcoll_comm_grow_id; the same id when
+        asked again).  Hand it to them as the first unique id was handed out."""
+        uid = UniqueId(bytes(ctypes.sizeof(_lib.UniqueIdStruct)))
+        self._call(lib.rcoll_comm_grow_id(self._handle(), ctypes.byref(uid._s)))
+        return uid
+
+    def grow(self, nranks: int) -> "Communicator":
+        """Collective over the members and the new ranks: a new communicator of ``nranks``
+        in which the members keep their ranks (rcoll_comm_grow, docs/api.md); one member
+        must have made a :meth:`grow_id`.  This communicator is left as it was."""
+        h = _lib.c_comm()
+        self._call(lib.rcoll_comm_grow(self._handle(), _c_int("nranks", nranks), None, -1,
+                                       ctypes.byref(h)))
+        return Communicator(h)
+
+    @classmethod
+    def join(cls, nranks: int, uid: UniqueId, rank: int) -> "Communicator":
+        """A new rank's side of :meth:`grow`: join the members' communicator as ``rank`` of
+        ``nranks`` through the grow id a member made."""
+        h = _lib.c_comm()
+        _check_init(lib.rcoll_comm_grow(None, _c_int("nranks", nranks), ctypes.byref(uid._s),
+                                        _c_int("rank", rank), ctypes.byref(h)))
+        return cls(h)
+
     # --- queries and teardown -------------------------------------------------------------
     @property
     def rank(self) -> int:

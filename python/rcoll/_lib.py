@@ -93,6 +93,8 @@ _proto("rcoll_comm_last_error", ctypes.c_char_p, c_comm)
 _proto("rcoll_comm_split", c_status, c_comm, _INT, _INT, _P(c_comm))
 _proto("rcoll_comm_dup", c_status, c_comm, _P(c_comm))
 _proto("rcoll_comm_shrink", c_status, c_comm, _INT, _P(c_comm))
+_proto("rcoll_comm_grow_id", c_status, c_comm, _P(UniqueIdStruct))
+_proto("rcoll_comm_grow", c_status, c_comm, _INT, _P(UniqueIdStruct), _INT, _P(c_comm))
 _proto("rcoll_barrier", c_status, c_comm)
 _proto("rcoll_ibarrier", c_status, c_comm, _P(c_req))
 for _b in ("", "i"):

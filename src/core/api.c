@@ -935,6 +935,50 @@ rcoll_status_t rcoll_comm_shrink(rcoll_comm_t comm, int flags, rcoll_comm_t *new
     return comm_leave(comm, rcoll_comm_shrink_run(comm, flags, newcomm));
 }
 
+rcoll_status_t rcoll_comm_grow_id(rcoll_comm_t comm, rcoll_unique_id_t *id)
+{
+    const char *fn = "rcoll_comm_grow_id";
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (!id) return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: id is NULL", fn);
+    st = comm_enter(comm, fn);
+    if (st != RCOLL_OK) return st;
+    return comm_leave(comm, rcoll_comm_grow_id_run(comm, id));
+}
+
+/* A member (comm) or a new rank (comm NULL: an init through the grow id). */
+rcoll_status_t rcoll_comm_grow(rcoll_comm_t comm, int nranks, const rcoll_unique_id_t *id,
+                               int rank, rcoll_comm_t *newcomm)
+{
+    const char *fn = "rcoll_comm_grow";
+    if (!comm) {
+        if (!newcomm)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s: newcomm is NULL", fn);
+        *newcomm = NULL;
+        if (!id)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s: a new rank (comm NULL) needs the "
+                                 "grow id a member made with rcoll_comm_grow_id", fn);
+        if (nranks < 2 || rank < 1 || rank >= nranks)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "%s: a new rank's rank %d is not in "
+                                 "[1, nranks=%d) (the members keep 0 to their size - 1)", fn,
+                                 rank, nranks);
+        return rcoll_comm_init_rank(nranks, id, rank, newcomm);
+    }
+    rcoll_status_t st = split_args(comm, newcomm, fn);
+    if (st != RCOLL_OK) return st;
+    *newcomm = NULL;
+    if (nranks <= comm->nranks)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: nranks %d is not above this "
+                         "communicator's size %d (a grow adds ranks; rcoll_comm_shrink removes "
+                         "them)", fn, nranks, comm->nranks);
+    if (rank != RCOLL_UNDEFINED && rank != comm->rank)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: a member keeps its rank: pass "
+                         "RCOLL_UNDEFINED or %d, not %d", fn, comm->rank, rank);
+    st = comm_enter(comm, fn);
+    if (st != RCOLL_OK) return st;
+    return comm_leave(comm, rcoll_comm_grow_run(comm, nranks, newcomm));
+}
+
 /* ------------------------------------------------------------------------------------------
  * For the rooted and uneven collectives (api_v.c, through core/api_int.h)
  * ---------------------------------------------------------------------------------------- */

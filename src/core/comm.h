@@ -144,6 +144,8 @@ struct rcoll_comm {
     rcoll_peer_info_t *peers;
     rcoll_bootstrap_t *bs;
     rcoll_bs_root_t *root; /* the root thread this rank hosts (environment launch), or NULL */
+    rcoll_bs_root_t *grow_root; /* rcoll_comm_grow_id's root, until the grow (grow.c) */
+    rcoll_unique_id_t grow_id;  /* its id */
 
     uint64_t ctx;          /* communicator id, equal on all its ranks */
     rcoll_conn_state_t *conn;
@@ -296,6 +298,12 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
                                     rcoll_comm_t *newcomm);
 /* shrink.c: rcoll_comm_shrink, arguments checked (*newcomm NULL on failure). */
 rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t *newcomm);
+/* grow.c: rcoll_comm_grow_id and a member's rcoll_comm_grow, arguments checked (*newcomm
+ * NULL on failure); rcoll_comm_grow_drop: the communicator goes while holding an unused grow
+ * id (the new ranks that got it fail at once, saying so). */
+rcoll_status_t rcoll_comm_grow_id_run(rcoll_comm_t comm, rcoll_unique_id_t *id);
+rcoll_status_t rcoll_comm_grow_run(rcoll_comm_t comm, int nranks, rcoll_comm_t *newcomm);
+void rcoll_comm_grow_drop(rcoll_comm_t comm);
 /* probe.c: measure the cost model's constants (RCOLL_TUNING_PROBE). */
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 /* Record text as the communicator's last error (and log it at WARN). */

@@ -75,6 +75,52 @@ def shrink_healthy(comm, rank, n):
     return True
 
 
+def _joiner(uid_bytes, n, rank, q):
+    """A new process: joins the members' grown communicator as rank of n."""
+    try:
+        c = rcoll.Communicator.join(n, rcoll.UniqueId.from_bytes(uid_bytes), rank)
+        x = np.full(3, rank + 1, dtype=np.int64)
+        c.allreduce(None, x)
+        q.put((c.rank, c.size, x.tolist()))
+        c.destroy()
+    except Exception as e:  # reported to the member that started it
+        q.put(repr(e))
+
+
+def grow_one(comm, rank, n):
+    """Members grow to n + 1 with a new process that rank 0 starts; the old one still works."""
+    proc = q = None
+    if rank == 0:
+        uid = comm.grow_id()
+        assert uid.to_bytes() == comm.grow_id().to_bytes()  # asked again: the same id
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        proc = ctx.Process(target=_joiner, args=(uid.to_bytes(), n + 1, n, q))
+        proc.start()
+    big = comm.grow(n + 1)
+    try:
+        assert (big.rank, big.size) == (rank, n + 1), (big.rank, big.size)
+        x = np.full(3, rank + 1, dtype=np.int64)
+        big.allreduce(None, x)
+        want = (n + 1) * (n + 2) // 2
+        assert (x == want).all(), x
+        if rank == 0:
+            got = q.get(timeout=TIMEOUT)
+            proc.join(TIMEOUT)
+            assert got == (n, n + 1, [want] * 3), got
+        y = np.full(2, 1, dtype=np.int32)
+        comm.allreduce(None, y)
+        assert (y == n).all(), y
+    finally:
+        big.destroy()
+    try:
+        comm.grow(n)
+        raise AssertionError("grow to the same size accepted")
+    except rcoll.RcollError as e:
+        assert "is not above" in str(e), str(e)
+    return True
+
+
 def allreduce_all(comm, rank, n):
     for dt in DTYPES:
         for count in (0, 1, 1001, 70000):
@@ -428,6 +474,9 @@ class PackageTest(unittest.TestCase):
 
     def test_shrink_healthy(self):
         self.assertEqual(run(3, shrink_healthy), [True] * 3)
+
+    def test_grow(self):
+        self.assertEqual(run(2, grow_one), [True] * 2)
 
     def test_mismatch_names_both_sides(self):
         texts = run(2, mismatch)
