@@ -357,6 +357,12 @@ class Communicator:
                                          ctypes.byref(h)))
         return Communicator(h)
 
+    def revoke(self) -> None:
+        """From any rank and any thread: the operations in flight on this communicator fail
+        on every rank, naming this one, and later calls are refused; then shrink or destroy
+        it (rcoll_comm_revoke)."""
+        self._call(lib.rcoll_comm_revoke(self._handle()))
+
     def grow_id(self) -> UniqueId:
         """On one member: the id new ranks join with (rcoll_comm_grow_id; the same id when
         asked again).  Hand it to them as the first unique id was handed out."""

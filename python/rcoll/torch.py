@@ -16,6 +16,7 @@ rcoll raises ``RuntimeError`` with rcoll's sentence (which names the failing ran
 """
 from __future__ import annotations
 
+import ctypes
 import datetime
 import hashlib
 import importlib.util
@@ -38,6 +39,21 @@ def _fail(call: str, why: str) -> RuntimeError:
     return RuntimeError(f"rcoll backend: {call}: {why}")
 
 
+# The communicator the next group creation takes instead of making one (shrink, grow, join:
+# they re-create the default group around a communicator they already have).
+_next_comm: Optional[Communicator] = None
+
+
+def _comm_config(timeout: Optional[datetime.timedelta]) -> dict:
+    tmo = timeout.total_seconds() if timeout else None
+    if tmo is not None:
+        tmo = min(max(tmo, 0.0), 7 * 86400.0)
+    # torch's own threads compute on every core while a rank waits: it sleeps rather than
+    # polls (RCOLL_WAIT, when set, wins)
+    wait = None if os.environ.get("RCOLL_WAIT") else "sleep"
+    return dict(timeout_s=tmo, name="torch", progress_thread=True, wait=wait)
+
+
 def _make_comm(store: Any, rank: int, size: int, timeout: Optional[datetime.timedelta],
                prefix: str = "") -> Communicator:
     """The group's communicator: rank 0 publishes a unique id in torch's store, every rank
@@ -45,19 +61,19 @@ def _make_comm(store: Any, rank: int, size: int, timeout: Optional[datetime.time
     timeout becomes the communicator's own (capped at a week), named as torch's in messages.
     The communicator has a progress thread (the group's operations move while torch
     computes) and sleeps in long waits (docs/api.md, "Waiting")."""
+    global _next_comm
+    if _next_comm is not None:
+        comm, _next_comm = _next_comm, None
+        if (comm.rank, comm.size) != (rank, size):
+            raise _fail("init", f"the group is created as rank {rank} of {size} but the "
+                        f"communicator handed to it is rank {comm.rank} of {comm.size}")
+        return comm
     key = f"rcoll/{prefix}unique_id"
     if rank == 0:
         store.set(key, get_unique_id().to_bytes().hex())
     raw = store.get(key)
     uid = UniqueId.from_bytes(bytes.fromhex(raw.decode() if isinstance(raw, bytes) else raw))
-    tmo = timeout.total_seconds() if timeout else None
-    if tmo is not None:
-        tmo = min(max(tmo, 0.0), 7 * 86400.0)
-    # torch's own threads compute on every core while a rank waits: it sleeps rather than
-    # polls (RCOLL_WAIT, when set, wins)
-    wait = None if os.environ.get("RCOLL_WAIT") else "sleep"
-    return Communicator.init_rank(size, uid, rank, timeout_s=tmo, name="torch",
-                                  progress_thread=True, wait=wait)
+    return Communicator.init_rank(size, uid, rank, **_comm_config(timeout))
 
 
 # ---- the compiled module --------------------------------------------------------------------
@@ -188,6 +204,123 @@ def _create_ext(dist_opts, backend_opts):
     comm = _make_comm(dist_opts.store, dist_opts.group_rank, dist_opts.group_size,
                       dist_opts.timeout, prefix=f"{gid}/" if gid else "")
     return _group(comm, dist_opts.group_rank, dist_opts.group_size)
+
+
+# ---- elastic: the default group loses ranks and gains them (docs/elastic.md) --------------
+
+def _backend(group: Any) -> Any:
+    """The rcoll group object behind a torch group (torch 2.x: its CPU backend)."""
+    b = group
+    if hasattr(group, "_get_backend"):
+        b = group._get_backend(torch.device("cpu"))
+    if not hasattr(b, "comm"):
+        raise _fail("elastic", f"the group is not an rcoll group ({type(b).__name__})")
+    return b
+
+
+def _world_comm() -> Communicator:
+    """The default group's communicator, not owned (the group destroys it)."""
+    if not dist.is_initialized():
+        raise _fail("elastic", "no default process group (init_process_group first)")
+    return Communicator(ctypes.c_void_p(_backend(dist.group.WORLD).comm))
+
+
+def _disown(c: Communicator) -> None:
+    c._h = None
+
+
+def _reinit(comm: Communicator, store: Any, timeout: Optional[datetime.timedelta]) -> None:
+    """Make comm the default group: destroy the current one (if any), and create the new
+    one through init_process_group, whose creator takes comm.  The store keys of the new
+    group are under a prefix all its ranks agree on (a token rank 0 broadcasts), so they
+    never meet the keys of an earlier group on the same store."""
+    global _next_comm
+    token = bytearray(os.urandom(8) if comm.rank == 0 else bytes(8))
+    comm.bcast(token)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _next_comm = comm
+    try:
+        kw = {"timeout": timeout} if timeout is not None else {}
+        dist.init_process_group(BACKEND, store=dist.PrefixStore(f"rcoll/{token.hex()}/", store),
+                                rank=comm.rank, world_size=comm.size, **kw)
+    finally:
+        if _next_comm is not None:  # the creator never ran
+            _next_comm = None
+            comm.destroy()
+
+
+def _default_store() -> Any:
+    from torch.distributed import distributed_c10d as c10d
+    return c10d._get_default_store()
+
+
+def shrink(timeout: Optional[datetime.timedelta] = None) -> tuple:
+    """After a collective of the default group failed because ranks died (the error names
+    them): every surviving rank calls this; the default group is then a group of the
+    survivors, numbered in their old order (rcoll_comm_shrink).  Returns (rank, size).
+    Objects that hold the old group (DistributedDataParallel) must be made again.  The rank
+    that made the group's unique id (rank 0) must be alive: it hosts the agreement."""
+    old = _world_comm()
+    store = _default_store()
+    try:
+        new = old.shrink(abort_pending=True)
+    finally:
+        _disown(old)
+    rank, size = new.rank, new.size
+    _reinit(new, store, timeout)  # the group owns new from here
+    return rank, size
+
+
+def revoke() -> None:
+    """From any rank and any thread (also while another thread waits in a collective): the
+    default group's operations in flight fail on every rank, naming this one, and its later
+    calls fail too; every rank then calls :func:`shrink` (with nobody dead it gives a group
+    of the same ranks) or destroys the group.  The way to stop a job stuck in a collective
+    without killing a process (rcoll_comm_revoke)."""
+    c = _world_comm()
+    try:
+        c.revoke()
+    finally:
+        _disown(c)
+
+
+def _grow_key(key: Optional[str], nranks: int) -> str:
+    return key or f"rcoll/grow/{nranks}"
+
+
+def grow(store: Any, nranks: int, key: Optional[str] = None,
+         timeout: Optional[datetime.timedelta] = None) -> tuple:
+    """Every rank of the default group calls this to take in new ranks (processes that call
+    :func:`join` with the same ``store``: the job's, e.g. a TCPStore every process reaches):
+    rank 0 publishes a grow id under ``key`` (default ``rcoll/grow/<nranks>``) in ``store``,
+    and the default group becomes one of ``nranks`` in which the members keep their ranks
+    (rcoll_comm_grow).  Returns (rank, size).  Give the new ranks their state from a member
+    (DistributedDataParallel broadcasts the parameters from rank 0 when made)."""
+    old = _world_comm()
+    try:
+        if old.rank == 0:
+            store.set(_grow_key(key, nranks), old.grow_id().to_bytes().hex())
+        new = old.grow(nranks)
+    finally:
+        _disown(old)
+    rank, size = new.rank, new.size
+    _reinit(new, store, timeout)  # the group owns new from here
+    return rank, size
+
+
+def join(store: Any, nranks: int, rank: int, key: Optional[str] = None,
+         timeout: Optional[datetime.timedelta] = None) -> tuple:
+    """A new process (or a restarted one) joins a running job: waits in ``store`` (the
+    one the members pass to :func:`grow`) for the grow id they publish there, joins as
+    ``rank`` of ``nranks``, and makes that the default group.
+    Returns (rank, size)."""
+    raw = store.get(_grow_key(key, nranks))
+    uid = UniqueId.from_bytes(bytes.fromhex(raw.decode() if isinstance(raw, bytes) else raw))
+    comm = Communicator.init_rank(nranks, uid, rank, **_comm_config(timeout))
+    rank, size = comm.rank, comm.size
+    _reinit(comm, store, timeout)  # the group owns comm from here
+    return rank, size
 
 
 def _register() -> None:
