@@ -67,9 +67,11 @@ min_opts() {
 # (perf binaries, selector check, torch, python, multinode, chaos, soak, the gpu suite's
 # scripts): they run in the release build, and the fuzz suite is sanitized by itself.
 asan_suites=(unit coll fail mpi plugin)
-# Wait-bound suites (a rank that dies or stalls, and the deadline that names it: mostly
-# sleeping, 10-30% of one core): they run beside the CPU-bound suites, not after them.
-wait_suites=(fail)
+# Wait-bound suites (a rank that dies or stalls, and the deadline that names it; links capped
+# by tbf or taken down in namespaces; the chaos campaign's kills and deadlines; the soak's
+# paced operations: mostly sleeping, 10-30% of one core): they run beside the CPU-bound
+# suites, one at a time, not after them.  The ASan build runs those of its suites only.
+wait_suites=(fail multinode chaos soak)
 
 # torch 2.x: the torch suite again inside tools/torch-root (Debian 13's torch 2.6), in
 # build-torch2, configured there with every optional dependency off and the compiled backend
@@ -235,13 +237,16 @@ test)
     set +e
     # The wait-bound suites of the release and ASan builds, beside everything else; their
     # logs go to their own directories (meson test -C DIR writes DIR/meson-logs).
-    wait_args=()
-    for s in "${wait_suites[@]}"; do wait_args+=(--suite "$s"); done
+    wait_args=() asan_wait_args=()
+    for s in "${wait_suites[@]}"; do
+        wait_args+=(--suite "$s")
+        [[ " ${asan_suites[*]} " == *" $s "* ]] && asan_wait_args+=(--suite "$s")
+    done
     (
-        for dir in build build-asan; do
-            meson test -C "$dir" --no-rebuild --print-errorlogs --logbase waitlog \
-                "${wait_args[@]}" >"$dir/meson-logs/wait-suites.txt" 2>&1
-        done
+        meson test -C build --no-rebuild --print-errorlogs --logbase waitlog \
+            "${wait_args[@]}" >build/meson-logs/wait-suites.txt 2>&1
+        meson test -C build-asan --no-rebuild --print-errorlogs --logbase waitlog \
+            "${asan_wait_args[@]}" >build-asan/meson-logs/wait-suites.txt 2>&1
     ) &
     wait_pid=$!
     no_wait=()
@@ -262,10 +267,10 @@ test)
         --suite unit --suite coll
     torch2_test
     wait "$wait_pid"
-    for dir in build build-asan; do
-        echo "== meson test -C $dir (${wait_suites[*]}, run beside the others)"
-        cat "$dir/meson-logs/wait-suites.txt"
-    done
+    echo "== meson test -C build (${wait_args[*]//--suite /}, run beside the others)"
+    cat build/meson-logs/wait-suites.txt
+    echo "== meson test -C build-asan (${asan_wait_args[*]//--suite /}, run beside the others)"
+    cat build-asan/meson-logs/wait-suites.txt
     set -e
     times build build-asan build-min "${torch2_dirs[@]}"
     echo "== wall time: packages $((t_deps - t_start)) s, builds $((t_built - t_deps)) s, tests $((SECONDS - t_built)) s, all $((SECONDS - t_start)) s"
