@@ -564,14 +564,20 @@ rcoll_status_t rcoll_comm_revoke(rcoll_comm_t comm);
  * before it is out; one dying after it is in, and the new communicator then fails (at its
  * set-up inside this call, or at its first collective) naming it: shrink that one in turn.
  * Data in flight on comm is abandoned; comm stays failed or usable as it was, and comm and
- * *newcomm may be destroyed in either order.  Only a communicator of every rank of the job
- * (made by init, dup or the latest shrink) can be shrunk; not inside a group.
+ * *newcomm may be destroyed in either order.  Any communicator can be shrunk: one of every
+ * rank of the job (made by init, dup or the latest shrink) as above; one of some ranks (a
+ * split child) waits only for its own members, and one of them that has not called within
+ * RCOLL_TIMEOUT is left out of it only (its late call fails with RCOLL_ERR_TIMEOUT; it stays
+ * in the job).  A death is announced to the whole job, so every communicator fails and each
+ * is shrunk (one shrunk before its rank read the announcement fails then: shrink it again).
+ * Not inside a group.
  * flags: RCOLL_SHRINK_DEFAULT, or RCOLL_SHRINK_ABORT_PENDING to fail the operations pending
  * on a healthy comm (they complete with RCOLL_ERR_INVALID_USAGE; comm is then failed) instead
  * of refusing the call.  newcomm (out; NULL on error).
  * Errors: RCOLL_ERR_INVALID_ARG (newcomm NULL, unknown flags), RCOLL_ERR_INVALID_USAGE (inside
  * a group; operations pending without RCOLL_SHRINK_ABORT_PENDING; the ranks shrank different
- * communicators), RCOLL_ERR_UNSUPPORTED (comm is not of every rank of the job),
+ * communicators), RCOLL_ERR_UNSUPPORTED (comm of some ranks has one past the job's first
+ * 1024),
  * RCOLL_ERR_REMOTE (the bootstrap root is gone - it lives in the process that made the
  * unique id, or in rank 0 for environment launch - so no agreement is possible),
  * RCOLL_ERR_TIMEOUT (this rank was left out, or no decision came), RCOLL_ERR_NO_MEMORY. */

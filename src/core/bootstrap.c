@@ -11,6 +11,7 @@
  *   rank i ──SHRINK(ctx, rank in it, new record)─> root      (rcoll_comm_shrink)
  *   rank i <──SHRUNK(round, k of n, member)─────── root      (n of them, once all asked)
  *   rank j <──EXCLUDED(text)────────────────────── root      (asked too late: left out)
+ *   rank j <──LATE(text)────────────────────────── root      (the same, some ranks' shrink)
  *   rank i ──STALL(signature)─────────────────────> root      (after a wait: compared)
  *   rank i ──WDOG(signature)──────────────────────> root      (RCOLL_WATCHDOG_S without
  *   rank i <──WDOG_REPLY(ranks reached, others)─── root       progress: who is where)
@@ -137,6 +138,10 @@ void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev)
         if (h.len != sizeof(rcoll_bs_wdog_t)) return;
         ev->kind = RCOLL_BS_EV_WDOG_REPLY;
         memcpy(&ev->wdog, payload, sizeof(ev->wdog));
+    } else if (h.type == BS_LATE) {
+        ev->kind = RCOLL_BS_EV_LATE;
+        memcpy(&ev->note, payload, sizeof(ev->note));
+        ev->note.text[sizeof(ev->note.text) - 1] = '\0';
     } else {
         /* FAIL, EXCLUDED (and anything else): a failure note, whatever its length says */
         ev->kind = h.type == BS_EXCLUDED ? RCOLL_BS_EV_EXCLUDED : RCOLL_BS_EV_NOTE;
@@ -232,8 +237,17 @@ typedef struct {
     rcoll_peer_info_t info;
     bs_rx_t rx;   /* partial control message */
     int shrink_asked; /* sent BS_SHRINK in the open round: */
+    uint64_t shrink_since;
     rcoll_bs_shrink_req_t shrink_req;
 } bs_member_t;
+
+/* Shrinks of communicators of some ranks decided lately: a request for one of them comes
+ * from a member left out (it asked too late). */
+#define BS_SUB_DECIDED_KEPT 64
+typedef struct {
+    uint64_t ctx;
+    uint32_t seq;
+} bs_sub_key_t;
 
 struct rcoll_bs_root {
     pthread_mutex_t lock;
@@ -257,9 +271,13 @@ struct rcoll_bs_root {
     int abort_sent;     /* ... and the ranks that had joined were told */
     char abort_text[RCOLL_BS_TEXT_MAX];
     int first_named;    /* the rank named by the first timeout report */
-    int shrink_open;    /* a rank asked to shrink; the others have until shrink_deadline */
+    int shrink_open;    /* a rank asked to shrink the job's communicator; the others have
+                         * until shrink_deadline */
     uint64_t shrink_deadline;
+    int sub_open;       /* members asking to shrink communicators of some ranks */
     uint32_t shrink_rounds; /* shrinks decided so far */
+    bs_sub_key_t sub_decided[BS_SUB_DECIDED_KEPT];
+    int sub_ndecided;
 };
 
 /* How long the root collects timeout reports before naming the rank at the end of the chain
@@ -526,19 +544,50 @@ static void root_check_stalls(rcoll_bs_root_t *r, int k)
  * Shrink (rcoll_comm_shrink): the survivors agree on who is alive
  * ---------------------------------------------------------------------------------------- */
 
-/* Member k asks to shrink: the round opens with the first request and lasts until every
- * member whose connection is still open has asked, or the timeout. */
+static int sub_is_member(const rcoll_bs_shrink_req_t *q, int k)
+{
+    return k >= 0 && k < RCOLL_BS_SUB_BITS && (q->members[k / 8] >> (k % 8) & 1);
+}
+
+static int sub_same(const rcoll_bs_shrink_req_t *a, const rcoll_bs_shrink_req_t *b)
+{
+    return a->ctx == b->ctx && a->seq == b->seq && (a->flags & RCOLL_BS_SHRINK_SUB) &&
+           (b->flags & RCOLL_BS_SHRINK_SUB);
+}
+
+/* Member k asks to shrink.  The job's communicator: the round opens with the first request
+ * and lasts until every member whose connection is still open has asked, or the timeout.
+ * A communicator of some ranks: its own round, for the members the request names; one that
+ * was decided already (the member asks too late) is answered at once. */
 static void root_shrink_request(rcoll_bs_root_t *r, int k, const rcoll_bs_shrink_req_t *req)
 {
     bs_member_t *m = r->members[k];
+    if (req->flags & RCOLL_BS_SHRINK_SUB) {
+        for (int i = 0; i < r->sub_ndecided; i++) {
+            if (r->sub_decided[i].ctx != req->ctx || r->sub_decided[i].seq != req->seq)
+                continue;
+            char text[RCOLL_BS_TEXT_MAX];
+            snprintf(text, sizeof(text), "rank %d (%s pid %d) called rcoll_comm_shrink more "
+                     "than %g s after the first rank of that communicator: the others went on "
+                     "without it", k, m->info.hostname, (int)m->info.pid, r->timeout_s);
+            RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+            bs_note_t n;
+            note_fill(&n, k, RCOLL_ERR_TIMEOUT, text);
+            bs_send_msg(m->fd, BS_LATE, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+            return;
+        }
+    }
     m->shrink_req = *req; /* its host name terminated (rcoll_bs_ctl_decode) */
     m->shrink_asked = 1;
-    if (!r->shrink_open) {
+    m->shrink_since = rcoll_now_ns();
+    if (req->flags & RCOLL_BS_SHRINK_SUB) {
+        r->sub_open = 1;
+    } else if (!r->shrink_open) {
         r->shrink_open = 1;
-        r->shrink_deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
+        r->shrink_deadline = m->shrink_since + (uint64_t)(r->timeout_s * 1e9);
     }
-    RCOLL_INFO(BOOTSTRAP, "root: rank %d asks to shrink (its rank %d in the communicator)", k,
-               (int)m->shrink_req.rank);
+    RCOLL_INFO(BOOTSTRAP, "root: rank %d asks to shrink (its rank %d in the communicator%s)", k,
+               (int)m->shrink_req.rank, req->flags & RCOLL_BS_SHRINK_SUB ? " of some ranks" : "");
 }
 
 typedef struct {
@@ -553,6 +602,90 @@ static int shrink_key_cmp(const void *a, const void *b)
     return (x->k > y->k) - (x->k < y->k);
 }
 
+/* Send the members keys[0..count) (sorted) their new communicator: one SHRUNK per member to
+ * each of them. */
+static void root_shrink_send(rcoll_bs_root_t *r, const shrink_key_t *keys, int count, int sub,
+                             uint32_t round)
+{
+    for (int s = 0; s < count; s++) {
+        bs_member_t *to = r->members[keys[s].k];
+        for (int i = 0; i < count && to->fd >= 0; i++) {
+            bs_shrunk_t msg;
+            memset(&msg, 0, sizeof(msg));
+            msg.round = round;
+            msg.index = i;
+            msg.count = count;
+            msg.sub = sub;
+            msg.member.bs_rank = keys[i].k;
+            msg.member.req = r->members[keys[i].k]->shrink_req;
+            /* A survivor that cannot take it has died since: the watch announces it. */
+            if (bs_send_msg(to->fd, BS_SHRUNK, &msg, sizeof(msg),
+                            rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
+                break;
+        }
+    }
+}
+
+/* After a decision: a new round of failures, the next death is announced again. */
+static void root_new_failure_round(rcoll_bs_root_t *r)
+{
+    r->failure_sent = 0;
+    r->decide_at = 0;
+    for (int k = 0; k < r->nranks; k++) {
+        bs_member_t *m = r->members[k];
+        m->waits_on = -1;
+        m->has_stall = 0;
+        m->sigs_relayed = 0;
+    }
+}
+
+/* The rounds of communicators of some ranks: each (communicator, shrink number) is decided
+ * once every member it names that is still connected has asked, or RCOLL_TIMEOUT after its
+ * first request; the members that asked are its new communicator, in their old order.  Those
+ * that did not are left out of it only (not cut from the job); a later request of theirs is
+ * answered LATE. */
+static void root_sub_check(rcoll_bs_root_t *r, shrink_key_t *keys)
+{
+    if (!r->sub_open) return;
+    int open = 0;
+    uint64_t now = rcoll_now_ns();
+    for (int k = 0; k < r->nranks; k++) {
+        bs_member_t *lead = r->members[k];
+        if (!lead->shrink_asked || !(lead->shrink_req.flags & RCOLL_BS_SHRINK_SUB)) continue;
+        const rcoll_bs_shrink_req_t *q = &lead->shrink_req;
+        uint64_t first = lead->shrink_since;
+        int waiting = 0, count = 0;
+        for (int j = 0; j < r->nranks; j++) {
+            bs_member_t *o = r->members[j];
+            int asked = o->shrink_asked && sub_same(&o->shrink_req, q);
+            if (asked && o->shrink_since < first) first = o->shrink_since;
+            if (asked && o->fd >= 0) keys[count++] = (shrink_key_t){o->shrink_req.rank, j};
+            else if (sub_is_member(q, j) && o->fd >= 0 && !asked) waiting++;
+        }
+        if (waiting && now < first + (uint64_t)(r->timeout_s * 1e9)) {
+            open = 1;
+            continue;
+        }
+        qsort(keys, (size_t)count, sizeof(*keys), shrink_key_cmp);
+        uint32_t round = ++r->shrink_rounds;
+        RCOLL_INFO(BOOTSTRAP, "root: shrink #%u (communicator %016llx of some ranks) decided: "
+                   "%d member%s%s", round, (unsigned long long)q->ctx, count,
+                   count == 1 ? "" : "s", waiting ? ", the late left out" : "");
+        bs_sub_key_t key = {q->ctx, q->seq};
+        root_shrink_send(r, keys, count, 1, round);
+        r->sub_decided[r->sub_ndecided++ % BS_SUB_DECIDED_KEPT] = key;
+        if (r->sub_ndecided > BS_SUB_DECIDED_KEPT) r->sub_ndecided = BS_SUB_DECIDED_KEPT;
+        for (int j = 0; j < r->nranks; j++) {
+            bs_member_t *o = r->members[j];
+            if (o->shrink_asked && o->shrink_req.ctx == key.ctx && o->shrink_req.seq == key.seq &&
+                (o->shrink_req.flags & RCOLL_BS_SHRINK_SUB))
+                o->shrink_asked = 0;
+        }
+        root_new_failure_round(r);
+    }
+    r->sub_open = open;
+}
+
 /* Decide a shrink round once every member still connected has asked (or at its deadline,
  * excluding those that have not): the members that asked and are connected now are the new
  * communicator, in the order of their ranks in the old one.  The decision is made here, at
@@ -560,14 +693,28 @@ static int shrink_key_cmp(const void *a, const void *b)
  * list and its death is announced afresh (the failure latch is reset for the new round). */
 static void root_shrink_check(rcoll_bs_root_t *r)
 {
-    if (!r->shrink_open) return;
+    if (!r->shrink_open && !r->sub_open) return;
+    shrink_key_t *keys = calloc((size_t)(unsigned)r->nranks + 1, sizeof(*keys));
+    if (!keys) return; /* tried again at the next pass */
+    root_sub_check(r, keys);
+    if (!r->shrink_open) {
+        free(keys);
+        return;
+    }
     int waiting = 0;
-    for (int k = 0; k < r->nranks; k++)
-        if (r->members[k]->fd >= 0 && !r->members[k]->shrink_asked) waiting++;
-    if (waiting && rcoll_now_ns() < r->shrink_deadline) return;
+    for (int k = 0; k < r->nranks; k++) {
+        bs_member_t *m = r->members[k];
+        if (m->fd >= 0 && !(m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
+            waiting++;
+    }
+    if (waiting && rcoll_now_ns() < r->shrink_deadline) {
+        free(keys);
+        return;
+    }
     for (int k = 0; k < r->nranks && waiting; k++) {
         bs_member_t *m = r->members[k];
-        if (m->fd < 0 || m->shrink_asked) continue;
+        if (m->fd < 0 || (m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
+            continue;
         char text[RCOLL_BS_TEXT_MAX];
         snprintf(text, sizeof(text), "rank %d (%s pid %d) did not call rcoll_comm_shrink within "
                  "%g s of the first rank's call: it is excluded from the shrunk communicator",
@@ -578,43 +725,20 @@ static void root_shrink_check(rcoll_bs_root_t *r)
         bs_send_msg(m->fd, BS_EXCLUDED, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
         member_close(m);
     }
-    shrink_key_t *keys = calloc((size_t)(unsigned)r->nranks + 1, sizeof(*keys));
     int count = 0;
-    for (int k = 0; keys && k < r->nranks; k++)
-        if (r->members[k]->fd >= 0 && r->members[k]->shrink_asked)
+    for (int k = 0; k < r->nranks; k++)
+        if (r->members[k]->fd >= 0 && r->members[k]->shrink_asked &&
+            !(r->members[k]->shrink_req.flags & RCOLL_BS_SHRINK_SUB))
             keys[count++] = (shrink_key_t){r->members[k]->shrink_req.rank, k};
-    if (keys) qsort(keys, (size_t)count, sizeof(*keys), shrink_key_cmp);
+    qsort(keys, (size_t)count, sizeof(*keys), shrink_key_cmp);
     uint32_t round = ++r->shrink_rounds;
     RCOLL_INFO(BOOTSTRAP, "root: shrink #%u decided: %d member%s", round, count,
                count == 1 ? "" : "s");
-    for (int s = 0; s < count; s++) {
-        bs_member_t *to = r->members[keys[s].k];
-        for (int i = 0; i < count && to->fd >= 0; i++) {
-            bs_shrunk_t msg;
-            memset(&msg, 0, sizeof(msg));
-            msg.round = round;
-            msg.index = i;
-            msg.count = count;
-            msg.member.bs_rank = keys[i].k;
-            msg.member.req = r->members[keys[i].k]->shrink_req;
-            /* A survivor that cannot take it has died since: the watch announces it. */
-            if (bs_send_msg(to->fd, BS_SHRUNK, &msg, sizeof(msg),
-                            rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
-                break;
-        }
-    }
+    root_shrink_send(r, keys, count, 0, round);
     free(keys);
-    /* A new round of failures: the next death is announced again. */
     r->shrink_open = 0;
-    r->failure_sent = 0;
-    r->decide_at = 0;
-    for (int k = 0; k < r->nranks; k++) {
-        bs_member_t *m = r->members[k];
-        m->shrink_asked = 0;
-        m->waits_on = -1;
-        m->has_stall = 0;
-        m->sigs_relayed = 0;
-    }
+    for (int k = 0; k < r->nranks; k++) r->members[k]->shrink_asked = 0;
+    root_new_failure_round(r);
 }
 
 /* Member k's watchdog fired in the call of its latest stall report: answer with what every
@@ -784,7 +908,8 @@ static void root_watch_phase(rcoll_bs_root_t *r)
         root_shrink_check(r);
         /* The watch has no deadline of its own: it ends when the last rank leaves or dies,
          * and each wait here is bounded so the thread never sleeps on a stale set. */
-        if (poll(pfd, (nfds_t)n, r->decide_at || r->shrink_open ? 50 : 1000) <= 0) continue;
+        if (poll(pfd, (nfds_t)n, r->decide_at || r->shrink_open || r->sub_open ? 50 : 1000) <= 0)
+            continue;
         for (int i = 0; i < n; i++)
             if (pfd[i].revents) root_member_event(r, who[i]);
     }
@@ -950,6 +1075,7 @@ struct rcoll_bootstrap {
     int rank;      /* this rank's number in the bootstrap */
     int members;   /* ranks in the job now (rcoll_bs_members) */
     char excluded[RCOLL_BS_TEXT_MAX]; /* the root excluded this rank from a shrink: why */
+    char late[RCOLL_BS_TEXT_MAX];     /* its shrink of some ranks was decided without it */
     rcoll_bs_member_t *shrunk; /* the shrink's result as it arrives */
     int shrunk_got, shrunk_count, shrunk_ready;
     uint32_t shrunk_round;
@@ -1100,7 +1226,7 @@ static void bs_shrunk_take(rcoll_bootstrap_t *bs, const bs_shrunk_t *m)
     bs->shrunk[bs->shrunk_got++] = m->member;
     if (bs->shrunk_got < bs->shrunk_count) return;
     bs->shrunk_ready = 1;
-    bs->members = bs->shrunk_count;
+    if (!m->sub) bs->members = bs->shrunk_count; /* the job's communicator shrank */
     bs->failed = 0;
     bs->fail_status = RCOLL_OK;
     bs->fail_culprit = -1;
@@ -1153,6 +1279,10 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             int dup = 0;
             for (int i = 0; i < bs->nrevoked && !dup; i++) dup = bs->revoked[i].ctx == ev.revoke.ctx;
             if (!dup && bs->nrevoked < BS_REVOKED_KEPT) bs->revoked[bs->nrevoked++] = ev.revoke;
+            continue;
+        }
+        if (ev.kind == RCOLL_BS_EV_LATE) { /* left out of one communicator: not a failure */
+            snprintf(bs->late, sizeof(bs->late), "%s", ev.note.text);
             continue;
         }
         if (ev.kind == RCOLL_BS_EV_EXCLUDED) /* a shrink left this rank out (a FAIL as well) */
@@ -1365,6 +1495,7 @@ rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_
     }
     bs->shrunk_ready = 0;
     bs->shrunk_got = 0;
+    bs->late[0] = '\0';
     st = bs_send_msg(bs->fd, BS_SHRINK, req, sizeof(*req), deadline_ns);
     if (st != RCOLL_OK) {
         bs_pump(bs);
@@ -1374,6 +1505,10 @@ rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_
     for (;;) {
         bs_pump(bs);
         if (bs->shrunk_ready) break;
+        if (bs->late[0]) {
+            st = rcoll_err_set(RCOLL_ERR_TIMEOUT, "%s", bs->late);
+            goto out;
+        }
         if (bs->closed) {
             st = shrink_lost(bs);
             goto out;

@@ -85,11 +85,20 @@ typedef struct {
 } rcoll_bs_wdog_t;
 
 /* A rank's request to shrink (rcoll_comm_shrink): the communicator, its rank there, and its
- * record for the new communicator (fresh listen handles). */
+ * record for the new communicator (fresh listen handles).  A communicator of some ranks of
+ * the job (RCOLL_BS_SHRINK_SUB) names them: bit b of members is the bootstrap's member b
+ * (ranks of the job past RCOLL_BS_SUB_BITS cannot be named: such a shrink is refused before
+ * it is asked); seq numbers the shrinks of that communicator, so that one asked too late is
+ * told apart from the next. */
+#define RCOLL_BS_SUB_BITS 1024
+#define RCOLL_BS_SHRINK_SUB 0x100 /* in flags, beside rcoll_comm_shrink's own */
 typedef struct {
     uint64_t ctx;
     int32_t rank;
     int32_t flags;
+    uint32_t seq;
+    int32_t pad;
+    uint8_t members[RCOLL_BS_SUB_BITS / 8];
     rcoll_peer_info_t info;
 } rcoll_bs_shrink_req_t;
 
@@ -163,8 +172,14 @@ const rcoll_peer_info_t *rcoll_bs_root_host(const rcoll_bootstrap_t *bs);
  * new communicator in the order of their ranks in the old one (*members malloc'ed, *count of
  * them) and the round's number (*round).  Every survivor gets the same list.  Once it has
  * arrived, the failure this connection latched is cleared: failures are announced afresh.
- * Errors: the root is gone (RCOLL_ERR_REMOTE: it cannot decide), this rank was excluded
- * (RCOLL_ERR_TIMEOUT: it asked too late), no answer by the deadline (RCOLL_ERR_TIMEOUT). */
+ * A communicator of every rank of the job: the root waits for every member still connected,
+ * and one that has not asked RCOLL_TIMEOUT after the first is cut off (excluded).  One of
+ * some ranks (RCOLL_BS_SHRINK_SUB): the root waits for the members req names that are still
+ * connected; one that has not asked by then is left out of that communicator only, and told
+ * so when it asks.
+ * Errors: the root is gone (RCOLL_ERR_REMOTE: it cannot decide), this rank was excluded or
+ * left out (RCOLL_ERR_TIMEOUT: it asked too late), no answer by the deadline
+ * (RCOLL_ERR_TIMEOUT). */
 rcoll_status_t rcoll_bs_shrink(rcoll_bootstrap_t *bs, const rcoll_bs_shrink_req_t *req,
                                uint64_t deadline_ns, rcoll_bs_member_t **members, int *count,
                                uint32_t *round);

@@ -12,11 +12,12 @@
 #include "core/bootstrap.h"
 
 #define BS_MAGIC 0x52434f42u /* "RCOB" */
-#define BS_VERSION 2 /* 2: the peer record carries the rank's affinity mask (cpus) */
+#define BS_VERSION 3 /* 2: the peer record carries the rank's affinity mask (cpus); 3: the
+                      * shrink of a communicator of some ranks (its members, BS_LATE) */
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
-       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY, BS_REVOKE };
+       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY, BS_REVOKE, BS_LATE };
 
 typedef struct {
     uint32_t magic;
@@ -37,14 +38,14 @@ typedef struct {
     int32_t culprit;
     int32_t status;
     char text[RCOLL_BS_TEXT_MAX];
-} bs_note_t; /* NACK, ABORT, FAIL, EXCLUDED */
+} bs_note_t; /* NACK, ABORT, FAIL, EXCLUDED, LATE */
 
 /* One member of a shrink's result (BS_SHRUNK), sent as n messages to each survivor. */
 typedef struct {
     uint32_t round; /* the root's shrink count: part of the new communicator's id */
     int32_t index;  /* this member's new rank */
     int32_t count;  /* the new size */
-    int32_t pad;
+    int32_t sub;    /* a communicator of some ranks: the job's size is unchanged */
     rcoll_bs_member_t member;
 } bs_shrunk_t;
 
@@ -89,7 +90,9 @@ typedef enum {
     RCOLL_BS_EV_SHRUNK,     /* (to a rank) one member of a shrink's result: shrunk */
     RCOLL_BS_EV_EXCLUDED,   /* (to a rank) left out of a shrink, a failure too: note */
     RCOLL_BS_EV_WDOG_REPLY, /* (to a rank) the root's watchdog answer: wdog */
-    RCOLL_BS_EV_REVOKE      /* a communicator revoked (to the root: relay it): revoke */
+    RCOLL_BS_EV_REVOKE,     /* a communicator revoked (to the root: relay it): revoke */
+    RCOLL_BS_EV_LATE        /* (to a rank) its shrink of some ranks was decided without it:
+                             * note (not a failure) */
 } rcoll_bs_event_kind_t;
 
 typedef struct {
@@ -106,7 +109,7 @@ typedef struct {
  * rcoll_bs_hdr_valid with sizeof(bs_payload_t); bytes past its length are those of earlier
  * messages).  to_root: a rank's message to the root (SIG, STALL, WDOG, BYE, ABORT's note,
  * SHRINK; anything else is NONE); else the root's message to a rank (SIG, SHRUNK, WDOG_REPLY
- * of their exact sizes, EXCLUDED's note; those of another size NONE; anything else a failure
+ * of their exact sizes, EXCLUDED's and LATE's notes; those of another size NONE; anything else a failure
  * note). */
 void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev);
 

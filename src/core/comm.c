@@ -263,11 +263,14 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     c->p2p_recv_seq = calloc((size_t)nranks, sizeof(uint32_t));
     c->p2p_piece = calloc((size_t)nranks, sizeof(size_t));
     c->peers = calloc((size_t)nranks, sizeof(*c->peers));
-    if (!c->p2p_send_seq || !c->p2p_recv_seq || !c->p2p_piece || !c->peers) {
+    c->bs_of = calloc((size_t)nranks, sizeof(*c->bs_of));
+    if (!c->p2p_send_seq || !c->p2p_recv_seq || !c->p2p_piece || !c->peers || !c->bs_of) {
         rcoll_comm_free(c, 0);
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "communicator allocation failed");
     }
-    c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(size_t) + sizeof(*c->peers));
+    for (int i = 0; i < nranks; i++) c->bs_of[i] = i; /* init; split and shrink map theirs */
+    c->mem_bytes += (size_t)nranks * (2 * sizeof(uint32_t) + sizeof(size_t) +
+                                      sizeof(*c->peers) + sizeof(*c->bs_of));
     c->next = (rank + 1) % nranks;
     c->prev = (rank - 1 + nranks) % nranks;
     c->ring_pos = rank;
@@ -981,6 +984,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     rcoll_gpu_pinned_free(&c->gpu_pinned); /* after every area counted in it */
     free(c->link.staging);
     free(c->peers);
+    free(c->bs_of);
     free(c->ring_map);
     free(c->host_of);
     free(c->local_group);

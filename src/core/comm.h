@@ -182,6 +182,9 @@ struct rcoll_comm {
                                  * before the probe: what the pipeline chunks are cut by */
     int all_shm;            /* every peer is reached over shared memory */
     int bs_ranks;           /* rank r is member r of the bootstrap (not a reordering split) */
+    int32_t *bs_of;         /* [nranks] each rank's member number in the bootstrap (the job's
+                             * first numbering, in which failures are named) */
+    uint32_t nshrinks;      /* rcoll_comm_shrink calls on it (the root tells them apart) */
     int probe_alg;          /* >= 0: the tuning probe forces this all-reduce algorithm */
     size_t chunk_bytes;
     rcoll_algo_ctx_t algo;  /* what the all-reduce algorithms know of this communicator */

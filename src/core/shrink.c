@@ -72,14 +72,19 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
     *newcomm = NULL;
     char pbuf[RCOLL_ERR_TEXT_MAX];
     rcoll_status_t st;
-    int members = rcoll_bs_members(comm->bs);
-    if (comm->nranks != members) {
-        st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll_comm_shrink: this communicator has %d "
-                           "ranks but the job has %d now: only a communicator of every rank "
-                           "(made by init, dup or the latest shrink) can be shrunk",
-                           comm->nranks, members);
-        rcoll_comm_set_error(comm, st, rcoll_err_get());
-        return st;
+    /* A communicator of every rank of the job (made by init, dup or the latest shrink), or
+     * one of some ranks, which names them to the root (bit b: the job's rank b). */
+    int sub = comm->nranks != rcoll_bs_members(comm->bs);
+    if (sub) {
+        for (int i = 0; i < comm->nranks; i++)
+            if (comm->bs_of[i] < 0 || comm->bs_of[i] >= RCOLL_BS_SUB_BITS) {
+                st = rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "rcoll_comm_shrink: rank %d of this "
+                                   "communicator is rank %d of the job: a communicator of some "
+                                   "ranks can be shrunk when its ranks are among the job's "
+                                   "first %d", i, (int)comm->bs_of[i], RCOLL_BS_SUB_BITS);
+                rcoll_comm_set_error(comm, st, rcoll_err_get());
+                return st;
+            }
     }
     if (comm->head && comm->failed == RCOLL_OK) {
         if (!(flags & RCOLL_SHRINK_ABORT_PENDING)) {
@@ -101,7 +106,10 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
     memset(&req, 0, sizeof(req));
     req.ctx = comm->ctx;
     req.rank = comm->rank;
-    req.flags = flags;
+    req.flags = flags | (sub ? RCOLL_BS_SHRINK_SUB : 0);
+    req.seq = comm->nshrinks++;
+    for (int i = 0; sub && i < comm->nranks; i++)
+        req.members[comm->bs_of[i] / 8] |= (uint8_t)(1u << (comm->bs_of[i] % 8));
     req.info = comm->peers[comm->rank];
     memset(req.info.handles, 0, sizeof(req.info.handles));
     memset(req.info.max_msg, 0, sizeof(req.info.max_msg));
@@ -149,7 +157,10 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
     rcoll_comm_take_listeners(c, probe); /* and frees the probe */
     probe = NULL;
     c->ctx = (comm->ctx ^ (0xc2b2ae3d27d4eb4full * round)) * 1099511628211ull;
-    for (int i = 0; i < count; i++) c->peers[i] = tab[i].req.info;
+    for (int i = 0; i < count; i++) {
+        c->peers[i] = tab[i].req.info;
+        c->bs_of[i] = tab[i].bs_rank;
+    }
     free(tab);
     c->bs = rcoll_bs_ref(comm->bs);
     uint64_t t_agreed = rcoll_now_ns();

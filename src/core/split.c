@@ -149,6 +149,7 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
     uint64_t ctx = comm->ctx ^ (0x9e3779b97f4a7c15ull * (split_no + 1));
     c->ctx = (ctx ^ (uint64_t)(uint32_t)color) * 1099511628211ull;
     for (int i = 0; i < size; i++) {
+        c->bs_of[i] = comm->bs_of[members[i].rank];
         c->peers[i] = comm->peers[members[i].rank];
         memcpy(c->peers[i].handles, all[members[i].rank].handles, sizeof(c->peers[i].handles));
     }
