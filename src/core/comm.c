@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -711,9 +712,12 @@ rcoll_status_t rcoll_comm_listen(rcoll_comm_t c, rcoll_peer_info_t *mine)
             snprintf(c->tp_why[t], sizeof(c->tp_why[t]), "%s", rcoll_err_get());
         if (st != RCOLL_OK) {
             /* Not built or not possible here is information; a transport that should work
-             * but failed (a full /dev/shm) deserves a warning with its reason. */
-            if (st == RCOLL_ERR_UNSUPPORTED)
-                RCOLL_INFO(INIT, "transport %s not used: %s", list[t]->name, rcoll_err_get());
+             * but failed (a full /dev/shm) deserves a warning with its reason, once per
+             * process (every later communicator falls back the same way: INFO). */
+            static _Atomic int warned[RCOLL_MAX_TRANSPORTS];
+            if (st == RCOLL_ERR_UNSUPPORTED || atomic_exchange(&warned[t], 1))
+                RCOLL_INFO(INIT, "transport %s not used%s: %s", list[t]->name,
+                           st == RCOLL_ERR_UNSUPPORTED ? "" : ", falling back", rcoll_err_get());
             else
                 RCOLL_WARN(INIT, "transport %s not used, falling back: %s", list[t]->name,
                            rcoll_err_get());

@@ -638,8 +638,12 @@ static rcoll_status_t shm_init(const void *knobs)
         if (st != RCOLL_OK) {
             char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
             snprintf(why, sizeof(why), "%s", rcoll_err_get());
-            return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "shm transport unavailable: "
-                                 "memfd_create failed (%s) and %s", strerror(memfd_err), why);
+            /* No /dev/shm at all: not possible here (said at INFO).  One too small (a
+             * container's 64 MiB default, or less): it should have worked, so the fallback
+             * is said at WARN (core/comm.c), once. */
+            return rcoll_err_set(st == RCOLL_ERR_UNSUPPORTED ? st : RCOLL_ERR_NO_MEMORY,
+                                 "shm transport unavailable: memfd_create failed (%s) and %s",
+                                 strerror(memfd_err), why);
         }
     }
 
