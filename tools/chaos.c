@@ -2,7 +2,8 @@
  * chaos.c - fault campaign (docs/reliability.md, "Fault campaign").
  *
  * Usage: chaos [--trials N] [--time S] [--seed S] [--only K] [--timeout T] [--grace G]
- *              [--kinds kill,stop,sock,shmfull,junk,secret] [--min-ranks A] [--max-ranks B]
+ *              [--kinds kill,stop,sock,shmfull,junk,secret,revoke,grow] [--min-ranks A]
+ *              [--max-ranks B]
  *              [--logs DIR] [-v]
  *
  * Each trial forks 2-8 ranks that build a communicator from the environment, as rcoll-run
@@ -20,6 +21,11 @@
  *   junk     random bytes sent to a random listening socket of the job (the bootstrap root or
  *            a rank's listener), during creation or mid-job
  *   secret   an impostor process joins as a random rank with a wrong RCOLL_SECRET
+ *   revoke   a helper thread of a random rank revokes the communicator (rcoll_comm_revoke)
+ *            while the ranks are in their calls
+ *   grow     a new process joins the job under load: the ranks agree to grow (through the
+ *            loop's periodic all-reduce), a random rank makes the grow id, the new process
+ *            joins as rank n (rcoll_comm_grow), and the n + 1 run a checked all-reduce
  *
  * Verdict per trial.  For the faults that break the job (kill, stop, sock, shmfull): every
  * other rank returns an error within RCOLL_TIMEOUT + grace of the fault whose text names the
@@ -27,7 +33,10 @@
  * the shmfull rank itself must name /dev/shm); then the survivors abort, make a new unique id
  * and a communicator among themselves, and run one checked all-reduce.  For junk and secret
  * the job must not notice: every rank's calls succeed and a checked all-reduce is right (the
- * impostor gets RCOLL_ERR_AUTH).  In every kind: no process needs killing at the deadline
+ * impostor gets RCOLL_ERR_AUTH).  For revoke every rank's call fails within the bound naming
+ * "rank V", and the ranks recover by shrinking the revoked communicator (the same n ranks)
+ * and a checked all-reduce on it.  For grow nothing may fail: the grown communicator's checked
+ * all-reduce is right on all n + 1, and so is the old one's after.  In every kind: no process needs killing at the deadline
  * (that is a hang; so is an error later than the bound), and after the ranks have destroyed
  * or aborted their communicators each surviving rank's sockets, threads and /dev/shm rcoll*
  * entries are back to their count before creation (a leak otherwise).
@@ -56,13 +65,15 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "rcoll.h"
 
-enum { F_KILL, F_STOP, F_SOCK, F_SHMFULL, F_JUNK, F_SECRET, NKIND };
-static const char *const kind_name[NKIND] = {"kill", "stop", "sock", "shmfull", "junk", "secret"};
+enum { F_KILL, F_STOP, F_SOCK, F_SHMFULL, F_JUNK, F_SECRET, F_REVOKE, F_GROW, NKIND };
+static const char *const kind_name[NKIND] = {"kill", "stop", "sock", "shmfull", "junk", "secret",
+                                             "revoke", "grow"};
 
 enum { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL, C_GATHER,
        C_SCATTER, C_ALLGATHERV, C_ALLTOALLV, C_BARRIER, C_SENDRECV, NCOLL };
@@ -96,8 +107,12 @@ static const char *const stage_name[] = {"creation", "operations", "abort/destro
                                          "resource check", "done"};
 
 typedef struct {
-    rank_slot_t r[MAXR + 1];       /* + the impostor */
+    rank_slot_t r[MAXR + 1];       /* + the impostor, or grow's new process */
     volatile int stop;             /* end the op loop (non-breaking kinds) */
+    volatile int revoke_go;        /* revoke: the victim's helper thread revokes now */
+    volatile int grow_go;          /* grow: the ranks are asked to grow */
+    volatile int grow_id_ready;    /* ... and the victim has made the id: */
+    rcoll_unique_id_t grow_id;
     volatile int id_ready;
     rcoll_unique_id_t rec_id;      /* the survivors' new id */
     double fault_t;
@@ -316,6 +331,83 @@ static int checked_allreduce(rcoll_comm_t comm, int me, int n, char *txt, size_t
     return ok;
 }
 
+/* revoke: the victim's helper thread revokes the communicator when the driver says so, while
+ * the main thread is in its calls. */
+static volatile int revoker_quit;
+static void *revoker_main(void *arg)
+{
+    while (!bd->revoke_go && !revoker_quit) sleep_s(0.001);
+    if (bd->revoke_go) rcoll_comm_revoke((rcoll_comm_t)arg);
+    return NULL;
+}
+
+/* grow, on every member once they agreed: the victim makes the id, all grow to n + 1 with the
+ * new process, one checked all-reduce on the grown communicator, which is then destroyed. */
+static void member_grow(const trial_t *t, rcoll_comm_t comm, int me, rank_slot_t *s)
+{
+    if (me == t->victim) {
+        rcoll_unique_id_t id;
+        if (rcoll_comm_grow_id(comm, &id) == RCOLL_OK) {
+            bd->grow_id = id;
+            __sync_synchronize();
+            bd->grow_id_ready = 1;
+        } else {
+            bd->grow_id_ready = -1;
+        }
+    }
+    rcoll_comm_t g = NULL;
+    rcoll_status_t st = rcoll_comm_grow(comm, t->n + 1, NULL, RCOLL_UNDEFINED, &g);
+    if (st != RCOLL_OK) {
+        s->rec_st = 7;
+        snprintf(s->rec_txt, sizeof(s->rec_txt), "grow: %s: %s", rcoll_status_string(st),
+                 rcoll_comm_last_error(comm));
+        return;
+    }
+    if (!checked_allreduce(g, me, t->n + 1, s->rec_txt, sizeof(s->rec_txt), NULL))
+        s->rec_st = 8;
+    if (rcoll_comm_destroy(g) != RCOLL_OK && !s->rec_st) {
+        s->rec_st = 9;
+        snprintf(s->rec_txt, sizeof(s->rec_txt), "destroy of the grown one: %s",
+                 rcoll_comm_last_error(g));
+    }
+}
+
+/* grow's new process: the id from the board, rank n of n + 1, one checked all-reduce. */
+static int joiner_main(const trial_t *t)
+{
+    rank_slot_t *s = &bd->r[MAXR];
+    char v[32];
+    snprintf(v, sizeof(v), "%g", T);
+    setenv("RCOLL_TIMEOUT", v, 1);
+    setenv("RCOLL_TRANSPORT", t->tcp ? "tcp" : "shm", 1);
+    setenv("RCOLL_ALGO", algo_name[t->algo], 1);
+    s->stage = S_REC_ID;
+    double dl = now_s() + 2 * T + 10;
+    while (!bd->grow_id_ready && now_s() < dl) sleep_s(0.002);
+    if (bd->grow_id_ready != 1) {
+        s->init_st = 1;
+        snprintf(s->init_txt, sizeof(s->init_txt), "no grow id came");
+    } else {
+        s->stage = S_REC_INIT;
+        rcoll_comm_t g = NULL;
+        rcoll_status_t st = rcoll_comm_grow(NULL, t->n + 1, (const rcoll_unique_id_t *)&bd->grow_id,
+                                            t->n, &g);
+        s->init_st = st;
+        if (st != RCOLL_OK) {
+            snprintf(s->init_txt, sizeof(s->init_txt), "join: %s", rcoll_last_init_error());
+        } else {
+            s->stage = S_REC_CHECK;
+            if (!checked_allreduce(g, t->n, t->n + 1, s->rec_txt, sizeof(s->rec_txt), NULL))
+                s->rec_st = 5;
+            s->stage = S_REC_DESTROY;
+            if (rcoll_comm_destroy(g) != RCOLL_OK && !s->rec_st) s->rec_st = 6;
+        }
+    }
+    s->finished = 1;
+    s->stage = S_DONE;
+    return 0;
+}
+
 static int rank_main(const trial_t *t, int me, const char *root, const char *secret)
 {
     rank_slot_t *s = &bd->r[me];
@@ -356,17 +448,25 @@ static int rank_main(const trial_t *t, int me, const char *root, const char *sec
         s->op_st = st;
         snprintf(s->err_txt, sizeof(s->err_txt), "%s", rcoll_last_init_error());
     }
+    pthread_t revoker;
+    int have_revoker = st == RCOLL_OK && t->kind == F_REVOKE && me == t->victim &&
+                       pthread_create(&revoker, NULL, revoker_main, comm) == 0;
     s->ready = 1;
     s->stage = S_OPS;
     size_t es = dt_bytes(t->dt), bytes = t->count * es * (size_t)t->n + 64;
     char *a = calloc(1, bytes), *b = calloc(1, bytes);
+    int grown = 0;
     while (st == RCOLL_OK) {
         if (s->ops % 8 == 7) {
-            /* The ranks agree on when to stop (each reading the flag alone would leave them
-             * at different calls). */
-            int32_t f = bd->stop;
-            st = rcoll_allreduce(RCOLL_IN_PLACE, &f, 1, RCOLL_INT32, RCOLL_MAX, comm);
-            if (st == RCOLL_OK && f) break;
+            /* The ranks agree on when to stop, and (grow) when to grow: each reading the
+             * flags alone would leave them at different calls. */
+            int32_t f = bd->stop | (t->kind == F_GROW && bd->grow_go && !grown ? 2 : 0);
+            st = rcoll_allreduce(RCOLL_IN_PLACE, &f, 1, RCOLL_INT32, RCOLL_BOR, comm);
+            if (st == RCOLL_OK && (f & 2) && !grown) {
+                grown = 1;
+                member_grow(t, comm, me, s);
+            }
+            if (st == RCOLL_OK && (f & 1)) break;
         }
         if (st == RCOLL_OK) st = one_call(t, comm, me, a, b);
         if (st == RCOLL_OK) {
@@ -379,6 +479,10 @@ static int rank_main(const trial_t *t, int me, const char *root, const char *sec
     }
     free(a);
     free(b);
+    if (have_revoker) {
+        revoker_quit = 1;
+        pthread_join(revoker, NULL);
+    }
     s->stage = S_ABORT;
     if (st == RCOLL_OK && t->kind == F_SOCK) {
         /* The shut socket may be one the loop never used: the final all-reduce may be the
@@ -406,6 +510,28 @@ static int rank_main(const trial_t *t, int me, const char *root, const char *sec
             s->rec_st = 2;
             snprintf(s->rec_txt, sizeof(s->rec_txt), "destroy: %s", rcoll_comm_last_error(comm));
         }
+    } else if (t->kind == F_REVOKE && s->init_st == RCOLL_OK) {
+        /* Every rank leaves the revoked communicator by shrinking it: the same n ranks. */
+        s->stage = S_REC_INIT;
+        rcoll_comm_t c2 = NULL;
+        rcoll_status_t rst = rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, &c2);
+        int size = 0;
+        if (rst != RCOLL_OK || rcoll_comm_size(c2, &size) != RCOLL_OK || size != t->n) {
+            s->rec_st = 10;
+            snprintf(s->rec_txt, sizeof(s->rec_txt), "shrink of the revoked one: %s (size %d): "
+                     "%s", rcoll_status_string(rst), size, rcoll_comm_last_error(comm));
+        } else {
+            s->stage = S_REC_CHECK;
+            if (!checked_allreduce(c2, me, t->n, s->rec_txt, sizeof(s->rec_txt), NULL))
+                s->rec_st = 5;
+        }
+        s->stage = S_REC_DESTROY;
+        if (c2 && rcoll_comm_destroy(c2) != RCOLL_OK && !s->rec_st) {
+            s->rec_st = 6;
+            snprintf(s->rec_txt, sizeof(s->rec_txt), "destroy: %s", rcoll_comm_last_error(c2));
+        }
+        rcoll_comm_destroy(comm);
+        st = RCOLL_OK; /* recovered: no new id */
     } else {
         rcoll_comm_abort(comm);
     }
@@ -625,7 +751,7 @@ int main(int argc, char **argv)
     long trials = 30, only = -1;
     double limit = 90;
     uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
-    int kinds_on[NKIND] = {1, 1, 1, 1, 1, 1}, min_r = 2, max_r = 8;
+    int kinds_on[NKIND] = {1, 1, 1, 1, 1, 1, 1, 1}, min_r = 2, max_r = 8;
     const char *logdir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -756,9 +882,28 @@ int main(int argc, char **argv)
             sleep_s(0.2 + 0.3 * unit());
             bd->stop = 1;
             break;
+        case F_REVOKE:
+            bd->revoke_go = 1;
+            fault_t = now_s();
+            break;
+        case F_GROW:
+            fflush(NULL);
+            pids[t.n] = fork();
+            if (pids[t.n] == 0) {
+                setpgid(0, 0);
+                char lp[512];
+                if (logdir) snprintf(lp, sizeof(lp), "%s/trial%ld-joiner.log", logdir, k);
+                int lfd = open(logdir ? lp : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                if (lfd >= 0) { dup2(lfd, 2); dup2(lfd, 1); close(lfd); }
+                _exit(joiner_main(&t));
+            }
+            np = t.n + 1;
+            bd->grow_go = 1;
+            fault_t = now_s();
+            break;
         }
         bd->fault_t = fault_t;
-        int stopped = t.kind == F_STOP, sock_wait = t.kind == F_SOCK;
+        int stopped = t.kind == F_STOP, sock_wait = t.kind == F_SOCK, grow_wait = t.kind == F_GROW;
         /* Reap, with a hard deadline. */
         double hard = fault_t + 3 * T + grace + 15;
         int left = np, hung = 0, codes[MAXR + 1];
@@ -779,6 +924,10 @@ int main(int argc, char **argv)
                 /* A shut socket that no call uses goes unnoticed: end the trial. */
                 bd->stop = 1;
                 sock_wait = 0;
+            }
+            if (grow_wait && (bd->r[MAXR].finished || now_s() > fault_t + 2 * T + grace + 5)) {
+                bd->stop = 1; /* the new process is done (or never will be): end the loop */
+                grow_wait = 0;
             }
             if (stopped && now_s() > fault_t + T + 2) {
                 kill(pids[t.victim], SIGCONT);
@@ -806,7 +955,7 @@ int main(int argc, char **argv)
             for (int r = 0; r < t.n; r++) unnoticed &= bd->r[r].op_st == RCOLL_OK;
         }
         double bound = T + grace;
-        int breaking = t.kind <= F_SHMFULL && !unnoticed;
+        int breaking = (t.kind <= F_SHMFULL || t.kind == F_REVOKE) && !unnoticed;
         for (int r = 0; r < t.n && !why[0]; r++) {
             rank_slot_t *s = &bd->r[r];
             if (t.kind == F_KILL && r == t.victim) continue;
@@ -881,6 +1030,13 @@ int main(int argc, char **argv)
                 leak = 1;
             }
         }
+        if (!why[0] && t.kind == F_GROW &&
+            (codes[t.n] != 0 || !bd->r[MAXR].finished || bd->r[MAXR].init_st || bd->r[MAXR].rec_st)) {
+            snprintf(why, sizeof(why), "the new process (exit %d, %s): %.200s%.200s", codes[t.n],
+                     stage_name[bd->r[MAXR].stage], bd->r[MAXR].init_txt, bd->r[MAXR].rec_txt);
+            hung = codes[t.n] == 124;
+            other = !hung;
+        }
         if (!why[0] && t.kind == F_SECRET && bd->r[MAXR].init_st != RCOLL_ERR_AUTH) {
             snprintf(why, sizeof(why), "impostor not refused: %s: %s",
                      rcoll_status_string(bd->r[MAXR].init_st), bd->r[MAXR].init_txt);
@@ -938,7 +1094,8 @@ int main(int argc, char **argv)
     return ran == 0 ? 1 : bad;
 usage:
     fprintf(stderr, "usage: chaos [--trials N] [--time S] [--seed S] [--only K] [--timeout T] "
-                    "[--grace G] [--kinds kill,stop,sock,shmfull,junk,secret] [--min-ranks A] "
+                    "[--grace G] [--kinds kill,stop,sock,shmfull,junk,secret,revoke,grow] "
+                    "[--min-ranks A] "
                     "[--max-ranks B] [--logs DIR] [-v]\n");
     return 2;
 }
