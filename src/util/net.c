@@ -124,16 +124,18 @@ static int if_matches(const char *filter, const char *name)
     return exclude ? !hit : hit;
 }
 
-static int find_addr(const char *filter, int want_loopback, rcoll_sockaddr_t *addr,
-                     char *ifname, size_t ifname_len)
+/* Up to max addresses of up interfaces passing the filter (or loopback ones), IPv4 first, then
+ * IPv6 (skipping link-local, which needs a scope); one per interface and family.  Returns how
+ * many, -1 when getifaddrs fails. */
+static int find_addrs(const char *filter, int want_loopback, rcoll_sockaddr_t *addrs,
+                      char (*ifnames)[RCOLL_NET_IFNAME_MAX], int max)
 {
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) != 0) return -1;
     int found = 0;
-    /* IPv4 first, then IPv6 (skipping link-local, which needs a scope). */
-    for (int pass = 0; pass < 2 && !found; pass++) {
+    for (int pass = 0; pass < 2 && found < max; pass++) {
         int fam = pass == 0 ? AF_INET : AF_INET6;
-        for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        for (struct ifaddrs *i = ifs; i && found < max; i = i->ifa_next) {
             if (!i->ifa_addr || i->ifa_addr->sa_family != fam) continue;
             if (!(i->ifa_flags & IFF_UP)) continue;
             int is_lo = (i->ifa_flags & IFF_LOOPBACK) != 0;
@@ -141,28 +143,48 @@ static int find_addr(const char *filter, int want_loopback, rcoll_sockaddr_t *ad
             if (fam == AF_INET6 &&
                 IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
                 continue;
-            memset(addr, 0, sizeof(*addr));
-            memcpy(addr, i->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in)
-                                                     : sizeof(struct sockaddr_in6));
-            snprintf(ifname, ifname_len, "%s", i->ifa_name);
-            found = 1;
+            int dup = 0; /* one address per interface and family */
+            for (int k = 0; k < found && !dup; k++)
+                dup = addrs[k].sa.sa_family == fam && !strcmp(ifnames[k], i->ifa_name);
+            if (dup) continue;
+            memset(&addrs[found], 0, sizeof(addrs[found]));
+            memcpy(&addrs[found], i->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in)
+                                                              : sizeof(struct sockaddr_in6));
+            snprintf(ifnames[found], RCOLL_NET_IFNAME_MAX, "%s", i->ifa_name);
+            found++;
         }
     }
     freeifaddrs(ifs);
     return found;
 }
 
+int rcoll_net_pick_addrs(const char *filter, rcoll_sockaddr_t *addrs,
+                         char (*ifnames)[RCOLL_NET_IFNAME_MAX], int max)
+{
+    int rc = find_addrs(filter, 0, addrs, ifnames, max);
+    if (rc < 0) {
+        rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "getifaddrs failed");
+        return -1;
+    }
+    if (rc == 0 && (!filter || !*filter)) rc = find_addrs(NULL, 1, addrs, ifnames, 1);
+    if (rc <= 0) {
+        rcoll_err_set(RCOLL_ERR_SYSTEM,
+                      "no up interface with an address matches RCOLL_SOCKET_IFNAME='%s'",
+                      filter ? filter : "");
+        return -1;
+    }
+    for (int k = 0; k < rc; k++) rcoll_net_addr_set_port(&addrs[k], 0);
+    return rc;
+}
+
 rcoll_status_t rcoll_net_pick_addr(const char *filter, rcoll_sockaddr_t *addr, char *ifname,
                                    size_t ifname_len)
 {
-    int rc = find_addr(filter, 0, addr, ifname, ifname_len);
-    if (rc < 0) return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, errno, "getifaddrs failed");
-    if (rc == 0 && (!filter || !*filter)) rc = find_addr(NULL, 1, addr, ifname, ifname_len);
-    if (rc <= 0)
-        return rcoll_err_set(RCOLL_ERR_SYSTEM,
-                             "no up interface with an address matches RCOLL_SOCKET_IFNAME='%s'",
-                             filter ? filter : "");
-    rcoll_net_addr_set_port(addr, 0);
+    rcoll_sockaddr_t a[1];
+    char names[1][RCOLL_NET_IFNAME_MAX];
+    if (rcoll_net_pick_addrs(filter, a, names, 1) < 0) return RCOLL_ERR_SYSTEM;
+    *addr = a[0];
+    snprintf(ifname, ifname_len, "%s", names[0]);
     return RCOLL_OK;
 }
 
