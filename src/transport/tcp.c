@@ -539,17 +539,23 @@ static rcoll_status_t tcp_init(const void *knobs)
 {
     const rcoll_tcp_config_t *cfg = knobs;
     char addr[SOCK_ADDR_STR];
-    rcoll_status_t st;
 
     if (!cfg)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp init: NULL configuration");
-    st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &tcp_g.addr, tcp_g.ifname,
-                             sizeof(tcp_g.ifname));
-    if (st != RCOLL_OK) {
+    int na = rcoll_net_pick_addrs(cfg->netif.socket_ifname, tcp_g.addrs, tcp_g.ifnames,
+                                  RCOLL_TCP_MAX_ADDRS);
+    if (na < 1) {
         char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
         snprintf(why, sizeof(why), "%s", rcoll_err_get());
         return rcoll_err_set(RCOLL_ERR_UNSUPPORTED, "tcp transport unavailable: %s", why);
     }
+    tcp_g.naddrs = na;
+    tcp_g.addr = tcp_g.addrs[0];
+    snprintf(tcp_g.ifname, sizeof(tcp_g.ifname), "%s", tcp_g.ifnames[0]);
+    for (int k = 1; k < na; k++)
+        RCOLL_INFO(TCP, "tcp: also listening on %s (%s): a peer that cannot reach %s tries it",
+                   tcp_g.ifnames[k], rcoll_net_addr_str(&tcp_g.addrs[k], addr, sizeof(addr)),
+                   tcp_g.ifname);
     tcp_g.nsocks = cfg->nsocks < 1 ? 1 : cfg->nsocks;
     tcp_g.nsocks = tcp_g.nsocks > RCOLL_TCP_MAX_NSOCKS ? RCOLL_TCP_MAX_NSOCKS : tcp_g.nsocks;
     tcp_g.stripe_min = cfg->stripe_min;

@@ -29,16 +29,27 @@ typedef struct {
 extern const rcoll_config_table_t rcoll_tcp_config_table;
 
 /* What listen() writes into the opaque handle (the rest of the 128 bytes is zero).  The
- * connector takes nsocks and stripe_min from here, so both ends split messages alike. */
+ * connector takes nsocks and stripe_min from here, so both ends split messages alike.  A
+ * listener on several interfaces (every one RCOLL_SOCKET_IFNAME accepts, up to
+ * RCOLL_TCP_MAX_ADDRS) gives the others as alternatives: a connector that cannot reach addr
+ * tries them in turn (a stray interface chosen first must not break the job). */
+#define RCOLL_TCP_MAX_ADDRS 4
+typedef struct {
+    uint16_t family; /* AF_INET or AF_INET6; 0: none */
+    uint16_t port;   /* host byte order */
+    uint8_t ip[16];  /* 4 bytes for AF_INET */
+} rcoll_tcp_alt_t;
 typedef struct {
     uint32_t magic;      /* RCOLL_TCP_HANDLE_MAGIC */
     uint32_t version;    /* RCOLL_TCP_VERSION */
     uint64_t nonce;      /* random; every hello must carry it */
     uint64_t stripe_min; /* messages at least this long are striped (when nsocks > 1) */
     uint32_t nsocks;     /* sockets per connection, 1..RCOLL_TCP_MAX_NSOCKS */
-    uint32_t reserved;
-    rcoll_sockaddr_t addr; /* where the listener listens */
+    uint32_t nalt;       /* alternatives that follow, 0..RCOLL_TCP_MAX_ADDRS - 1 */
+    rcoll_sockaddr_t addr; /* where the listener listens (its first interface) */
+    rcoll_tcp_alt_t alt[RCOLL_TCP_MAX_ADDRS - 1];
 } rcoll_tcp_handle_t;
+_Static_assert(sizeof(rcoll_tcp_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES, "tcp handle too big");
 
 /* First bytes the connector sends on each socket of a connection. */
 typedef struct {

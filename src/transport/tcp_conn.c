@@ -8,11 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <sys/socket.h>
 
 #include "transport/tcp_int.h"
 #include "util/log.h"
+#include "util/time.h"
+
+/* A connect to one of several addresses of a listener that has not completed by then: the
+ * next address. */
+#define SOCK_TRY_NS 2000000000ull
 
 static pthread_mutex_t tcp_conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static tcp_connecting_t tcp_conn_tab[SOCK_MAX_CONNECTING];
@@ -25,8 +31,7 @@ static uint64_t tcp_conn_seq;
 rcoll_status_t tcp_listen(int dev, void *handle, void **listen_comm)
 {
     rcoll_tcp_handle_t h;
-    rcoll_sockaddr_t addr;
-    rcoll_status_t st;
+    rcoll_status_t st = RCOLL_OK;
 
     if (!tcp_g.inited)
         return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp listen before init");
@@ -36,32 +41,55 @@ rcoll_status_t tcp_listen(int dev, void *handle, void **listen_comm)
     tcp_listen_t *l = calloc(1, sizeof(*l));
     if (!l)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp listen: out of memory");
-    addr = tcp_g.addr;
-    rcoll_net_addr_set_port(&addr, 0);
-    st = rcoll_net_listen(&addr, SOCK_LISTEN_BACKLOG, 0, &l->fd);
-    if (st != RCOLL_OK)
-        goto err_free;
+    memset(&h, 0, sizeof(h));
+    /* One listening socket per address: the first is the handle's, the others its
+     * alternatives (one that cannot be bound now is left out; the first must be). */
+    for (int k = 0; k < tcp_g.naddrs; k++) {
+        rcoll_sockaddr_t addr = tcp_g.addrs[k];
+        rcoll_net_addr_set_port(&addr, 0);
+        int fd = -1;
+        st = rcoll_net_listen(&addr, SOCK_LISTEN_BACKLOG, 0, &fd);
+        if (st != RCOLL_OK) {
+            if (k == 0)
+                goto err_close;
+            RCOLL_INFO(TCP, "tcp: not listening on %s too: %s", tcp_g.ifnames[k],
+                       rcoll_err_get());
+            st = RCOLL_OK;
+            continue;
+        }
+        l->fds[l->nfds++] = fd;
+        if (k == 0) {
+            h.addr = addr;
+            continue;
+        }
+        rcoll_tcp_alt_t *a = &h.alt[h.nalt++];
+        a->family = (uint16_t)addr.sa.sa_family;
+        a->port = rcoll_net_addr_port(&addr);
+        if (addr.sa.sa_family == AF_INET)
+            memcpy(a->ip, &addr.sin.sin_addr, 4);
+        else
+            memcpy(a->ip, &addr.sin6.sin6_addr, 16);
+    }
+    l->fd = l->fds[0];
     st = rcoll_random_bytes(&l->nonce, sizeof(l->nonce));
     if (st != RCOLL_OK)
         goto err_close;
     l->nsocks = (uint32_t)tcp_g.nsocks;
     l->stripe_min = tcp_g.stripe_min;
 
-    memset(&h, 0, sizeof(h));
     h.magic = RCOLL_TCP_HANDLE_MAGIC;
     h.version = RCOLL_TCP_VERSION;
     h.nonce = l->nonce;
     h.stripe_min = l->stripe_min;
     h.nsocks = l->nsocks;
-    h.addr = addr;
     memset(handle, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
     memcpy(handle, &h, sizeof(h));
     *listen_comm = l;
     return RCOLL_OK;
 
 err_close:
-    close(l->fd);
-err_free:
+    for (int k = 0; k < l->nfds; k++)
+        close(l->fds[k]);
     free(l);
     return st;
 }
@@ -215,17 +243,21 @@ rcoll_status_t tcp_accept(void *listen_comm, void **recv_comm)
     for (int i = 0; i < l->nhalf && !c && st == RCOLL_OK;)
         if (!tcp_half_step(l, i, &c, &st))
             i++;
-    while (!c && st == RCOLL_OK) { /* then whatever waits on the backlog */
-        tcp_half_t h;
-        memset(&h, 0, sizeof(h));
-        st = rcoll_net_accept(l->fd, &h.fd, &h.peer);
-        if (st != RCOLL_OK)
-            break;
-        tcp_half_make_room(l);
-        h.seq = l->seq++;
-        l->half[l->nhalf++] = h;
-        l->nhandshake++;
-        tcp_half_step(l, l->nhalf - 1, &c, &st);
+    for (int k = 0; k < l->nfds && !c && st == RCOLL_OK; k++) {
+        while (!c && st == RCOLL_OK) { /* then whatever waits on the backlogs */
+            tcp_half_t h;
+            memset(&h, 0, sizeof(h));
+            st = rcoll_net_accept(l->fds[k], &h.fd, &h.peer);
+            if (st != RCOLL_OK)
+                break;
+            tcp_half_make_room(l);
+            h.seq = l->seq++;
+            l->half[l->nhalf++] = h;
+            l->nhandshake++;
+            tcp_half_step(l, l->nhalf - 1, &c, &st);
+        }
+        if (st == RCOLL_INPROGRESS && k + 1 < l->nfds)
+            st = RCOLL_OK; /* this backlog is empty: the next one */
     }
     if (st != RCOLL_OK && st != RCOLL_INPROGRESS)
         return st;
@@ -244,11 +276,62 @@ static void tcp_conn_release(tcp_connecting_t *e)
     memset(e, 0, sizeof(*e));
 }
 
+/* The handle's addresses: its first, then its alternatives. */
+static void tcp_conn_addrs(tcp_connecting_t *e)
+{
+    e->naddrs = 0;
+    e->addrs[e->naddrs++] = e->h.addr;
+    for (uint32_t k = 0; k < e->h.nalt && k < RCOLL_TCP_MAX_ADDRS - 1; k++) {
+        const rcoll_tcp_alt_t *a = &e->h.alt[k];
+        rcoll_sockaddr_t x;
+        memset(&x, 0, sizeof(x));
+        if (a->family == AF_INET) {
+            x.sin.sin_family = AF_INET;
+            memcpy(&x.sin.sin_addr, a->ip, 4);
+        } else if (a->family == AF_INET6) {
+            x.sin6.sin6_family = AF_INET6;
+            memcpy(&x.sin6.sin6_addr, a->ip, 16);
+        } else {
+            continue;
+        }
+        rcoll_net_addr_set_port(&x, a->port);
+        e->addrs[e->naddrs++] = x;
+    }
+}
+
+/* (Re)start every socket of the connection towards addrs[ai], under a fresh connection id
+ * (sockets of an abandoned try that reached a listener never complete a connection there). */
+static rcoll_status_t tcp_conn_try(tcp_connecting_t *e)
+{
+    tcp_comm_t *c = e->comm;
+    rcoll_status_t st = rcoll_random_bytes(&e->conn_id, sizeof(e->conn_id));
+    if (st != RCOLL_OK)
+        return st;
+    rcoll_net_addr_str(&e->addrs[e->ai], c->peer, sizeof(c->peer));
+    e->try_start_ns = rcoll_now_ns();
+    for (int i = 0; i < c->nsocks; i++) {
+        if (c->fd[i] >= 0)
+            close(c->fd[i]);
+        c->fd[i] = -1;
+        e->state[i] = 0;
+        e->sent[i] = 0;
+        e->hello[i] = (rcoll_tcp_hello_t){RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION,
+                                           e->h.nonce, e->conn_id, (uint32_t)i, e->h.nsocks};
+    }
+    for (int i = 0; i < c->nsocks; i++) {
+        st = rcoll_net_connect_start(&e->addrs[e->ai], &c->fd[i]);
+        if (st != RCOLL_OK) {
+            c->fd[i] = -1;
+            return st;
+        }
+    }
+    return RCOLL_OK;
+}
+
 static rcoll_status_t tcp_conn_start(int dev, const rcoll_tcp_handle_t *h,
                                       tcp_connecting_t **e_p)
 {
     tcp_connecting_t *e = NULL;
-    uint64_t conn_id;
     rcoll_status_t st;
 
     for (int i = 0; i < SOCK_MAX_CONNECTING && !e; i++)
@@ -263,9 +346,6 @@ static rcoll_status_t tcp_conn_start(int dev, const rcoll_tcp_handle_t *h,
                    "(to %s)", SOCK_MAX_CONNECTING, e->comm->peer);
         tcp_conn_release(e);
     }
-    st = rcoll_random_bytes(&conn_id, sizeof(conn_id));
-    if (st != RCOLL_OK)
-        return st;
     e->comm = tcp_comm_alloc(0, (int)h->nsocks, h->stripe_min);
     if (!e->comm)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp connect: out of memory");
@@ -273,19 +353,42 @@ static rcoll_status_t tcp_conn_start(int dev, const rcoll_tcp_handle_t *h,
     e->dev = dev;
     e->seq = tcp_conn_seq++;
     e->h = *h;
-    rcoll_net_addr_str(&h->addr, e->comm->peer, sizeof(e->comm->peer));
-    for (uint32_t i = 0; i < h->nsocks; i++) {
-        st = rcoll_net_connect_start(&h->addr, &e->comm->fd[i]);
-        if (st != RCOLL_OK) {
-            e->comm->fd[i] = -1;
-            tcp_conn_release(e);
-            return st;
-        }
-        e->hello[i] = (rcoll_tcp_hello_t){RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION,
-                                           h->nonce, conn_id, i, h->nsocks};
+    e->ai = 0;
+    e->tried[0] = '\0';
+    tcp_conn_addrs(e);
+    st = tcp_conn_try(e);
+    if (st != RCOLL_OK) {
+        tcp_conn_release(e);
+        return st;
     }
     *e_p = e;
     return RCOLL_OK;
+}
+
+/* The address being tried did not answer (st, rcoll_err_get(): refused, unreachable) or not
+ * within SOCK_TRY_NS (timed_out): with alternatives, the next one (round and round: the
+ * caller's deadline ends it); every address refused at once in one round, or no
+ * alternative: the error, saying what each address said. */
+static rcoll_status_t tcp_conn_next(tcp_connecting_t *e, rcoll_status_t st, int timed_out)
+{
+    char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
+    snprintf(why, sizeof(why), "%s", timed_out ? "no answer within 2 s" : rcoll_err_get());
+    if (e->naddrs < 2)
+        return rcoll_err_set(st, "tcp connect to %s: %s", e->comm->peer, why);
+    size_t len = strlen(e->tried);
+    if (len < sizeof(e->tried) - 1)
+        snprintf(e->tried + len, sizeof(e->tried) - len, "%s%s: %.160s", len ? "; " : "",
+                 e->comm->peer, why);
+    RCOLL_INFO(TCP, "tcp: %s: %s; trying the listener's next address", e->comm->peer, why);
+    if (!timed_out)
+        e->refused++;
+    else
+        e->refused = 0;
+    if (e->refused >= e->naddrs) /* a whole round refused: nothing will listen */
+        return rcoll_err_set(st, "tcp connect: no address of the peer answered (%.440s)",
+                             e->tried);
+    e->ai = (e->ai + 1) % e->naddrs;
+    return tcp_conn_try(e);
 }
 
 /* Advance every socket of a connect: finish connecting, then send its hello. */
@@ -294,20 +397,20 @@ static rcoll_status_t tcp_conn_step(tcp_connecting_t *e, int *done_p)
     tcp_comm_t *c = e->comm;
     int done = 1;
 
+    *done_p = 0;
     for (int i = 0; i < c->nsocks; i++) {
         if (e->state[i] == 0) {
             rcoll_status_t st = rcoll_net_connect_check(c->fd[i]);
             if (st == RCOLL_INPROGRESS) {
+                if (e->naddrs > 1 && rcoll_now_ns() - e->try_start_ns > SOCK_TRY_NS)
+                    return tcp_conn_next(e, RCOLL_ERR_TIMEOUT, 1);
                 done = 0;
                 continue;
             }
             if (st == RCOLL_OK)
                 st = rcoll_net_set_nodelay(c->fd[i]);
-            if (st != RCOLL_OK) {
-                char why[RCOLL_ERR_TEXT_MAX]; /* copied: err_set must not read its own buffer */
-                snprintf(why, sizeof(why), "%s", rcoll_err_get());
-                return rcoll_err_set(st, "tcp connect to %s: %s", c->peer, why);
-            }
+            if (st != RCOLL_OK)
+                return tcp_conn_next(e, st, 0);
             e->state[i] = 1;
         }
         if (e->state[i] == 1) {
@@ -327,6 +430,17 @@ static rcoll_status_t tcp_conn_step(tcp_connecting_t *e, int *done_p)
             else
                 done = 0;
         }
+    }
+    if (done && e->ai != 0) { /* the first address did not work: said once per process */
+        static _Atomic int warned;
+        char first[SOCK_ADDR_STR];
+        rcoll_net_addr_str(&e->addrs[0], first, sizeof(first));
+        if (!atomic_exchange(&warned, 1))
+            RCOLL_WARN(TCP, "tcp: a peer's first address did not answer (%.300s); connected "
+                       "through %s instead (RCOLL_SOCKET_IFNAME selects the interfaces; this "
+                       "is said once)", e->tried, c->peer);
+        else
+            RCOLL_INFO(TCP, "tcp: connected through %s after %.300s", c->peer, e->tried);
     }
     *done_p = done;
     return RCOLL_OK;
@@ -389,7 +503,8 @@ rcoll_status_t tcp_close_listen(void *listen_comm)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close_listen: NULL listen_comm");
     for (int i = 0; i < l->nhalf; i++)
         close(l->half[i].fd);
-    close(l->fd);
+    for (int k = 0; k < l->nfds; k++)
+        close(l->fds[k]);
     free(l);
     return RCOLL_OK;
 }

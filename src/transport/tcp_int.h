@@ -37,6 +37,9 @@ typedef struct {
     uint64_t stripe_min;
     rcoll_sockaddr_t addr; /* the device: address to listen on (port 0) */
     char ifname[64];
+    int naddrs; /* every address to listen on, addrs[0] = addr (RCOLL_TCP_MAX_ADDRS) */
+    rcoll_sockaddr_t addrs[RCOLL_TCP_MAX_ADDRS];
+    char ifnames[RCOLL_TCP_MAX_ADDRS][RCOLL_NET_IFNAME_MAX];
 } tcp_global_t;
 extern tcp_global_t tcp_g;
 
@@ -104,7 +107,9 @@ typedef struct {
 } tcp_half_t;
 
 typedef struct {
-    int fd;
+    int fd;                          /* = fds[0] */
+    int nfds;                        /* one listening socket per address */
+    int fds[RCOLL_TCP_MAX_ADDRS];
     uint32_t nsocks;
     uint64_t nonce, stripe_min;
     uint64_t seq;
@@ -125,6 +130,12 @@ typedef struct {
     int dev;
     uint64_t seq;
     rcoll_tcp_handle_t h;
+    int naddrs, ai;           /* the handle's addresses; the one being tried */
+    rcoll_sockaddr_t addrs[RCOLL_TCP_MAX_ADDRS];
+    uint64_t try_start_ns;    /* when connecting to addrs[ai] began */
+    int refused;              /* addresses refused at once in a row */
+    uint64_t conn_id;
+    char tried[RCOLL_ERR_TEXT_MAX]; /* what the addresses given up said */
     tcp_comm_t *comm;
     uint8_t state[RCOLL_TCP_MAX_NSOCKS]; /* 0 connecting, 1 sending hello, 2 done */
     uint32_t sent[RCOLL_TCP_MAX_NSOCKS];

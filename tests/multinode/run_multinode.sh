@@ -127,6 +127,26 @@ done
 
 # Ranks on one host over TCP as well (through the host's own address, i.e. its loopback).
 mn_case mn_check_2x2_noshm 2 2 0 3 --env RCOLL_SHM_DISABLE=1
+# Zero configuration: every host has a stray interface listed before eth0 (--stray: a veth
+# going nowhere) with the same address 10.99.0.1 on every host, as a container bridge would;
+# RCOLL_SOCKET_IFNAME is left empty.  Each rank takes stray0 first and listens on both; its
+# peers find stray0's address unanswered (it is their own) and connect through eth0, each
+# rank saying so once.  (Before: "tcp connect to 10.99.0.1:PORT: Connection refused".)
+run_cluster mn_check_3x1_stray_iface --hosts 3 --ranks-per-host 1 --timeout 120 \
+    --stray 10.99.0.1/24 --env RCOLL_SOCKET_IFNAME= --env RCOLL_DEBUG=INFO \
+    --env RCOLL_DEBUG_SUBSYS=INIT,TCP -- "$mn_check"
+problems=$(check_mn_ranks 3 0 2)
+((rc == 0)) || problems="exit status $rc; $problems"
+for r in 0 1 2; do
+    rank_lines "$log" "$r" | grep -q 'tcp: device stray0 (10.99.0.1' ||
+        problems+="rank $r did not take stray0 first; "
+    n=$(rank_lines "$log" "$r" | grep -c "WARN TCP tcp: a peer's first address did not answer")
+    ((n <= 1)) || problems+="rank $r warned $n times; "
+done
+nw=$(grep -c "WARN TCP tcp: a peer's first address did not answer" "$log")
+((nw >= 1)) || problems+="no rank said it connected through another address; "
+verdict mn_check_3x1_stray_iface "$problems" "3 ranks OK, stray0 first on each, over tcp through eth0 ($nw warnings, at most one a rank)"
+
 # Behind a 1 Gbit/s link: the sockets fill up and the transport must wait for the network.
 mn_case mn_check_2x2_1gbit 2 2 1 2 --rate 1gbit
 

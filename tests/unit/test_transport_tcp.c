@@ -6,7 +6,9 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -376,6 +378,115 @@ static void test_connect_refused(void)
         T->close_send(sc);
 }
 
+/* A handle whose first address is `first` (a listener that is gone, or one nothing answers)
+ * and whose alternative is the real listener's: the connector tries the first, then the
+ * other, and the connection carries data. */
+static void alt_handle(const char *real, char *out, const rcoll_sockaddr_t *first)
+{
+    rcoll_tcp_handle_t h;
+    memcpy(&h, real, sizeof(h));
+    rcoll_sockaddr_t a = h.addr;
+    h.nalt = 1;
+    memset(&h.alt[0], 0, sizeof(h.alt[0]));
+    h.alt[0].family = (uint16_t)a.sa.sa_family;
+    h.alt[0].port = rcoll_net_addr_port(&a);
+    memcpy(h.alt[0].ip, a.sa.sa_family == AF_INET ? (void *)&a.sin.sin_addr
+                                                  : (void *)&a.sin6.sin6_addr,
+           a.sa.sa_family == AF_INET ? 4 : 16);
+    h.addr = *first;
+    memset(out, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
+    memcpy(out, &h, sizeof(h));
+}
+
+/* connect (to handle) and accept (on p->lc) in turns until both ends exist; seconds taken. */
+static double connect_through(pair_t *p, const char *handle, rcoll_status_t *st_p)
+{
+    uint64_t t0 = rcoll_now_ns(), end = t0 + DEADLINE_NS;
+    rcoll_status_t st = RCOLL_OK;
+    while (st == RCOLL_OK && (!p->sc || !p->rc) && rcoll_now_ns() < end) {
+        if (!p->sc)
+            st = T->connect(0, handle, &p->sc);
+        if (st == RCOLL_OK && !p->rc)
+            st = T->accept(p->lc, &p->rc);
+    }
+    *st_p = st;
+    return (double)(rcoll_now_ns() - t0) / 1e9;
+}
+
+static void test_alternatives(void)
+{
+    setup(2, 64 << 10);
+    /* a first address that refuses: a listener that was closed */
+    char gone[RCOLL_TRANSPORT_HANDLE_BYTES], h2[RCOLL_TRANSPORT_HANDLE_BYTES];
+    void *glc = NULL;
+    CHECK(T->listen(0, gone, &glc) == RCOLL_OK, "listen (to be closed)");
+    T->close_listen(glc);
+    rcoll_tcp_handle_t g;
+    memcpy(&g, gone, sizeof(g));
+    pair_t p;
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    alt_handle(p.handle, h2, &g.addr);
+    rcoll_status_t st;
+    double t = connect_through(&p, h2, &st);
+    printf("  first address refused: connected through the alternative in %.3f s\n", t);
+    CHECK(st == RCOLL_OK && p.sc && p.rc && t < 1.0, "refused first address: %d after %.3f s",
+          st, t);
+    if (p.sc && p.rc)
+        tp_transfer(&p, (1 << 20) + 3, (1 << 20) + 3, 0, 0, 7);
+    pair_close(&p);
+
+    /* a first address nothing answers: a listener whose accept queue is full drops every
+     * new SYN (the connects stay in progress, as towards a host that is gone) */
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    rcoll_sockaddr_t dark;
+    memset(&dark, 0, sizeof(dark));
+    dark.sin.sin_family = AF_INET;
+    dark.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int dfd = -1, fillers[8], nfill = 0, silent = 0;
+    if (rcoll_net_listen(&dark, 0, 0, &dfd) == RCOLL_OK) {
+        for (; nfill < 8 && !silent; nfill++) { /* fill the queue until a connect hangs */
+            if (rcoll_net_connect_start(&dark, &fillers[nfill]) != RCOLL_OK) break;
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+            silent = rcoll_net_connect_check(fillers[nfill]) == RCOLL_INPROGRESS;
+        }
+    }
+    CHECK(silent, "a silent listener (%d fillers)", nfill);
+    alt_handle(p.handle, h2, &dark);
+    t = connect_through(&p, h2, &st);
+    printf("  first address silent: connected through the alternative in %.3f s\n", t);
+    CHECK(st == RCOLL_OK && p.sc && p.rc && t > 1.9 && t < 3.0,
+          "silent first address: %d after %.3f s (2 s per try)", st, t);
+    for (int i = 0; i < nfill; i++)
+        close(fillers[i]);
+    if (dfd >= 0)
+        close(dfd);
+    if (p.sc && p.rc)
+        tp_transfer(&p, 5000, 5000, 0, 0, 8);
+    pair_close(&p);
+
+    /* every address refuses: an error naming each, at once */
+    memset(&p, 0, sizeof(p));
+    CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
+    alt_handle(p.handle, h2, &g.addr);
+    T->close_listen(p.lc);
+    p.lc = NULL;
+    void *sc = NULL;
+    uint64_t t0 = rcoll_now_ns();
+    st = RCOLL_OK;
+    while (st == RCOLL_OK && !sc && rcoll_now_ns() - t0 < DEADLINE_NS)
+        st = T->connect(0, h2, &sc);
+    t = (double)(rcoll_now_ns() - t0) / 1e9;
+    const char *e = rcoll_err_get();
+    printf("  every address refused after %.3f s: %s\n", t, e);
+    CHECK(st != RCOLL_OK && !sc && t < 1.0 && strstr(e, "no address of the peer answered") &&
+          strchr(e, ';'), "every address refused: %d after %.3f s: %s", st, t, e);
+    if (sc)
+        T->close_send(sc);
+}
+
 static void props(void) { test_props(); }
 static void sizes1(void) { test_sizes(1); }
 static void sizes4(void) { test_sizes(4); }
@@ -409,6 +520,7 @@ int main(void)
     check_set_note(rcoll_err_get);
     setup(1, 64 << 10);
     check_case("props", props);
+    check_case("a handle's alternative addresses", test_alternatives);
     check_case("sizes nsocks=1", sizes1);
     check_case("sizes nsocks=4 (striped)", sizes4);
     check_case("pipeline nsocks=1", pipe1);
