@@ -522,6 +522,32 @@ static void fill_algo_ctx(rcoll_comm_t c)
 /* A schedule's peer (ring position) as a communicator rank. */
 static int at_pos(const rcoll_comm_t c, int pos) { return c->ring_map ? c->ring_map[pos] : pos; }
 
+rcoll_status_t rcoll_comm_open_links(rcoll_comm_t c, uint64_t deadline)
+{
+    int me = c->ring_pos;
+    rcoll_status_t st = rcoll_conn_init(c);
+    if (st == RCOLL_OK) st = choose_transports(c);
+    if (st != RCOLL_OK) return st;
+    /* The ring neighbours and doubling partners now; other peers when an operation needs
+     * them (all-to-all, point to point). */
+    rcoll_conn_want(c, c->next, 1, 0);
+    rcoll_conn_want(c, c->prev, 0, 1);
+    int partners[32];
+    int np = rcoll_sched_rd_partners(c->nranks, me, partners);
+    for (int i = 0; i < np; i++) rcoll_conn_want(c, at_pos(c, partners[i]), 1, 1);
+    for (int t = 0; t < 2; t++) { /* double binary tree links, both directions */
+        rcoll_tree_node_t nd;
+        rcoll_dbtree_node(c->nranks, me, t, &nd, NULL);
+        int links[3] = {nd.parent, nd.child[0], nd.child[1]};
+        for (int i = 0; i < 3; i++)
+            if (links[i] >= 0) rcoll_conn_want(c, at_pos(c, links[i]), 1, 1);
+    }
+    st = rcoll_conn_wait(c, deadline);
+    if (st == RCOLL_OK) st = alloc_staging(c);
+    if (st == RCOLL_OK) fill_algo_ctx(c);
+    return st;
+}
+
 rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
 {
     const rcoll_peer_info_t *mine = &c->peers[c->rank];
@@ -529,28 +555,8 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
     rcoll_status_t lst = load_topology(&c->cfg.topo, 0, NULL);
     if (lst == RCOLL_OK) lst = build_layout(c);
     if (lst != RCOLL_OK) return lst;
-    int me = c->ring_pos;
     if (c->nranks > 1) {
-        rcoll_status_t st = rcoll_conn_init(c);
-        if (st == RCOLL_OK) st = choose_transports(c);
-        if (st != RCOLL_OK) return st;
-        /* The ring neighbours and doubling partners now; other peers when an operation
-         * needs them (all-to-all, point to point). */
-        rcoll_conn_want(c, c->next, 1, 0);
-        rcoll_conn_want(c, c->prev, 0, 1);
-        int partners[32];
-        int np = rcoll_sched_rd_partners(c->nranks, me, partners);
-        for (int i = 0; i < np; i++) rcoll_conn_want(c, at_pos(c, partners[i]), 1, 1);
-        for (int t = 0; t < 2; t++) { /* double binary tree links, both directions */
-            rcoll_tree_node_t nd;
-            rcoll_dbtree_node(c->nranks, me, t, &nd, NULL);
-            int links[3] = {nd.parent, nd.child[0], nd.child[1]};
-            for (int i = 0; i < 3; i++)
-                if (links[i] >= 0) rcoll_conn_want(c, at_pos(c, links[i]), 1, 1);
-        }
-        st = rcoll_conn_wait(c, deadline);
-        if (st == RCOLL_OK) st = alloc_staging(c);
-        if (st == RCOLL_OK) fill_algo_ctx(c);
+        rcoll_status_t st = rcoll_comm_open_links(c, deadline);
         if (st == RCOLL_OK) st = setup_hostseg(c);
         if (st != RCOLL_OK) return st;
         c->all_shm = 1;

@@ -296,6 +296,9 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p);
 rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm, rcoll_peer_info_t *mine);
 rcoll_status_t rcoll_comm_links(rcoll_comm_t comm, uint64_t deadline);
+/* The connection part of rcoll_comm_links (its transports per peer, the ring, doubling and
+ * tree connections, the staging memory and its registration): also rcoll_comm_resume's. */
+rcoll_status_t rcoll_comm_open_links(rcoll_comm_t comm, uint64_t deadline);
 /* split.c: the split itself, arguments checked (color < 0: RCOLL_UNDEFINED, *newcomm NULL). */
 rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
                                     rcoll_comm_t *newcomm);
