@@ -614,6 +614,26 @@ rcoll_status_t rcoll_comm_grow_id(rcoll_comm_t comm, rcoll_unique_id_t *id);
 rcoll_status_t rcoll_comm_grow(rcoll_comm_t comm, int nranks, const rcoll_unique_id_t *id,
                                int rank, rcoll_comm_t *newcomm);
 
+/* Suspend: free a communicator's transport memory while it is not used (between phases of a
+ * job, while another communicator holds the memory), and restore it (NCCL 2.29's
+ * ncclCommSuspend / ncclCommResume, in rcoll's names).  Both are collective over comm: every
+ * rank calls them.  rcoll_comm_suspend waits in a barrier, then closes every connection (the
+ * shared-memory segments are unmapped, the sockets and queue pairs closed, registrations
+ * dropped) and frees the staging area (rcoll_comm_mem_stats: staging 0, connections 0).  It
+ * keeps the listening endpoints, the rank table, the control connection (a rank that dies
+ * meanwhile is still announced) and the host segment, which carries state across calls.
+ * Every call on a suspended communicator but rcoll_comm_resume, destroy, abort, revoke,
+ * shrink and the queries is refused (RCOLL_ERR_INVALID_USAGE, "suspended").
+ * rcoll_comm_resume makes the connections again (the ring, doubling and tree ones at once,
+ * the others on first use) and the staging; a failure leaves it suspended, naming the cause
+ * (a peer that died: shrink or destroy it).
+ * Errors: RCOLL_ERR_INVALID_ARG (unknown flags), RCOLL_ERR_INVALID_USAGE (operations pending,
+ * inside a group, already suspended / not suspended, a failed or revoked communicator), and
+ * those of a collective. */
+#define RCOLL_SUSPEND_DEFAULT 0
+rcoll_status_t rcoll_comm_suspend(rcoll_comm_t comm, int flags);
+rcoll_status_t rcoll_comm_resume(rcoll_comm_t comm);
+
 /* ---------------------------------------------------------------------------------------------
  * Nonblocking operations.  An rcoll_i* call checks its arguments, queues the operation and
  * returns a request.  Operations on one communicator execute in the order they were issued;

@@ -363,6 +363,15 @@ class Communicator:
         it (rcoll_comm_revoke)."""
         self._call(lib.rcoll_comm_revoke(self._handle()))
 
+    def suspend(self) -> None:
+        """Collective: free the connections and staging memory until :meth:`resume`
+        (rcoll_comm_suspend); other calls are refused meanwhile."""
+        self._call(lib.rcoll_comm_suspend(self._handle(), 0))
+
+    def resume(self) -> None:
+        """Collective: make the connections and staging again (rcoll_comm_resume)."""
+        self._call(lib.rcoll_comm_resume(self._handle()))
+
     def grow_id(self) -> UniqueId:
         """On one member: the id new ranks join with (rcoll_comm_grow_id; the same id when
         asked again).  Hand it to them as the first unique id was handed out."""

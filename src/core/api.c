@@ -218,6 +218,9 @@ static rcoll_status_t check_comm_call(rcoll_comm_t comm, const rcoll_call_t *cal
         atomic_load_explicit(&comm->revoked, memory_order_acquire))
         return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: %s (shrink or destroy it)", fn,
                          comm->revoke_text);
+    if (comm->suspended)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: this communicator is suspended "
+                         "(rcoll_comm_resume it first, on every rank)", fn);
     if (comm->failed != RCOLL_OK) {
         if (strncmp(comm->last_error, "communicator failed earlier", 27) != 0) {
             char keep[RCOLL_LAST_ERROR_MAX];
@@ -977,6 +980,53 @@ rcoll_status_t rcoll_comm_grow(rcoll_comm_t comm, int nranks, const rcoll_unique
     st = comm_enter(comm, fn);
     if (st != RCOLL_OK) return st;
     return comm_leave(comm, rcoll_comm_grow_run(comm, nranks, newcomm));
+}
+
+/* Collective: no operation pending, not in a group; then the barrier and the teardown. */
+rcoll_status_t rcoll_comm_suspend(rcoll_comm_t comm, int flags)
+{
+    const char *fn = "rcoll_comm_suspend";
+    rcoll_status_t st = check_comm(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (flags != RCOLL_SUSPEND_DEFAULT)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: unknown flags 0x%x (known: "
+                         "RCOLL_SUSPEND_DEFAULT)", fn, (unsigned)flags);
+    if (rcoll_api_group_depth)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                         "%s: not allowed inside rcoll_group_start/end (call it before the "
+                         "group or after rcoll_group_end)", fn);
+    st = comm_enter(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (comm->head) {
+        st = arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: operations are pending on this "
+                       "communicator (wait for them first)", fn);
+        return comm_leave(comm, st);
+    }
+    st = rcoll_comm_suspend_run(comm);
+    if (st != RCOLL_OK) rcoll_comm_set_error(comm, st, rcoll_err_get());
+    return comm_leave(comm, st);
+}
+
+/* Only on a suspended communicator (whose other calls are refused). */
+rcoll_status_t rcoll_comm_resume(rcoll_comm_t comm)
+{
+    const char *fn = "rcoll_comm_resume";
+    rcoll_status_t st = check_live(comm, fn);
+    if (st != RCOLL_OK) return st;
+    if (!comm->suspended)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: this communicator is not "
+                         "suspended", fn);
+    if (rcoll_api_group_depth)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE,
+                         "%s: not allowed inside rcoll_group_start/end", fn);
+    if (comm->failed != RCOLL_OK)
+        return arg_error(comm, RCOLL_ERR_INVALID_USAGE, "%s: the communicator failed while "
+                         "suspended (%.300s): shrink or destroy it", fn, comm->last_error);
+    st = comm_enter(comm, fn);
+    if (st != RCOLL_OK) return st;
+    st = rcoll_comm_resume_run(comm);
+    if (st != RCOLL_OK) rcoll_comm_set_error(comm, st, rcoll_err_get());
+    return comm_leave(comm, st);
 }
 
 /* ------------------------------------------------------------------------------------------

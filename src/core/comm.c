@@ -984,6 +984,7 @@ void rcoll_comm_free(rcoll_comm_t c, int graceful)
     if (c->release_ipc) c->release_ipc(c, graceful); /* the host segment says when peers unmapped it */
     rcoll_shmseg_detach(&c->hostseg);
     if (c->conn) rcoll_conn_fini(c);
+    rcoll_conn_drop_early(c);
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS; t++)
         if (c->listen_comms[t]) c->tps[t]->close_listen(c->listen_comms[t]);
     rcoll_bs_leave(c->bs, graceful);

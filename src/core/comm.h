@@ -208,6 +208,10 @@ struct rcoll_comm {
     /* rcoll_comm_revoke: set (release) by the revoking thread after revoke_text; a waiting
      * thread fails its operations at its next control poll, later calls are refused. */
     _Atomic int revoked;
+    int suspended; /* rcoll_comm_suspend: its connections and staging are freed (suspend.c) */
+    uint32_t conn_epoch; /* suspensions so far: every connection's hello carries it (conn.c) */
+    void **early_comms;  /* [nranks] connections of the next epoch accepted before this rank */
+    const rcoll_transport_ops_t **early_tps; /* closed its own: adopted at its resume */
     char revoke_text[256];
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
@@ -310,6 +314,9 @@ rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t 
 rcoll_status_t rcoll_comm_grow_id_run(rcoll_comm_t comm, rcoll_unique_id_t *id);
 rcoll_status_t rcoll_comm_grow_run(rcoll_comm_t comm, int nranks, rcoll_comm_t *newcomm);
 void rcoll_comm_grow_drop(rcoll_comm_t comm);
+/* suspend.c: rcoll_comm_suspend / rcoll_comm_resume, arguments checked. */
+rcoll_status_t rcoll_comm_suspend_run(rcoll_comm_t comm);
+rcoll_status_t rcoll_comm_resume_run(rcoll_comm_t comm);
 /* probe.c: measure the cost model's constants (RCOLL_TUNING_PROBE). */
 rcoll_status_t rcoll_comm_probe(rcoll_comm_t comm);
 /* Record text as the communicator's last error (and log it at WARN). */
@@ -331,6 +338,8 @@ void rcoll_comm_gdr_failed(rcoll_comm_t comm, const rcoll_transport_ops_t *tp, c
 /* conn.c */
 rcoll_status_t rcoll_conn_init(rcoll_comm_t comm);
 void rcoll_conn_fini(rcoll_comm_t comm);
+/* Close the connections kept for the next epoch (rcoll_comm_free). */
+void rcoll_conn_drop_early(rcoll_comm_t comm);
 /* Mark peer p as needed for sending and/or receiving. */
 void rcoll_conn_want(rcoll_comm_t comm, int p, int send, int recv);
 /* Non-blocking: connect wanted peers, accept and identify incoming connections. */

@@ -19,7 +19,9 @@
 typedef struct {
     uint32_t magic;
     int32_t rank;
-    uint64_t ctx; /* communicator id: the bootstrap-agreed id of this communicator */
+    uint64_t ctx;   /* communicator id: the bootstrap-agreed id of this communicator */
+    uint32_t epoch; /* its connection epoch: suspensions so far (suspend.c) */
+    uint32_t pad;
 } conn_hello_t;
 
 /* One accepted connection whose hello has not arrived yet. */
@@ -59,7 +61,8 @@ rcoll_status_t rcoll_conn_init(rcoll_comm_t c)
     if (!s || !c->link.send_comms || !c->link.recv_comms || !c->link.staging_mh || !c->link.tps ||
         !s->want_send || !s->want_recv || !s->sent || !s->hello_sreq || !s->pend)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "connection table allocation failed");
-    s->out = (conn_hello_t){.magic = CONN_HELLO_MAGIC, .rank = c->rank, .ctx = c->ctx};
+    s->out = (conn_hello_t){.magic = CONN_HELLO_MAGIC, .rank = c->rank, .ctx = c->ctx,
+                            .epoch = c->conn_epoch};
     c->mem_bytes += sizeof(*s) + n * (5 * sizeof(void *) + 3 +
                                       sizeof(pending_accept_t));
     return RCOLL_OK;
@@ -68,6 +71,9 @@ rcoll_status_t rcoll_conn_init(rcoll_comm_t c)
 void rcoll_conn_fini(rcoll_comm_t c)
 {
     rcoll_conn_state_t *s = c->conn;
+    if (s) /* the tables rcoll_conn_init counted (a suspended communicator's memory drops) */
+        c->mem_bytes -= sizeof(*s) + (size_t)c->nranks * (5 * sizeof(void *) + 3 +
+                                                          sizeof(pending_accept_t));
     for (int p = 0; c->link.tps && p < c->nranks; p++) {
         const rcoll_transport_ops_t *tp = c->link.tps[p];
         if (!tp) continue; /* nothing was opened to this peer */
@@ -165,9 +171,49 @@ static rcoll_status_t adopt_recv(rcoll_comm_t c, int p, void *comm)
     return st;
 }
 
+/* A connection of the next epoch that arrived before this rank closed the current one (a
+ * peer resumed first): kept aside until this rank's resume adopts it. */
+static rcoll_status_t keep_early(rcoll_comm_t c, int p, const rcoll_transport_ops_t *tp,
+                                 void *comm)
+{
+    if (!c->early_comms) {
+        c->early_comms = calloc((size_t)c->nranks, sizeof(*c->early_comms));
+        c->early_tps = calloc((size_t)c->nranks, sizeof(*c->early_tps));
+        if (!c->early_comms || !c->early_tps)
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "accepting a connection: out of memory");
+    }
+    if (c->early_comms[p])
+        return rcoll_err_set(RCOLL_ERR_PROTOCOL, "unexpected second connection of the next "
+                             "epoch claiming to be rank %d", p);
+    c->early_comms[p] = comm;
+    c->early_tps[p] = tp;
+    return RCOLL_OK;
+}
+
+void rcoll_conn_drop_early(rcoll_comm_t c)
+{
+    for (int p = 0; c->early_comms && p < c->nranks; p++)
+        if (c->early_comms[p]) c->early_tps[p]->close_recv(c->early_comms[p]);
+    free(c->early_comms);
+    free(c->early_tps);
+    c->early_comms = NULL;
+    c->early_tps = NULL;
+}
+
 static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
 {
     rcoll_status_t st;
+    /* connections of this epoch that arrived during the last (resume adopts them here) */
+    for (int p = 0; c->early_comms && p < c->nranks; p++) {
+        void *comm = c->early_comms[p];
+        if (!comm || !c->link.tps[p]) continue;
+        if (c->link.recv_comms[p] || c->link.tps[p] != c->early_tps[p])
+            return rcoll_err_set(RCOLL_ERR_PROTOCOL, "unexpected connection claiming to be "
+                                 "rank %d (of the previous epoch's end)", p);
+        c->early_comms[p] = NULL;
+        st = adopt_recv(c, p, comm);
+        if (st != RCOLL_OK) return st;
+    }
     for (int t = 0; t < RCOLL_MAX_TRANSPORTS && s->npend < c->nranks; t++) {
         if (!c->listen_comms[t]) continue;
         void *rc = NULL;
@@ -205,6 +251,28 @@ static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
         a->req = NULL;
         conn_hello_t in = *a->in;
         int p = in.rank;
+        if (got == sizeof(in) && in.magic == CONN_HELLO_MAGIC && in.ctx == c->ctx && p >= 0 &&
+            p < c->nranks && in.epoch != c->conn_epoch) {
+            void *comm = a->comm;
+            free(a->in);
+            s->pend[i--] = s->pend[--s->npend];
+            if (in.epoch + 1 == c->conn_epoch) { /* closed by its sender at suspend */
+                tp->close_recv(comm);
+                continue;
+            }
+            if (in.epoch == c->conn_epoch + 1) { /* its sender resumed first */
+                st = keep_early(c, p, tp, comm);
+                if (st != RCOLL_OK) {
+                    tp->close_recv(comm);
+                    return st;
+                }
+                continue;
+            }
+            tp->close_recv(comm);
+            return rcoll_err_set(RCOLL_ERR_PROTOCOL, "a connection claiming to be rank %d of "
+                                 "epoch %u (this rank is at %u)", p, (unsigned)in.epoch,
+                                 (unsigned)c->conn_epoch);
+        }
         if (got != sizeof(in) || in.magic != CONN_HELLO_MAGIC || in.ctx != c->ctx ||
             p < 0 || p >= c->nranks || c->link.recv_comms[p] || c->link.tps[p] != tp)
             return rcoll_err_set(RCOLL_ERR_PROTOCOL,

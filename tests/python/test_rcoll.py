@@ -121,6 +121,20 @@ def grow_one(comm, rank, n):
     return True
 
 
+def suspend_resume(comm, rank, n):
+    comm.suspend()
+    try:
+        comm.allreduce(None, np.ones(2, np.int32))
+        raise AssertionError("a call on a suspended communicator accepted")
+    except rcoll.RcollError as e:
+        assert "suspended" in str(e), str(e)
+    comm.resume()
+    x = np.full(4, rank + 1, dtype=np.int32)
+    comm.allreduce(None, x)
+    assert (x == n * (n + 1) // 2).all(), x
+    return True
+
+
 def allreduce_all(comm, rank, n):
     for dt in DTYPES:
         for count in (0, 1, 1001, 70000):
@@ -474,6 +488,9 @@ class PackageTest(unittest.TestCase):
 
     def test_shrink_healthy(self):
         self.assertEqual(run(3, shrink_healthy), [True] * 3)
+
+    def test_suspend_resume(self):
+        self.assertEqual(run(3, suspend_resume), [True] * 3)
 
     def test_grow(self):
         self.assertEqual(run(2, grow_one), [True] * 2)
