@@ -174,6 +174,7 @@ rcoll_status_t rcoll_comm_destroy(rcoll_comm_t comm)
         root = NULL;
     }
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(comm->cfg.timeout_s * 1e9);
+    rcoll_comm_grow_drop(comm); /* an unused grow id: its new ranks are told */
     rcoll_pt_unlock(comm); /* rcoll_comm_free joins the progress thread */
     rcoll_comm_free(comm, 1);
     if (!root) return RCOLL_OK;
@@ -193,6 +194,7 @@ rcoll_status_t rcoll_comm_abort(rcoll_comm_t comm)
     snprintf(text, sizeof(text), "rank %d called rcoll_comm_abort", comm->rank);
     rcoll_bs_report(comm->bs, comm->rank, RCOLL_ERR_REMOTE, text);
     rcoll_bs_root_t *root = comm->root;
+    rcoll_comm_grow_drop(comm);
     rcoll_pt_unlock(comm); /* rcoll_comm_free joins the progress thread */
     rcoll_comm_free(comm, 0);
     rcoll_bs_root_release(root, 0);

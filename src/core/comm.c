@@ -977,7 +977,6 @@ void rcoll_comm_take_listeners(rcoll_comm_t c, rcoll_comm_t probe)
 void rcoll_comm_free(rcoll_comm_t c, int graceful)
 {
     rcoll_pt_stop(c);
-    if (c->grow_root) rcoll_comm_grow_drop(c);
     free_bells(c);
     family_leave(c);
     rcoll_cma_detach(&c->algo.cma);

@@ -309,8 +309,8 @@ rcoll_status_t rcoll_comm_split_run(rcoll_comm_t comm, int color, int key,
 /* shrink.c: rcoll_comm_shrink, arguments checked (*newcomm NULL on failure). */
 rcoll_status_t rcoll_comm_shrink_run(rcoll_comm_t comm, int flags, rcoll_comm_t *newcomm);
 /* grow.c: rcoll_comm_grow_id and a member's rcoll_comm_grow, arguments checked (*newcomm
- * NULL on failure); rcoll_comm_grow_drop: the communicator goes while holding an unused grow
- * id (the new ranks that got it fail at once, saying so). */
+ * NULL on failure); rcoll_comm_grow_drop: the communicator goes (destroy, abort) while
+ * holding an unused grow id (the new ranks that got it fail at once, saying so). */
 rcoll_status_t rcoll_comm_grow_id_run(rcoll_comm_t comm, rcoll_unique_id_t *id);
 rcoll_status_t rcoll_comm_grow_run(rcoll_comm_t comm, int nranks, rcoll_comm_t *newcomm);
 void rcoll_comm_grow_drop(rcoll_comm_t comm);

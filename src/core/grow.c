@@ -44,6 +44,7 @@ static void drop_root(rcoll_comm_t comm, const char *text)
 
 void rcoll_comm_grow_drop(rcoll_comm_t comm)
 {
+    if (!comm->grow_root) return;
     char text[RCOLL_BS_TEXT_MAX];
     snprintf(text, sizeof(text), "the communicator whose rank %d made this grow id was "
              "destroyed before it grew", comm->rank);
