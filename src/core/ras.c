@@ -52,6 +52,12 @@ struct rcoll_ras_rec {
     ras_hist_t hist[RAS_HIST]; /* the last operations, hist[(started - 1) % RAS_HIST] newest */
     uint64_t mono0_ns;        /* the monotonic clock at wall time wall0_s */
     double wall0_s;
+    /* The job's map as this communicator sees it (rcoll-top asks remote hosts through it):
+     * its hosts (one per host identity, in the order of their first rank), each rank's host
+     * and pid.  Written at attach, read only after. */
+    int nhosts;
+    char (*hosts)[64];
+    int32_t *host_of, *pids;
 };
 
 static pthread_mutex_t ras_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -207,6 +213,18 @@ static size_t rcoll_ras_json(char *buf, size_t len)
         if (c.failed != RCOLL_OK) {
             put(&o, ",\"error\":");
             put_str(&o, c.error[0] ? c.error : rcoll_status_string(c.failed));
+        }
+        if (c.host_of) {
+            put(&o, ",\"map\":{\"hosts\":[");
+            for (int h = 0; h < c.nhosts; h++) {
+                if (h) put(&o, ",");
+                put_str(&o, c.hosts[h]);
+            }
+            put(&o, "],\"host_of\":[");
+            for (int q = 0; q < c.nranks; q++) put(&o, "%s%d", q ? "," : "", (int)c.host_of[q]);
+            put(&o, "],\"pids\":[");
+            for (int q = 0; q < c.nranks; q++) put(&o, "%s%d", q ? "," : "", (int)c.pids[q]);
+            put(&o, "]}");
         }
         put(&o, "}");
     }
@@ -387,6 +405,31 @@ rcoll_ras_rec_t *rcoll_ras_attach(const struct rcoll_comm *comm)
     r->rank = comm->rank;
     r->nranks = comm->nranks;
     r->waiting_peer = r->waiting_pid = -1;
+    if (r->serve) { /* the map (none when it cannot be allocated: the rest still works) */
+        int n = comm->nranks;
+        r->hosts = calloc((size_t)n, sizeof(*r->hosts));
+        r->host_of = calloc((size_t)n, sizeof(*r->host_of));
+        r->pids = calloc((size_t)n, sizeof(*r->pids));
+        uint64_t *ids = calloc((size_t)n, sizeof(*ids));
+        if (r->hosts && r->host_of && r->pids && ids) {
+            for (int q = 0; q < n; q++) {
+                const rcoll_peer_info_t *pi = &comm->peers[q];
+                int h = 0;
+                while (h < r->nhosts && ids[h] != pi->host_hash) h++;
+                if (h == r->nhosts) {
+                    ids[h] = pi->host_hash;
+                    snprintf(r->hosts[h], sizeof(r->hosts[h]), "%s", pi->hostname);
+                    r->nhosts++;
+                }
+                r->host_of[q] = h;
+                r->pids[q] = pi->pid;
+            }
+        } else {
+            free(r->hosts), free(r->host_of), free(r->pids);
+            r->hosts = NULL, r->host_of = r->pids = NULL, r->nhosts = 0;
+        }
+        free(ids);
+    }
     pthread_mutex_lock(&ras_lock);
     if (r->serve && server_start() != 0) {
         int warn = !ras_warned;
@@ -396,6 +439,9 @@ rcoll_ras_rec_t *rcoll_ras_attach(const struct rcoll_comm *comm)
             RCOLL_WARN(INIT, "RCOLL_RAS=1: cannot answer on a unix socket (%s); this process "
                        "runs without", strerror(errno));
         pthread_mutex_destroy(&r->lock);
+        free(r->hosts);
+        free(r->host_of);
+        free(r->pids);
         free(r);
         return NULL;
     }
@@ -417,5 +463,8 @@ void rcoll_ras_detach(rcoll_ras_rec_t *rec)
     if (rec->next) rec->next->prev = rec->prev;
     pthread_mutex_unlock(&ras_lock);
     pthread_mutex_destroy(&rec->lock);
+    free(rec->hosts);
+    free(rec->host_of);
+    free(rec->pids);
     free(rec);
 }

@@ -244,6 +244,77 @@ done
 ((${secs%.*} < 25)) || problems+="took $secs s (limit 25 s); "
 verdict kill_root_host_split_3x1 "$problems" "exit statuses $statuses, survivors name pid $dead_pid"
 
+# --- who is stuck, across hosts (tools/rcoll-top --remote) ----------------------------------------
+# A 2 x 2 all_reduce_perf job with RCOLL_RAS=1 runs on; rank 3 (host 1) is stopped.  rcoll-top,
+# run on host 0 only, must list all four ranks, asking host 1 through its namespace
+# (--remote), name rank 3 as not answering with ranks waiting on it, and without --remote
+# list ranks 2 and 3 as remote, not asked.
+case_no=$((case_no + 1))
+log="$logdir/$case_no-rcoll_top_remote_2x2.log"
+tp="${ns_prefix}top-"
+t0=${EPOCHREALTIME/[.,]/}
+"$cluster" --prefix "$tp" --hosts 2 --ranks-per-host 2 --timeout 120 --env RCOLL_RAS=1 \
+    --env RCOLL_TIMEOUT=120 --env RCOLL_WATCHDOG_S=0 --env RCOLL_SPIN=0 -- \
+    nice -n 10 "$allreduce" -b 64K -e 64K -n 1000 -N 0 -c 0 >"$log" 2>&1 </dev/null &
+top_job=$!
+problems=
+p3=
+for _ in $(seq 1 100); do # rank 3's process, once every rank answers on its host
+    for p in $(pgrep -f "^$allreduce -b 64K -e 64K -n 1000 -N 0"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx RCOLL_RANK=3 && p3=$p
+    done
+    if [[ -n $p3 ]]; then
+        n0=$(ip netns exec "${tp}h0" python3 "$src/tools/rcoll-top" --json --timeout 2 \
+            --remote "ip netns exec ${tp}h{index}" 2>/dev/null |
+            python3 -c 'import json,sys; d=json.load(sys.stdin); print(len([r for r in d["rows"] if r["state"] in ("running", "idle", "stalled")]))' 2>/dev/null)
+        [[ $n0 == 4 ]] && break
+    fi
+    sleep 0.2
+done
+[[ -n $p3 && $n0 == 4 ]] || problems+="the job's 4 ranks did not all answer (rank 3 pid '${p3:-?}', answering ${n0:-0}); "
+if [[ -z $problems ]]; then
+    kill -STOP "$p3"
+    sleep 2.5
+    ip netns exec "${tp}h0" python3 "$src/tools/rcoll-top" --json --stall 1 --timeout 2 \
+        --remote "ip netns exec ${tp}h{index}" >"$logdir/top-remote.json" 2>&1
+    trc=$?
+    ip netns exec "${tp}h0" python3 "$src/tools/rcoll-top" --timeout 2 \
+        --remote "ip netns exec ${tp}h{index}" >"$logdir/top-remote.txt" 2>&1
+    ip netns exec "${tp}h0" python3 "$src/tools/rcoll-top" --json --timeout 2 \
+        >"$logdir/top-local.json" 2>&1
+    problems+=$(python3 - "$logdir/top-remote.json" "$logdir/top-local.json" "$p3" <<'PY'
+import json, sys
+out = []
+d = json.load(open(sys.argv[1]))
+p3 = int(sys.argv[3])
+big = max({r["comm"] for r in d["rows"] if r["comm"] != "?"} or {"?"},
+          key=lambda c: sum(1 for r in d["rows"] if r["comm"] == c))
+rows = {r["rank"]: r for r in d["rows"] if r["comm"] == big or r["pid"] == p3}
+if sorted(k for k in rows if k is not None) != [0, 1, 2, 3]:
+    out.append(f"remote: ranks {sorted(k for k in rows if k is not None)}, not 0-3")
+r3 = rows.get(3, {})
+if r3.get("state") != "not answering" or r3.get("pid") != p3 or not r3.get("host", "").endswith("#1"):
+    out.append(f"remote: rank 3 is {r3}")
+st = [s for s in d["stuck"] if s["pid"] == p3]
+if not st or not st[0]["waited_on_by"]:
+    out.append(f"remote: rank 3 not named stuck with its waiters: {d['stuck']}")
+loc = json.load(open(sys.argv[2]))
+na = sorted(r["rank"] for r in loc["rows"] if r["state"] == "remote, not asked")
+if na != [2, 3] or not any("not asked" in n for n in loc.get("notes", [])):
+    out.append(f"local only: remote ranks not asked {na}, notes {loc.get('notes')}")
+print("; ".join(out))
+PY
+)
+    ((trc == 1)) || problems+="rcoll-top exit $trc (1: something is stuck); "
+    kill -CONT "$p3"
+fi
+kill "$top_job" 2>/dev/null
+wait "$top_job" 2>/dev/null
+rc=0
+secs=$(elapsed_since "$t0")
+stuck_line=$(grep '^stuck:' "$logdir/top-remote.txt" 2>/dev/null | head -n 1)
+verdict rcoll_top_remote_2x2 "$problems" "rank 3 on host 1 stopped, named from host 0: ${stuck_line:-?}"
+
 # --- the rate cap --------------------------------------------------------------------------------
 run_cluster rate_1gbit_2x1 --hosts 2 --rate 1gbit --timeout 120 -- \
     "$allreduce" -b 16M -e 16M -n 5 -c 1
