@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -72,4 +73,17 @@ int check_summary(void)
     fflush(stdout);
     if (check_failed || (!check_passed && !check_skipped)) return 1;
     return check_passed ? 0 : 77;
+}
+
+double check_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void check_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }

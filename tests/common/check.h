@@ -41,4 +41,9 @@ int check_case_failed(void);
 /* Print "N passed, M failed, K skipped"; the exit code (0, 1 or 77, see above). */
 int check_summary(void);
 
+/* Seconds on CLOCK_MONOTONIC, and a sleep of ms milliseconds: what the timing checks of the
+ * failure tests measure with. */
+double check_now_s(void);
+void check_sleep_ms(long ms);
+
 #endif

@@ -44,19 +44,6 @@ typedef struct {
 enum { MODE_BASIC, MODE_ELASTIC, MODE_NO_ID, MODE_TWO_IDS, MODE_SIZES, MODE_NEVER,
        MODE_DESTROYED, MODE_ARGS };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void publish(shared_t *sh, const rcoll_unique_id_t *id)
 {
     sh->id = *id;
@@ -66,8 +53,8 @@ static void publish(shared_t *sh, const rcoll_unique_id_t *id)
 
 static int await_id(shared_t *sh, rcoll_unique_id_t *id)
 {
-    double until = now_s() + 10;
-    while (!sh->ready && now_s() < until) sleep_ms(5);
+    double until = check_now_s() + 10;
+    while (!sh->ready && check_now_s() < until) check_sleep_ms(5);
     __sync_synchronize();
     if (!sh->ready) return 0;
     *id = sh->id;
@@ -217,8 +204,8 @@ static int elastic(grow_arg_t *a, const rcoll_unique_id_t *pid, int rank, int n)
 /* The id's root lives in a member's process: it stays until the new rank has its answer. */
 static void await_newcomer(grow_arg_t *a, int nprocs)
 {
-    double until = now_s() + 10;
-    while (nprocs > a->members && !a->sh->member_done && now_s() < until) sleep_ms(5);
+    double until = check_now_s() + 10;
+    while (nprocs > a->members && !a->sh->member_done && check_now_s() < until) check_sleep_ms(5);
 }
 
 static int refusal(grow_arg_t *a, const rcoll_unique_id_t *pid, int rank, int n)
@@ -228,9 +215,9 @@ static int refusal(grow_arg_t *a, const rcoll_unique_id_t *pid, int rank, int n)
     if (rank >= m) { /* the new rank: fails, promptly after the members refused */
         rcoll_unique_id_t id;
         if (!await_id(a->sh, &id)) return 64;
-        double t0 = now_s();
+        double t0 = check_now_s();
         rcoll_status_t st = rcoll_comm_grow(NULL, m + 1, &id, m, &g);
-        double t = now_s() - t0;
+        double t = check_now_s() - t0;
         const char *e = rcoll_last_init_error();
         fprintf(stderr, "new rank: %s after %.2f s: %s\n", rcoll_status_string(st), t, e);
         const char *want = a->mode == MODE_DESTROYED ? "destroyed before it grew"
@@ -275,16 +262,16 @@ static int refusal(grow_arg_t *a, const rcoll_unique_id_t *pid, int rank, int n)
         if (rank == 0) {
             if (rcoll_comm_grow_id(c, &id) != RCOLL_OK) bad |= 2;
             publish(a->sh, &id);
-            sleep_ms(300); /* the new rank is waiting in its join by now */
+            check_sleep_ms(300); /* the new rank is waiting in its join by now */
         }
         if (!sum_ok(c, m)) bad |= 4;
         rcoll_comm_destroy(c);
         await_newcomer(a, n);
         return bad;
     }
-    double t0 = now_s();
+    double t0 = check_now_s();
     rcoll_status_t st = rcoll_comm_grow(c, want_n, NULL, RCOLL_UNDEFINED, &g);
-    double t = now_s() - t0;
+    double t = check_now_s() - t0;
     fprintf(stderr, "member %d: %s after %.2f s: %s\n", rank, rcoll_status_string(st), t,
             rcoll_comm_last_error(c));
     double bound = a->mode == MODE_NEVER ? TIMEOUT_S + 3.0 : PROMPT_S;
@@ -349,9 +336,9 @@ static void run(int mode, int members, int nprocs, const char *name, const char 
     arg.mode = mode;
     arg.members = members;
     mp_result_t res;
-    double t0 = now_s();
+    double t0 = check_now_s();
     mp_run_raw(nprocs, run_rank, &arg, 40, &res);
-    printf("%-60s %.2f s\n", name, now_s() - t0);
+    printf("%-60s %.2f s\n", name, check_now_s() - t0);
     for (int r = 0; r < nprocs; r++) {
         int want = mode == MODE_ELASTIC && r == 2 ? 128 + SIGKILL : 0;
         CHECK(res.codes[r] == want, "%s: process %d exit %d, want %d (%s)", name, r,

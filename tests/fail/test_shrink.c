@@ -41,19 +41,6 @@ typedef struct {
     int victims[4];
 } shrink_arg_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static int is_victim(const shrink_arg_t *a, int rank)
 {
     for (int i = 0; i < a->nvictims; i++)
@@ -217,11 +204,11 @@ static int shrink_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
         }
     }
     if (a->mode == MODE_DIE_DURING && victim) {
-        sleep_ms(300); /* the others are inside shrink, waiting for this rank */
+        check_sleep_ms(300); /* the others are inside shrink, waiting for this rank */
         raise(SIGKILL);
     }
     if (a->mode == MODE_LATE && victim) {
-        sleep_ms((int)(TIMEOUT_S * 1000) + 1500);
+        check_sleep_ms((int)(TIMEOUT_S * 1000) + 1500);
         st = rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, &nc);
         int ok = st == RCOLL_ERR_TIMEOUT && nc == NULL &&
                  strstr(rcoll_comm_last_error(comm), "excluded");
@@ -245,11 +232,11 @@ static int shrink_rank(const rcoll_unique_id_t *id, int rank, int n, void *arg)
             !strstr(rcoll_comm_last_error(comm), "RCOLL_SHRINK_ABORT_PENDING"))
             return 33;
     }
-    double t0 = now_s();
+    double t0 = check_now_s();
     st = rcoll_comm_shrink(comm, a->mode == MODE_PENDING ? RCOLL_SHRINK_ABORT_PENDING
                                                          : RCOLL_SHRINK_DEFAULT, &nc);
     if (a->mode == MODE_PENDING && rcoll_wait(&req) == RCOLL_OK) return 34;
-    double took = now_s() - t0;
+    double took = check_now_s() - t0;
     if (st != RCOLL_OK || !nc) {
         fprintf(stderr, "rank %d: shrink: %s: %s\n", rank, rcoll_status_string(st),
                 rcoll_comm_last_error(comm));
@@ -350,9 +337,9 @@ static int root_lost_rank(const rcoll_unique_id_t *id, int rank, int n, void *ar
     if (rank == 0) raise(SIGKILL);
     int32_t one = 1, sum = 0;
     if (rcoll_allreduce(&one, &sum, 1, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK) return 12;
-    double t0 = now_s();
+    double t0 = check_now_s();
     rcoll_status_t st = rcoll_comm_shrink(comm, RCOLL_SHRINK_DEFAULT, &nc);
-    double took = now_s() - t0;
+    double took = check_now_s() - t0;
     const char *msg = rcoll_comm_last_error(comm);
     int ok = st == RCOLL_ERR_REMOTE && nc == NULL && strstr(msg, "cannot agree") &&
              took < TIMEOUT_S;
@@ -365,9 +352,9 @@ static int root_lost_rank(const rcoll_unique_id_t *id, int rank, int n, void *ar
 static void run_case(const char *what, int n, shrink_arg_t *a, int killed_exit)
 {
     mp_result_t res;
-    double t0 = now_s();
+    double t0 = check_now_s();
     mp_run_raw(n, shrink_rank, a, 60, &res);
-    double took = now_s() - t0;
+    double took = check_now_s() - t0;
     int ok = 1;
     for (int r = 0; r < n; r++) {
         int want = is_victim(a, r) ? killed_exit : 0;
@@ -405,13 +392,13 @@ int main(void)
     {
         snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", free_port());
         mp_result_t res;
-        double t0 = now_s();
+        double t0 = check_now_s();
         mp_run_raw(3, root_lost_rank, NULL, 30, &res);
         int ok = res.codes[0] == 128 + SIGKILL && res.codes[1] == 0 && res.codes[2] == 0;
         CHECK(ok, "env launch, rank 0 (root host) killed: shrink fails saying why (codes %d %d "
               "%d)", res.codes[0], res.codes[1], res.codes[2]);
         printf("%-60s %s (%.2f s)\n", "3 ranks (env), rank 0 hosting the root killed: no shrink",
-               ok ? "ok" : "FAIL", now_s() - t0);
+               ok ? "ok" : "FAIL", check_now_s() - t0);
     }
     return check_summary();
 }

@@ -27,19 +27,6 @@
 
 #define TIMEOUT_S 3.0
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The new communicator c has ranks whose job ranks are ids[0..n) (in order): all-reduce of
  * the job ranks, a broadcast from its last rank, an all-gather of the job ranks. */
 static int check_comm(rcoll_comm_t c, const int *ids, int n, int me_job, const char *what)
@@ -86,10 +73,10 @@ static int groups(rcoll_comm_t comm, int rank, int n, void *arg)
      * reads the failure (its peers are alive); either way it is shrunk. */
     if (rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_INT32, RCOLL_SUM, g) == RCOLL_OK && odd)
         bad |= 16;
-    double t0 = now_s();
+    double t0 = check_now_s();
     rcoll_status_t st = rcoll_comm_shrink(g, RCOLL_SHRINK_DEFAULT, &gs);
     fprintf(stderr, "job rank %d: group shrink %s in %.3f s\n", rank, rcoll_status_string(st),
-            now_s() - t0);
+            check_now_s() - t0);
     if (st != RCOLL_OK) {
         fprintf(stderr, "job rank %d: %s\n", rank, rcoll_comm_last_error(g));
         return 32;
@@ -149,19 +136,19 @@ static int late(rcoll_comm_t comm, int rank, int n, void *arg)
     rcoll_comm_t g = NULL, s = NULL;
     int bad = 0;
     if (rcoll_comm_split(comm, rank < 2 ? 0 : RCOLL_UNDEFINED, rank, &g) != RCOLL_OK) return 100;
-    double start = now_s();
+    double start = check_now_s();
     if (rank == 0) {
         rcoll_status_t st = rcoll_comm_shrink(g, RCOLL_SHRINK_DEFAULT, &s);
-        double t = now_s() - start;
+        double t = check_now_s() - start;
         fprintf(stderr, "rank 0: shrink alone after %.2f s: %s\n", t, rcoll_status_string(st));
         static const int ids[] = {0};
         if (st != RCOLL_OK || t < TIMEOUT_S - 0.5 || t > TIMEOUT_S + 2) bad |= 1;
         else bad |= check_comm(s, ids, 1, 0, "rank 0 alone");
     } else if (rank == 1) {
-        sleep_ms((int)(TIMEOUT_S * 1000) + 2000);
-        double t0 = now_s();
+        check_sleep_ms((int)(TIMEOUT_S * 1000) + 2000);
+        double t0 = check_now_s();
         rcoll_status_t st = rcoll_comm_shrink(g, RCOLL_SHRINK_DEFAULT, &s);
-        double t = now_s() - t0;
+        double t = check_now_s() - t0;
         fprintf(stderr, "rank 1: late shrink %s after %.2f s: %s\n", rcoll_status_string(st), t,
                 rcoll_comm_last_error(g));
         if (st != RCOLL_ERR_TIMEOUT || s || t > 1.0 ||
@@ -170,7 +157,7 @@ static int late(rcoll_comm_t comm, int rank, int n, void *arg)
     }
     /* the late rank is still in the job: its communicator works for everyone (all call it
      * once rank 1 is back, within RCOLL_TIMEOUT of each other) */
-    while (now_s() - start < TIMEOUT_S + 2.5) sleep_ms(20);
+    while (check_now_s() - start < TIMEOUT_S + 2.5) check_sleep_ms(20);
     int v = 1;
     if (rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_INT32, RCOLL_SUM, comm) != RCOLL_OK || v != n)
         bad |= 4;
@@ -185,25 +172,25 @@ int main(void)
     snprintf(tmo, sizeof(tmo), "%g", TIMEOUT_S);
     setenv("RCOLL_TIMEOUT", tmo, 1);
     mp_result_t res;
-    double t0 = now_s();
+    double t0 = check_now_s();
     mp_run(6, groups, NULL, 40, &res);
     printf("6 ranks in two groups, rank 3 killed: both groups and the job shrink  %.2f s\n",
-           now_s() - t0);
+           check_now_s() - t0);
     for (int r = 0; r < 6; r++)
         CHECK(res.codes[r] == (r == 3 ? 128 + SIGKILL : 0), "groups: rank %d exit %d (bits: "
               "2 all-reduce, 4 broadcast, 8 all-gather, 1 rank/size, 16 no failure seen, 32 "
               "group shrink, 64 job shrink)", r, res.codes[r]);
-    t0 = now_s();
+    t0 = check_now_s();
     mp_run(8, nested, NULL, 40, &res);
     printf("8 ranks, a group of a group, rank 6 killed: the inner groups shrink     %.2f s\n",
-           now_s() - t0);
+           check_now_s() - t0);
     for (int r = 0; r < 8; r++)
         CHECK(res.codes[r] == (r == 6 ? 128 + SIGKILL : 0), "nested: rank %d exit %d", r,
               res.codes[r]);
-    t0 = now_s();
+    t0 = check_now_s();
     mp_run(4, late, NULL, 40, &res);
     printf("a group of 2 of 4, rank 1 calls 5 s late: left out, still in the job  %.2f s\n",
-           now_s() - t0);
+           check_now_s() - t0);
     for (int r = 0; r < 4; r++)
         CHECK(res.codes[r] == 0, "late: rank %d exit %d (bits: 1 rank 0 not alone after the "
               "timeout, 2 the late call not refused promptly saying why, 4 the job's "
