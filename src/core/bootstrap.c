@@ -1401,8 +1401,12 @@ void rcoll_bs_leave(rcoll_bootstrap_t *bs, int graceful)
     int last = --bs->refs == 0;
     pthread_mutex_unlock(&bs->lock);
     if (!last) return;
-    if (graceful && !bs->failed)
-        bs_send_msg(bs->fd, BS_BYE, NULL, 0, rcoll_now_ns() + 1000000000ull);
+    /* A clean leave says so also after a failure: once a shrink has reset the root's latch,
+     * a closed connection is announced as a death, and would fail the communicators the
+     * survivors just made.  After a failure the root may be gone or stopped: a short wait. */
+    if (graceful && !bs->closed)
+        bs_send_msg(bs->fd, BS_BYE, NULL, 0,
+                    rcoll_now_ns() + (bs->failed ? 100000000ull : 1000000000ull));
     close(bs->fd);
     free(bs->shrunk);
     pthread_mutex_destroy(&bs->lock);

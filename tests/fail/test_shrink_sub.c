@@ -8,6 +8,8 @@
  *    all-reduce, broadcast and all-gather are right against values computed here;
  *  - a group of a group (4 of 8 ranks, then 2 of those), rank 6 killed: the inner group
  *    without it shrinks to the same 2 ranks;
+ *  - 4 ranks in pairs, rank 3 killed: rank 2 leaves the job cleanly instead of shrinking;
+ *    the pair {0, 1} shrunk before must not take that exit for a death;
  *  - a healthy group of 2 of 4 ranks whose rank 1 calls 5 s late (RCOLL_TIMEOUT 3 s): the
  *    other one goes on alone after the timeout, the late call fails with RCOLL_ERR_TIMEOUT
  *    saying it came too late, and the late rank is still in the job (the parent works);
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +29,9 @@
 #include "rcoll.h"
 
 #define TIMEOUT_S 3.0
+
+/* Shared by the forked ranks: how many are out of their barrier (the victim dies after all). */
+static int *sh_ready;
 
 /* The new communicator c has ranks whose job ranks are ids[0..n) (in order): all-reduce of
  * the job ranks, a broadcast from its last rank, an all-gather of the job ranks. */
@@ -64,8 +70,14 @@ static int groups(rcoll_comm_t comm, int rank, int n, void *arg)
     rcoll_comm_t g = NULL, gs = NULL, ps = NULL;
     int odd = rank % 2, bad = 0;
     if (rcoll_comm_split(comm, odd, odd ? -rank : rank, &g) != RCOLL_OK) return 100;
+    volatile int *ready = sh_ready;
     if (rcoll_barrier(comm) != RCOLL_OK) return 100;
-    if (rank == 3) raise(SIGKILL);
+    __sync_fetch_and_add(ready, 1);
+    if (rank == 3) {
+        double until = check_now_s() + 10;
+        while (*ready < 6 && check_now_s() < until) check_sleep_ms(1);
+        raise(SIGKILL);
+    }
     int v = 1;
     if (rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK)
         bad |= 16; /* the job's communicator fails */
@@ -108,8 +120,14 @@ static int nested(rcoll_comm_t comm, int rank, int n, void *arg)
     /* outer: {0,2,4,6} and {1,3,5,7}; inner: pairs {0,4} {2,6} and {1,5} {3,7} */
     if (rcoll_comm_split(comm, rank % 2, rank, &g) != RCOLL_OK) return 100;
     if (rcoll_comm_split(g, (rank / 2) % 2, rank, &gg) != RCOLL_OK) return 100;
+    volatile int *ready = sh_ready;
     if (rcoll_barrier(comm) != RCOLL_OK) return 100;
-    if (rank == 6) raise(SIGKILL);
+    __sync_fetch_and_add(ready, 1);
+    if (rank == 6) { /* once every rank is out of the barrier (a loaded machine is slow) */
+        double until = check_now_s() + 10;
+        while (*ready < 8 && check_now_s() < until) check_sleep_ms(1);
+        raise(SIGKILL);
+    }
     /* Every rank sees the failure first (the job's communicator has rank 6): a death is
      * announced to the whole job, and each communicator is then shrunk; one shrunk before
      * its rank read the announcement would fail when it does, and be shrunk again. */
@@ -166,13 +184,49 @@ static int late(rcoll_comm_t comm, int rank, int n, void *arg)
     return bad;
 }
 
+/* 4 ranks in pairs, rank 3 killed: the pair {0, 1} shrinks (to itself), and rank 2, whose pair
+ * lost rank 3, leaves the job cleanly (destroys its communicators, exits) instead.  A clean
+ * exit after a failure is not a death: the pair's new communicator must keep working after
+ * rank 2 has gone. */
+static int leaver(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    (void)arg, (void)n;
+    rcoll_comm_t g = NULL, s = NULL;
+    if (rcoll_comm_split(comm, rank / 2, rank, &g) != RCOLL_OK) return 100;
+    volatile int *ready = sh_ready;
+    if (rcoll_barrier(comm) != RCOLL_OK) return 100;
+    __sync_fetch_and_add(ready, 1);
+    if (rank == 3) {
+        double until = check_now_s() + 10; /* every other rank is out of the barrier */
+        while (*ready < 4 && check_now_s() < until) check_sleep_ms(1);
+        raise(SIGKILL);
+    }
+    int v = 1;
+    if (rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_INT32, RCOLL_SUM, comm) == RCOLL_OK)
+        return 16;
+    if (rank == 2) { /* leaves: mp destroys comm after g */
+        rcoll_comm_destroy(g);
+        return 0;
+    }
+    if (rcoll_comm_shrink(g, RCOLL_SHRINK_DEFAULT, &s) != RCOLL_OK) return 32;
+    check_sleep_ms(800); /* rank 2 has left by now */
+    static const int ids[] = {0, 1};
+    int bad = check_comm(s, ids, 2, rank, "the pair after rank 2 left");
+    rcoll_comm_destroy(s);
+    rcoll_comm_destroy(g);
+    return bad;
+}
+
 int main(void)
 {
     char tmo[16];
     snprintf(tmo, sizeof(tmo), "%g", TIMEOUT_S);
     setenv("RCOLL_TIMEOUT", tmo, 1);
+    sh_ready = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh_ready == MAP_FAILED) return 1;
     mp_result_t res;
     double t0 = check_now_s();
+    *sh_ready = 0;
     mp_run(6, groups, NULL, 40, &res);
     printf("6 ranks in two groups, rank 3 killed: both groups and the job shrink  %.2f s\n",
            check_now_s() - t0);
@@ -181,12 +235,22 @@ int main(void)
               "2 all-reduce, 4 broadcast, 8 all-gather, 1 rank/size, 16 no failure seen, 32 "
               "group shrink, 64 job shrink)", r, res.codes[r]);
     t0 = check_now_s();
+    *sh_ready = 0;
     mp_run(8, nested, NULL, 40, &res);
     printf("8 ranks, a group of a group, rank 6 killed: the inner groups shrink     %.2f s\n",
            check_now_s() - t0);
     for (int r = 0; r < 8; r++)
         CHECK(res.codes[r] == (r == 6 ? 128 + SIGKILL : 0), "nested: rank %d exit %d", r,
               res.codes[r]);
+    t0 = check_now_s();
+    *sh_ready = 0;
+    mp_run(4, leaver, NULL, 40, &res);
+    printf("4 ranks in pairs, rank 3 killed, rank 2 leaves: the pair {0, 1} works on  %.2f s\n",
+           check_now_s() - t0);
+    for (int r = 0; r < 4; r++)
+        CHECK(res.codes[r] == (r == 3 ? 128 + SIGKILL : 0), "a rank leaving after the failure: "
+              "rank %d exit %d (bits: 2-8 the pair's collectives failed, 16 no failure seen, "
+              "32 shrink)", r, res.codes[r]);
     t0 = check_now_s();
     mp_run(4, late, NULL, 40, &res);
     printf("a group of 2 of 4, rank 1 calls 5 s late: left out, still in the job  %.2f s\n",
