@@ -125,8 +125,9 @@ static int if_matches(const char *filter, const char *name)
 }
 
 /* Up to max addresses of up interfaces passing the filter (or loopback ones), IPv4 first, then
- * IPv6 (skipping link-local, which needs a scope); one per interface and family.  Returns how
- * many, -1 when getifaddrs fails. */
+ * IPv6 (skipping link-local, which needs a scope); one per interface (its IPv4 one when it has
+ * one: a second address of the same interface adds no path, and every listening socket costs
+ * an accept call in each progress pass).  Returns how many, -1 when getifaddrs fails. */
 static int find_addrs(const char *filter, int want_loopback, rcoll_sockaddr_t *addrs,
                       char (*ifnames)[RCOLL_NET_IFNAME_MAX], int max)
 {
@@ -143,9 +144,8 @@ static int find_addrs(const char *filter, int want_loopback, rcoll_sockaddr_t *a
             if (fam == AF_INET6 &&
                 IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
                 continue;
-            int dup = 0; /* one address per interface and family */
-            for (int k = 0; k < found && !dup; k++)
-                dup = addrs[k].sa.sa_family == fam && !strcmp(ifnames[k], i->ifa_name);
+            int dup = 0; /* one address per interface: IPv4 when it has one */
+            for (int k = 0; k < found && !dup; k++) dup = !strcmp(ifnames[k], i->ifa_name);
             if (dup) continue;
             memset(&addrs[found], 0, sizeof(addrs[found]));
             memcpy(&addrs[found], i->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in)

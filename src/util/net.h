@@ -42,8 +42,8 @@ void rcoll_net_addr_set_port(rcoll_sockaddr_t *addr, uint16_t port);
  * (port 0) and the interface name. */
 rcoll_status_t rcoll_net_pick_addr(const char *ifname_filter, rcoll_sockaddr_t *addr,
                                    char *ifname, size_t ifname_len);
-/* The same choice, every candidate: up to max addresses (one per interface and family, in
- * the order above: the first is rcoll_net_pick_addr's), their interface names.  Returns how
+/* The same choice, every candidate: up to max addresses (one per interface, in the order
+ * above: the first is rcoll_net_pick_addr's), their interface names.  Returns how
  * many, or -1 (rcoll_err_get() says why) when none matches. */
 #define RCOLL_NET_IFNAME_MAX 64
 int rcoll_net_pick_addrs(const char *ifname_filter, rcoll_sockaddr_t *addrs,
