@@ -61,11 +61,15 @@ tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
             return NULL;
         }
     }
+    pthread_mutex_init(&c->lock, NULL);
     c->is_recv = is_recv;
     c->nsocks = nsocks;
     c->stripe_min = stripe_min;
-    for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++)
+    for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++) {
         c->fd[i] = -1;
+        c->incoming[i] = -1;
+        c->rs[i].fd = -1;
+    }
     for (int i = 0; i < RCOLL_TCP_MAX_REQS; i++) {
         c->reqs[i].comm = c;
         c->free_reqs[i] = &c->reqs[RCOLL_TCP_MAX_REQS - 1 - i];
@@ -74,17 +78,54 @@ tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
     return c;
 }
 
+/* Free the copies of request r's messages (failover sends). */
+static void tcp_req_free_copies(tcp_comm_t *c, tcp_req_t *r)
+{
+    for (int i = 0; i < r->nmsgs; i++)
+        if (r->msgs[i].copy) {
+            c->eager_bytes -= r->msgs[i].length;
+            free(r->msgs[i].copy);
+            r->msgs[i].copy = NULL;
+        }
+    r->eager = r->orphan = 0;
+}
+
 void tcp_comm_free(tcp_comm_t *c)
 {
-    for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++)
+    if (c->fo)
+        tcp_fo_unregister(c); /* first: the failover thread lets go of it */
+    for (int i = 0; i < RCOLL_TCP_MAX_REQS; i++)
+        tcp_req_free_copies(c, &c->reqs[i]);
+    for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++) {
         if (c->fd[i] >= 0)
             close(c->fd[i]);
+        if (c->incoming[i] >= 0)
+            close(c->incoming[i]);
+        if (c->rs[i].fd >= 0)
+            close(c->rs[i].fd);
+    }
+    pthread_mutex_destroy(&c->lock);
     free(c->stage);
     free(c);
 }
 
+/* Data unacknowledged for the failover timeout fails the socket; so does an idle path that
+ * stops answering keepalives (1 s idle, then every second): a sender waiting only for the
+ * receiver's acknowledgement of data its kernel already delivered learns of a dead path too. */
+void tcp_set_user_timeout(int fd)
+{
+    unsigned ms = (unsigned)(tcp_g.failover_timeout * 1000.0);
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one)) < 0)
+        RCOLL_INFO(TCP, "tcp: setsockopt(TCP_USER_TIMEOUT, keepalive): %s (a dead path is then "
+                   "found by the kernel's own limits)", strerror(errno));
+}
+
 /* Mark the comm failed with st, whose detail rcoll_err_set() has just recorded. */
-static rcoll_status_t tcp_fail(tcp_comm_t *c, rcoll_status_t st)
+rcoll_status_t tcp_fail(tcp_comm_t *c, rcoll_status_t st)
 {
     c->failed = st;
     snprintf(c->errtext, sizeof(c->errtext), "%s", rcoll_err_get());
@@ -92,13 +133,13 @@ static rcoll_status_t tcp_fail(tcp_comm_t *c, rcoll_status_t st)
 }
 
 /* Report the comm's earlier failure again (later calls fail with the same status). */
-static rcoll_status_t tcp_failed(const tcp_comm_t *c)
+rcoll_status_t tcp_failed(const tcp_comm_t *c)
 {
     return rcoll_err_set(c->failed, "%s", c->errtext);
 }
 
 /* An I/O error (err 0 = EOF) on one of the comm's sockets. */
-static rcoll_status_t tcp_io_error(tcp_comm_t *c, int err)
+rcoll_status_t tcp_io_error(tcp_comm_t *c, int err)
 {
     const char *dir = c->is_recv ? "from" : "to";
     rcoll_status_t st;
@@ -155,12 +196,16 @@ static tcp_msg_t *tcp_cursor_msg(tcp_comm_t *c, const tcp_cursor_t *cur)
     return &c->ring[cur->seq % RCOLL_TCP_MAX_REQS]->msgs[cur->mi];
 }
 
-/* The cursor's socket is finished with its message: step to the next one. */
-static void tcp_cursor_next(tcp_comm_t *c, tcp_cursor_t *cur)
+/* Socket s's cursor is finished with its message: step to the next one.  The cursor that
+ * retires messages is the one whose passing makes them complete: a receiver's, a sender's
+ * without failover, or (with failover) the sender's acknowledged position. */
+static void tcp_cursor_next(tcp_comm_t *c, tcp_cursor_t *cur, int s, int retire)
 {
     tcp_req_t *r = c->ring[cur->seq % RCOLL_TCP_MAX_REQS];
-    if (--r->msgs[cur->mi].pending == 0)
+    if (retire && --r->msgs[cur->mi].pending == 0)
         r->pending--;
+    if (c->fo && c->is_recv)
+        c->ack_due[s] = 1;
     cur->off = 0;
     if (++cur->mi == r->nmsgs) {
         cur->mi = 0;
@@ -183,6 +228,7 @@ static rcoll_status_t tcp_xfer(tcp_comm_t *c, int s, struct iovec *iov, int niov
                                 : sendmsg(c->fd[s], &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (rc > 0) {
             *n_p = (size_t)rc;
+            c->bytes[s] += (uint64_t)rc;
             rcoll_transport_moves++;
             /* Connections carry data one way, so the receiver's ACKs are never piggybacked on
              * data: without this, every small message costs a pure ACK packet on both hosts
@@ -193,23 +239,23 @@ static rcoll_status_t tcp_xfer(tcp_comm_t *c, int s, struct iovec *iov, int niov
             }
             return RCOLL_OK;
         }
-        if (rc == 0)
-            return tcp_io_error(c, 0); /* EOF (only recv returns 0 for a non-empty iov) */
+        if (rc == 0) /* EOF (only recv returns 0 for a non-empty iov) */
+            return c->fo ? tcp_path_error(c, s, 0, n_p) : tcp_io_error(c, 0);
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             *n_p = 0;
             return RCOLL_OK;
         }
-        return tcp_io_error(c, errno);
+        return c->fo ? tcp_path_error(c, s, errno, n_p) : tcp_io_error(c, errno);
     }
 }
 
-/* Advance socket s's cursor by n bytes of its stream, retiring the messages it finishes
- * (including those with nothing for this socket).  Stops at a message of unknown length. */
-static void tcp_advance(tcp_comm_t *c, int s, uint64_t n)
+/* Advance cursor cur of socket s by n bytes of its stream, past the messages it finishes
+ * (including those with nothing for this socket), retiring them if `retire`.  Stops at a
+ * message of unknown length. */
+void tcp_advance_cur(tcp_comm_t *c, tcp_cursor_t *cur, int s, uint64_t n, int retire)
 {
-    tcp_cursor_t *cur = &c->cur[s];
     uint64_t hb = s == 0 ? SOCK_HDR : 0;
 
     while (cur->seq < c->tail) {
@@ -224,8 +270,14 @@ static void tcp_advance(tcp_comm_t *c, int s, uint64_t n)
             return;
         }
         n -= left;
-        tcp_cursor_next(c, cur);
+        tcp_cursor_next(c, cur, s, retire);
     }
+}
+
+/* Socket s's data cursor (a failover sender's retires nothing: its acknowledgements do). */
+static void tcp_advance(tcp_comm_t *c, int s, uint64_t n)
+{
+    tcp_advance_cur(c, &c->cur[s], s, n, !(c->fo && !c->is_recv));
 }
 
 /* Move socket s's stream as far as the kernel allows: every socket of a send comm, and
@@ -388,7 +440,7 @@ static rcoll_status_t tcp_recv_head(tcp_comm_t *c)
             if (cur->off - SOCK_HDR < plen)
                 continue;
         }
-        tcp_cursor_next(c, cur);
+        tcp_cursor_next(c, cur, 0, 1);
     }
     return RCOLL_OK;
 }
@@ -400,25 +452,60 @@ static rcoll_status_t tcp_progress(tcp_comm_t *c)
     rcoll_status_t st = RCOLL_OK;
     int s = 0;
 
+    if (c->fo)
+        st = c->is_recv ? tcp_fo_recv_pre(c) : tcp_fo_send_pre(c);
     if (c->is_recv) {
-        st = tcp_recv_head(c);
+        if (st == RCOLL_OK && !c->dead[0])
+            st = tcp_recv_head(c);
         s = 1;
     }
     for (; st == RCOLL_OK && s < c->nsocks; s++)
-        st = tcp_stream_progress(c, s);
+        if (!c->dead[s] && !(c->rs[s].state && !c->rs[s].planned))
+            st = tcp_stream_progress(c, s);
+    if (c->fo && st == RCOLL_OK) {
+        if (c->is_recv)
+            tcp_fo_recv_post(c);
+        else
+            st = tcp_fo_send_acks(c);
+    }
     while (c->head < c->tail && c->ring[c->head % RCOLL_TCP_MAX_REQS]->pending == 0) {
-        c->ring[c->head % RCOLL_TCP_MAX_REQS]->done = 1;
+        tcp_req_t *r = c->ring[c->head % RCOLL_TCP_MAX_REQS];
+        r->done = 1;
         c->head++;
+        if (r->orphan) { /* its user has had it as complete since its data was copied */
+            tcp_req_free_copies(c, r);
+            tcp_req_put(c, r);
+        }
     }
     return st;
 }
+
+void tcp_fo_background(tcp_comm_t *c)
+{
+    if (!c->failed && c->head < c->tail)
+        (void)tcp_progress(c); /* a failure stays in c->failed for the next call */
+}
+
+static rcoll_status_t tcp_isend_locked(tcp_comm_t *c, void *data, size_t size, int tag,
+                                       void **request);
 
 static rcoll_status_t tcp_isend(void *send_comm, void *data, size_t size, int tag,
                                  void *mhandle, void **request)
 {
     tcp_comm_t *c = send_comm;
-    (void)mhandle; /* sockets need no registration */
+    if (!c || !c->fo)
+        return tcp_isend_locked(c, data, size, tag, request);
+    pthread_mutex_lock(&c->lock); /* the failover thread may be progressing it */
+    rcoll_status_t st = tcp_isend_locked(c, data, size, tag, request);
+    pthread_mutex_unlock(&c->lock);
+    (void)mhandle;
+    return st;
+}
 
+static rcoll_status_t tcp_isend_locked(tcp_comm_t *c, void *data, size_t size, int tag,
+                                       void **request)
+{
+    /* sockets need no registration */
     if (!c || c->is_recv || !request || (size > 0 && !data))
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp isend: bad comm, data or request");
     if (size > SOCK_MAX_MSG)
@@ -438,8 +525,21 @@ static rcoll_status_t tcp_isend(void *send_comm, void *data, size_t size, int ta
     m->known = 1;
     m->pending = c->nsocks;
     m->hdr = (rcoll_tcp_frame_t){RCOLL_TCP_FRAME_MAGIC, tag, size};
+    m->copy = NULL;
+    r->eager = 0;
+    /* Failover: a send completes when the receiver has read it, unless it is small enough to
+     * be copied (so that small sends still complete before the receive is posted, as the
+     * kernel's buffers let them without failover). */
+    if (c->fo && size <= SOCK_EAGER_MAX && c->eager_bytes + size <= SOCK_EAGER_BUDGET &&
+        (m->copy = malloc(size ? size : 1)) != NULL) {
+        memcpy(m->copy, data, size);
+        m->data = m->copy;
+        c->eager_bytes += size;
+        r->eager = 1;
+    }
     r->nmsgs = 1;
     r->pending = 1;
+    r->seq = c->tail;
     c->ring[c->tail++ % RCOLL_TCP_MAX_REQS] = r;
     *request = r;
     return RCOLL_OK;
@@ -473,6 +573,7 @@ static rcoll_status_t tcp_irecv(void *recv_comm, int n, void **data, size_t *siz
         m->tag = tags ? tags[i] : -1;
         m->known = 0;
         m->pending = c->nsocks;
+        m->copy = NULL;
     }
     r->nmsgs = n;
     r->pending = n;
@@ -481,33 +582,58 @@ static rcoll_status_t tcp_irecv(void *recv_comm, int n, void **data, size_t *siz
     return RCOLL_OK;
 }
 
-static rcoll_status_t tcp_test(void *request, int *done, size_t *sizes)
+static rcoll_status_t tcp_test_locked(tcp_req_t *r, int *done, size_t *sizes)
 {
-    tcp_req_t *r = request;
+    tcp_comm_t *c = r->comm;
     rcoll_status_t st = RCOLL_OK;
 
-    if (!r || !done)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp test: NULL request or done");
-    if (!r->in_use)
-        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp test: request already completed");
-    tcp_comm_t *c = r->comm;
     if (!c->failed)
         st = tcp_progress(c);
     if (r->done) {
         if (sizes)
             for (int i = 0; i < r->nmsgs; i++)
                 sizes[i] = r->msgs[i].length;
+        tcp_req_free_copies(c, r);
         tcp_req_put(c, r);
         *done = 1;
         return RCOLL_OK;
     }
+    int written = r->eager;
+    for (int s = 0; s < c->nsocks && written; s++)
+        written = c->cur[s].seq > r->seq;
+    if (written && !c->failed) {
+        /* Copied and all in the kernel, as a send completes without failover; retired when
+         * acknowledged (tcp_progress), sent again from the copy if its path dies first. */
+        r->orphan = 1;
+        r->in_use = 0;
+        *done = 1;
+        return RCOLL_OK;
+    }
     if (c->failed) {
+        tcp_req_free_copies(c, r);
         tcp_req_put(c, r);
         /* a failure detected just now already carries its text; an older one is repeated */
         return st != RCOLL_OK ? st : tcp_failed(c);
     }
     *done = 0;
     return RCOLL_OK;
+}
+
+static rcoll_status_t tcp_test(void *request, int *done, size_t *sizes)
+{
+    tcp_req_t *r = request;
+
+    if (!r || !done)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp test: NULL request or done");
+    if (!r->in_use)
+        return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "tcp test: request already completed");
+    tcp_comm_t *c = r->comm;
+    if (!c->fo)
+        return tcp_test_locked(r, done, sizes);
+    pthread_mutex_lock(&c->lock); /* the failover thread may answer a take-over, or send */
+    rcoll_status_t st = tcp_test_locked(r, done, sizes);
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -524,6 +650,8 @@ static int tcp_is_loopback(void)
     return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr);
 }
 
+static const char *const tcp_failover_names[] = {"auto", "on", "off", NULL};
+
 static const rcoll_knob_t tcp_knobs[] = {
     RCOLL_KNOB_SUBTABLE(rcoll_tcp_config_t, netif, rcoll_net_config_table),
     RCOLL_KNOB_NUM(rcoll_tcp_config_t, "RCOLL_SOCKET_NSOCKS", "2", INT, nsocks, 1,
@@ -531,6 +659,13 @@ static const rcoll_knob_t tcp_knobs[] = {
                    "TCP sockets per connection (large messages are striped over them)"),
     RCOLL_KNOB_NUM(rcoll_tcp_config_t, "RCOLL_SOCKET_STRIPE_MIN", "256K", SIZE, stripe_min, 0,
                    1LL << 40, "messages of at least this many bytes are striped over all sockets"),
+    RCOLL_KNOB_ENUM_OF(rcoll_tcp_config_t, "RCOLL_SOCKET_FAILOVER", "auto", failover,
+                       tcp_failover_names,
+                       "keep connections through a dead path on another of the peer's "
+                       "addresses: auto (when it listens on several), on, off"),
+    RCOLL_KNOB_NUM(rcoll_tcp_config_t, "RCOLL_SOCKET_FAILOVER_TIMEOUT", "2", SECONDS,
+                   failover_timeout, 0, 3600,
+                   "failover: a path whose data goes unacknowledged this long is left"),
 };
 const rcoll_config_table_t rcoll_tcp_config_table =
     RCOLL_CONFIG_TABLE("tcp", tcp_knobs, rcoll_tcp_config_t);
@@ -559,6 +694,8 @@ static rcoll_status_t tcp_init(const void *knobs)
     tcp_g.nsocks = cfg->nsocks < 1 ? 1 : cfg->nsocks;
     tcp_g.nsocks = tcp_g.nsocks > RCOLL_TCP_MAX_NSOCKS ? RCOLL_TCP_MAX_NSOCKS : tcp_g.nsocks;
     tcp_g.stripe_min = cfg->stripe_min;
+    tcp_g.failover = cfg->failover;
+    tcp_g.failover_timeout = cfg->failover_timeout;
     tcp_g.inited = 1;
     RCOLL_INFO(TCP, "tcp: device %s (%s), %d socket(s) per connection, striping messages "
                "of %llu bytes and more", tcp_g.ifname,

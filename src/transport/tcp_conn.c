@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 
@@ -16,11 +18,19 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* A connect to one of several addresses of a listener that has not completed by then: the
- * next address. */
-#define SOCK_TRY_NS 2000000000ull
-
 static pthread_mutex_t tcp_conn_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Live listeners and failover receivers: accept() and the failover poll share the listeners'
+ * state under this lock. */
+static pthread_mutex_t tcp_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static tcp_listen_t *tcp_listeners;
+static tcp_comm_t *tcp_fo_comms;
+/* The failover thread: running while there is a failover comm; a thread ends when the
+ * generation it was started with is over (the last comm went, or fini), and is joined by
+ * whoever ended it. */
+static pthread_t tcp_fo_thread;
+static int tcp_fo_running;
+static uintptr_t tcp_fo_gen;
+static void tcp_fo_thread_start(void);
 static tcp_connecting_t tcp_conn_tab[SOCK_MAX_CONNECTING];
 static uint64_t tcp_conn_seq;
 
@@ -84,6 +94,10 @@ rcoll_status_t tcp_listen(int dev, void *handle, void **listen_comm)
     h.nsocks = l->nsocks;
     memset(handle, 0, RCOLL_TRANSPORT_HANDLE_BYTES);
     memcpy(handle, &h, sizeof(h));
+    pthread_mutex_lock(&tcp_reg_lock);
+    l->next = tcp_listeners;
+    tcp_listeners = l;
+    pthread_mutex_unlock(&tcp_reg_lock);
     *listen_comm = l;
     return RCOLL_OK;
 
@@ -126,7 +140,8 @@ static void tcp_half_make_room(tcp_listen_t *l)
 const char *rcoll_tcp_hello_check(const rcoll_tcp_hello_t *m, size_t got, uint64_t nonce,
                                   uint32_t nsocks)
 {
-    if (got >= sizeof(m->magic) && m->magic != RCOLL_TCP_HELLO_MAGIC)
+    if (got >= sizeof(m->magic) && m->magic != RCOLL_TCP_HELLO_MAGIC &&
+        m->magic != RCOLL_TCP_RESUME_MAGIC)
         return "not an rcoll tcp handshake (bad magic)";
     if (got >= offsetof(rcoll_tcp_hello_t, nonce) && m->version != RCOLL_TCP_VERSION)
         return "unsupported handshake version";
@@ -144,7 +159,7 @@ static const char *tcp_hello_check(const tcp_listen_t *l, const tcp_half_t *h)
 {
     const rcoll_tcp_hello_t *m = &h->hello;
     const char *bad = rcoll_tcp_hello_check(m, h->got, l->nonce, l->nsocks);
-    if (bad || h->got < sizeof(*m))
+    if (bad || h->got < sizeof(*m) || m->magic == RCOLL_TCP_RESUME_MAGIC)
         return bad;
     for (int j = 0; j < l->nhalf; j++) {
         const tcp_half_t *o = &l->half[j];
@@ -206,45 +221,108 @@ static rcoll_status_t tcp_group(tcp_listen_t *l, int i, tcp_comm_t **comm_p)
     tcp_comm_t *c = tcp_comm_alloc(1, (int)l->nsocks, l->stripe_min);
     if (!c)
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp accept: out of memory");
+    c->fo = (l->half[i].hello.flags & RCOLL_TCP_HELLO_FAILOVER) != 0;
+    c->nonce = l->nonce;
+    c->conn_id = id;
     for (int j = l->nhalf - 1; j >= 0; j--) { /* backwards: removal swaps in the last */
         tcp_half_t *h = &l->half[j];
         if (!h->ready || h->hello.conn_id != id)
             continue;
         c->fd[h->hello.index] = h->fd;
+        if (c->fo)
+            tcp_set_user_timeout(h->fd);
         if (h->hello.index == 0)
             rcoll_net_addr_str(&h->peer, c->peer, sizeof(c->peer));
         *h = l->half[--l->nhalf];
+    }
+    if (c->fo) { /* the caller holds tcp_reg_lock */
+        c->reg_next = tcp_fo_comms;
+        tcp_fo_comms = c;
+        tcp_fo_thread_start();
     }
     *comm_p = c;
     return RCOLL_OK;
 }
 
-/* Read the hello of pending socket i; if that completes a connection, *c is its comm.
- * Returns 1 when half[i] was dropped (and now holds another socket). */
+/* A complete resume hello in half[i]: hand the socket to the failover receiver of its
+ * connection (tcp.c answers it), or drop it when this listener has no such connection (the
+ * sender then gives up on it).  half[i] then holds another socket. */
+static void tcp_half_route(tcp_listen_t *l, int i)
+{
+    tcp_half_t *h = &l->half[i];
+    tcp_comm_t *c = tcp_fo_comms;
+
+    while (c && (!c->is_recv || c->nonce != l->nonce || c->conn_id != h->hello.conn_id))
+        c = c->reg_next;
+    if (!c) {
+        RCOLL_INFO(TCP, "tcp: a socket came to take over a connection this listener does not "
+                   "have (closed, or never made)");
+        close(h->fd);
+        l->half[i] = l->half[--l->nhalf];
+        return;
+    }
+    if (pthread_mutex_trylock(&c->lock) == 0) { /* the receiver is not in test(): answer */
+        int fds[RCOLL_TCP_MAX_NSOCKS];
+        for (int s = 0; s < RCOLL_TCP_MAX_NSOCKS; s++) { /* older ones first */
+            fds[s] = c->incoming[s];
+            c->incoming[s] = -1;
+        }
+        atomic_store((_Atomic int *)&c->incoming_any, 0);
+        if (fds[h->hello.index] >= 0)
+            close(fds[h->hello.index]); /* an older try of the same socket */
+        fds[h->hello.index] = h->fd;
+        for (int s = 0; s < RCOLL_TCP_MAX_NSOCKS; s++)
+            if (fds[s] >= 0)
+                tcp_fo_install(c, s, fds[s]);
+        pthread_mutex_unlock(&c->lock);
+    } else { /* test() takes it (tcp_fo_take) */
+        if (c->incoming[h->hello.index] >= 0)
+            close(c->incoming[h->hello.index]); /* an older try of the same socket */
+        c->incoming[h->hello.index] = h->fd;
+        atomic_store_explicit((_Atomic int *)&c->incoming_any, 1, memory_order_release);
+    }
+    l->half[i] = l->half[--l->nhalf];
+}
+
+/* Read the hello of pending socket i; if that completes a connection, *c is its comm (with
+ * c NULL, from the failover poll: the connection waits in half[] for accept() to group it).
+ * Returns 1 when half[i] was dropped or routed (and now holds another socket). */
 static int tcp_half_step(tcp_listen_t *l, int i, tcp_comm_t **c, rcoll_status_t *st)
 {
-    int r = l->half[i].ready ? 0 : tcp_half_read(l, i);
-    if (r > 0)
+    tcp_half_t *h = &l->half[i];
+    int r = h->ready ? 0 : tcp_half_read(l, i);
+    if (r < 0)
+        return 1;
+    if (r > 0 && h->hello.magic == RCOLL_TCP_RESUME_MAGIC) {
+        tcp_half_route(l, i);
+        return 1;
+    }
+    if ((r > 0 || h->ungrouped) && !c) {
+        h->ungrouped = 1;
+        return 0;
+    }
+    if (r > 0 || h->ungrouped) {
+        h->ungrouped = 0;
         *st = tcp_group(l, i, c);
-    return r < 0;
+    }
+    return 0;
 }
 
 /* Accepted sockets are read at once (a connector sends its hello right after connecting),
  * so a burst of valid connections never counts against the half-open cap.  Returns at the
  * first connection that completes; the rest wait, their bytes safe in the kernel. */
-rcoll_status_t tcp_accept(void *listen_comm, void **recv_comm)
+/* Read pending sockets and accept new ones until a connection completes (*c, when c is not
+ * NULL) or nothing more is waiting; the caller holds tcp_reg_lock. */
+static rcoll_status_t tcp_listen_step(tcp_listen_t *l, tcp_comm_t **c)
 {
-    tcp_listen_t *l = listen_comm;
-    tcp_comm_t *c = NULL;
     rcoll_status_t st = RCOLL_OK;
+    tcp_comm_t *none = NULL, **cp = c ? c : &none;
 
-    if (!l || !recv_comm)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp accept: NULL listen_comm/recv_comm");
-    for (int i = 0; i < l->nhalf && !c && st == RCOLL_OK;)
-        if (!tcp_half_step(l, i, &c, &st))
+    for (int i = 0; i < l->nhalf && !*cp && st == RCOLL_OK;)
+        if (!tcp_half_step(l, i, c, &st))
             i++;
-    for (int k = 0; k < l->nfds && !c && st == RCOLL_OK; k++) {
-        while (!c && st == RCOLL_OK) { /* then whatever waits on the backlogs */
+    for (int k = 0; k < l->nfds && !*cp && st == RCOLL_OK; k++) {
+        while (!*cp && st == RCOLL_OK) { /* then whatever waits on the backlogs */
             tcp_half_t h;
             memset(&h, 0, sizeof(h));
             st = rcoll_net_accept(l->fds[k], &h.fd, &h.peer);
@@ -254,15 +332,120 @@ rcoll_status_t tcp_accept(void *listen_comm, void **recv_comm)
             h.seq = l->seq++;
             l->half[l->nhalf++] = h;
             l->nhandshake++;
-            tcp_half_step(l, l->nhalf - 1, &c, &st);
+            tcp_half_step(l, l->nhalf - 1, c, &st);
         }
         if (st == RCOLL_INPROGRESS && k + 1 < l->nfds)
             st = RCOLL_OK; /* this backlog is empty: the next one */
     }
+    return st;
+}
+
+rcoll_status_t tcp_accept(void *listen_comm, void **recv_comm)
+{
+    tcp_listen_t *l = listen_comm;
+    tcp_comm_t *c = NULL;
+
+    if (!l || !recv_comm)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp accept: NULL listen_comm/recv_comm");
+    pthread_mutex_lock(&tcp_reg_lock);
+    rcoll_status_t st = tcp_listen_step(l, &c);
+    pthread_mutex_unlock(&tcp_reg_lock);
     if (st != RCOLL_OK && st != RCOLL_INPROGRESS)
         return st;
     *recv_comm = c;
     return RCOLL_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Failover receivers
+ * ------------------------------------------------------------------------------------------ */
+
+/* Under tcp_reg_lock: end the failover thread's generation; the caller joins *t (when it
+ * returns 1) after unlocking. */
+static int tcp_fo_thread_end(pthread_t *t)
+{
+    if (!tcp_fo_running)
+        return 0;
+    tcp_fo_gen++;
+    tcp_fo_running = 0;
+    *t = tcp_fo_thread;
+    return 1;
+}
+
+void tcp_fo_unregister(tcp_comm_t *c)
+{
+    pthread_t t;
+    int join = 0;
+
+    pthread_mutex_lock(&tcp_reg_lock);
+    for (tcp_comm_t **p = &tcp_fo_comms; *p; p = &(*p)->reg_next)
+        if (*p == c) {
+            *p = c->reg_next;
+            break;
+        }
+    if (!tcp_fo_comms) /* the last one: no thread left behind */
+        join = tcp_fo_thread_end(&t);
+    pthread_mutex_unlock(&tcp_reg_lock);
+    if (join)
+        pthread_join(t, NULL);
+}
+
+/* While there is a failover receiver: every SOCK_RESUME_POLL_NS, the listeners' new sockets
+ * (taking-over ones are routed, and answered at once when their receiver is not in test()). */
+static void *tcp_fo_thread_main(void *arg)
+{
+    uintptr_t gen = (uintptr_t)arg;
+    for (;;) {
+        pthread_mutex_lock(&tcp_reg_lock);
+        if (gen != tcp_fo_gen) {
+            pthread_mutex_unlock(&tcp_reg_lock);
+            return NULL;
+        }
+        for (tcp_listen_t *l = tcp_listeners; l; l = l->next)
+            (void)tcp_listen_step(l, NULL); /* errors are accept()'s to report */
+        for (tcp_comm_t *c = tcp_fo_comms; c; c = c->reg_next) /* what nobody tests */
+            if (!c->is_recv && pthread_mutex_trylock(&c->lock) == 0) {
+                tcp_fo_background(c);
+                pthread_mutex_unlock(&c->lock);
+            }
+        pthread_mutex_unlock(&tcp_reg_lock);
+        struct timespec ts = {0, (long)SOCK_RESUME_POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Under tcp_reg_lock. */
+static void tcp_fo_thread_start(void)
+{
+    if (tcp_fo_running)
+        return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the application's threads' */
+    int rc = pthread_create(&tcp_fo_thread, NULL, tcp_fo_thread_main, (void *)tcp_fo_gen);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        RCOLL_WARN(TCP, "tcp: cannot start the failover thread (%s): a take-over is answered "
+                   "only when its receiver is tested", strerror(rc));
+        return;
+    }
+    tcp_fo_running = 1;
+}
+
+int tcp_fo_take(tcp_comm_t *c, int fds[RCOLL_TCP_MAX_NSOCKS])
+{
+    int n = 0;
+    if (!atomic_load_explicit((_Atomic int *)&c->incoming_any, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&tcp_reg_lock);
+    for (int s = 0; s < RCOLL_TCP_MAX_NSOCKS; s++) {
+        fds[s] = c->incoming[s];
+        c->incoming[s] = -1;
+        n += fds[s] >= 0;
+    }
+    atomic_store((_Atomic int *)&c->incoming_any, 0);
+    pthread_mutex_unlock(&tcp_reg_lock);
+    return n;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -316,7 +499,8 @@ static rcoll_status_t tcp_conn_try(tcp_connecting_t *e)
         e->state[i] = 0;
         e->sent[i] = 0;
         e->hello[i] = (rcoll_tcp_hello_t){RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION,
-                                           e->h.nonce, e->conn_id, (uint32_t)i, e->h.nsocks};
+                                           e->h.nonce, e->conn_id, (uint32_t)i, e->h.nsocks,
+                                           c->fo ? RCOLL_TCP_HELLO_FAILOVER : 0u, 0u};
     }
     for (int i = 0; i < c->nsocks; i++) {
         st = rcoll_net_connect_start(&e->addrs[e->ai], &c->fd[i]);
@@ -356,6 +540,9 @@ static rcoll_status_t tcp_conn_start(int dev, const rcoll_tcp_handle_t *h,
     e->ai = 0;
     e->tried[0] = '\0';
     tcp_conn_addrs(e);
+    /* Failover: on when the peer can be reached another way (or asked for everywhere). */
+    e->comm->fo = tcp_g.failover == RCOLL_TCP_FAILOVER_ON ||
+                  (tcp_g.failover == RCOLL_TCP_FAILOVER_AUTO && e->naddrs > 1);
     st = tcp_conn_try(e);
     if (st != RCOLL_OK) {
         tcp_conn_release(e);
@@ -431,6 +618,22 @@ static rcoll_status_t tcp_conn_step(tcp_connecting_t *e, int *done_p)
                 done = 0;
         }
     }
+    if (done && c->fo) { /* what a take-over needs to know; the failover thread's list */
+        pthread_mutex_lock(&tcp_reg_lock);
+        c->reg_next = tcp_fo_comms;
+        tcp_fo_comms = c;
+        tcp_fo_thread_start();
+        pthread_mutex_unlock(&tcp_reg_lock);
+        c->nonce = e->h.nonce;
+        c->conn_id = e->conn_id;
+        c->naddrs = e->naddrs;
+        memcpy(c->addrs, e->addrs, sizeof(c->addrs));
+        for (int i = 0; i < c->nsocks; i++) {
+            c->ai[i] = e->ai;
+            tcp_set_user_timeout(c->fd[i]);
+        }
+        c->fb_next_ns = rcoll_now_ns() + SOCK_FAILBACK_NS;
+    }
     if (done && e->ai != 0) { /* the first address did not work: said once per process */
         static _Atomic int warned;
         char first[SOCK_ADDR_STR];
@@ -501,6 +704,13 @@ rcoll_status_t tcp_close_listen(void *listen_comm)
     tcp_listen_t *l = listen_comm;
     if (!l)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "tcp close_listen: NULL listen_comm");
+    pthread_mutex_lock(&tcp_reg_lock);
+    for (tcp_listen_t **p = &tcp_listeners; *p; p = &(*p)->next)
+        if (*p == l) {
+            *p = l->next;
+            break;
+        }
+    pthread_mutex_unlock(&tcp_reg_lock);
     for (int i = 0; i < l->nhalf; i++)
         close(l->half[i].fd);
     for (int k = 0; k < l->nfds; k++)
@@ -511,6 +721,13 @@ rcoll_status_t tcp_close_listen(void *listen_comm)
 
 void tcp_conn_fini(void)
 {
+    pthread_t t;
+    pthread_mutex_lock(&tcp_reg_lock);
+    int join = tcp_fo_thread_end(&t);
+    pthread_mutex_unlock(&tcp_reg_lock);
+    if (join)
+        pthread_join(t, NULL);
+
     pthread_mutex_lock(&tcp_conn_lock);
     for (int i = 0; i < SOCK_MAX_CONNECTING; i++)
         if (tcp_conn_tab[i].used)

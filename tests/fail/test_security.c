@@ -335,7 +335,7 @@ static int tcp_raw(const char *handle, uint64_t nonce_delta, uint32_t index)
         return -1;
     }
     rcoll_tcp_hello_t m = {RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION, h.nonce + nonce_delta, 0,
-                           index, h.nsocks};
+                           index, h.nsocks, 0, 0};
     rcoll_random_bytes(&m.conn_id, sizeof(m.conn_id));
     if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
         close(fd);

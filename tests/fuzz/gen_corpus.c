@@ -190,7 +190,7 @@ static rcoll_tcp_handle_t tcp_handle(void)
 static void gen_tcp(void)
 {
     seed_t s = {.n = 0};
-    rcoll_tcp_hello_t m = {RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION, FZ_NONCE, 42, 2, 4};
+    rcoll_tcp_hello_t m = {RCOLL_TCP_HELLO_MAGIC, RCOLL_TCP_VERSION, FZ_NONCE, 42, 2, 4, 0, 0};
     put8(&s, 0), put8(&s, 3), put(&s, &m, sizeof(m));
     save("tcp", "hello", &s);
     rcoll_tcp_frame_t fr = {RCOLL_TCP_FRAME_MAGIC, 5, 4096};

@@ -250,12 +250,60 @@ static int mn_split_until_error(mn_ctx_t *c)
     _exit(2);
 }
 
+/* --loop S: all-reduces of 4 MiB (int32 sum, different inputs each time), each checked
+ * element by element, for S seconds (rank 0's clock decides, told to all after each one), while
+ * a test cuts and restores a link; prints the count, the wrong elements and the longest
+ * all-reduce (how long traffic stalled while a connection moved to the other link). */
+static void mn_loop(mn_ctx_t *c, double seconds)
+{
+    const size_t count = 1u << 20;
+    int32_t *buf = mn_alloc(count * 4);
+    int64_t t0 = mn_now_ns();
+    double longest = 0, total = 0;
+    int iters = 0, longest_at = -1;
+    size_t bad = 0;
+
+    for (int k = 0;; k++) {
+        int salt = k % 97;
+        for (size_t i = 0; i < count; i++) buf[i] = mn_input(c->rank, i, salt);
+        int64_t a = mn_now_ns();
+        rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, buf, count, RCOLL_INT32, RCOLL_SUM,
+                                            c->comm);
+        if (st != RCOLL_OK) mn_fatal(c, "loop allreduce", st);
+        double dt = (double)(mn_now_ns() - a) / 1e9;
+        total += dt;
+        if (dt > longest) {
+            longest = dt;
+            longest_at = k;
+        }
+        for (size_t i = 0; i < count; i++) {
+            int32_t want = mn_expect_reduce(c->nranks, i, salt, RCOLL_SUM);
+            if (buf[i] == want) continue;
+            if (bad++ < MN_MAX_REPORTS)
+                fprintf(stderr, "mn_check: rank %d: loop all-reduce %d: [%zu] = %" PRId32
+                        ", expected %" PRId32 "\n", c->rank, k, i, buf[i], want);
+        }
+        iters++;
+        int32_t stop = c->rank == 0 && (double)(mn_now_ns() - t0) / 1e9 >= seconds;
+        st = rcoll_allreduce(RCOLL_IN_PLACE, &stop, 1, RCOLL_INT32, RCOLL_MAX, c->comm);
+        if (st != RCOLL_OK) mn_fatal(c, "loop stop flag", st);
+        if (stop) break;
+    }
+    mn_result(c, "loop all-reduces", bad);
+    printf("mn_check: rank %d: loop: %d all-reduces of 4 MiB in %.1f s, %zu wrong element(s), "
+           "longest %.3f s (all-reduce %d), mean %.3f s\n", c->rank, iters,
+           (double)(mn_now_ns() - t0) / 1e9, bad, longest, longest_at, total / iters);
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     int split_mode = argc == 2 && !strcmp(argv[1], "--split-until-error");
-    if (argc > 1 && !split_mode) {
-        fprintf(stderr, "usage: mn_check [--split-until-error] (takes its ranks from the "
-                        "environment, as set by tools/netns-cluster or tools/rcoll-run)\n");
+    double loop_s = argc == 3 && !strcmp(argv[1], "--loop") ? atof(argv[2]) : 0;
+    if (argc > 1 && !split_mode && !(loop_s > 0)) {
+        fprintf(stderr, "usage: mn_check [--split-until-error | --loop SECONDS] (takes its "
+                        "ranks from the environment, as set by tools/netns-cluster or "
+                        "tools/rcoll-run)\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -278,8 +326,12 @@ int main(int argc, char **argv)
      * more than the default pipeline chunk (RCOLL_BUFFSIZE / 4 = 1 MiB), so they take two
      * chunks; with a small RCOLL_CHUNK_SIZE the smaller counts are multi-chunk too. */
     const size_t counts[] = {1, 7, 3 * n + 1, 1031, 65537, 262147};
-    const int ncounts = (int)(sizeof(counts) / sizeof(counts[0]));
+    const int ncounts = loop_s > 0 ? 0 : (int)(sizeof(counts) / sizeof(counts[0]));
     int salt = 0;
+    if (loop_s > 0) {
+        mn_loop(&c, loop_s);
+        goto verdict;
+    }
     for (int k = 0; k < ncounts; k++) {
         mn_check_allreduce(&c, counts[k], RCOLL_FLOAT32, RCOLL_SUM, 0, salt++);
         mn_check_allreduce(&c, counts[k], RCOLL_INT32, RCOLL_SUM, 0, salt++);
@@ -302,6 +354,7 @@ int main(int argc, char **argv)
     }
     mn_check_barrier(&c, 3);
 
+verdict:;
     /* Everyone's verdict, so that a rank whose own checks passed still notices another's. */
     int32_t failed_anywhere = c.failures;
     st = rcoll_allreduce(RCOLL_IN_PLACE, &failed_anywhere, 1, RCOLL_INT32, RCOLL_SUM, c.comm);

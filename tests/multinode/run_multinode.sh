@@ -147,6 +147,35 @@ nw=$(grep -c "WARN TCP tcp: a peer's first address did not answer" "$log")
 ((nw >= 1)) || problems+="no rank said it connected through another address; "
 verdict mn_check_3x1_stray_iface "$problems" "3 ranks OK, stray0 first on each, over tcp through eth0 ($nw warnings, at most one a rank)"
 
+# Link failover and failback: every host has two links (eth0 and eth1, two switches, two
+# subnets; RCOLL_SOCKET_IFNAME=eth), so each rank listens on both and its connections can move.
+# Host 1's eth0 goes down 4 s into 12 s of 4 MiB all-reduces, each checked element by element,
+# and comes back 5 s later.  Connections through it move to eth1 (within the failover timeout,
+# 2 s, plus the move) and go back once it answers; no all-reduce may fail or be wrong, and each
+# process says each event once per address.  (Before: the job hung at the cut.)
+run_cluster failover_link_3x1 --hosts 3 --ranks-per-host 1 --timeout 120 --links 2 \
+    --cut-link 1 --cut-after 4 --restore-after 9 -- "$mn_check" --loop 12
+problems=''
+((rc == 0)) || problems="exit status $rc; "
+longest=0
+for r in 0 1 2; do
+    lines=$(rank_lines "$log" "$r")
+    grep -q "^mn_check: rank $r of 3 .*: OK" <<<"$lines" || problems+="rank $r: no OK line; "
+    grep -q "^mn_check: rank $r: loop: [0-9]* all-reduces of 4 MiB in .*, 0 wrong element(s)" \
+        <<<"$lines" || problems+="rank $r: no loop line with 0 wrong elements; "
+    l=$(sed -n 's/.*, longest \([0-9.]*\) s .*/\1/p' <<<"$lines")
+    [[ -n $l ]] && awk -v a="$l" -v b="$longest" 'BEGIN { exit !(a > b) }' && longest=$l
+    n=$(grep -o 'WARN TCP tcp: path to [0-9.]*' <<<"$lines" | sort | uniq -d | wc -l)
+    ((n == 0)) || problems+="rank $r said a lost path twice; "
+done
+nlost=$(grep -c 'WARN TCP tcp: path to .* lost' "$log")
+nback=$(grep -c 'WARN TCP tcp: .* answers again: connections are back on it' "$log")
+((nlost >= 2)) || problems+="$nlost lost-path warnings (expected the peers of host 1 and host 1 itself); "
+((nback >= 2)) || problems+="$nback failback warnings; "
+awk -v a="$longest" 'BEGIN { exit !(a < 7.0) }' || problems+="an all-reduce took $longest s; "
+verdict failover_link_3x1 "$problems" \
+    "3 ranks, 0 wrong; $nlost failovers, $nback failbacks said; longest all-reduce ${longest} s"
+
 # Behind a 1 Gbit/s link: the sockets fill up and the transport must wait for the network.
 mn_case mn_check_2x2_1gbit 2 2 1 2 --rate 1gbit
 
