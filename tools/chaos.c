@@ -2,7 +2,7 @@
  * chaos.c - fault campaign (docs/reliability.md, "Fault campaign").
  *
  * Usage: chaos [--trials N] [--time S] [--seed S] [--only K] [--timeout T] [--grace G]
- *              [--kinds kill,stop,sock,shmfull,junk,secret,revoke,grow] [--min-ranks A]
+ *              [--kinds kill,stop,sock,shmfull,junk,secret,revoke,grow,link] [--min-ranks A]
  *              [--max-ranks B]
  *              [--logs DIR] [-v]
  *
@@ -26,6 +26,12 @@
  *   grow     a new process joins the job under load: the ranks agree to grow (through the
  *            loop's periodic all-reduce), a random rank makes the grow id, the new process
  *            joins as rank n (rcoll_comm_grow), and the n + 1 run a checked all-reduce
+ *   link     the path under one connection dies: a SIGUSR2 handler in a random rank attaches
+ *            a drop-everything socket filter to one of its established transport sockets (not
+ *            the bootstrap's), so nothing more arrives on it and what it sends goes
+ *            unacknowledged, as when a cable is pulled; transport tcp with
+ *            RCOLL_SOCKET_FAILOVER=on and RCOLL_SOCKET_FAILOVER_TIMEOUT=0.5: the connection
+ *            must move to a new socket without losing a byte
  *
  * Verdict per trial.  For the faults that break the job (kill, stop, sock, shmfull): every
  * other rank returns an error within RCOLL_TIMEOUT + grace of the fault whose text names the
@@ -36,7 +42,8 @@
  * impostor gets RCOLL_ERR_AUTH).  For revoke every rank's call fails within the bound naming
  * "rank V", and the ranks recover by shrinking the revoked communicator (the same n ranks)
  * and a checked all-reduce on it.  For grow nothing may fail: the grown communicator's checked
- * all-reduce is right on all n + 1, and so is the old one's after.  In every kind: no process needs killing at the deadline
+ * all-reduce is right on all n + 1, and so is the old one's after.  For link nothing may fail
+ * either, and the final checked all-reduce must be right.  In every kind: no process needs killing at the deadline
  * (that is a hang; so is an error later than the bound), and after the ranks have destroyed
  * or aborted their communicators each surviving rank's sockets, threads and /dev/shm rcoll*
  * entries are back to their count before creation (a leak otherwise).
@@ -71,9 +78,9 @@
 
 #include "rcoll.h"
 
-enum { F_KILL, F_STOP, F_SOCK, F_SHMFULL, F_JUNK, F_SECRET, F_REVOKE, F_GROW, NKIND };
+enum { F_KILL, F_STOP, F_SOCK, F_SHMFULL, F_JUNK, F_SECRET, F_REVOKE, F_GROW, F_LINK, NKIND };
 static const char *const kind_name[NKIND] = {"kill", "stop", "sock", "shmfull", "junk", "secret",
-                                             "revoke", "grow"};
+                                             "revoke", "grow", "link"};
 
 enum { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_REDUCE_SCATTER, C_ALLTOALL, C_GATHER,
        C_SCATTER, C_ALLGATHERV, C_ALLTOALLV, C_BARRIER, C_SENDRECV, NCOLL };
@@ -229,6 +236,38 @@ static void on_usr1(int sig)
     int fd = cand[bd->sock_pick % (uint64_t)nc];
     shutdown(fd, SHUT_RDWR);
     bd->r[my_rank].shut_fd = fd;
+}
+
+/* SIGUSR2 (link): a socket filter that drops every packet on one established TCP socket of
+ * this process that is not the bootstrap's (local or peer port the root's), picked by the
+ * board's number.  Only system calls: async-signal-safe. */
+static int root_port;
+static void on_usr2(int sig)
+{
+    (void)sig;
+    int cand[256], nc = 0;
+    for (int fd = 3; fd < 1024 && nc < 256; fd++) {
+        int type = 0;
+        socklen_t len = sizeof(type);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+            continue;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != AF_INET ||
+            ntohs(((struct sockaddr_in *)&ss)->sin_port) == root_port)
+            continue;
+        sl = sizeof(ss);
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 ||
+            ntohs(((struct sockaddr_in *)&ss)->sin_port) == root_port)
+            continue;
+        cand[nc++] = fd;
+    }
+    if (nc == 0) return;
+    int fd = cand[bd->sock_pick % (uint64_t)nc];
+    struct sock_filter drop[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+    struct sock_fprog prog = {1, drop};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == 0)
+        bd->r[my_rank].shut_fd = fd;
 }
 
 /* shmfull: a private full 4 KiB /dev/shm, and memfd_create refused so that rcoll must use it. */
@@ -424,7 +463,13 @@ static int rank_main(const trial_t *t, int me, const char *root, const char *sec
     setenv("RCOLL_TIMEOUT", v, 1);
     setenv("RCOLL_TRANSPORT", t->tcp ? "tcp" : "shm", 1);
     setenv("RCOLL_ALGO", algo_name[t->algo], 1);
+    if (t->kind == F_LINK) {
+        setenv("RCOLL_SOCKET_FAILOVER", "on", 1);
+        setenv("RCOLL_SOCKET_FAILOVER_TIMEOUT", "0.5", 1);
+    }
+    root_port = atoi(strchr(root, ':') + 1);
     signal(SIGUSR1, on_usr1);
+    signal(SIGUSR2, on_usr2);
     if (t->kind == F_SHMFULL && me == t->victim) {
         char why[200];
         if (make_shm_full(why, sizeof(why)) != 0) {
@@ -740,7 +785,7 @@ static void draw_trial(trial_t *t, int kind, int min_r, int max_r)
     t->root = (int)below((uint64_t)t->n);
     t->nb = below(3) == 0;
     t->algo = (int)below(sizeof(algo_name) / sizeof(algo_name[0]));
-    t->tcp = kind == F_SOCK ? 1 : kind == F_SHMFULL ? 0 : (int)below(2);
+    t->tcp = kind == F_SOCK || kind == F_LINK ? 1 : kind == F_SHMFULL ? 0 : (int)below(2);
     t->in_init = kind == F_KILL && below(5) == 0;
     t->junk_early = kind == F_JUNK && below(2);
     t->delay_s = kind == F_KILL && t->in_init ? 0.05 * unit() : 0.02 + 0.3 * unit();
@@ -751,7 +796,7 @@ int main(int argc, char **argv)
     long trials = 30, only = -1;
     double limit = 90;
     uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
-    int kinds_on[NKIND] = {1, 1, 1, 1, 1, 1, 1, 1}, min_r = 2, max_r = 8;
+    int kinds_on[NKIND] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, min_r = 2, max_r = 8;
     const char *logdir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -877,6 +922,12 @@ int main(int argc, char **argv)
             bd->stop = 1;
             break;
         }
+        case F_LINK:
+            kill(pids[t.victim], SIGUSR2);
+            fault_t = now_s();
+            sleep_s(3 + unit()); /* past the failover timeout (0.5 s), keepalives, the move */
+            bd->stop = 1;
+            break;
         case F_SECRET:
             fault_t = t0;
             sleep_s(0.2 + 0.3 * unit());
