@@ -37,6 +37,7 @@
 #include <sys/uio.h>
 
 #include "util/log.h"
+#include "util/time.h"
 
 tcp_global_t tcp_g;
 
@@ -204,8 +205,10 @@ static void tcp_cursor_next(tcp_comm_t *c, tcp_cursor_t *cur, int s, int retire)
     tcp_req_t *r = c->ring[cur->seq % RCOLL_TCP_MAX_REQS];
     if (retire && --r->msgs[cur->mi].pending == 0)
         r->pending--;
-    if (c->fo && c->is_recv)
-        c->ack_due[s] = 1;
+    if (c->fo && c->is_recv) { /* its sender waits for the acknowledgement of a large one */
+        c->ack_due[s] = r->msgs[cur->mi].length > SOCK_EAGER_MAX ? 2 : c->ack_due[s] | 1;
+        c->ack_msgs[s] += c->ack_msgs[s] < 255;
+    }
     cur->off = 0;
     if (++cur->mi == r->nmsgs) {
         cur->mi = 0;
@@ -464,7 +467,7 @@ static rcoll_status_t tcp_progress(tcp_comm_t *c)
             st = tcp_stream_progress(c, s);
     if (c->fo && st == RCOLL_OK) {
         if (c->is_recv)
-            tcp_fo_recv_post(c);
+            tcp_fo_recv_post(c, 0);
         else
             st = tcp_fo_send_acks(c);
     }
@@ -472,6 +475,7 @@ static rcoll_status_t tcp_progress(tcp_comm_t *c)
         tcp_req_t *r = c->ring[c->head % RCOLL_TCP_MAX_REQS];
         r->done = 1;
         c->head++;
+        c->waiting -= c->fo && !c->is_recv && !r->eager;
         if (r->orphan) { /* its user has had it as complete since its data was copied */
             tcp_req_free_copies(c, r);
             tcp_req_put(c, r);
@@ -482,7 +486,12 @@ static rcoll_status_t tcp_progress(tcp_comm_t *c)
 
 void tcp_fo_background(tcp_comm_t *c)
 {
-    if (!c->failed && c->head < c->tail)
+    /* Only what its user has left: a comm in use is progressed by its own calls. */
+    if (c->failed || rcoll_now_ns() - c->user_ns < SOCK_RESUME_POLL_NS)
+        return;
+    if (c->is_recv)
+        tcp_fo_recv_post(c, 1); /* the acknowledgements held back */
+    else if (c->head < c->tail)
         (void)tcp_progress(c); /* a failure stays in c->failed for the next call */
 }
 
@@ -496,6 +505,8 @@ static rcoll_status_t tcp_isend(void *send_comm, void *data, size_t size, int ta
     if (!c || !c->fo)
         return tcp_isend_locked(c, data, size, tag, request);
     pthread_mutex_lock(&c->lock); /* the failover thread may be progressing it */
+    if (c->nfree == 0 && !c->failed)
+        (void)tcp_progress(c); /* sends its user let go of hold the requests: retire them */
     rcoll_status_t st = tcp_isend_locked(c, data, size, tag, request);
     pthread_mutex_unlock(&c->lock);
     (void)mhandle;
@@ -537,6 +548,7 @@ static rcoll_status_t tcp_isend_locked(tcp_comm_t *c, void *data, size_t size, i
         c->eager_bytes += size;
         r->eager = 1;
     }
+    c->waiting += c->fo && !r->eager;
     r->nmsgs = 1;
     r->pending = 1;
     r->seq = c->tail;
@@ -631,6 +643,7 @@ static rcoll_status_t tcp_test(void *request, int *done, size_t *sizes)
     if (!c->fo)
         return tcp_test_locked(r, done, sizes);
     pthread_mutex_lock(&c->lock); /* the failover thread may answer a take-over, or send */
+    c->user_ns = rcoll_now_ns();
     rcoll_status_t st = tcp_test_locked(r, done, sizes);
     pthread_mutex_unlock(&c->lock);
     return st;

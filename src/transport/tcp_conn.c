@@ -28,6 +28,7 @@ static tcp_comm_t *tcp_fo_comms;
  * generation it was started with is over (the last comm went, or fini), and is joined by
  * whoever ended it. */
 static pthread_t tcp_fo_thread;
+static pthread_cond_t tcp_fo_cond = PTHREAD_COND_INITIALIZER;
 static int tcp_fo_running;
 static uintptr_t tcp_fo_gen;
 static void tcp_fo_thread_start(void);
@@ -367,6 +368,7 @@ static int tcp_fo_thread_end(pthread_t *t)
     if (!tcp_fo_running)
         return 0;
     tcp_fo_gen++;
+    pthread_cond_broadcast(&tcp_fo_cond);
     tcp_fo_running = 0;
     *t = tcp_fo_thread;
     return 1;
@@ -395,23 +397,26 @@ void tcp_fo_unregister(tcp_comm_t *c)
 static void *tcp_fo_thread_main(void *arg)
 {
     uintptr_t gen = (uintptr_t)arg;
-    for (;;) {
-        pthread_mutex_lock(&tcp_reg_lock);
-        if (gen != tcp_fo_gen) {
-            pthread_mutex_unlock(&tcp_reg_lock);
-            return NULL;
-        }
+    pthread_mutex_lock(&tcp_reg_lock);
+    while (gen == tcp_fo_gen) {
         for (tcp_listen_t *l = tcp_listeners; l; l = l->next)
             (void)tcp_listen_step(l, NULL); /* errors are accept()'s to report */
         for (tcp_comm_t *c = tcp_fo_comms; c; c = c->reg_next) /* what nobody tests */
-            if (!c->is_recv && pthread_mutex_trylock(&c->lock) == 0) {
+            if (pthread_mutex_trylock(&c->lock) == 0) {
                 tcp_fo_background(c);
                 pthread_mutex_unlock(&c->lock);
             }
-        pthread_mutex_unlock(&tcp_reg_lock);
-        struct timespec ts = {0, (long)SOCK_RESUME_POLL_NS};
-        nanosleep(&ts, NULL);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)SOCK_RESUME_POLL_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&tcp_fo_cond, &tcp_reg_lock, &ts); /* or woken to end */
     }
+    pthread_mutex_unlock(&tcp_reg_lock);
+    return NULL;
 }
 
 /* Under tcp_reg_lock. */

@@ -380,8 +380,14 @@ static rcoll_status_t tcp_fo_read_acks(tcp_comm_t *c, int s)
     return RCOLL_OK;
 }
 
+/* Read the acknowledgements when a user waits for one (a send that was not copied), when the
+ * requests or the copies run short, and on every 64th call (a dead path shows there too);
+ * not on every call, which would cost a system call per socket each time. */
 rcoll_status_t tcp_fo_send_acks(tcp_comm_t *c)
 {
+    if (!c->waiting && c->tail - c->head < RCOLL_TCP_MAX_REQS / 2 &&
+        c->eager_bytes < SOCK_EAGER_BUDGET / 2 && ++c->ack_polls % 64 != 0)
+        return RCOLL_OK;
     for (int s = 0; s < c->nsocks && !c->failed; s++) {
         if ((c->rs[s].state && !c->rs[s].planned) || c->acked[s] == c->bytes[s])
             continue;
@@ -429,17 +435,26 @@ rcoll_status_t tcp_fo_recv_pre(tcp_comm_t *c)
     return RCOLL_OK;
 }
 
-void tcp_fo_recv_post(tcp_comm_t *c)
+/* Acknowledge what was read: at once for a message larger than SOCK_EAGER_MAX (its sender
+ * waits for it), for smaller ones (copied, their senders are not waiting) every SOCK_ACK_BATCH
+ * bytes or SOCK_ACK_MSGS messages (before the sender runs out of requests), or when the
+ * failover thread flushes (every SOCK_RESUME_POLL_NS), so that small messages cost no packet
+ * back each. */
+void tcp_fo_recv_post(tcp_comm_t *c, int flush)
 {
     for (int s = 0; s < c->nsocks; s++) {
         if (c->dead[s])
             continue;
         if (!c->ack_off[s]) {
-            if (!c->ack_due[s])
+            if (!c->ack_due[s] || c->bytes[s] == c->ack_last[s]) {
+                c->ack_due[s] = 0;
+                continue;
+            }
+            if (c->ack_due[s] < 2 && !flush && c->bytes[s] - c->ack_last[s] < SOCK_ACK_BATCH &&
+                c->ack_msgs[s] < SOCK_ACK_MSGS)
                 continue;
             c->ack_due[s] = 0;
-            if (c->bytes[s] == c->ack_last[s])
-                continue;
+            c->ack_msgs[s] = 0;
             c->ack_val[s] = c->bytes[s];
         }
         ssize_t rc = send(c->fd[s], (char *)&c->ack_val[s] + c->ack_off[s], 8u - c->ack_off[s],

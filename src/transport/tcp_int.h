@@ -29,6 +29,8 @@
 #define SOCK_FAILBACK_NS 1000000000ull /* a moved socket tries its first address this often */
 #define SOCK_EAGER_MAX ((uint64_t)64 << 10)  /* failover: sends this small are copied ... */
 #define SOCK_EAGER_BUDGET ((uint64_t)4 << 20) /* ... up to this much per comm, unacknowledged */
+#define SOCK_ACK_BATCH ((uint64_t)256 << 10) /* small messages are acknowledged every this */
+#define SOCK_ACK_MSGS 16 /* ... many bytes or messages (a sender holds RCOLL_TCP_MAX_REQS) */
 #define SOCK_RESUME_POLL_NS 5000000ull /* the failover thread looks for taking-over sockets */
 
 /* ---------------------------------------------------------------------------------------------
@@ -128,6 +130,8 @@ struct tcp_comm {
     uint64_t nonce, conn_id;
     uint64_t bytes[RCOLL_TCP_MAX_NSOCKS];
     uint64_t eager_bytes; /* send: bytes of copies held (SOCK_EAGER_BUDGET) */
+    int waiting;          /* send: unretired sends that are not copies (their users wait) */
+    unsigned ack_polls;   /* send: progress calls, to read acknowledgements now and then */
     /* send: acknowledged position and the cursor there (which retires messages) */
     uint64_t acked[RCOLL_TCP_MAX_NSOCKS];
     tcp_cursor_t ackcur[RCOLL_TCP_MAX_NSOCKS];
@@ -140,7 +144,8 @@ struct tcp_comm {
     tcp_resume_t rs[RCOLL_TCP_MAX_NSOCKS];
     /* recv: sockets whose path failed (read no more until taken over), acks to write */
     uint8_t dead[RCOLL_TCP_MAX_NSOCKS];
-    uint8_t ack_due[RCOLL_TCP_MAX_NSOCKS];
+    uint8_t ack_due[RCOLL_TCP_MAX_NSOCKS]; /* 1: a message ended; 2: one its sender waits for */
+    uint8_t ack_msgs[RCOLL_TCP_MAX_NSOCKS]; /* messages ended since the last acknowledgement */
     uint8_t ack_off[RCOLL_TCP_MAX_NSOCKS]; /* bytes of ack_val[] written (0: none under way) */
     uint64_t ack_val[RCOLL_TCP_MAX_NSOCKS];
     uint64_t ack_last[RCOLL_TCP_MAX_NSOCKS]; /* last position acknowledged */
@@ -150,6 +155,7 @@ struct tcp_comm {
     int incoming[RCOLL_TCP_MAX_NSOCKS];
     tcp_comm_t *reg_next;
     pthread_mutex_t lock;
+    uint64_t user_ns; /* the last test() or isend(): the failover thread leaves it alone */
 };
 
 /* An accepted socket whose hello is not yet complete, or whose siblings have not arrived.
@@ -227,7 +233,7 @@ rcoll_status_t tcp_fo_send_pre(tcp_comm_t *c);
 void tcp_fo_background(tcp_comm_t *c);
 rcoll_status_t tcp_fo_send_acks(tcp_comm_t *c);
 rcoll_status_t tcp_fo_recv_pre(tcp_comm_t *c);
-void tcp_fo_recv_post(tcp_comm_t *c);
+void tcp_fo_recv_post(tcp_comm_t *c, int flush);
 /* Socket fd takes over socket s of recv comm c (whose lock the caller holds): answer, swap. */
 void tcp_fo_install(tcp_comm_t *c, int s, int fd);
 rcoll_status_t tcp_path_error(tcp_comm_t *c, int s, int err, size_t *n_p);
@@ -243,7 +249,7 @@ void tcp_conn_fini(void);
  * thread, every SOCK_RESUME_POLL_NS: looks at every live listener for taking-over sockets, and
  * answers them when their receiver is not in test(); progresses the send comms nobody is in
  * test() of (a copied send completes for its user before it is acknowledged, and must still
- * be sent again if its path dies).  Unregister a comm; take the sockets handed to recv comm c
+ * be sent again if its path dies); writes the acknowledgements receivers held back.  Unregister a comm; take the sockets handed to recv comm c
  * (fds[s] >= 0 for each), returning how many. */
 void tcp_fo_unregister(tcp_comm_t *c);
 int tcp_fo_take(tcp_comm_t *c, int fds[RCOLL_TCP_MAX_NSOCKS]);

@@ -616,6 +616,57 @@ static void test_failover_gone(void)
     setup_failover = -1;
 }
 
+/* Failover: a sender that sends 2,000 small messages one at a time, each tested until it is
+ * complete and never again (as the core does), while a receiver thread takes them: the copied
+ * sends its user let go of hold the connection's requests until acknowledged, and isend must
+ * retire them itself when they run out (nothing else tests that comm). */
+typedef struct {
+    void *rc;
+    int n, bad;
+} fo_rx_t;
+
+static void *fo_receiver(void *arg)
+{
+    fo_rx_t *a = arg;
+    uint32_t v = 0;
+    for (int i = 0; i < a->n && !a->bad; i++) {
+        void *req = NULL, *dp = &v;
+        size_t cap = sizeof(v), got = 0;
+        if (T->irecv(a->rc, 1, &dp, &cap, NULL, NULL, &req) != RCOLL_OK || !req ||
+            wait1(req, &got, 10000000000ull) != RCOLL_OK || got != sizeof(v) || v != (uint32_t)i)
+            a->bad = i + 1;
+    }
+    return NULL;
+}
+
+static void test_failover_let_go(void)
+{
+    pair_t p;
+    pthread_t th;
+    enum { N = 2000 };
+    int sent = 0;
+
+    setup_failover = RCOLL_TCP_FAILOVER_ON;
+    setup(2, 64 << 10);
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open");
+    if (p.rc) {
+        fo_rx_t a = {p.rc, N, 0};
+        CHECK(pthread_create(&th, NULL, fo_receiver, &a) == 0, "pthread_create");
+        for (uint32_t i = 0; i < N; i++) {
+            void *req = NULL;
+            if (isend_retry(p.sc, &i, sizeof(i), 0, &req) != RCOLL_OK ||
+                wait1(req, NULL, 10000000000ull) != RCOLL_OK)
+                break;
+            sent++;
+        }
+        pthread_join(th, NULL);
+        CHECK(sent == N, "every send was taken and completed (%d of %d)", sent, N);
+        CHECK(a.bad == 0, "every message arrived in order (first wrong: %d)", a.bad - 1);
+    }
+    pair_close(&p);
+    setup_failover = -1;
+}
+
 static void props(void) { test_props(); }
 static void sizes1(void) { test_sizes(1); }
 static void sizes4(void) { test_sizes(4); }
@@ -691,6 +742,7 @@ int main(void)
     check_case("failover: 600 messages through cuts nsocks=1", fo_cuts1);
     check_case("failover: 600 messages through cuts nsocks=4", fo_cuts4);
     check_case("failover: the peer gone", test_failover_gone);
+    check_case("failover: 2,000 sends let go of at once", test_failover_let_go);
     T->fini();
     return check_summary();
 }
