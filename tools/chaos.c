@@ -211,12 +211,13 @@ static long count_shm(void)
 
 /* --- faults inside a rank ------------------------------------------------------------------ */
 
-/* SIGUSR1 (sock): shut down one established TCP socket of this process, picked by the board's
- * number.  Only system calls: async-signal-safe. */
 static int my_rank;
-static void on_usr1(int sig)
+static int root_port; /* the bootstrap root's, for link */
+
+/* One established TCP socket of this process, picked by the board's number (-1: none); with
+ * not_port, none whose local or peer port is that one.  Only system calls: async-signal-safe. */
+static int pick_socket(int not_port)
 {
-    (void)sig;
     int cand[256], nc = 0;
     for (int fd = 3; fd < 1024 && nc < 256; fd++) {
         int type = 0;
@@ -228,42 +229,33 @@ static void on_usr1(int sig)
         if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 ||
             (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
             continue;
+        int lport = ntohs(((struct sockaddr_in *)&ss)->sin_port); /* same place in sin6 */
         sl = sizeof(ss);
         if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) continue;
+        int pport = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        if (not_port && (lport == not_port || pport == not_port)) continue;
         cand[nc++] = fd;
     }
-    if (nc == 0) return;
-    int fd = cand[bd->sock_pick % (uint64_t)nc];
+    return nc ? cand[bd->sock_pick % (uint64_t)nc] : -1;
+}
+
+/* SIGUSR1 (sock): shut down one established TCP socket of this process. */
+static void on_usr1(int sig)
+{
+    (void)sig;
+    int fd = pick_socket(0);
+    if (fd < 0) return;
     shutdown(fd, SHUT_RDWR);
     bd->r[my_rank].shut_fd = fd;
 }
 
 /* SIGUSR2 (link): a socket filter that drops every packet on one established TCP socket of
- * this process that is not the bootstrap's (local or peer port the root's), picked by the
- * board's number.  Only system calls: async-signal-safe. */
-static int root_port;
+ * this process that is not the bootstrap's. */
 static void on_usr2(int sig)
 {
     (void)sig;
-    int cand[256], nc = 0;
-    for (int fd = 3; fd < 1024 && nc < 256; fd++) {
-        int type = 0;
-        socklen_t len = sizeof(type);
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
-            continue;
-        if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != AF_INET ||
-            ntohs(((struct sockaddr_in *)&ss)->sin_port) == root_port)
-            continue;
-        sl = sizeof(ss);
-        if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 ||
-            ntohs(((struct sockaddr_in *)&ss)->sin_port) == root_port)
-            continue;
-        cand[nc++] = fd;
-    }
-    if (nc == 0) return;
-    int fd = cand[bd->sock_pick % (uint64_t)nc];
+    int fd = pick_socket(root_port);
+    if (fd < 0) return;
     struct sock_filter drop[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
     struct sock_fprog prog = {1, drop};
     if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == 0)
