@@ -112,6 +112,19 @@ mn_case() { # NAME HOSTS RANKS_PER_HOST SHM_PEERS TCP_PEERS [CLUSTER OPTIONS...]
 
 echo "multinode: rcoll over emulated hosts (tools/netns-cluster); logs in $logdir"
 
+# The tool's usage text, whole: a bad option value ends with it, the Defaults line last (a
+# longer synopsis once cut that line off).
+case_no=$((case_no + 1))
+log="$logdir/$case_no-usage_text.log"
+"$cluster" --links 3 -- true >"$log" 2>&1
+rc=$?
+secs=0.0
+problems=''
+((rc == 2)) || problems+="exit status $rc, expected 2; "
+grep -q '^Defaults: 2 hosts' "$log" || problems+="the usage text lacks its Defaults line; "
+grep -q -- '--links 2 \[--cut-link' "$log" || problems+="the usage text lacks --links; "
+verdict usage_text "$problems" "--links 3: exit 2, the whole usage text"
+
 # --- correctness and transport choice ----------------------------------------------------------
 mn_case mn_check_2x2 2 2 1 2
 mn_case mn_check_3x1 3 1 0 2
