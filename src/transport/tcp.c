@@ -69,7 +69,6 @@ tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
     for (int i = 0; i < RCOLL_TCP_MAX_NSOCKS; i++) {
         c->fd[i] = -1;
         c->incoming[i] = -1;
-        c->rs[i].fd = -1;
     }
     for (int i = 0; i < RCOLL_TCP_MAX_REQS; i++) {
         c->reqs[i].comm = c;
@@ -82,12 +81,11 @@ tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min)
 /* Free the copies of request r's messages (failover sends). */
 static void tcp_req_free_copies(tcp_comm_t *c, tcp_req_t *r)
 {
-    for (int i = 0; i < r->nmsgs; i++)
-        if (r->msgs[i].copy) {
-            c->eager_bytes -= r->msgs[i].length;
-            free(r->msgs[i].copy);
-            r->msgs[i].copy = NULL;
-        }
+    if (r->copy) {
+        c->eager_bytes -= r->msgs[0].length;
+        free(r->copy);
+        r->copy = NULL;
+    }
     r->eager = r->orphan = 0;
 }
 
@@ -102,9 +100,10 @@ void tcp_comm_free(tcp_comm_t *c)
             close(c->fd[i]);
         if (c->incoming[i] >= 0)
             close(c->incoming[i]);
-        if (c->rs[i].fd >= 0)
+        if (c->rs && i < c->nsocks && c->rs[i].fd >= 0)
             close(c->rs[i].fd);
     }
+    free(c->rs);
     pthread_mutex_destroy(&c->lock);
     free(c->stage);
     free(c);
@@ -463,7 +462,7 @@ static rcoll_status_t tcp_progress(tcp_comm_t *c)
         s = 1;
     }
     for (; st == RCOLL_OK && s < c->nsocks; s++)
-        if (!c->dead[s] && !(c->rs[s].state && !c->rs[s].planned))
+        if (!c->dead[s] && !(c->rs && c->rs[s].state && !c->rs[s].planned))
             st = tcp_stream_progress(c, s);
     if (c->fo && st == RCOLL_OK) {
         if (c->is_recv)
@@ -536,15 +535,15 @@ static rcoll_status_t tcp_isend_locked(tcp_comm_t *c, void *data, size_t size, i
     m->known = 1;
     m->pending = c->nsocks;
     m->hdr = (rcoll_tcp_frame_t){RCOLL_TCP_FRAME_MAGIC, tag, size};
-    m->copy = NULL;
+    r->copy = NULL;
     r->eager = 0;
     /* Failover: a send completes when the receiver has read it, unless it is small enough to
      * be copied (so that small sends still complete before the receive is posted, as the
      * kernel's buffers let them without failover). */
     if (c->fo && size <= SOCK_EAGER_MAX && c->eager_bytes + size <= SOCK_EAGER_BUDGET &&
-        (m->copy = malloc(size ? size : 1)) != NULL) {
-        memcpy(m->copy, data, size);
-        m->data = m->copy;
+        (r->copy = malloc(size ? size : 1)) != NULL) {
+        memcpy(r->copy, data, size);
+        m->data = r->copy;
         c->eager_bytes += size;
         r->eager = 1;
     }
@@ -585,7 +584,6 @@ static rcoll_status_t tcp_irecv(void *recv_comm, int n, void **data, size_t *siz
         m->tag = tags ? tags[i] : -1;
         m->known = 0;
         m->pending = c->nsocks;
-        m->copy = NULL;
     }
     r->nmsgs = n;
     r->pending = n;

@@ -624,6 +624,11 @@ static rcoll_status_t tcp_conn_step(tcp_connecting_t *e, int *done_p)
         }
     }
     if (done && c->fo) { /* what a take-over needs to know; the failover thread's list */
+        c->rs = calloc((size_t)c->nsocks, sizeof(*c->rs));
+        if (!c->rs)
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "tcp connect: out of memory");
+        for (int i = 0; i < c->nsocks; i++)
+            c->rs[i].fd = -1;
         pthread_mutex_lock(&tcp_reg_lock);
         c->reg_next = tcp_fo_comms;
         tcp_fo_comms = c;

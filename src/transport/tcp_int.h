@@ -63,7 +63,6 @@ typedef struct {
     int known;       /* length known: always for sends, after the header for receives */
     int pending;     /* sockets whose cursor has not yet passed this message */
     rcoll_tcp_frame_t hdr; /* send: built by isend; recv: read from socket 0 */
-    char *copy;      /* failover send: a copy of the data (data points to it), or NULL */
 } tcp_msg_t;
 
 typedef struct {
@@ -72,6 +71,7 @@ typedef struct {
     int done;    /* complete and retired from the ring (requests retire in posting order) */
     int eager;   /* failover send of a copied message: complete for the user at once */
     int orphan;  /* eager, and already reported complete: freed when it retires */
+    char *copy;  /* eager: the copy of its one message's data (msgs[0].data points to it) */
     uint64_t seq; /* its place in the comm's ring */
     int nmsgs;
     int pending; /* messages not complete yet */
@@ -141,7 +141,7 @@ struct tcp_comm {
     int naddrs;
     rcoll_sockaddr_t addrs[RCOLL_TCP_MAX_ADDRS];
     uint64_t fb_next_ns; /* next failback try */
-    tcp_resume_t rs[RCOLL_TCP_MAX_NSOCKS];
+    tcp_resume_t *rs; /* nsocks of them (failover send comms only) */
     /* recv: sockets whose path failed (read no more until taken over), acks to write */
     uint8_t dead[RCOLL_TCP_MAX_NSOCKS];
     uint8_t ack_due[RCOLL_TCP_MAX_NSOCKS]; /* 1: a message ended; 2: one its sender waits for */
