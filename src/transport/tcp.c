@@ -462,7 +462,7 @@ static rcoll_status_t tcp_progress(tcp_comm_t *c)
         s = 1;
     }
     for (; st == RCOLL_OK && s < c->nsocks; s++)
-        if (!c->dead[s] && !(c->rs && c->rs[s].state && !c->rs[s].planned))
+        if (!c->dead[s] && !TCP_PAUSED(c, s))
             st = tcp_stream_progress(c, s);
     if (c->fo && st == RCOLL_OK) {
         if (c->is_recv)

@@ -87,10 +87,14 @@ static rcoll_status_t tcp_resume_next(tcp_comm_t *c, int s, rcoll_status_t st, i
         close(rs->fd);
     rs->fd = -1;
     rs->state = 0;
-    if (rs->planned) {
+    if (rs->planned && !rs->old_dead) {
         RCOLL_INFO(TCP, "tcp: %s does not take the connection back yet (%.200s); staying on "
                    "%s", addr, why, c->peer);
         return RCOLL_OK;
+    }
+    if (rs->planned) { /* going back failed, and the old socket is gone too: a failover */
+        rs->planned = rs->old_dead = 0;
+        rs->lost_ns = rcoll_now_ns();
     }
     size_t len = strlen(rs->tried);
     if (len < sizeof(rs->tried) - 1)
@@ -132,14 +136,20 @@ static rcoll_status_t tcp_resume_start(tcp_comm_t *c, int s, int planned, const 
     char addr[SOCK_ADDR_STR];
 
     if (rs->state) {
-        if (!planned && rs->planned) { /* going back, and now the old path died too */
+        if (!planned && rs->planned && rs->state == 1) { /* going back, and the old path died */
             rs->planned = 0;
             rs->lost_ns = rcoll_now_ns();
+            snprintf(rs->why, sizeof(rs->why), "%s", why);
+        } else if (!planned && rs->planned) {
+            /* The hello is out: the receiver may have swapped to the new socket and closed the
+             * old one (a reset here), so this is still going back; the old one rests. */
+            rs->old_dead = 1;
             snprintf(rs->why, sizeof(rs->why), "%s", why);
         }
         return RCOLL_OK;
     }
     rs->planned = planned;
+    rs->old_dead = 0;
     rs->lost_ns = planned ? 0 : rcoll_now_ns();
     snprintf(rs->why, sizeof(rs->why), "%s", planned ? "" : why);
     rs->tried[0] = '\0';
@@ -172,6 +182,7 @@ static rcoll_status_t tcp_resume_done(tcp_comm_t *c, int s)
     c->fd[s] = rs->fd;
     rs->fd = -1;
     rs->state = 0;
+    rs->old_dead = 0;
     tcp_advance_cur(c, &c->ackcur[s], s, count - c->acked[s], 1);
     c->acked[s] = c->bytes[s] = count;
     c->cur[s] = c->ackcur[s];
@@ -389,7 +400,7 @@ rcoll_status_t tcp_fo_send_acks(tcp_comm_t *c)
         c->eager_bytes < SOCK_EAGER_BUDGET / 2 && ++c->ack_polls % 64 != 0)
         return RCOLL_OK;
     for (int s = 0; s < c->nsocks && !c->failed; s++) {
-        if ((c->rs[s].state && !c->rs[s].planned) || c->acked[s] == c->bytes[s])
+        if (TCP_PAUSED(c, s) || c->acked[s] == c->bytes[s])
             continue;
         rcoll_status_t st = tcp_fo_read_acks(c, s);
         if (st != RCOLL_OK)

@@ -93,6 +93,8 @@ typedef struct {
 typedef struct {
     int state;        /* 0 none, 1 connecting, 2 sending the hello, 3 reading the answer */
     int planned;
+    int old_dead;     /* planned, and the old socket failed after the hello went out (the
+                       * receiver may have swapped already): it carries nothing more */
     int fd;
     int ai;           /* address being tried */
     int refused;      /* addresses refused at once in a row */
@@ -213,6 +215,10 @@ typedef struct {
 /* socket.c */
 tcp_comm_t *tcp_comm_alloc(int is_recv, int nsocks, uint64_t stripe_min);
 void tcp_comm_free(tcp_comm_t *c);
+/* Send comm c's socket s is waiting for its take-over (carries nothing meanwhile). */
+#define TCP_PAUSED(c, s) \
+    ((c)->rs && (c)->rs[s].state && (!(c)->rs[s].planned || (c)->rs[s].old_dead))
+
 /* A failover socket: TCP_USER_TIMEOUT (a path that stops acknowledging fails in time). */
 void tcp_set_user_timeout(int fd);
 /* Mark the comm failed with st (whose detail rcoll_err_set() has just recorded); report its

@@ -180,6 +180,11 @@ for r in 0 1 2; do
     [[ -n $l ]] && awk -v a="$l" -v b="$longest" 'BEGIN { exit !(a > b) }' && longest=$l
     n=$(grep -o 'WARN TCP tcp: path to [0-9.]*' <<<"$lines" | sort | uniq -d | wc -l)
     ((n == 0)) || problems+="rank $r said a lost path twice; "
+    # Every path said lost was eth0's and comes back (a reset while going back is not a loss).
+    for a in $(sed -n 's/.*WARN TCP tcp: path to \([0-9.:]*\) lost.*/\1/p' <<<"$lines"); do
+        grep -q "WARN TCP tcp: $a answers again" <<<"$lines" ||
+            problems+="rank $r said $a lost but never back; "
+    done
 done
 nlost=$(grep -c 'WARN TCP tcp: path to .* lost' "$log")
 nback=$(grep -c 'WARN TCP tcp: .* answers again: connections are back on it' "$log")
