@@ -212,6 +212,8 @@ struct rcoll_comm {
     uint32_t conn_epoch; /* suspensions so far: every connection's hello carries it (conn.c) */
     void **early_comms;  /* [nranks] connections of the next epoch accepted before this rank */
     const rcoll_transport_ops_t **early_tps; /* closed its own: adopted at its resume */
+    uint32_t early_epoch; /* theirs: adopted only once conn_epoch reaches it (a peer can
+                           * resume while this rank is still in suspend's barrier) */
     char revoke_text[256];
 
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
@@ -428,5 +430,7 @@ const void *rcoll_thread_token(void);
 rcoll_status_t rcoll_coll_run(rcoll_comm_t comm, rcoll_op_kind_t kind, const void *src,
                               void *dst, size_t count, rcoll_datatype_t dt, rcoll_op_t op,
                               int root);
+/* run.c: a barrier (every rank has entered it when it returns anywhere). */
+rcoll_status_t rcoll_coll_barrier(rcoll_comm_t comm);
 
 #endif

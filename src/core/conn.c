@@ -187,6 +187,7 @@ static rcoll_status_t keep_early(rcoll_comm_t c, int p, const rcoll_transport_op
                              "epoch claiming to be rank %d", p);
     c->early_comms[p] = comm;
     c->early_tps[p] = tp;
+    c->early_epoch = c->conn_epoch + 1;
     return RCOLL_OK;
 }
 
@@ -203,8 +204,9 @@ void rcoll_conn_drop_early(rcoll_comm_t c)
 static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
 {
     rcoll_status_t st;
-    /* connections of this epoch that arrived during the last (resume adopts them here) */
-    for (int p = 0; c->early_comms && p < c->nranks; p++) {
+    /* connections of this epoch that arrived during the last (resume adopts them here); not
+     * before this rank is in their epoch: it may still be in suspend's barrier */
+    for (int p = 0; c->early_comms && c->early_epoch == c->conn_epoch && p < c->nranks; p++) {
         void *comm = c->early_comms[p];
         if (!comm || !c->link.tps[p]) continue;
         if (c->link.recv_comms[p] || c->link.tps[p] != c->early_tps[p])

@@ -24,8 +24,7 @@
 rcoll_status_t rcoll_comm_suspend_run(rcoll_comm_t comm)
 {
     if (comm->nranks > 1) {
-        rcoll_status_t st = rcoll_coll_run(comm, RCOLL_OP_BARRIER, NULL, NULL, 0, RCOLL_UINT8,
-                                           RCOLL_SUM, 0);
+        rcoll_status_t st = rcoll_coll_barrier(comm);
         if (st != RCOLL_OK) {
             rcoll_err_prefix("rcoll_comm_suspend: ");
             return st;

@@ -7,8 +7,11 @@
  *  - resumed: staging and connections as before; all-reduce, all-to-all (its connections are
  *    made on first use) and a ring of sends are right against values computed here; three
  *    suspend/resume rounds in a row;
- *  - refusals: an operation pending, inside a group, resume of a communicator not suspended,
- *    unknown flags; destroy of a suspended communicator;
+ *  - refusals: an operation pending (a receive whose message comes only after every rank has
+ *    tried), inside a group, resume of a communicator not suspended, unknown flags; destroy
+ *    of a suspended communicator;
+ *  - suspend is a barrier: rank 0 enters it 200 ms late each round, having marked a word of
+ *    shared memory; the others find the mark when their suspend returns;
  *  - a rank that dies while the others are suspended: their resume fails within the timeout
  *    naming it.
  */
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,16 +82,43 @@ static int work(rcoll_comm_t c, int rank, int n, int round)
     return bad;
 }
 
-static int cycle(rcoll_comm_t comm, int rank, int n, void *arg)
+/* Shared by the rank processes (mapped before they are forked): [0] the round rank 0 has
+ * entered suspend for; [1] the ranks that have tried suspend with a receive pending; [2] the
+ * ranks' suspended states measured so far; [3] the ranks suspended in the death case. */
+static int *shared;
+
+/* Count this rank in shared[i], then wait (10 s at most: a rank that returned early) until
+ * it reaches `until`.  The ranks meet here through shared memory, not through the library. */
+static void meet(int i, int until)
+{
+    __atomic_add_fetch(&shared[i], 1, __ATOMIC_SEQ_CST);
+    for (int ms = 0; __atomic_load_n(&shared[i], __ATOMIC_SEQ_CST) < until && ms < 10000; ms++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int cycle_bits(rcoll_comm_t comm, int rank, int n, void *arg)
 {
     int tcp = arg != NULL, bad = work(comm, rank, n, 0);
     rcoll_mem_stats_t m0, m1, m2;
     rcoll_comm_mem_stats(comm, &m0, sizeof(m0));
     for (int round = 1; round <= 3; round++) {
         long maps0 = count_maps("rcoll-shm"), socks0 = count_sockets();
+        if (rank == 0) {
+            struct timespec late = {0, 200000000};
+            nanosleep(&late, NULL);
+            __atomic_store_n(&shared[0], round, __ATOMIC_SEQ_CST);
+        }
         if (rcoll_comm_suspend(comm, RCOLL_SUSPEND_DEFAULT) != RCOLL_OK) {
             fprintf(stderr, "rank %d: suspend: %s\n", rank, rcoll_comm_last_error(comm));
             return bad | 8;
+        }
+        int seen = __atomic_load_n(&shared[0], __ATOMIC_SEQ_CST);
+        if (seen != round) {
+            fprintf(stderr, "rank %d round %d: suspend returned before rank 0 entered it "
+                    "(rank 0 is at round %d)\n", rank, round, seen);
+            bad |= 2048;
         }
         rcoll_comm_mem_stats(comm, &m1, sizeof(m1));
         long maps1 = count_maps("rcoll-shm"), socks1 = count_sockets();
@@ -101,6 +132,9 @@ static int cycle(rcoll_comm_t comm, int rank, int n, void *arg)
         if (m1.staging != 0 || m1.connections != 0 || m1.state >= m0.state ||
             (!tcp && (maps0 == 0 || maps1 != 0)) || (tcp && socks1 >= socks0))
             bad |= 16;
+        /* every rank measured before any resumes: a peer that resumes first connects at once,
+         * and this rank (still in suspend's barrier) may hold that connection for its resume */
+        meet(2, n * round);
         int v = 1;
         if (rcoll_allreduce(RCOLL_IN_PLACE, &v, 1, RCOLL_INT32, RCOLL_SUM, comm) !=
                 RCOLL_ERR_INVALID_USAGE ||
@@ -126,23 +160,40 @@ static int cycle(rcoll_comm_t comm, int rank, int n, void *arg)
     rcoll_group_start();
     if (rcoll_comm_suspend(comm, RCOLL_SUSPEND_DEFAULT) != RCOLL_ERR_INVALID_USAGE) bad |= 256;
     rcoll_group_end();
-    rcoll_request_t rq = NULL;
-    int x = 1;
-    if (rcoll_iallreduce(RCOLL_IN_PLACE, &x, 1, RCOLL_INT32, RCOLL_SUM, comm, &rq) != RCOLL_OK)
-        bad |= 512;
+    /* pending: a receive whose message is sent only once every rank has tried suspend (the
+     * ranks count themselves in shared memory, not through the library) */
+    rcoll_request_t rq = NULL, sq = NULL;
+    int y = -1, x = 1000 + rank;
+    if (rcoll_irecv(&y, 1, RCOLL_INT32, (rank + n - 1) % n, comm, &rq) != RCOLL_OK) bad |= 512;
     if (rcoll_comm_suspend(comm, RCOLL_SUSPEND_DEFAULT) != RCOLL_ERR_INVALID_USAGE ||
         !strstr(rcoll_comm_last_error(comm), "pending"))
         bad |= 512;
-    if (rcoll_wait(&rq) != RCOLL_OK || x != n) bad |= 512;
+    meet(1, n);
+    if (rcoll_isend(&x, 1, RCOLL_INT32, (rank + 1) % n, comm, &sq) != RCOLL_OK ||
+        rcoll_wait(&sq) != RCOLL_OK || rcoll_wait(&rq) != RCOLL_OK ||
+        y != 1000 + (rank + n - 1) % n)
+        bad |= 512;
     /* destroyed while suspended (mp destroys it after this returns) */
     if (rcoll_comm_suspend(comm, RCOLL_SUSPEND_DEFAULT) != RCOLL_OK) bad |= 1024;
     return bad;
 }
 
+/* An exit status keeps 8 bits: the whole set is said here, the status is at most 255. */
+static int cycle(rcoll_comm_t comm, int rank, int n, void *arg)
+{
+    int bad = cycle_bits(comm, rank, n, arg);
+    if (bad) fprintf(stderr, "rank %d: bits %d\n", rank, bad);
+    return bad > 255 ? 255 : bad;
+}
+
 static int death(rcoll_comm_t comm, int rank, int n, void *arg)
 {
     (void)arg, (void)n;
-    if (rcoll_comm_suspend(comm, RCOLL_SUSPEND_DEFAULT) != RCOLL_OK) return 100;
+    if (rcoll_comm_suspend(comm, RCOLL_SUSPEND_DEFAULT) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: suspend: %s\n", rank, rcoll_comm_last_error(comm));
+        return 100;
+    }
+    meet(3, n); /* dying as soon as its suspend returned, rank 2 could fail a peer's */
     if (rank == 2) raise(SIGKILL);
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
@@ -156,14 +207,20 @@ int main(void)
 {
     setenv("RCOLL_TIMEOUT", "10", 1);
     mp_result_t res;
+    shared = mmap(NULL, 4 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                  0);
+    CHECK(shared != MAP_FAILED, "mmap of the shared words failed");
+    if (shared == MAP_FAILED) return check_summary();
     for (int tcp = 0; tcp <= 1; tcp++) {
+        shared[0] = shared[1] = shared[2] = shared[3] = 0;
         setenv("RCOLL_TRANSPORT", tcp ? "tcp" : "shm", 1);
         mp_run(4, cycle, tcp ? (void *)1 : NULL, 60, &res);
         for (int r = 0; r < 4; r++)
-            CHECK(res.codes[r] == 0, "%s: rank %d exit %d (bits: 1-4 all-reduce, all-to-all, "
-                  "sends wrong; 8 suspend; 16 memory not freed; 32 calls not refused; 64 "
-                  "resume; 128 memory not restored; 256-1024 refusals)", tcp ? "tcp" : "shm",
-                  r, res.codes[r]);
+            CHECK(res.codes[r] == 0, "%s: rank %d exit %d (its bits line above: 1-4 "
+                  "all-reduce, all-to-all, sends wrong; 8 suspend; 16 memory not freed; 32 "
+                  "calls not refused; 64 resume; 128 memory not restored; 256-1024 refusals; "
+                  "2048 suspend did not wait; 255: a bit above 128)", tcp ? "tcp" : "shm", r,
+                  res.codes[r]);
         printf("%s: 4 ranks, 3 suspend/resume rounds: %s\n", tcp ? "tcp" : "shm",
                res.codes[0] || res.codes[1] || res.codes[2] || res.codes[3] ? "FAIL" : "ok");
     }
@@ -172,6 +229,7 @@ int main(void)
     mp_run(4, death, NULL, 60, &res);
     for (int r = 0; r < 4; r++)
         CHECK(res.codes[r] == (r == 2 ? 128 + SIGKILL : 0), "a death while suspended: rank %d "
-              "exit %d (1: resume did not fail naming rank 2)", r, res.codes[r]);
+              "exit %d (1: resume did not fail naming rank 2; 100: suspend failed)", r,
+              res.codes[r]);
     return check_summary();
 }
