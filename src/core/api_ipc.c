@@ -58,22 +58,6 @@
 
 #define PIECE_ALIGN 256 /* bytes: areas and shards start on this boundary */
 
-/* A barrier as rcoll_barrier makes one: a byte per rank, max-reduced, so every rank's
- * result depends on every rank's entry. */
-static rcoll_status_t barrier(rcoll_comm_t comm)
-{
-    uint8_t small[64], *buf = small;
-    size_t n = (size_t)comm->nranks;
-    if (n > sizeof(small) && !(buf = calloc(n, 1)))
-        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "out of memory");
-    memset(buf, 0, n);
-    buf[comm->rank] = 1;
-    rcoll_status_t st =
-        rcoll_coll_run(comm, RCOLL_OP_BARRIER, buf, buf, n, RCOLL_UINT8, RCOLL_MAX, 0);
-    if (buf != small) free(buf);
-    return st;
-}
-
 /* RCOLL_P2P_LEVEL below SYS: every other rank's GPU must be within that path class of this
  * rank's, in this host's topology (records: every rank's handle record, rec bytes apart).
  * 0 with the reason in why when not. */
@@ -281,7 +265,7 @@ static rcoll_status_t ipc_setup(rcoll_comm_t comm, const void *dev, const char *
                    "through host memory", why);
         /* every rank unmaps what it opened before any frees its own */
         rcoll_gpu_ipc_unmap(comm->gpu_ipc);
-        st = barrier(comm);
+        st = rcoll_coll_barrier(comm);
         rcoll_gpu_ipc_free(&comm->gpu_ipc, st != RCOLL_OK);
         if (st != RCOLL_OK)
             return rcoll_api_arg_error(comm, st, "%s: setting up CUDA IPC: %s", fn,
@@ -383,7 +367,7 @@ static rcoll_status_t sync_all(ipc_call_t *c)
 {
     if (!c->dev) {
         rcoll_status_t st = rcoll_gpu_ipc_sync(c->ipc);
-        return st == RCOLL_OK ? barrier(c->comm) : st;
+        return st == RCOLL_OK ? rcoll_coll_barrier(c->comm) : st;
     }
     rcoll_comm_t comm = c->comm;
     rcoll_sig_t s = c->sig;
