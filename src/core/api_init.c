@@ -42,19 +42,21 @@ static void secret_from_string(const char *s, char secret[RCOLL_SECRET_BYTES])
 rcoll_status_t rcoll_api_new_root(const rcoll_config_t *cfg, rcoll_unique_id_t *id,
                                   rcoll_bs_root_t **root_p)
 {
-    rcoll_sockaddr_t addr;
-    char ifname[64];
-    rcoll_status_t st = rcoll_net_pick_addr(cfg->netif.socket_ifname, &addr, ifname,
-                                            sizeof(ifname));
-    if (st != RCOLL_OK) return st;
+    /* Every interface the filter accepts (as the TCP transport listens): a rank that cannot
+     * reach the first address - a stray bridge listed first - tries the others. */
+    rcoll_sockaddr_t addrs[RCOLL_BS_ROOT_ADDRS];
+    char ifnames[RCOLL_BS_ROOT_ADDRS][RCOLL_NET_IFNAME_MAX];
+    int naddrs = rcoll_net_pick_addrs(cfg->netif.socket_ifname, addrs, ifnames,
+                                      RCOLL_BS_ROOT_ADDRS);
+    if (naddrs < 1) return RCOLL_ERR_SYSTEM; /* said */
     uint8_t raw[RCOLL_SECRET_BYTES / 2];
-    st = rcoll_random_bytes(raw, sizeof(raw));
+    rcoll_status_t st = rcoll_random_bytes(raw, sizeof(raw));
     if (st != RCOLL_OK) return st;
     char hex[RCOLL_SECRET_BYTES + 1];
     for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
     char secret[RCOLL_SECRET_BYTES];
     secret_from_string(hex, secret);
-    return rcoll_bs_root_start(cfg, &addr, secret, 0, id, root_p);
+    return rcoll_bs_root_start(cfg, addrs, naddrs, secret, 0, id, root_p);
 }
 
 rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
@@ -251,7 +253,7 @@ static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t
 {
     rcoll_unique_id_t unused;
     rcoll_sockaddr_t bind_addr = *addr;
-    rcoll_status_t st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
+    rcoll_status_t st = rcoll_bs_root_start(cfg, &bind_addr, 1, secret, 1, &unused, root);
     if (st == RCOLL_OK) return st;
     /* The name may resolve to an address of another interface of this host, or a NAT'ed
      * name: listen with that port on the address of RCOLL_SOCKET_IFNAME's interface when it
@@ -273,7 +275,7 @@ static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t
     char abuf[64];
     RCOLL_INFO(INIT, "cannot listen on the RCOLL_ROOT address (%s); the root listens on %s",
                keep, rcoll_net_addr_str(&bind_addr, abuf, sizeof(abuf)));
-    st = rcoll_bs_root_start(cfg, &bind_addr, secret, 1, &unused, root);
+    st = rcoll_bs_root_start(cfg, &bind_addr, 1, secret, 1, &unused, root);
     if (st != RCOLL_OK) rcoll_err_set(st, "%s (and on %s: %s)", keep, where, rcoll_err_get());
     return st;
 }
@@ -304,7 +306,7 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
         if (st != RCOLL_OK) return init_failed(st);
     }
     rcoll_unique_id_t id;
-    rcoll_bs_make_id(&addr, secret, &id);
+    rcoll_bs_make_id(&addr, 1, secret, &id);
     st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
     if (st != RCOLL_OK && rank != 0 && st == RCOLL_ERR_TIMEOUT &&
         strstr(rcoll_err_get(), "could not connect to")) {

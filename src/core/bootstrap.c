@@ -50,6 +50,11 @@ typedef struct {
     uint16_t pad;
     rcoll_sockaddr_t root;
     char secret[RCOLL_SECRET_BYTES];
+    /* The root's other IPv4 addresses (0 in ids of older versions: none), tried in turn when
+     * root does not answer: address (network order) then port (network order). */
+    uint8_t nalt;
+    uint8_t pad2;
+    uint8_t alt[RCOLL_BS_ROOT_ADDRS - 1][6];
 } bs_id_t;
 
 _Static_assert(sizeof(bs_id_t) <= RCOLL_UNIQUE_ID_BYTES, "unique id too small");
@@ -254,7 +259,8 @@ struct rcoll_bs_root {
     pthread_cond_t cond;
     int refs;
     int finished;
-    int listen_fd;
+    int listen_fd[RCOLL_BS_ROOT_ADDRS]; /* one per address of the id (-1: none) */
+    int nlisten;
     char secret[RCOLL_SECRET_BYTES];
     double timeout_s;
     int nranks; /* 0 until the first valid hello */
@@ -437,7 +443,7 @@ static void drops_report(rcoll_bs_root_t *r, int force)
 static int root_join_loop(rcoll_bs_root_t *r)
 {
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
-    struct pollfd pfd[1 + BS_PENDING_MAX];
+    struct pollfd pfd[RCOLL_BS_ROOT_ADDRS + BS_PENDING_MAX];
     while (r->aborted || r->nranks == 0 || r->njoined < r->nranks) {
         uint64_t now = rcoll_now_ns();
         if (now >= deadline) return 0;
@@ -456,20 +462,23 @@ static int root_join_loop(rcoll_bs_root_t *r)
                 pending_drop(r, i, "no hello within 3 s");
         drops_report(r, 0);
         int n = 0;
-        pfd[n++] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
+        for (int l = 0; l < r->nlisten; l++)
+            pfd[n++] = (struct pollfd){.fd = r->listen_fd[l], .events = POLLIN};
         for (int i = 0; i < r->npending; i++)
             pfd[n++] = (struct pollfd){.fd = r->pending[i].fd, .events = POLLIN};
         poll(pfd, (nfds_t)n, 200);
         for (int i = r->npending - 1; i >= 0; i--)
-            if (pfd[1 + i].revents) root_read_pending(r, i);
-        for (int k = 0; k < BS_ACCEPT_BURST; k++) {
-            int fd;
-            rcoll_sockaddr_t peer;
-            if (rcoll_net_accept(r->listen_fd, &fd, &peer) != RCOLL_OK) break;
-            if (r->npending == BS_PENDING_MAX) pending_evict_oldest(r);
-            r->pending[r->npending++] = (bs_pending_t){.fd = fd, .since_ns = rcoll_now_ns(),
-                                                       .addr = peer};
-        }
+            if (pfd[r->nlisten + i].revents) root_read_pending(r, i);
+        for (int l = 0; l < r->nlisten; l++)
+            for (int k = 0; k < BS_ACCEPT_BURST; k++) {
+                int fd;
+                rcoll_sockaddr_t peer;
+                if (rcoll_net_accept(r->listen_fd[l], &fd, &peer) != RCOLL_OK) break;
+                if (r->npending == BS_PENDING_MAX) pending_evict_oldest(r);
+                r->pending[r->npending++] = (bs_pending_t){.fd = fd,
+                                                           .since_ns = rcoll_now_ns(),
+                                                           .addr = peer};
+            }
     }
     return 1;
 }
@@ -917,12 +926,17 @@ static void root_watch_phase(rcoll_bs_root_t *r)
     free(who);
 }
 
+static void root_close_listeners(rcoll_bs_root_t *r)
+{
+    for (int l = 0; l < r->nlisten; l++) close(r->listen_fd[l]);
+    r->nlisten = 0;
+}
+
 static void *root_main(void *arg)
 {
     rcoll_bs_root_t *r = arg;
     if (root_join_phase(r)) {
-        close(r->listen_fd);
-        r->listen_fd = -1;
+        root_close_listeners(r);
         size_t bytes = (size_t)r->nranks * sizeof(rcoll_peer_info_t);
         rcoll_peer_info_t *table = malloc(bytes);
         if (table) {
@@ -943,7 +957,7 @@ static void *root_main(void *arg)
     }
     for (int i = 0; i < r->npending; i++) close(r->pending[i].fd);
     for (int k = 0; k < r->nranks; k++) member_close(r->members[k]);
-    if (r->listen_fd >= 0) close(r->listen_fd);
+    root_close_listeners(r);
     pthread_mutex_lock(&r->lock);
     r->finished = 1;
     pthread_cond_broadcast(&r->cond);
@@ -952,15 +966,21 @@ static void *root_main(void *arg)
     return NULL;
 }
 
-void rcoll_bs_make_id(const rcoll_sockaddr_t *addr, const char secret[RCOLL_SECRET_BYTES],
-                      rcoll_unique_id_t *id)
+void rcoll_bs_make_id(const rcoll_sockaddr_t *addrs, int naddrs,
+                      const char secret[RCOLL_SECRET_BYTES], rcoll_unique_id_t *id)
 {
     bs_id_t b;
     memset(&b, 0, sizeof(b));
     b.magic = BS_MAGIC;
     b.version = BS_VERSION;
-    b.root = *addr;
+    b.root = addrs[0];
     memcpy(b.secret, secret, RCOLL_SECRET_BYTES);
+    for (int i = 1; i < naddrs && b.nalt < RCOLL_BS_ROOT_ADDRS - 1; i++) {
+        if (addrs[i].sa.sa_family != AF_INET) continue; /* no room for IPv6 alternatives */
+        memcpy(b.alt[b.nalt], &addrs[i].sin.sin_addr.s_addr, 4);
+        memcpy(b.alt[b.nalt] + 4, &addrs[i].sin.sin_port, 2);
+        b.nalt++;
+    }
     memset(id, 0, sizeof(*id));
     memcpy(id->internal, &b, sizeof(b));
 }
@@ -976,17 +996,50 @@ rcoll_status_t rcoll_bs_check_id(const rcoll_unique_id_t *id)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
-                                   const char secret[RCOLL_SECRET_BYTES], int fixed_port,
-                                   rcoll_unique_id_t *id, rcoll_bs_root_t **root_p)
+/* The addresses a rank tries for the root of id b, the first first; returns how many. */
+static int id_addrs(const bs_id_t *b, rcoll_sockaddr_t *out)
+{
+    int n = 0;
+    out[n++] = b->root;
+    for (int i = 0; i < b->nalt && i < RCOLL_BS_ROOT_ADDRS - 1; i++) {
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].sin.sin_family = AF_INET;
+        memcpy(&out[n].sin.sin_addr.s_addr, b->alt[i], 4);
+        memcpy(&out[n].sin.sin_port, b->alt[i] + 4, 2);
+        n++;
+    }
+    return n;
+}
+
+rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addrs,
+                                   int naddrs, const char secret[RCOLL_SECRET_BYTES],
+                                   int fixed_port, rcoll_unique_id_t *id,
+                                   rcoll_bs_root_t **root_p)
 {
     rcoll_bs_root_t *r = calloc(1, sizeof(*r));
     if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap root allocation failed");
-    rcoll_status_t st = rcoll_net_listen(addr, 1024, fixed_port, &r->listen_fd);
-    if (st != RCOLL_OK) {
-        free(r);
-        rcoll_err_prefix("bootstrap root: ");
-        return st;
+    /* The first address must listen; the others are alternatives, kept only where they do
+     * (and said in the id only then). */
+    rcoll_sockaddr_t kept[RCOLL_BS_ROOT_ADDRS];
+    char abuf[64], list[4 * 64] = "";
+    size_t lo = 0;
+    for (int i = 0; i < naddrs && r->nlisten < RCOLL_BS_ROOT_ADDRS; i++) {
+        rcoll_status_t st = rcoll_net_listen(&addrs[i], 1024, fixed_port,
+                                             &r->listen_fd[r->nlisten]);
+        if (st != RCOLL_OK && i == 0) {
+            free(r);
+            rcoll_err_prefix("bootstrap root: ");
+            return st;
+        }
+        if (st != RCOLL_OK) {
+            RCOLL_INFO(BOOTSTRAP, "root: not listening on the alternative %s too: %s",
+                       rcoll_net_addr_str(&addrs[i], abuf, sizeof(abuf)), rcoll_err_get());
+            continue;
+        }
+        kept[r->nlisten++] = addrs[i];
+        lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s%s", i ? ", " : "",
+                               rcoll_net_addr_str(&addrs[i], abuf, sizeof(abuf)));
+        if (lo >= sizeof(list)) lo = sizeof(list) - 1;
     }
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
@@ -1000,15 +1053,14 @@ rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *
     int rc = pthread_create(&th, &attr, root_main, r);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        close(r->listen_fd);
+        root_close_listeners(r);
         pthread_mutex_destroy(&r->lock);
         pthread_cond_destroy(&r->cond);
         free(r);
         return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "cannot start the bootstrap root");
     }
-    char abuf[64];
-    RCOLL_INFO(BOOTSTRAP, "root listening on %s", rcoll_net_addr_str(addr, abuf, sizeof(abuf)));
-    rcoll_bs_make_id(addr, secret, id);
+    RCOLL_INFO(BOOTSTRAP, "root listening on %s", list);
+    rcoll_bs_make_id(kept, r->nlisten, secret, id);
     if (root_p) *root_p = r;
     return RCOLL_OK;
 }
@@ -1085,6 +1137,20 @@ struct rcoll_bootstrap {
     pthread_mutex_t lock;
 };
 
+/* The root answered at an alternative address (now in abuf, for the messages): said once per
+ * process at WARN, like the transports' own. */
+static void join_went_around(const rcoll_sockaddr_t *addrs, int which, char *abuf, size_t len)
+{
+    static int said;
+    char first[64];
+    rcoll_net_addr_str(&addrs[0], first, sizeof(first));
+    rcoll_net_addr_str(&addrs[which], abuf, len);
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        RCOLL_WARN(BOOTSTRAP, "the bootstrap root's first address %s did not answer; joined "
+                   "through %s instead (RCOLL_SOCKET_IFNAME on the root's host selects the "
+                   "interfaces; this is said once)", first, abuf);
+}
+
 rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
                              const rcoll_peer_info_t *mine, rcoll_peer_info_t *peers,
                              uint64_t deadline_ns, rcoll_bootstrap_t **bs_p)
@@ -1092,6 +1158,8 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
     bs_id_t b;
     char abuf[64];
     memcpy(&b, id->internal, sizeof(b));
+    rcoll_sockaddr_t addrs[RCOLL_BS_ROOT_ADDRS];
+    int naddrs = id_addrs(&b, addrs), which = 0;
     rcoll_net_addr_str(&b.root, abuf, sizeof(abuf));
     int fd = -1, resets = 0;
     bs_hello_t hello;
@@ -1108,11 +1176,12 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
      * BS_RETRY_STATUS); a reset before any answer is retried a few times too, since the root
      * may have dropped the connection before reading it.  Both back off, within the deadline. */
     for (;;) {
-        st = rcoll_net_connect_retry(&b.root, deadline_ns, &fd);
+        st = rcoll_net_connect_retry_any(addrs, naddrs, deadline_ns, &fd, &which);
         if (st != RCOLL_OK) {
             rcoll_err_prefix("rank %d: bootstrap: ", rank);
             return st;
         }
+        if (which != 0) join_went_around(addrs, which, abuf, sizeof(abuf));
         st = bs_send_msg(fd, BS_HELLO, &hello, sizeof(hello), deadline_ns);
         if (st == RCOLL_OK) st = rcoll_net_recv_all(fd, &h, sizeof(h), deadline_ns);
         int retry = st == RCOLL_ERR_REMOTE && ++resets <= 3;

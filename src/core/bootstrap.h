@@ -113,12 +113,16 @@ typedef struct {
 typedef struct rcoll_bs_root rcoll_bs_root_t;
 typedef struct rcoll_bootstrap rcoll_bootstrap_t;
 
-/* Start a root thread listening on *addr (port 0 = any; reuse_port for a fixed port).  Writes
- * the id ranks use.  *root_p (optional) gets a reference to wait for it; pass it to
- * rcoll_bs_root_release. */
-rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
-                                   const char secret[RCOLL_SECRET_BYTES], int fixed_port,
-                                   rcoll_unique_id_t *id, rcoll_bs_root_t **root_p);
+/* Start a root thread listening on addrs[0..naddrs) (port 0 = any, written back; reuse_port
+ * for a fixed port).  The first must listen; the others are alternatives (at most
+ * RCOLL_BS_ROOT_ADDRS in all; only IPv4 ones fit the id) that ranks try when the first does
+ * not answer.  Writes the id ranks use.  *root_p (optional) gets a reference to wait for it;
+ * pass it to rcoll_bs_root_release. */
+#define RCOLL_BS_ROOT_ADDRS 4
+rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addrs,
+                                   int naddrs, const char secret[RCOLL_SECRET_BYTES],
+                                   int fixed_port, rcoll_unique_id_t *id,
+                                   rcoll_bs_root_t **root_p);
 /* Wait until deadline_ns for the root to finish (every rank left), then drop the reference.
  * RCOLL_ERR_TIMEOUT if it was still serving ranks. */
 rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *root, uint64_t deadline_ns);
@@ -127,9 +131,10 @@ rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *root, uint64_t deadline_ns
  * tells the ranks that joined at once, and rejects every later hello with the text, until
  * its deadline.  Call before rcoll_bs_root_release. */
 void rcoll_bs_root_abort(rcoll_bs_root_t *root, const char *text);
-/* Build the id for a root at addr with secret (environment launch: no root started here). */
-void rcoll_bs_make_id(const rcoll_sockaddr_t *addr, const char secret[RCOLL_SECRET_BYTES],
-                      rcoll_unique_id_t *id);
+/* Build the id for a root at addrs[0] (the alternatives after it: IPv4 ones, up to
+ * RCOLL_BS_ROOT_ADDRS - 1) with secret (environment launch: one address, no root here). */
+void rcoll_bs_make_id(const rcoll_sockaddr_t *addrs, int naddrs,
+                      const char secret[RCOLL_SECRET_BYTES], rcoll_unique_id_t *id);
 /* Check an id's magic and version; RCOLL_ERR_INVALID_ARG with a message otherwise. */
 rcoll_status_t rcoll_bs_check_id(const rcoll_unique_id_t *id);
 

@@ -303,6 +303,79 @@ rcoll_status_t rcoll_net_connect_retry(const rcoll_sockaddr_t *addr, uint64_t de
     }
 }
 
+/* One connect to addr, waiting until `until`: RCOLL_OK (*fd_p connected), RCOLL_ERR_TIMEOUT,
+ * or its failure (why gets the text). */
+static rcoll_status_t connect_once(const rcoll_sockaddr_t *addr, uint64_t until, int *fd_p,
+                                   char *why, size_t len)
+{
+    int fd = -1;
+    rcoll_status_t st = rcoll_net_connect_start(addr, &fd);
+    if (st != RCOLL_OK) { /* no socket left */
+        snprintf(why, len, "%s", rcoll_err_get());
+        return st;
+    }
+    for (;;) {
+        st = rcoll_net_connect_check(fd);
+        if (st == RCOLL_OK) {
+            *fd_p = fd;
+            return RCOLL_OK;
+        }
+        if (st != RCOLL_INPROGRESS) {
+            snprintf(why, len, "%s", rcoll_err_get());
+            break;
+        }
+        if (rcoll_now_ns() > until) {
+            snprintf(why, len, "no answer");
+            st = RCOLL_ERR_TIMEOUT;
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, 10);
+    }
+    close(fd);
+    return st;
+}
+
+rcoll_status_t rcoll_net_connect_retry_any(const rcoll_sockaddr_t *addrs, int n,
+                                           uint64_t deadline_ns, int *fd_p, int *which_p)
+{
+    if (n <= 1) {
+        *which_p = 0;
+        return rcoll_net_connect_retry(addrs, deadline_ns, fd_p);
+    }
+    char why[4][128], abuf[64];
+    uint64_t delay_ms = 10;
+    int first = *which_p >= 0 && *which_p < n ? *which_p : 0;
+    for (int k = 0; k < n && k < 4; k++) snprintf(why[k], sizeof(why[k]), "not tried");
+    for (;;) {
+        for (int j = 0; j < n; j++) {
+            int i = (first + j) % n;
+            uint64_t until = rcoll_now_ns() + 2000000000ull;
+            if (until > deadline_ns) until = deadline_ns;
+            rcoll_status_t st = connect_once(&addrs[i], until, fd_p, why[i % 4],
+                                             sizeof(why[0]));
+            if (st == RCOLL_OK) {
+                *which_p = i;
+                return RCOLL_OK;
+            }
+            if (st != RCOLL_ERR_REMOTE && st != RCOLL_ERR_TIMEOUT) return st;
+            if (rcoll_now_ns() >= deadline_ns) {
+                char list[600];
+                size_t o = 0;
+                for (int k = 0; k < n && k < 4 && o < sizeof(list); k++)
+                    o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s: %s", k ? "; " : "",
+                                          rcoll_net_addr_str(&addrs[k], abuf, sizeof(abuf)),
+                                          why[k]);
+                return rcoll_err_set(RCOLL_ERR_TIMEOUT, "could not connect to any of the %d "
+                                     "addresses before the deadline (%s)", n, list);
+            }
+        }
+        struct timespec ts = {0, (long)(delay_ms * 1000000)};
+        nanosleep(&ts, NULL);
+        if (delay_ms < 200) delay_ms *= 2;
+    }
+}
+
 rcoll_status_t rcoll_net_accept(int listen_fd, int *fd_p, rcoll_sockaddr_t *peer)
 {
     rcoll_sockaddr_t tmp;

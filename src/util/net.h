@@ -61,6 +61,13 @@ rcoll_status_t rcoll_net_connect_check(int fd);
  * (CLOCK_MONOTONIC), for bootstrap.  The returned socket is non-blocking. */
 rcoll_status_t rcoll_net_connect_retry(const rcoll_sockaddr_t *addr, uint64_t deadline_ns,
                                        int *fd_p);
+/* The same over several addresses of one server, from addrs[*which_p] on: one that refuses,
+ * is unreachable or does not answer within 2 s gives way to the next, round and round (after
+ * each round the same growing pause as above) until deadline_ns; *which_p gets the address
+ * connected to.  At the deadline the error names every address and its last failure.  One
+ * address: rcoll_net_connect_retry. */
+rcoll_status_t rcoll_net_connect_retry_any(const rcoll_sockaddr_t *addrs, int n,
+                                           uint64_t deadline_ns, int *fd_p, int *which_p);
 /* accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC; RCOLL_INPROGRESS when nothing is pending. */
 /* 1 when fd's connection is to itself (local address and port equal to the peer's). */
 int rcoll_net_self_connected(int fd);

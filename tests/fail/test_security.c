@@ -71,6 +71,8 @@ typedef struct {
     uint16_t version, pad;
     rcoll_sockaddr_t root;
     char secret[RCOLL_SECRET_BYTES];
+    uint8_t nalt, pad2;
+    uint8_t alt[RCOLL_BS_ROOT_ADDRS - 1][6]; /* the root's other IPv4 addresses and ports */
 } sec_id_t;
 
 static double now_s(void)
@@ -197,6 +199,109 @@ static void wrong_secret(void)
     CHECK(one_rank_ok(&id), "the root still admits the rank with the right secret");
 }
 
+/* A loopback address that refuses connections: a listener that was closed. */
+static rcoll_sockaddr_t refusing_addr(void)
+{
+    rcoll_sockaddr_t a;
+    memset(&a, 0, sizeof(a));
+    a.sin.sin_family = AF_INET;
+    a.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = -1;
+    if (rcoll_net_listen(&a, 1, 0, &fd) == RCOLL_OK) close(fd);
+    return a;
+}
+
+/* A root of one rank on 127.0.0.1 with this secret; its address in *a. */
+static int loop_root(const char *secret, rcoll_sockaddr_t *a)
+{
+    rcoll_config_t cfg;
+    rcoll_unique_id_t unused;
+    memset(a, 0, sizeof(*a));
+    a->sin.sin_family = AF_INET;
+    a->sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (rcoll_config_load(&cfg) != RCOLL_OK ||
+        rcoll_bs_root_start(&cfg, a, 1, secret, 0, &unused, NULL) != RCOLL_OK) {
+        CHECK(0, "a root on 127.0.0.1: %s", rcoll_err_get());
+        return 0;
+    }
+    return 1;
+}
+
+/* Join a communicator of one rank through id: its status and the time taken. */
+static rcoll_status_t join_one(const rcoll_unique_id_t *id, double *t)
+{
+    rcoll_comm_t comm = NULL;
+    double t0 = now_s();
+    rcoll_status_t st = rcoll_comm_init_rank(1, id, 0, &comm);
+    *t = now_s() - t0;
+    if (st == RCOLL_OK) rcoll_comm_destroy(comm);
+    return st;
+}
+
+/* An id's first address that does not answer: the rank tries the id's alternatives (the
+ * root's other addresses) instead of waiting for the first until its deadline. */
+static void root_alternatives(void)
+{
+    char secret[RCOLL_SECRET_BYTES] = "alternatives";
+    rcoll_sockaddr_t addrs[2], root;
+    rcoll_unique_id_t id;
+    double t;
+    /* refused first address */
+    if (!loop_root(secret, &root)) return;
+    addrs[0] = refusing_addr();
+    addrs[1] = root;
+    rcoll_bs_make_id(addrs, 2, secret, &id);
+    rcoll_status_t st = join_one(&id, &t);
+    printf("  first address refused: joined through the alternative in %.3f s\n", t);
+    CHECK(st == RCOLL_OK && t < 1.0, "refused first address: %s after %.3f s: %s",
+          rcoll_status_string(st), t, st ? rcoll_last_init_error() : "");
+    /* silent first address: a listener whose accept queue is full drops every new SYN */
+    if (!loop_root(secret, &root)) return;
+    rcoll_sockaddr_t dark;
+    memset(&dark, 0, sizeof(dark));
+    dark.sin.sin_family = AF_INET;
+    dark.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int dfd = -1, fillers[8], nfill = 0, silent = 0;
+    if (rcoll_net_listen(&dark, 0, 0, &dfd) == RCOLL_OK) {
+        for (; nfill < 8 && !silent; nfill++) { /* fill the queue until a connect hangs */
+            if (rcoll_net_connect_start(&dark, &fillers[nfill]) != RCOLL_OK) break;
+            sleep_ms(100);
+            silent = rcoll_net_connect_check(fillers[nfill]) == RCOLL_INPROGRESS;
+        }
+    }
+    CHECK(silent, "a silent listener (%d fillers)", nfill);
+    addrs[0] = dark;
+    addrs[1] = root;
+    rcoll_bs_make_id(addrs, 2, secret, &id);
+    st = join_one(&id, &t);
+    printf("  first address silent: joined through the alternative in %.3f s\n", t);
+    CHECK(st == RCOLL_OK && t > 1.9 && t < 3.5, "silent first address: %s after %.3f s (2 s "
+          "per try): %s", rcoll_status_string(st), t, st ? rcoll_last_init_error() : "");
+    for (int i = 0; i < nfill; i++) close(fillers[i]);
+    if (dfd >= 0) close(dfd);
+    /* every address refuses: the error at the deadline (RCOLL_TIMEOUT + 2 s) names each */
+    addrs[0] = refusing_addr();
+    addrs[1] = refusing_addr();
+    rcoll_bs_make_id(addrs, 2, secret, &id);
+    setenv("RCOLL_TIMEOUT", "1", 1);
+    st = join_one(&id, &t);
+    setenv("RCOLL_TIMEOUT", "10", 1);
+    const char *why = rcoll_last_init_error();
+    char a0[64], a1[64];
+    rcoll_net_addr_str(&addrs[0], a0, sizeof(a0));
+    rcoll_net_addr_str(&addrs[1], a1, sizeof(a1));
+    printf("  every address refused: %s\n", why ? why : "");
+    CHECK(st == RCOLL_ERR_TIMEOUT && why && strstr(why, "any of the 2 addresses") &&
+              strstr(why, a0) && strstr(why, a1) && t < 4.5,
+          "every address refused: %s after %.3f s: %s", rcoll_status_string(st), t,
+          why ? why : "");
+    /* an id of the earlier layout (no alternatives: those bytes zero) still joins */
+    if (!loop_root(secret, &root)) return;
+    rcoll_bs_make_id(&root, 1, secret, &id);
+    st = join_one(&id, &t);
+    CHECK(st == RCOLL_OK, "an id with one address: %s", rcoll_status_string(st));
+}
+
 static void bad_ranks(void)
 {
     rcoll_unique_id_t id;
@@ -303,7 +408,7 @@ static void oversize_from_root(void)
         fcntl(f.lfd, F_SETFL, flags & ~O_NONBLOCK);
         char secret[RCOLL_SECRET_BYTES] = "s";
         rcoll_unique_id_t id;
-        rcoll_bs_make_id(&a, secret, &id);
+        rcoll_bs_make_id(&a, 1, secret, &id);
         pthread_t th;
         pthread_create(&th, NULL, fake_root, &f);
         rcoll_comm_t comm = NULL;
@@ -585,8 +690,11 @@ static void listen_unique_id(void)
         unsigned port = rcoll_net_addr_port(&b.root);
         int found = 0;
         for (int i = 0; ok && i < n; i++) {
-            if (s[i].port != port) continue;
-            found = 1;
+            int alt = 0; /* the id's alternative addresses: listeners of the root too */
+            for (int k = 0; k < b.nalt && k < RCOLL_BS_ROOT_ADDRS - 1; k++)
+                alt |= s[i].port == (unsigned)((b.alt[k][4] << 8) | b.alt[k][5]);
+            if (s[i].port != port && !alt) continue;
+            found |= s[i].port == port;
             CHECK(pass ? !s[i].wildcard : s[i].loopback, "root of rcoll_get_unique_id (%s) "
                   "listens on %s:%u", pass ? "RCOLL_SOCKET_IFNAME unset" :
                   "RCOLL_SOCKET_IFNAME=lo", s[i].addr, s[i].port);
@@ -691,6 +799,8 @@ int main(void)
                listen_unique_id);
     check_case("bootstrap: a wrong secret is refused with a sentence", wrong_secret);
     check_case("bootstrap: out-of-range ranks and mismatched job sizes are refused", bad_ranks);
+    check_case("bootstrap: a root's first address that does not answer gives way to the "
+               "id's alternatives", root_alternatives);
     check_case("bootstrap: oversize lengths to the root are dropped", oversize_to_root);
     check_case("bootstrap: a rank refuses a root's oversize lengths", oversize_from_root);
     check_case("tcp: wrong nonce, bad socket index and oversize frames are refused",

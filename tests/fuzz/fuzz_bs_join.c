@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     char secret[RCOLL_SECRET_BYTES] = {0};
     rcoll_unique_id_t id;
-    rcoll_bs_make_id(&root_addr, secret, &id);
+    rcoll_bs_make_id(&root_addr, 1, secret, &id);
     rcoll_peer_info_t mine;
     memset(&mine, 0, sizeof(mine));
     snprintf(mine.hostname, sizeof(mine.hostname), "fuzz");

@@ -1,7 +1,8 @@
 /*
  * mn_check.c - collective correctness across hosts, for tests/multinode/run_multinode.sh:
  * one process per rank, started by a launcher (tools/netns-cluster) and created with
- * rcoll_comm_init_env. Uses only the public API (include/rcoll.h); every expected value is
+ * rcoll_comm_init_env (or, with --id-file, from a unique id that rank 0 makes and the others
+ * read from a file, as an MPI job would broadcast it). Uses only the public API (include/rcoll.h); every expected value is
  * computed here, element by element over all ranks, never with rcoll itself.
  * Prints one line per failed check and "mn_check: rank R of N: OK (...)" at the end.
  */
@@ -296,21 +297,75 @@ static void mn_loop(mn_ctx_t *c, double seconds)
     free(buf);
 }
 
+/* --id-file PATH: rank 0 (RCOLL_RANK) makes a unique id with rcoll_get_unique_id and writes
+ * it to PATH (through a rename, so that it appears whole); the others wait for it (60 s) and
+ * read it; all then call rcoll_comm_init_rank with RCOLL_RANK and RCOLL_NRANKS. */
+static rcoll_status_t init_from_id_file(const char *path, rcoll_comm_t *comm)
+{
+    const char *re = getenv("RCOLL_RANK"), *se = getenv("RCOLL_NRANKS");
+    if (!re || !se) {
+        fprintf(stderr, "mn_check: --id-file needs RCOLL_RANK and RCOLL_NRANKS\n");
+        return RCOLL_ERR_INVALID_ARG;
+    }
+    int rank = atoi(re), nranks = atoi(se);
+    rcoll_unique_id_t id;
+    if (rank == 0) {
+        rcoll_status_t st = rcoll_get_unique_id(&id);
+        if (st != RCOLL_OK) {
+            fprintf(stderr, "mn_check: rcoll_get_unique_id: %s\n", rcoll_last_init_error());
+            return st;
+        }
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(&id, sizeof(id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path)) {
+            fprintf(stderr, "mn_check: cannot write the id to %s\n", path);
+            return RCOLL_ERR_SYSTEM;
+        }
+    } else {
+        int got = 0;
+        for (int ms = 0; !got && ms < 60000; ms += 20) {
+            FILE *f = fopen(path, "rb");
+            if (f) {
+                got = fread(&id, sizeof(id), 1, f) == 1;
+                fclose(f);
+            }
+            if (!got) {
+                struct timespec ts = {0, 20000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (!got) {
+            fprintf(stderr, "mn_check: no id in %s after 60 s\n", path);
+            return RCOLL_ERR_TIMEOUT;
+        }
+    }
+    return rcoll_comm_init_rank(nranks, &id, rank, comm);
+}
+
 int main(int argc, char **argv)
 {
+    const char *id_file = NULL;
+    if (argc >= 3 && !strcmp(argv[1], "--id-file")) {
+        id_file = argv[2];
+        argv += 2;
+        argc -= 2;
+    }
     int split_mode = argc == 2 && !strcmp(argv[1], "--split-until-error");
     double loop_s = argc == 3 && !strcmp(argv[1], "--loop") ? atof(argv[2]) : 0;
     if (argc > 1 && !split_mode && !(loop_s > 0)) {
-        fprintf(stderr, "usage: mn_check [--split-until-error | --loop SECONDS] (takes its "
-                        "ranks from the environment, as set by tools/netns-cluster or "
-                        "tools/rcoll-run)\n");
+        fprintf(stderr, "usage: mn_check [--id-file PATH] [--split-until-error | --loop "
+                        "SECONDS] (takes its ranks from the environment, as set by "
+                        "tools/netns-cluster or tools/rcoll-run)\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     mn_ctx_t c = {0};
-    rcoll_status_t st = rcoll_comm_init_env(&c.comm);
+    rcoll_status_t st = id_file ? init_from_id_file(id_file, &c.comm)
+                                : rcoll_comm_init_env(&c.comm);
     if (st != RCOLL_OK) {
-        fprintf(stderr, "mn_check: rcoll_comm_init_env failed: %s: %s\n",
+        fprintf(stderr, "mn_check: %s failed: %s: %s\n",
+                id_file ? "rcoll_comm_init_rank" : "rcoll_comm_init_env",
                 rcoll_status_string(st), rcoll_last_init_error());
         return 2;
     }

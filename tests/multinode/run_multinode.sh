@@ -160,6 +160,25 @@ nw=$(grep -c "WARN TCP tcp: a peer's first address did not answer" "$log")
 ((nw >= 1)) || problems+="no rank said it connected through another address; "
 verdict mn_check_3x1_stray_iface "$problems" "3 ranks OK, stray0 first on each, over tcp through eth0 ($nw warnings, at most one a rank)"
 
+# The same hosts, and a unique id instead of RCOLL_ROOT: rank 0 makes it with
+# rcoll_get_unique_id, whose root listens on stray0 and eth0, and the others read it from a
+# file (as an MPI job would broadcast it).  The id's first address is 10.99.0.1, the others'
+# own stray0: refused; they join through the id's alternative (eth0's address), each saying
+# so once.  (Before: "could not connect to 10.99.0.1:PORT before the deadline".)
+id_file="$logdir/stray-id.bin"
+rm -f "$id_file"
+run_cluster mn_check_3x1_stray_id --hosts 3 --ranks-per-host 1 --timeout 120 \
+    --stray 10.99.0.1/24 --env RCOLL_SOCKET_IFNAME= --env RCOLL_TIMEOUT=30 \
+    --env RCOLL_DEBUG=INFO --env RCOLL_DEBUG_SUBSYS=INIT,BOOTSTRAP \
+    -- "$mn_check" --id-file "$id_file"
+problems=$(check_mn_ranks 3 0 2)
+((rc == 0)) || problems="exit status $rc; $problems"
+for r in 1 2; do
+    n=$(rank_lines "$log" "$r" | grep -c "WARN BOOTSTRAP the bootstrap root's first address 10.99.0.1:[0-9]* did not answer; joined through 198\.1[89]\.")
+    ((n == 1)) || problems+="rank $r said $n times that it joined through the alternative; "
+done
+verdict mn_check_3x1_stray_id "$problems" "3 ranks OK from a unique id whose first address is stray0's: ranks 1 and 2 joined through eth0, saying so once"
+
 # Link failover and failback: every host has two links (eth0 and eth1, two switches, two
 # subnets; RCOLL_SOCKET_IFNAME=eth), so each rank listens on both and its connections can move.
 # Host 1's eth0 goes down 4 s into 12 s of 4 MiB all-reduces, each checked element by element,
