@@ -272,6 +272,52 @@ def shrink(timeout: Optional[datetime.timedelta] = None) -> tuple:
     return rank, size
 
 
+def shrink_group(group: Any, timeout: Optional[datetime.timedelta] = None) -> Any:
+    """:func:`shrink` for a group made with ``new_group``: every surviving member of
+    ``group`` calls this after a collective on it failed because members died (the error
+    names them).  The survivors agree on who is alive (rcoll_comm_shrink) and get a new group
+    of just them, numbered in their old order, which this returns (``dist.get_rank(g)``
+    gives the rank in it); ``group`` is destroyed.  The default group is left as it is (shrink
+    it with :func:`shrink` if it lost ranks too).  Needs torch 2.1 or later: only the
+    survivors take part (``new_group(..., use_local_synchronization=True)``), through the
+    default group's store, so the process that hosts it must be alive."""
+    if group is None or group is dist.group.WORLD:
+        raise _fail("shrink_group", "this is the default group: call rcoll.torch.shrink()")
+    import inspect
+    if "use_local_synchronization" not in inspect.signature(dist.new_group).parameters:
+        raise _fail("shrink_group", f"needs torch 2.1 or later (new_group with "
+                    f"use_local_synchronization: only the survivors can take part); this is "
+                    f"torch {torch.__version__}")
+    global _next_comm
+    old = Communicator(ctypes.c_void_p(_backend(group).comm))
+    try:
+        new = old.shrink(abort_pending=True)
+    finally:
+        _disown(old)
+    try:
+        # every survivor's rank in the default group, in the new group's order
+        import array
+        ranks = array.array("q", [0] * new.size)
+        new.allgather(array.array("q", [dist.get_rank()]), ranks)
+        members = list(ranks)
+        if members != sorted(members):  # torch numbers a group's ranks in ascending order
+            raise _fail("shrink_group", f"the survivors' ranks {members} are not in "
+                        f"ascending order (the group was not made by new_group)")
+    except BaseException:
+        new.destroy()
+        raise
+    dist.destroy_process_group(group)
+    _next_comm = new
+    try:
+        kw = {"timeout": timeout} if timeout is not None else {}
+        g = dist.new_group(ranks=members, backend=BACKEND, use_local_synchronization=True, **kw)
+    finally:
+        if _next_comm is not None:  # the creator never ran
+            _next_comm = None
+            new.destroy()
+    return g
+
+
 def revoke() -> None:
     """From any rank and any thread (also while another thread waits in a collective): the
     default group's operations in flight fail on every rank, naming this one, and its later
