@@ -127,6 +127,10 @@ const char *rcoll_vrb_gid_str(const uint8_t gid[16], char *buf, size_t len);
 const char *rcoll_vrb_gid_type_str(int type);
 int rcoll_vrb_speed_mbps(const struct ibv_port_attr *attr);
 
+/* The GID new connections on d use, read again from the port each time: when the port's
+ * table no longer holds it there (a port flap gave the interface new addresses) the choice is
+ * made again, said once at WARN; RCOLL_ERR_UNSUPPORTED when nothing usable is left. */
+rcoll_status_t rcoll_vrb_dev_gid(rcoll_vrb_dev_t *d, union ibv_gid *gid, int *index, int *type);
 /* Port i's valid GID table entries (rcoll-info). */
 int rcoll_vrb_dev_gids(int i, struct ibv_gid_entry *out, int max);
 /* The ports in use (after init). */
@@ -230,6 +234,7 @@ typedef struct {
 struct rcoll_vrb_comm {
     int is_recv;
     rcoll_vrb_dev_t *dev;
+    int gid_index;          /* of dev's port, read at setup (rcoll_vrb_dev_gid) */
     int fd;                 /* TCP socket of the setup, kept to notice a vanished peer */
     int nqps;
     struct ibv_qp *qp[RCOLL_VRB_MAX_QPS];

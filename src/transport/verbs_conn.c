@@ -148,6 +148,9 @@ rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, i
     }
     rcoll_status_t st = make_fifo(c);
     if (st != RCOLL_OK) return st;
+    union ibv_gid gid;
+    int gid_type;
+    if ((st = rcoll_vrb_dev_gid(dev, &gid, &c->gid_index, &gid_type)) != RCOLL_OK) return st;
     uint32_t psn;
     st = rcoll_random_bytes(&psn, sizeof(psn));
     if (st != RCOLL_OK) return st;
@@ -159,12 +162,12 @@ rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, i
     m->nqps = (uint32_t)nqps;
     m->psn = psn & 0xffffff;
     for (int q = 0; q < nqps; q++) m->qpn[q] = c->qp[q]->qp_num;
-    memcpy(m->gid, dev->gid.raw, 16);
-    m->gid_index = (uint32_t)dev->gid_index;
+    memcpy(m->gid, gid.raw, 16);
+    m->gid_index = (uint32_t)c->gid_index;
     m->mtu = dev->attr.active_mtu;
     m->lid = dev->attr.lid;
     m->link_layer = dev->attr.link_layer;
-    m->gid_type = (uint8_t)dev->gid_type;
+    m->gid_type = (uint8_t)gid_type;
     if (!is_recv) {
         m->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
         m->fifo_rkey = c->fifo_mr->rkey;
@@ -192,7 +195,7 @@ static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, struct ibv_qp *qp,
                                                         IBV_LINK_LAYER_ETHERNET) {
         a.ah_attr.is_global = 1;
         memcpy(a.ah_attr.grh.dgid.raw, r->gid, 16);
-        a.ah_attr.grh.sgid_index = (uint8_t)c->dev->gid_index;
+        a.ah_attr.grh.sgid_index = (uint8_t)c->gid_index;
         a.ah_attr.grh.hop_limit = 255;
         a.ah_attr.grh.traffic_class = (uint8_t)cfg->ib_tc;
     }
@@ -227,7 +230,7 @@ rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c)
     }
     RCOLL_INFO(VERBS, "%s connection %s port %d GID[%d] %s QPN 0x%x <-> %s GID[%u] %s QPN "
                "0x%x, %d QP%s, MTU %d", c->is_recv ? "receive" : "send", c->dev->name,
-               c->dev->port, c->dev->gid_index, rcoll_vrb_gid_str(c->local.gid, lg, sizeof(lg)),
+               c->dev->port, c->gid_index, rcoll_vrb_gid_str(c->local.gid, lg, sizeof(lg)),
                c->local.qpn[0], c->remote.dev, c->remote.gid_index,
                rcoll_vrb_gid_str(c->remote.gid, rg, sizeof(rg)), c->remote.qpn[0], c->nqps,
                c->nqps > 1 ? "s" : "", 128 << mtu);

@@ -23,6 +23,8 @@ static rcoll_vrb_dev_t devs[RCOLL_VRB_MAX_PORTS];
 static int ndevs;
 static int inited;
 static rcoll_vrb_config_t cfg_copy;
+static rcoll_vrb_range_t range_copy;
+static pthread_mutex_t gid_lock = PTHREAD_MUTEX_INITIALIZER; /* a port's GID, re-read */
 const rcoll_vrb_config_t *rcoll_vrb_cfg;
 
 int rcoll_vrb_ndevs(void) { return ndevs; }
@@ -272,6 +274,34 @@ static rcoll_status_t choose_gid(rcoll_vrb_dev_t *d, const rcoll_vrb_config_t *c
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_vrb_dev_gid(rcoll_vrb_dev_t *d, union ibv_gid *gid, int *index, int *type)
+{
+    pthread_mutex_lock(&gid_lock);
+    union ibv_gid now;
+    rcoll_status_t st = RCOLL_OK;
+    if (rcoll_ibv->query_gid(d->ctx, (uint8_t)d->port, d->gid_index, &now) != 0 ||
+        memcmp(now.raw, d->gid.raw, 16)) {
+        char was[INET6_ADDRSTRLEN], is[INET6_ADDRSTRLEN];
+        rcoll_vrb_gid_str(d->gid.raw, was, sizeof(was));
+        int old_index = d->gid_index;
+        st = choose_gid(d, &cfg_copy, &range_copy);
+        if (st == RCOLL_OK)
+            RCOLL_WARN(VERBS, "%s port %d: GID[%d] %s is gone (the port's addresses changed); "
+                       "new connections use GID[%d] %s", d->name, d->port, old_index, was,
+                       d->gid_index, rcoll_vrb_gid_str(d->gid.raw, is, sizeof(is)));
+        else
+            rcoll_err_prefix("%s port %d: GID[%d] %s is gone and no other is usable: ",
+                             d->name, d->port, old_index, was);
+    }
+    if (st == RCOLL_OK) {
+        *gid = d->gid;
+        *index = d->gid_index;
+        *type = d->gid_type;
+    }
+    pthread_mutex_unlock(&gid_lock);
+    return st;
+}
+
 static void fill_identity(rcoll_vrb_dev_t *d, struct ibv_device *dev)
 {
     char link[PATH_MAX], real[PATH_MAX];
@@ -373,6 +403,7 @@ static rcoll_status_t vrb_init(const void *knobs)
     st = rcoll_ibv_load(cfg->ibverbs_lib);
     if (st != RCOLL_OK) return st;
     cfg_copy = *cfg;
+    range_copy = range;
     rcoll_vrb_cfg = &cfg_copy;
     st = open_devices(cfg, &range);
     if (st != RCOLL_OK) return st;

@@ -1,12 +1,12 @@
 #!/bin/sh
 # in_vm.sh BUILD - the rdma suite's checks, run inside tools/rxe-vm against real kernel verbs
-# (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, rcoll-info's
-# device listing, all_reduce_perf and the collective matrix with RCOLL_NET=verbs, a link
-# taken down under a running job, and the NCCL net plugin's conformance test over verbs
-# (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem), and the NIC each rank takes next to
-# its GPU (TOPOLOGY_FIXTURE: tests/fixtures/vm_rxe_2gpu.json) and point-to-point between GPUs
-# over GPUDirect RDMA.  POSIX sh (busybox): prints one
-# verdict per check, then a summary, and exits non-zero if any check failed.
+# (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, a port flap
+# that changes a GID, rcoll-info's device listing, all_reduce_perf and the collective matrix
+# with RCOLL_NET=verbs, a link taken down under a running job, and the NCCL net plugin's
+# conformance test over verbs (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem), and
+# the NIC each rank takes next to its GPU (TOPOLOGY_FIXTURE: tests/fixtures/vm_rxe_2gpu.json)
+# and point-to-point between GPUs over GPUDirect RDMA.  POSIX sh (busybox): prints one verdict
+# per check, then a summary, and exits non-zero if any check failed.
 BUILD=${1:?usage: in_vm.sh BUILD [TOPOLOGY_FIXTURE]}
 FIXTURE=${2:-}
 TMP=/tmp/rdma-suite
@@ -36,6 +36,14 @@ grep -A6 'verbs  device 0' "$TMP/info"
 st=$?
 cat "$TMP/conf"
 verdict "verbs conformance suite" $st
+
+# 2b. a port flap that changes the port's GID (veth0 down, a new MAC, up: rxe0's default GIDs
+#     follow the MAC): a connection made afterwards uses the new GID (it used the one read at
+#     init, which nothing answers any more: "retry exceeded"); the MAC is restored after
+"$BUILD/tests/test_transport_verbs" --gid-flap >"$TMP/flap" 2>&1
+st=$?
+cat "$TMP/flap"
+verdict "a port flap changes the GID: later connections use the new one" $st
 
 # 3. all_reduce_perf over verbs, rank 0 on rxe0 and rank 1 on rxe1
 RCOLL_NET=verbs RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT,VERBS timeout 300 \

@@ -3,6 +3,9 @@
  * (Soft-RoCE inside tools/rxe-vm): sizes 0 B..64 MiB, several QPs, grouped receives, 48
  * requests in flight, many connections, the registration cache, and the failures rxe can
  * produce for real: tag/size mismatch, bad rkey, receiver not ready, a killed peer.
+ * With --gid-flap (inside tools/rxe-vm only: it changes veth0): a port flap that changes the
+ * port's GID after init (veth0 down, a new MAC address, up: rxe0's default GIDs follow the
+ * MAC); a connection made afterwards must use the new GID.
  * Exits 77 (skip) where no active verbs port exists.
  */
 #include <sched.h>
@@ -215,6 +218,76 @@ static void test_killed_peer(void)
     close(from_child[0]);
 }
 
+/* Run a shell command (the VM's ip); 0 when it exited 0. */
+static int sh(const char *cmd)
+{
+    int rc = system(cmd);
+    if (rc != 0) printf("  '%s' exited %d\n", cmd, rc);
+    return rc == 0;
+}
+
+/* veth0 down, MAC address mac, up; then wait (5 s) until rxe0's port is active and the GID at
+ * the index init chose differs from was.  1 when it does. */
+static int flap_veth0(const char *mac, const union ibv_gid *was)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "ip link set veth0 down && ip link set veth0 address %s && "
+             "ip link set veth0 up", mac);
+    if (!sh(cmd)) return 0;
+    const rcoll_vrb_dev_t *d = rcoll_vrb_dev(0);
+    for (int ms = 0; ms < 5000; ms += 50) {
+        struct ibv_port_attr a;
+        union ibv_gid g;
+        if (rcoll_ibv->query_port(d->ctx, (uint8_t)d->port, &a) == 0 &&
+            a.state == IBV_PORT_ACTIVE &&
+            rcoll_ibv->query_gid(d->ctx, (uint8_t)d->port, d->gid_index, &g) == 0 &&
+            memcmp(g.raw, was->raw, 16))
+            return 1;
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void test_gid_flap(void)
+{
+    rcoll_vrb_dev_t *d = rcoll_vrb_dev(0);
+    CHECK(ndev >= 2 && !strcmp(d->name, "rxe0"), "rxe0 is device 0 (%s)", d->name);
+    if (check_case_failed()) return;
+    pair_t p;
+    CHECK(pair_open(&p) == RCOLL_OK, "pair_open before the flap: %s", rcoll_err_get());
+    if (p.rc) tp_transfer(&p, 1 << 20, 1 << 20, 0, 0, 11);
+    pair_close(&p);
+    union ibv_gid before = d->gid, after;
+    char mac[32] = "", g0[64], g1[64];
+    FILE *f = fopen("/sys/class/net/veth0/address", "r");
+    if (f) {
+        if (!fgets(mac, sizeof(mac), f)) mac[0] = '\0';
+        fclose(f);
+    }
+    mac[strcspn(mac, "\n")] = '\0';
+    CHECK(mac[0], "veth0's MAC address");
+    int flapped = mac[0] && flap_veth0("02:00:00:00:99:01", &before);
+    CHECK(flapped, "rxe0's GID[%d] changed after the flap", d->gid_index);
+    rcoll_vrb_poll_async(); /* the port's down and up events, as a running job reads them */
+    if (flapped) {
+        rcoll_ibv->query_gid(d->ctx, (uint8_t)d->port, d->gid_index, &after);
+        printf("  rxe0 GID[%d] %s -> %s\n", d->gid_index,
+               rcoll_vrb_gid_str(before.raw, g0, sizeof(g0)),
+               rcoll_vrb_gid_str(after.raw, g1, sizeof(g1)));
+        uint64_t t0 = rcoll_now_ns();
+        rcoll_status_t st = pair_open(&p);
+        CHECK(st == RCOLL_OK, "pair_open after the flap: %s", rcoll_err_get());
+        if (p.rc) tp_transfer(&p, 1 << 20, 1 << 20, 0, 0, 12);
+        printf("  a connection and 1 MiB after the flap: %s in %.2f s\n",
+               check_case_failed() ? "FAILED" : "ok", (double)(rcoll_now_ns() - t0) / 1e9);
+        CHECK(!memcmp(d->gid.raw, after.raw, 16), "rxe0's GID is the new one");
+        pair_close(&p);
+    }
+    if (mac[0]) CHECK(flap_veth0(mac, &after), "veth0's MAC address restored");
+    rcoll_vrb_poll_async();
+}
+
 /* Child side: listen, send the handle up, accept, post a 64 MiB receive, wait to be killed. */
 static int run_child(int fd_in, int fd_out)
 {
@@ -361,6 +434,17 @@ int main(int argc, char **argv)
     cfg = (rcoll_vrb_config_t *)rcoll_vrb_cfg;
     T->devices(&ndev);
     if (argc == 4 && !strcmp(argv[1], "--child")) return run_child(atoi(argv[2]), atoi(argv[3]));
+    if (argc == 2 && !strcmp(argv[1], "--gid-flap")) {
+        pair_connect_dev = 1;
+        cfg->ib_timeout = 12;
+        if (!getenv("RXE_VM"))
+            check_skip("--gid-flap changes veth0: only inside tools/rxe-vm (RXE_VM=1)");
+        else
+            check_case("a port flap changes the GID: later connections use the new one",
+                       test_gid_flap);
+        T->fini();
+        return check_summary();
+    }
     /* two ports (rxe0, rxe1): listen on one, connect from the other, so traffic crosses */
     pair_connect_dev = ndev > 1 ? 1 : 0;
     cfg->ib_timeout = 12; /* ~17 ms per retry: a dead peer is noticed in well under a second */

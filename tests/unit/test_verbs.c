@@ -135,14 +135,26 @@ static int s_query_port(struct ibv_context *c, uint8_t p, struct ibv_port_attr *
     a->gid_tbl_len = 2;
     return 0;
 }
+/* The port's RoCE v2 address (GID index 1); "" once the port has none (a flap). */
+static char v2_addr[64] = "10.9.8.7";
 static ssize_t s_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *e, size_t max,
                                  uint32_t flags)
 {
     (void)c, (void)flags;
     if (max < 2) return -1;
     e[0] = gid("fe80::7", 0, IBV_GID_TYPE_ROCE_V1);
-    e[1] = gid("10.9.8.7", 1, IBV_GID_TYPE_ROCE_V2);
+    if (!v2_addr[0]) return 1;
+    e[1] = gid(v2_addr, 1, IBV_GID_TYPE_ROCE_V2);
     return 2;
+}
+static int s_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *g)
+{
+    struct ibv_gid_entry e[2];
+    ssize_t n = s_query_gid_table(c, e, 2, 0);
+    (void)port;
+    if (index < 0 || index >= n) return EINVAL;
+    *g = e[index].gid;
+    return 0;
 }
 static struct ibv_pd *s_alloc_pd(struct ibv_context *c) { (void)c; return &fake_pd; }
 static int s_dealloc_pd(struct ibv_pd *pd) { (void)pd; return 0; }
@@ -211,7 +223,8 @@ static const rcoll_ibv_api_t scripted = {
     .get_device_name = s_get_device_name, .get_device_guid = s_get_device_guid,
     .open_device = s_open_device, .close_device = s_close_device,
     .query_device = s_query_device, .query_port = s_query_port,
-    .query_gid_table = s_query_gid_table, .alloc_pd = s_alloc_pd, .dealloc_pd = s_dealloc_pd,
+    .query_gid_table = s_query_gid_table, .query_gid = s_query_gid,
+    .alloc_pd = s_alloc_pd, .dealloc_pd = s_dealloc_pd,
     .reg_mr = s_reg_mr, .dereg_mr = s_dereg_mr, .create_cq = s_create_cq,
     .get_async_event = s_get_async_event, .event_type_str = s_event_str,
 };
@@ -268,6 +281,54 @@ static void test_scripted(rcoll_vrb_config_t *cfg)
     CHECK(st == RCOLL_ERR_SYSTEM && strstr(rcoll_err_get(), "CQ") &&
               strstr(rcoll_err_get(), "fake0"), "CQ creation failure: %d", st);
     T->close_listen(lc);
+    T->fini();
+    rcoll_ibv_set_api(NULL);
+}
+
+/* A port whose addresses changed after init (a flap): each new connection reads the GID
+ * again and chooses anew when the chosen one is gone; none left is a clear error. */
+static void test_gid_changed(rcoll_vrb_config_t *cfg)
+{
+    const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+    rcoll_ibv_set_api(&scripted);
+    cfg->ib_hca[0] = '\0';
+    snprintf(v2_addr, sizeof(v2_addr), "10.9.8.7");
+    if (T->init(cfg) != RCOLL_OK) {
+        CHECK(0, "init: %s", rcoll_err_get());
+        return;
+    }
+    rcoll_vrb_dev_t *d = rcoll_vrb_dev(0);
+    union ibv_gid g;
+    int index = -1, type = -1;
+    char text[64];
+    rcoll_status_t st = rcoll_vrb_dev_gid(d, &g, &index, &type);
+    CHECK(st == RCOLL_OK && index == 1 &&
+              !strcmp(rcoll_vrb_gid_str(g.raw, text, sizeof(text)), "10.9.8.7"),
+          "unchanged: GID[%d] %s", index, text);
+    snprintf(v2_addr, sizeof(v2_addr), "10.9.8.99"); /* the interface got a new address */
+    st = rcoll_vrb_dev_gid(d, &g, &index, &type);
+    CHECK(st == RCOLL_OK && index == 1 && type == IBV_GID_TYPE_ROCE_V2 &&
+              !strcmp(rcoll_vrb_gid_str(g.raw, text, sizeof(text)), "10.9.8.99"),
+          "a new address at the same index is taken: GID[%d] %s", index, text);
+    v2_addr[0] = '\0'; /* no RoCE v2 address at all: the v1 one is what is left */
+    st = rcoll_vrb_dev_gid(d, &g, &index, &type);
+    CHECK(st == RCOLL_OK && index == 0 && type == IBV_GID_TYPE_ROCE_V1,
+          "the address gone: GID[%d] (type %d) chosen instead", index, type);
+    /* forced to an index that no longer holds a GID: a sentence, not a stale GID */
+    cfg->ib_gid_index = 1;
+    T->fini();
+    snprintf(v2_addr, sizeof(v2_addr), "10.9.8.7");
+    if (T->init(cfg) == RCOLL_OK) {
+        v2_addr[0] = '\0';
+        st = rcoll_vrb_dev_gid(rcoll_vrb_dev(0), &g, &index, &type);
+        CHECK(st == RCOLL_ERR_INVALID_ARG && strstr(rcoll_err_get(), "GID[1] 10.9.8.7 is gone") &&
+                  strstr(rcoll_err_get(), "RCOLL_IB_GID_INDEX=1"),
+              "forced index emptied: %d %s", st, rcoll_err_get());
+    } else {
+        CHECK(0, "init with RCOLL_IB_GID_INDEX=1: %s", rcoll_err_get());
+    }
+    cfg->ib_gid_index = -1;
+    snprintf(v2_addr, sizeof(v2_addr), "10.9.8.7");
     T->fini();
     rcoll_ibv_set_api(NULL);
 }
@@ -655,6 +716,7 @@ int main(void)
     test_hca_filter();
     test_gid_pick();
     test_scripted(&cfg);
+    test_gid_changed(&cfg);
     test_gdr_methods();
     test_gdr_scripted(&cfg);
     test_gdr_cache(&cfg);
