@@ -8,7 +8,8 @@
  * The core's files call down only (tests/unit/layers.sh checks it): api.c, api_v.c ->
  * api_stream.c -> api_stage.c -> queue.c -> api_group.c -> api_init.c -> call.c; api_ipc.c
  * -> call.c; the routes -> split/shrink -> comm.c -> probe.c -> run.c -> progress.c ->
- * conn.c -> comm_base.c, bootstrap.c, sig.c, pair.c, handles.c, plan.c, config.c.
+ * conn.c -> comm_base.c, bootstrap.c (-> bootstrap_msg.c), sig.c, pair.c, handles.c,
+ * plan.c, config.c; bootstrap_root.c -> bootstrap_msg.c.
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -7,7 +7,7 @@
  * (their control connections closed): each survivor sends its rank in the old communicator
  * and a record with fresh listen handles; once every rank whose control connection is still
  * open has asked (or RCOLL_TIMEOUT after the first asked: the rest are left out), the root
- * sends every survivor the same list (bootstrap.c, root_shrink_check).  From that list each
+ * sends every survivor the same list (bootstrap_root.c, root_shrink_check).  From that list each
  * builds the new communicator as a split builds a child: it shares the control connection,
  * opens its own data connections, joins the family.  Nothing travels over the old
  * communicator; what was in flight on it is abandoned.

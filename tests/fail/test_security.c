@@ -8,7 +8,7 @@
  * RCOLL_ROOT address is not local), and none is on the wildcard address without it; shared-
  * memory segments are memfds, or /dev/shm files created 0600 and unlinked at once.
  *
- * The bootstrap's wire layout is mirrored here (it is private to core/bootstrap.c): a change
+ * The bootstrap's wire layout is mirrored here (private to core/bootstrap_*.c): a change
  * of it must change this test too, which is the point of pinning it.
  */
 #include <arpa/inet.h>
@@ -42,7 +42,7 @@
 const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
 
 /* ------------------------------------------------------------------------------------------
- * The bootstrap wire format (core/bootstrap.c)
+ * The bootstrap wire format (core/bootstrap_wire.h, core/bootstrap_int.h)
  * ---------------------------------------------------------------------------------------- */
 
 #define BS_MAGIC 0x52434f42u

@@ -1,0 +1,201 @@
+/*
+ * bootstrap_msg.c - what the bootstrap's two sides share: the root (bootstrap_root.c) and the
+ * ranks (bootstrap.c) send, read and decode control messages here (bootstrap_wire.h), a rank
+ * learns its host's identity here, and the unique id (where the root listens, the job secret)
+ * is written and read here.  It calls neither side.
+ */
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/bootstrap.h"
+#include "core/bootstrap_int.h"
+#include "core/bootstrap_wire.h"
+#include "util/status.h"
+
+_Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
+
+/* ------------------------------------------------------------------------------------------
+ * Message helpers
+ * ---------------------------------------------------------------------------------------- */
+
+rcoll_status_t rcoll_bs_send_msg(int fd, int type, const void *payload, uint32_t len,
+                                 uint64_t deadline_ns)
+{
+    bs_hdr_t h = {.magic = BS_MAGIC, .version = BS_VERSION, .type = (uint16_t)type,
+                  .len = len};
+    rcoll_status_t st = rcoll_net_send_all(fd, &h, sizeof(h), deadline_ns);
+    if (st == RCOLL_OK && len) st = rcoll_net_send_all(fd, payload, len, deadline_ns);
+    return st;
+}
+
+int rcoll_bs_hdr_valid(const bs_hdr_t *h, uint32_t max_len)
+{
+    return h->magic == BS_MAGIC && h->version == BS_VERSION && h->len <= max_len;
+}
+
+int rcoll_bs_hello_scan(const void *buf, size_t got)
+{
+    bs_hdr_t h;
+    if (got < sizeof(h)) return 0;
+    memcpy(&h, buf, sizeof(h));
+    if (!rcoll_bs_hdr_valid(&h, sizeof(bs_hello_t)) || h.type != BS_HELLO ||
+        h.len != sizeof(bs_hello_t))
+        return -1;
+    return got >= sizeof(h) + sizeof(bs_hello_t);
+}
+
+void rcoll_bs_ctl_decode(const void *msg, int to_root, rcoll_bs_event_t *ev)
+{
+    bs_hdr_t h;
+    memcpy(&h, msg, sizeof(h));
+    const char *payload = (const char *)msg + sizeof(h);
+    memset(ev, 0, sizeof(*ev));
+    int sig_sized = h.len == sizeof(rcoll_bs_sig_t);
+    if (h.type == BS_REVOKE) {
+        if (h.len != sizeof(bs_revoke_t)) return;
+        ev->kind = RCOLL_BS_EV_REVOKE;
+        memcpy(&ev->revoke, payload, sizeof(ev->revoke));
+        ev->revoke.text[sizeof(ev->revoke.text) - 1] = '\0';
+    } else if (h.type == BS_SIG) {
+        if (!sig_sized) return;
+        ev->kind = RCOLL_BS_EV_SIG;
+        memcpy(&ev->sig, payload, sizeof(ev->sig));
+    } else if (to_root) {
+        if ((h.type == BS_STALL || h.type == BS_WDOG) && sig_sized) {
+            ev->kind = h.type == BS_STALL ? RCOLL_BS_EV_STALL : RCOLL_BS_EV_WDOG;
+            memcpy(&ev->sig, payload, sizeof(ev->sig));
+        } else if (h.type == BS_BYE) {
+            ev->kind = RCOLL_BS_EV_BYE;
+        } else if (h.type == BS_ABORT && h.len == sizeof(bs_note_t)) {
+            ev->kind = RCOLL_BS_EV_NOTE;
+            memcpy(&ev->note, payload, sizeof(ev->note));
+            ev->note.text[sizeof(ev->note.text) - 1] = '\0';
+        } else if (h.type == BS_SHRINK && h.len == sizeof(rcoll_bs_shrink_req_t)) {
+            ev->kind = RCOLL_BS_EV_SHRINK;
+            memcpy(&ev->shrink, payload, sizeof(ev->shrink));
+            ev->shrink.info.hostname[sizeof(ev->shrink.info.hostname) - 1] = '\0';
+        }
+    } else if (h.type == BS_SHRUNK) {
+        if (h.len != sizeof(bs_shrunk_t)) return;
+        ev->kind = RCOLL_BS_EV_SHRUNK;
+        memcpy(&ev->shrunk, payload, sizeof(ev->shrunk));
+        ev->shrunk.member.req.info.hostname[sizeof(ev->shrunk.member.req.info.hostname) - 1] =
+            '\0';
+    } else if (h.type == BS_WDOG_REPLY) {
+        if (h.len != sizeof(rcoll_bs_wdog_t)) return;
+        ev->kind = RCOLL_BS_EV_WDOG_REPLY;
+        memcpy(&ev->wdog, payload, sizeof(ev->wdog));
+    } else if (h.type == BS_LATE) {
+        ev->kind = RCOLL_BS_EV_LATE;
+        memcpy(&ev->note, payload, sizeof(ev->note));
+        ev->note.text[sizeof(ev->note.text) - 1] = '\0';
+    } else {
+        /* FAIL, EXCLUDED (and anything else): a failure note, whatever its length says */
+        ev->kind = h.type == BS_EXCLUDED ? RCOLL_BS_EV_EXCLUDED : RCOLL_BS_EV_NOTE;
+        memcpy(&ev->note, payload, sizeof(ev->note));
+        ev->note.text[sizeof(ev->note.text) - 1] = '\0';
+    }
+}
+
+rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete)
+{
+    *complete = 0;
+    rcoll_status_t st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t), &rx->got);
+    if (st != RCOLL_OK || rx->got < sizeof(bs_hdr_t)) return st;
+    const bs_hdr_t *h = &rx->buf.m.hdr;
+    if (!rcoll_bs_hdr_valid(h, sizeof(bs_payload_t))) return RCOLL_ERR_PROTOCOL;
+    st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t) + h->len, &rx->got);
+    *complete = st == RCOLL_OK && rx->got == sizeof(bs_hdr_t) + h->len;
+    return st;
+}
+
+void rcoll_bs_note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text)
+{
+    memset(n, 0, sizeof(*n));
+    n->culprit = culprit;
+    n->status = st;
+    snprintf(n->text, sizeof(n->text), "%s", text);
+}
+
+int rcoll_bs_secret_equal(const char *a, const char *b)
+{
+    unsigned char diff = 0;
+    for (int i = 0; i < RCOLL_SECRET_BYTES; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+void rcoll_bs_host_identity(char *hostname, size_t len, uint64_t *hash, uint64_t *machine)
+{
+    char host[256] = "unknown";
+    gethostname(host, sizeof(host) - 1);
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
+        fclose(f);
+    }
+    /* The network namespace too: host-local transports (abstract sockets) do not cross it,
+     * so ranks in different namespaces of one machine count as different hosts. */
+    char netns[64] = "";
+    ssize_t nl = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+    netns[nl > 0 ? nl : 0] = '\0';
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (const char *p = boot; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    *machine = h;
+    for (const char *p = netns; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    *hash = h;
+    char *dot = strchr(host, '.');
+    if (dot) *dot = '\0';
+    snprintf(hostname, len, "%s", host);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The unique id
+ * ---------------------------------------------------------------------------------------- */
+
+void rcoll_bs_make_id(const rcoll_sockaddr_t *addrs, int naddrs,
+                      const char secret[RCOLL_SECRET_BYTES], rcoll_unique_id_t *id)
+{
+    bs_id_t b;
+    memset(&b, 0, sizeof(b));
+    b.magic = BS_MAGIC;
+    b.version = BS_VERSION;
+    b.root = addrs[0];
+    memcpy(b.secret, secret, RCOLL_SECRET_BYTES);
+    for (int i = 1; i < naddrs && b.nalt < RCOLL_BS_ROOT_ADDRS - 1; i++) {
+        if (addrs[i].sa.sa_family != AF_INET) continue; /* no room for IPv6 alternatives */
+        memcpy(b.alt[b.nalt], &addrs[i].sin.sin_addr.s_addr, 4);
+        memcpy(b.alt[b.nalt] + 4, &addrs[i].sin.sin_port, 2);
+        b.nalt++;
+    }
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, &b, sizeof(b));
+}
+
+rcoll_status_t rcoll_bs_check_id(const rcoll_unique_id_t *id)
+{
+    bs_id_t b;
+    memcpy(&b, id->internal, sizeof(b));
+    if (b.magic != BS_MAGIC || b.version != BS_VERSION)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG,
+                             "the unique id is not a valid rcoll id of version %d (was it made "
+                             "by rcoll_get_unique_id and copied whole?)", BS_VERSION);
+    return RCOLL_OK;
+}
+
+int rcoll_bs_id_addrs(const bs_id_t *b, rcoll_sockaddr_t *out)
+{
+    int n = 0;
+    out[n++] = b->root;
+    for (int i = 0; i < b->nalt && i < RCOLL_BS_ROOT_ADDRS - 1; i++) {
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].sin.sin_family = AF_INET;
+        memcpy(&out[n].sin.sin_addr.s_addr, b->alt[i], 4);
+        memcpy(&out[n].sin.sin_port, b->alt[i] + 4, 2);
+        n++;
+    }
+    return n;
+}
