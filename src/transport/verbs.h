@@ -21,6 +21,8 @@
 #define RCOLL_VRB_HANDLE_MAGIC 0x72634948u /* "rcIH" */
 #define RCOLL_VRB_META_MAGIC 0x7263494du   /* "rcIM" */
 #define RCOLL_VRB_READY_MAGIC 0x72634952u  /* "rcIR" */
+#define RCOLL_VRB_MOVE_MAGIC 0x7263494fu   /* "rcIO" */
+#define RCOLL_VRB_CAP_FAILOVER 1u          /* meta caps: this end moves a connection */
 
 #define RCOLL_VRB_MAX_PORTS 32
 #define RCOLL_VRB_MAX_QPS 16
@@ -74,7 +76,7 @@ typedef struct {
     uint16_t lid;
     uint8_t link_layer;  /* IBV_LINK_LAYER_* */
     uint8_t gid_type;
-    uint32_t caps;       /* reserved capability bits, 0 */
+    uint32_t caps;       /* RCOLL_VRB_CAP_*: both ends' bits on = in use (older peers: 0) */
     uint64_t fifo_addr;  /* connector: its FIFO, written by the receiver; acceptor: 0 */
     uint32_t fifo_rkey;
     uint32_t reserved;
@@ -99,6 +101,27 @@ typedef struct {
     rcoll_vrb_fifo_entry_t e[RCOLL_TRANSPORT_MAX_RECVS];
     uint64_t seq_tail;
 } rcoll_vrb_fifo_slot_t;
+
+/* Failover: the records on a connection's TCP socket that move it to another port pair
+ * (verbs_move.c has the protocol). */
+enum {
+    RCOLL_VRB_MOVE_REQ = 1, /* sender: my new QPs (meta), move yours; old/new port, back */
+    RCOLL_VRB_MOVE_ACK = 2, /* receiver: my new QPs (meta), messages complete (done) */
+    RCOLL_VRB_MOVE_NAK = 3, /* receiver: cannot move (text) */
+    RCOLL_VRB_MOVE_GO = 4,  /* sender: connected; advertise again */
+    RCOLL_VRB_MOVE_LOST = 5 /* receiver: my path died (round: moves done), please move */
+};
+typedef struct {
+    uint32_t magic; /* RCOLL_VRB_MOVE_MAGIC */
+    uint32_t type;
+    uint32_t round; /* moves completed before this one */
+    int32_t old_dev, new_dev; /* REQ: the sender's port indexes (the receiver follows the
+                               * same step through its own list: parallel rails) */
+    uint32_t back;  /* REQ: going back to the ports the connection was made on */
+    uint64_t done;  /* ACK: messages the receiver has whole (the sender resends from it) */
+    rcoll_vrb_meta_t meta;
+    char text[128]; /* NAK, LOST: why */
+} rcoll_vrb_move_t;
 
 _Static_assert(sizeof(rcoll_vrb_handle_t) <= RCOLL_TRANSPORT_HANDLE_BYTES,
                "verbs handle must fit RCOLL_TRANSPORT_HANDLE_BYTES");
@@ -168,6 +191,7 @@ int rcoll_vrb_gdr_methods(const rcoll_vrb_gdr_probe_t *p, int mode, const char *
 typedef struct rcoll_vrb_mr rcoll_vrb_mr_t; /* one registration, page-rounded, ref-counted */
 struct rcoll_vrb_mr {
     rcoll_vrb_mr_t *next;
+    struct rcoll_vrb_mr_cache *cache; /* the device cache it belongs to */
     uintptr_t start, end; /* registered pages [start, end) */
     struct ibv_mr *mr;
     int refs;
@@ -223,6 +247,14 @@ struct rcoll_vrb_req {
     size_t got[RCOLL_TRANSPORT_MAX_RECVS];   /* received bytes so far */
     int parts[RCOLL_TRANSPORT_MAX_RECVS];    /* immediates seen per message */
     rcoll_vrb_mr_t *mr[RCOLL_TRANSPORT_MAX_RECVS]; /* cache references held (NULL: none) */
+    /* send, failover: what a resend after a move needs */
+    const char *data;
+    int tag;
+    int may_inline;
+    int replaying;    /* written again after a move: not yet posted */
+    uint64_t msg;     /* its message number on the connection */
+    void *rbuf[RCOLL_TRANSPORT_MAX_RECVS]; /* recv: the buffers, advertised again after one */
+    int rtag[RCOLL_TRANSPORT_MAX_RECVS];
 };
 
 /* Receiver's bookkeeping of one advertised message (ring indexed by message number). */
@@ -265,6 +297,24 @@ struct rcoll_vrb_comm {
     struct ibv_mr *flush_mr;
     char *flush_buf;
     rcoll_vrb_comm_t *next_live; /* list of live comms (async events find theirs here) */
+    /* failover (verbs_move.c): both ends set RCOLL_VRB_CAP_FAILOVER */
+    int fo;
+    int home, devi;          /* port index it was made on, and the one it is on */
+    uint64_t msgs_sent;      /* send: messages posted (the next one's number) */
+    uint64_t replay_next;    /* send: next message to post again after a move (< msgs_sent) */
+    int replay;              /* send: messages wait to be posted again */
+    volatile int lost;       /* its path died (event, error completion): move */
+    char lost_text[192];
+    int mv_state;            /* 0 connected; send 1 waiting for ACK; recv 1 waiting for GO */
+    int mv_back;
+    uint32_t rounds;         /* moves done */
+    uint64_t mv_deadline_ns, fb_next_ns, fb_up_ns;
+    uint64_t lost_round;     /* recv: rounds + 1 once LOST was sent for this round */
+    uint64_t mv_done;        /* recv: messages whole when the move began */
+    int mv_from;             /* port index the move left */
+    unsigned mv_polls;
+    size_t mv_got;           /* bytes of mv_in read */
+    rcoll_vrb_move_t mv_in;
 };
 
 /* Build the QPs, CQ and FIFO of a comm on dev (state INIT), fill c->local. */
@@ -287,6 +337,25 @@ void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c);
 /* Record the comm's first error (later ones keep it); returns its status. */
 rcoll_status_t rcoll_vrb_comm_fail(rcoll_vrb_comm_t *c, rcoll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* What a comm needs on one port: CQ, QPs in INIT (receive WRs posted on a receiver's), the
+ * FIFO, and c->local (for nonce); sets c->dev.  rcoll_vrb_comm_setup is this and more. */
+rcoll_status_t rcoll_vrb_comm_build(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, uint64_t nonce);
+/* Destroy what rcoll_vrb_comm_build made (and the flush QP): the comm keeps its requests. */
+void rcoll_vrb_comm_unbuild(rcoll_vrb_comm_t *c);
+/* Failover (verbs_move.c).  Whether new connections offer it (RCOLL_IB_FAILOVER). */
+int rcoll_vrb_failover_offered(void);
+/* Advance a failover comm's move (started by c->lost, a record on its socket, or its home
+ * port active again); RCOLL_OK while it moves or when there is none, an error when it cannot
+ * move (the comm failed).  Cheap when nothing happens. */
+rcoll_status_t rcoll_vrb_move_progress(rcoll_vrb_comm_t *c);
+/* The data path's part of a move (verbs_data.c): receiver, after the sender's go: advertise
+ * again every buffer from message `done` on; sender, before the go: requests of messages
+ * below done complete, the others wait to be posted again. */
+rcoll_status_t rcoll_vrb_readvertise(rcoll_vrb_comm_t *c, uint64_t from);
+uint64_t rcoll_vrb_recv_done(rcoll_vrb_comm_t *c); /* receiver: messages whole; resets the rest */
+/* A completion polled from the CQ of QPs being left: successes counted, errors ignored. */
+void rcoll_vrb_count_completion(rcoll_vrb_comm_t *c, const struct ibv_wc *wc);
+void rcoll_vrb_send_rewind(rcoll_vrb_comm_t *c, uint64_t done);
 void rcoll_vrb_live_add(rcoll_vrb_comm_t *c);
 void rcoll_vrb_live_remove(rcoll_vrb_comm_t *c);
 /* Fail every live comm on dev (port/device events) or owning qp (QP events). */

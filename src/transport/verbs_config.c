@@ -10,6 +10,7 @@
 
 static const char *const family_names[] = {"ipv4", "ipv6", NULL}; /* rcoll_vrb_family_t */
 static const char *const gdr_names[] = {"auto", "off", "dmabuf", "peermem", NULL};
+static const char *const failover_names[] = {"auto", "on", "off", NULL}; /* rcoll_vrb_failover_t */
 
 static const rcoll_knob_t vrb_knobs[] = {
     RCOLL_KNOB_SUBTABLE(rcoll_vrb_config_t, netif, rcoll_net_config_table),
@@ -44,6 +45,14 @@ static const rcoll_knob_t vrb_knobs[] = {
     KNOB_INT("RCOLL_IB_MR_CACHE", "64", ib_mr_cache, 0, 1 << 20,
              "GPUDirect RDMA registrations of CUDA allocations kept per device after their "
              "last use, checked against the driver's buffer id (0 = deregister after each)"),
+    RCOLL_KNOB_ENUM_OF(rcoll_vrb_config_t, "RCOLL_IB_FAILOVER", "auto", ib_failover,
+                       failover_names,
+                       "move a connection whose path died (port down, error completion) to "
+                       "another port pair, and back when its port returns: auto (where this "
+                       "process has several active ports), on, off"),
+    RCOLL_KNOB_NUM(rcoll_vrb_config_t, "RCOLL_IB_FAILOVER_TIMEOUT", "10", SECONDS,
+                   ib_failover_timeout, 0, 3600,
+                   "failover: a move of a connection to another port must be done by then"),
 };
 const rcoll_config_table_t rcoll_vrb_config_table =
     RCOLL_CONFIG_TABLE("verbs", vrb_knobs, rcoll_vrb_config_t);

@@ -19,6 +19,9 @@ typedef enum {
     RCOLL_IB_GDR_PEERMEM  /* ibv_reg_mr on the device pointer only, whether or not a peer-memory
                            * module was seen */
 } rcoll_vrb_gdr_mode_t;
+/* RCOLL_IB_FAILOVER: moving a connection whose path died to another port (verbs_move.c). */
+typedef enum { RCOLL_IB_FAILOVER_AUTO, RCOLL_IB_FAILOVER_ON, RCOLL_IB_FAILOVER_OFF }
+    rcoll_vrb_failover_t;
 
 typedef struct {
     rcoll_net_config_t netif;               /* RCOLL_SOCKET_IFNAME: connection setup */
@@ -31,6 +34,8 @@ typedef struct {
     int ib_qps_per_conn;
     int ib_gdr;                             /* rcoll_vrb_gdr_mode_t */
     int ib_mr_cache;                        /* CUDA registrations kept per device */
+    int ib_failover;                        /* rcoll_vrb_failover_t */
+    double ib_failover_timeout;             /* s: a move must be done by then */
 } rcoll_vrb_config_t;
 
 extern const rcoll_config_table_t rcoll_vrb_config_table;

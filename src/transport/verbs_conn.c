@@ -73,7 +73,12 @@ void rcoll_vrb_fail_matching(const rcoll_vrb_dev_t *dev, const struct ibv_qp *qp
         int hit = dev && c->dev == dev;
         for (int q = 0; q < c->nqps && qp && !hit; q++) hit = c->qp[q] == qp;
         if (qp && c->flush_qp == qp) hit = 1;
-        if (hit) rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "%s", what);
+        if (hit && c->fo && !c->lost) { /* it moves to another port at its next progress */
+            snprintf(c->lost_text, sizeof(c->lost_text), "%s", what);
+            __atomic_store_n(&c->lost, 1, __ATOMIC_RELEASE);
+        } else if (hit && !c->fo) {
+            rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "%s", what);
+        }
     }
     pthread_mutex_unlock(&live_lock);
 }
@@ -114,10 +119,22 @@ static rcoll_status_t make_fifo(rcoll_vrb_comm_t *c)
 rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, int is_recv,
                                    int nqps, uint64_t nonce)
 {
-    c->dev = dev;
     c->is_recv = is_recv;
     c->nqps = nqps;
     c->fd = -1;
+    rcoll_status_t st = rcoll_vrb_comm_build(c, dev, nonce);
+    c->home = c->devi;
+    return st;
+}
+
+rcoll_status_t rcoll_vrb_comm_build(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, uint64_t nonce)
+{
+    int nqps = c->nqps, is_recv = c->is_recv;
+    c->dev = dev;
+    for (int i = 0; i < rcoll_vrb_ndevs(); i++)
+        if (rcoll_vrb_dev(i) == dev) c->devi = i;
+    memset(c->sq_used, 0, sizeof(c->sq_used));
+    c->unsignaled = 0;
     c->sq_depth = 2 * RCOLL_VRB_MAX_REQS + 16;
     if (dev->max_qp_wr > 0 && c->sq_depth > dev->max_qp_wr) c->sq_depth = dev->max_qp_wr;
     int rq_depth = is_recv ? (rcoll_vrb_test_rq_depth > 0 ? rcoll_vrb_test_rq_depth
@@ -172,8 +189,31 @@ rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, i
         m->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
         m->fifo_rkey = c->fifo_mr->rkey;
     }
+    if (rcoll_vrb_failover_offered()) m->caps |= RCOLL_VRB_CAP_FAILOVER;
     snprintf(m->dev, sizeof(m->dev), "%s", dev->name);
     return RCOLL_OK;
+}
+
+void rcoll_vrb_comm_unbuild(rcoll_vrb_comm_t *c)
+{
+    if (c->flush_qp) rcoll_ibv->destroy_qp(c->flush_qp);
+    if (c->flush_cq) rcoll_ibv->destroy_cq(c->flush_cq);
+    if (c->flush_mr) rcoll_ibv->dereg_mr(c->flush_mr);
+    free(c->flush_buf);
+    c->flush_qp = NULL;
+    c->flush_cq = NULL;
+    c->flush_mr = NULL;
+    c->flush_buf = NULL;
+    for (int q = 0; q < c->nqps; q++) {
+        if (c->qp[q]) rcoll_ibv->destroy_qp(c->qp[q]);
+        c->qp[q] = NULL;
+    }
+    if (c->cq) rcoll_ibv->destroy_cq(c->cq);
+    c->cq = NULL;
+    if (c->fifo_mr) rcoll_ibv->dereg_mr(c->fifo_mr);
+    c->fifo_mr = NULL;
+    free(c->fifo);
+    c->fifo = NULL;
 }
 
 /* qp to RTR and RTS towards QP dest_qpn of the side r describes. */
@@ -222,6 +262,7 @@ static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, struct ibv_qp *qp,
 rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c)
 {
     char lg[64], rg[64];
+    c->fo = (c->local.caps & c->remote.caps & RCOLL_VRB_CAP_FAILOVER) != 0;
     enum ibv_mtu mtu = (enum ibv_mtu)(c->local.mtu < c->remote.mtu ? c->local.mtu
                                                                    : c->remote.mtu);
     for (int q = 0; q < c->nqps; q++) {
@@ -275,15 +316,7 @@ rcoll_status_t rcoll_vrb_flush_setup(rcoll_vrb_comm_t *c)
 void rcoll_vrb_comm_destroy(rcoll_vrb_comm_t *c)
 {
     if (!c) return;
-    if (c->flush_qp) rcoll_ibv->destroy_qp(c->flush_qp);
-    if (c->flush_cq) rcoll_ibv->destroy_cq(c->flush_cq);
-    if (c->flush_mr) rcoll_ibv->dereg_mr(c->flush_mr);
-    free(c->flush_buf);
-    for (int q = 0; q < c->nqps; q++)
-        if (c->qp[q]) rcoll_ibv->destroy_qp(c->qp[q]);
-    if (c->cq) rcoll_ibv->destroy_cq(c->cq);
-    if (c->fifo_mr) rcoll_ibv->dereg_mr(c->fifo_mr);
-    free(c->fifo);
+    rcoll_vrb_comm_unbuild(c);
     for (int i = 0; i < RCOLL_VRB_MAX_REQS; i++) {
         rcoll_vrb_req_t *r = &c->reqs[i];
         for (int k = 0; r->used && k < r->n; k++) rcoll_vrb_mr_put(c->dev->mrs, r->mr[k]);

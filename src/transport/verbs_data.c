@@ -65,6 +65,8 @@ static rcoll_status_t buf_mr(rcoll_vrb_comm_t *c, const void *data, size_t size,
             return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs: the %zu bytes at %p lie outside "
                                  "the registration passed with them (%#lx..%#lx)", size, data,
                                  (unsigned long)m->start, (unsigned long)m->end);
+        if (m->cache != c->dev->mrs) /* registered on the port the comm moved away from */
+            return rcoll_vrb_mr_get(c->dev->mrs, data, size, m->mem_type, out);
         rcoll_vrb_mr_ref(c->dev->mrs, m);
         *out = m;
         return RCOLL_OK;
@@ -131,9 +133,26 @@ static const char *wr_what(int kind)
                              : "receive of an immediate";
 }
 
+/* Completion errors that say the path died (a connection moves on them); the others (access,
+ * length, receiver not ready) are the message's or the peer's and fail the connection. */
+static int path_error(enum ibv_wc_status s)
+{
+    return s == IBV_WC_RETRY_EXC_ERR || s == IBV_WC_WR_FLUSH_ERR || s == IBV_WC_LOC_QP_OP_ERR ||
+           s == IBV_WC_FATAL_ERR || s == IBV_WC_RESP_TIMEOUT_ERR || s == IBV_WC_GENERAL_ERR;
+}
+
 static rcoll_status_t wc_error(rcoll_vrb_comm_t *c, const struct ibv_wc *wc)
 {
     char lg[64], rg[64];
+    if (c->fo && path_error(wc->status)) { /* the path, not the message: move (verbs_move.c) */
+        if (!c->lost) {
+            snprintf(c->lost_text, sizeof(c->lost_text), "%s failed on %s port %d: %s",
+                     wr_what(WR_KIND(wc->wr_id)), c->dev->name, c->dev->port,
+                     rcoll_ibv->wc_status_str(wc->status));
+            __atomic_store_n(&c->lost, 1, __ATOMIC_RELEASE);
+        }
+        return RCOLL_OK;
+    }
     return rcoll_vrb_comm_fail(
         c, RCOLL_ERR_REMOTE, "verbs: %s failed on %s port %d QPN 0x%x (GID %s) with peer "
         "%s QPN 0x%x (GID %s): %s (status %d, vendor error 0x%x)", wr_what(WR_KIND(wc->wr_id)),
@@ -142,8 +161,9 @@ static rcoll_status_t wc_error(rcoll_vrb_comm_t *c, const struct ibv_wc *wc)
         rcoll_ibv->wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
 }
 
-/* An immediate arrived on QP q: credit it to the message it belongs to. */
-static rcoll_status_t on_immediate(rcoll_vrb_comm_t *c, int q, uint32_t imm)
+/* An immediate arrived on QP q: credit it to the message it belongs to (and post another
+ * receive WR in place of the one it took, unless the QP is being left). */
+static rcoll_status_t on_immediate(rcoll_vrb_comm_t *c, int q, uint32_t imm, int repost)
 {
     if (imm == RCOLL_VRB_IMM_ERROR)
         return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: the sender (%s) gave up on a "
@@ -160,7 +180,7 @@ static rcoll_status_t on_immediate(rcoll_vrb_comm_t *c, int q, uint32_t imm)
         return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: received %zu bytes into a "
                                   "%zu-byte buffer", r->got[p->entry], r->size[p->entry]);
     if (++r->parts[p->entry] == c->nqps) r->left--;
-    return rcoll_vrb_post_recvs(c, q, 1);
+    return repost ? rcoll_vrb_post_recvs(c, q, 1) : RCOLL_OK;
 }
 
 static rcoll_status_t on_completion(rcoll_vrb_comm_t *c, const struct ibv_wc *wc)
@@ -171,7 +191,7 @@ static rcoll_status_t on_completion(rcoll_vrb_comm_t *c, const struct ibv_wc *wc
                                          "that this comm does not own", wc->qp_num);
     switch (WR_KIND(wc->wr_id)) {
     case WR_RECV:
-        return on_immediate(c, q, ntohl(wc->imm_data));
+        return on_immediate(c, q, ntohl(wc->imm_data), 1);
     case WR_SEND:
         c->sq_used[q] -= WR_NWR(wc->wr_id);
         c->reqs[WR_IDX(wc->wr_id)].left--;
@@ -179,6 +199,19 @@ static rcoll_status_t on_completion(rcoll_vrb_comm_t *c, const struct ibv_wc *wc
     default:
         c->sq_used[q] -= WR_NWR(wc->wr_id);
         return RCOLL_OK;
+    }
+}
+
+void rcoll_vrb_count_completion(rcoll_vrb_comm_t *c, const struct ibv_wc *wc)
+{
+    int q = qp_index(c, wc->qp_num);
+    if (wc->status != IBV_WC_SUCCESS || q < 0) return;
+    if (WR_KIND(wc->wr_id) == WR_RECV) {
+        uint32_t imm = ntohl(wc->imm_data);
+        if (imm != RCOLL_VRB_IMM_ERROR && c->imm_seen[q] < c->msgs_posted)
+            on_immediate(c, q, imm, 0);
+    } else if (WR_KIND(wc->wr_id) == WR_SEND) {
+        c->reqs[WR_IDX(wc->wr_id)].left--;
     }
 }
 
@@ -213,15 +246,23 @@ static rcoll_status_t progress_flush(rcoll_vrb_comm_t *c)
     return RCOLL_OK;
 }
 
+static rcoll_status_t replay_step(rcoll_vrb_comm_t *c);
+
 static rcoll_status_t progress(rcoll_vrb_comm_t *c)
 {
     struct ibv_wc wc[POLL_BATCH];
     int n = 0;
+    if (c->fo) { /* a move under way, or starting (verbs_move.c) */
+        rcoll_status_t st = rcoll_vrb_move_progress(c);
+        if (st != RCOLL_OK) return st;
+        if (c->mv_state || c->lost) return RCOLL_OK;
+        if (c->replay && (st = replay_step(c)) != RCOLL_OK) return st;
+    }
     if (c->flush_cq) {
         rcoll_status_t st = progress_flush(c);
         if (st != RCOLL_OK) return st;
     }
-    while (!c->failed && (n = rcoll_ibv->poll_cq(c->cq, POLL_BATCH, wc)) > 0) {
+    while (!c->failed && !c->lost && (n = rcoll_ibv->poll_cq(c->cq, POLL_BATCH, wc)) > 0) {
         for (int i = 0; i < n; i++) {
             rcoll_status_t st = on_completion(c, &wc[i]);
             if (st != RCOLL_OK) return st;
@@ -241,7 +282,12 @@ static rcoll_status_t idle_check(rcoll_vrb_comm_t *c, const rcoll_vrb_req_t *r)
 {
     if (++c->idle_polls % IDLE_CHECK_POLLS) return RCOLL_OK;
     rcoll_vrb_poll_async();
-    if (c->dev->dead && !c->failed)
+    if (c->dev->dead && !c->failed && c->fo && !c->lost && !c->mv_state) {
+        snprintf(c->lost_text, sizeof(c->lost_text), "%s", c->dev->dead_text);
+        __atomic_store_n(&c->lost, 1, __ATOMIC_RELEASE);
+        return progress(c);
+    }
+    if (c->dev->dead && !c->failed && !c->fo)
         rcoll_vrb_comm_fail(c, RCOLL_ERR_REMOTE, "verbs: %s", c->dev->dead_text);
     if (!c->failed && peer_vanished(c) && progress(c) == RCOLL_OK && (!r || r->left > 0)) {
         char rg[64];
@@ -317,6 +363,50 @@ static rcoll_status_t give_up(rcoll_vrb_comm_t *c, const rcoll_vrb_fifo_entry_t 
     return rcoll_vrb_comm_fail(c, st, "verbs: %s", why);
 }
 
+/* The entry of slot s a message of size bytes with tag goes to (checked), consumed. */
+static rcoll_status_t take_entry(rcoll_vrb_comm_t *c, const rcoll_vrb_fifo_slot_t *s, int tag,
+                                 size_t size, rcoll_vrb_fifo_entry_t *out)
+{
+    if (s->n < 1 || s->n > RCOLL_TRANSPORT_MAX_RECVS)
+        return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: receive advertisement with "
+                                  "%u buffers", s->n);
+    const rcoll_vrb_fifo_entry_t e = s->e[c->slot_entry];
+    char why[160];
+    if (e.tag != -1 && tag != -1 && e.tag != tag) {
+        snprintf(why, sizeof(why), "message tag %d does not match the receive's tag %d", tag,
+                 e.tag);
+        return give_up(c, &e, RCOLL_ERR_INVALID_USAGE, why);
+    }
+    if (size > e.size) {
+        snprintf(why, sizeof(why), "a %zu-byte message is larger than the %llu-byte buffer the "
+                 "receiver posted", size, (unsigned long long)e.size);
+        return give_up(c, &e, RCOLL_ERR_INVALID_USAGE, why);
+    }
+    *out = e;
+    return RCOLL_OK;
+}
+
+/* Post request r's message into entry e of slot s (split over the QPs) and move past it. */
+static rcoll_status_t post_msg(rcoll_vrb_comm_t *c, rcoll_vrb_req_t *r,
+                               const rcoll_vrb_fifo_slot_t *s, const rcoll_vrb_fifo_entry_t *e)
+{
+    size_t size = r->size[0];
+    uint32_t lkey = r->mr[0] ? r->mr[0]->mr->lkey : 0;
+    size_t part = (size + (size_t)c->nqps - 1) / (size_t)c->nqps;
+    rcoll_status_t st = RCOLL_OK;
+    for (int q = 0; q < c->nqps && st == RCOLL_OK; q++) {
+        size_t off = (size_t)q * part < size ? (size_t)q * part : size;
+        size_t len = size - off < part ? size - off : part;
+        st = post_part(c, q, r, r->data, off, len, e, lkey, r->may_inline);
+        if (st == RCOLL_OK) r->left++;
+    }
+    if (++c->slot_entry == (int)s->n) {
+        c->slot_entry = 0;
+        c->slot_seq++;
+    }
+    return st;
+}
+
 /* Room for two WRs per QP (a part needs at most two). */
 static int sq_room(rcoll_vrb_comm_t *c)
 {
@@ -337,49 +427,85 @@ rcoll_status_t rcoll_vrb_isend(void *send_comm, void *data, size_t size, int tag
     if (size > RCOLL_VRB_MAX_MSG)
         return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "verbs isend: %zu bytes exceed the "
                              "transport's %zu-byte message limit", size, RCOLL_VRB_MAX_MSG);
+    if (c->fo && (c->mv_state || c->lost || c->replay)) return RCOLL_OK; /* moving: later */
     const rcoll_vrb_fifo_slot_t *s = ready_slot(c);
     if (!s || !sq_room(c)) return idle_check(c, NULL);
-    if (s->n < 1 || s->n > RCOLL_TRANSPORT_MAX_RECVS)
-        return rcoll_vrb_comm_fail(c, RCOLL_ERR_PROTOCOL, "verbs: receive advertisement with "
-                                  "%u buffers", s->n);
-    const rcoll_vrb_fifo_entry_t e = s->e[c->slot_entry];
-    char why[160];
-    if (e.tag != -1 && tag != -1 && e.tag != tag) {
-        snprintf(why, sizeof(why), "message tag %d does not match the receive's tag %d", tag,
-                 e.tag);
-        return give_up(c, &e, RCOLL_ERR_INVALID_USAGE, why);
-    }
-    if (size > e.size) {
-        snprintf(why, sizeof(why), "a %zu-byte message is larger than the %llu-byte buffer the "
-                 "receiver posted", size, (unsigned long long)e.size);
-        return give_up(c, &e, RCOLL_ERR_INVALID_USAGE, why);
-    }
+    rcoll_vrb_fifo_entry_t e;
+    if ((st = take_entry(c, s, tag, size, &e)) != RCOLL_OK) return st;
     rcoll_vrb_req_t *r = req_get(c);
     if (!r) return RCOLL_OK;
     r->n = 1;
     r->size[0] = size;
-    int may_inline = !on_gpu(mhandle);
-    st = size > c->max_inline || !may_inline ? buf_mr(c, data, size, mhandle, &r->mr[0])
-                                             : RCOLL_OK;
+    r->data = data;
+    r->tag = tag;
+    r->may_inline = !on_gpu(mhandle);
+    st = size > c->max_inline || !r->may_inline ? buf_mr(c, data, size, mhandle, &r->mr[0])
+                                                : RCOLL_OK;
     if (st != RCOLL_OK) {
         req_put(r);
         return st;
     }
-    uint32_t lkey = r->mr[0] ? r->mr[0]->mr->lkey : 0;
-    size_t part = (size + (size_t)c->nqps - 1) / (size_t)c->nqps;
-    for (int q = 0; q < c->nqps && st == RCOLL_OK; q++) {
-        size_t off = (size_t)q * part < size ? (size_t)q * part : size;
-        size_t len = size - off < part ? size - off : part;
-        st = post_part(c, q, r, data, off, len, &e, lkey, may_inline);
-        if (st == RCOLL_OK) r->left++;
-    }
-    if (++c->slot_entry == (int)s->n) {
-        c->slot_entry = 0;
-        c->slot_seq++;
-    }
+    r->msg = c->msgs_sent++;
+    st = post_msg(c, r, s, &e);
     if (st != RCOLL_OK) return st; /* the request stays with the failed comm */
     *request = r;
     return RCOLL_OK;
+}
+
+/* Posting every request of a message from c->replay_next on again, in order, as the
+ * receiver's new advertisements arrive (after a move). */
+static rcoll_status_t replay_step(rcoll_vrb_comm_t *c)
+{
+    while (c->replay_next < c->msgs_sent) {
+        rcoll_vrb_req_t *r = NULL;
+        for (int i = 0; i < RCOLL_VRB_MAX_REQS && !r; i++)
+            if (c->reqs[i].used && c->reqs[i].replaying && c->reqs[i].msg == c->replay_next)
+                r = &c->reqs[i];
+        if (!r) /* completed here (and returned) but not whole there: it cannot be sent again */
+            return rcoll_vrb_comm_fail(c, RCOLL_ERR_INTERNAL, "verbs failover: message %llu "
+                                      "completed here but the receiver (%s) does not have it",
+                                      (unsigned long long)c->replay_next, c->remote.dev);
+        const rcoll_vrb_fifo_slot_t *s = ready_slot(c);
+        if (!s || !sq_room(c)) return RCOLL_OK;
+        rcoll_vrb_fifo_entry_t e;
+        rcoll_status_t st = take_entry(c, s, r->tag, r->size[0], &e);
+        if (st != RCOLL_OK) return st;
+        if (!r->mr[0] && r->size[0] > c->max_inline &&
+            (st = buf_mr(c, r->data, r->size[0], NULL, &r->mr[0])) != RCOLL_OK)
+            return rcoll_vrb_comm_fail(c, st, "%s", rcoll_err_get());
+        if (r->mr[0] && r->mr[0]->cache != c->dev->mrs) { /* the registration of the old port */
+            rcoll_vrb_mr_t *m = NULL;
+            st = rcoll_vrb_mr_get(c->dev->mrs, r->data, r->size[0], r->mr[0]->mem_type, &m);
+            if (st != RCOLL_OK) return rcoll_vrb_comm_fail(c, st, "%s", rcoll_err_get());
+            rcoll_vrb_mr_put(c->dev->mrs, r->mr[0]);
+            r->mr[0] = m;
+        }
+        r->replaying = 0;
+        r->left = 0;
+        if ((st = post_msg(c, r, s, &e)) != RCOLL_OK) return st;
+        c->replay_next++;
+    }
+    c->replay = 0;
+    return RCOLL_OK;
+}
+
+void rcoll_vrb_send_rewind(rcoll_vrb_comm_t *c, uint64_t done)
+{
+    for (int i = 0; i < RCOLL_VRB_MAX_REQS; i++) {
+        rcoll_vrb_req_t *r = &c->reqs[i];
+        if (!r->used || r->is_recv || r->is_flush) continue;
+        if (r->msg < done) { /* the receiver has it whole */
+            r->left = 0;
+            r->replaying = 0;
+        } else {
+            r->left = 1; /* not complete until written again */
+            r->replaying = 1;
+        }
+    }
+    c->slot_seq = 0;
+    c->slot_entry = 0;
+    c->replay_next = done;
+    c->replay = done < c->msgs_sent;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -418,6 +544,7 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
     *request = NULL;
     rcoll_status_t st = progress(c);
     if (st != RCOLL_OK) return st;
+    if (c->fo && (c->mv_state || c->lost)) return RCOLL_OK; /* moving: later */
     if (c->outstanding >= RCOLL_VRB_NSLOTS || c->sq_used[0] + 1 > c->sq_depth)
         return idle_check(c, NULL);
     rcoll_vrb_req_t *r = req_get(c);
@@ -435,6 +562,8 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
             return st;
         }
         r->size[i] = sizes[i];
+        r->rbuf[i] = data[i];
+        r->rtag[i] = tags ? tags[i] : -1;
         /* an empty buffer gets the FIFO's address: a zero-byte write touches nothing */
         s->e[i] = (rcoll_vrb_fifo_entry_t){
             .addr = r->mr[i] ? (uintptr_t)data[i] : (uintptr_t)c->fifo,
@@ -452,6 +581,53 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
     }
     c->slot_seq = seq;
     *request = r;
+    return RCOLL_OK;
+}
+
+uint64_t rcoll_vrb_recv_done(rcoll_vrb_comm_t *c)
+{
+    uint64_t done = c->msgs_posted;
+    for (int q = 0; q < c->nqps; q++)
+        if (c->imm_seen[q] < done) done = c->imm_seen[q];
+    for (uint64_t k = done; k < c->msgs_posted; k++) { /* these start over */
+        rcoll_vrb_pending_t *p = &c->ring[k % RCOLL_VRB_MSG_RING];
+        p->req->got[p->entry] = 0;
+        p->req->parts[p->entry] = 0;
+    }
+    for (int q = 0; q < RCOLL_VRB_MAX_QPS; q++) c->imm_seen[q] = done;
+    return done;
+}
+
+rcoll_status_t rcoll_vrb_readvertise(rcoll_vrb_comm_t *c, uint64_t from)
+{
+    c->slot_seq = 0;
+    for (uint64_t k = from; k < c->msgs_posted;) {
+        rcoll_vrb_req_t *r = c->ring[k % RCOLL_VRB_MSG_RING].req;
+        uint64_t seq = c->slot_seq + 1;
+        rcoll_vrb_fifo_slot_t *s = &c->fifo[(seq - 1) % RCOLL_VRB_NSLOTS];
+        memset(s, 0, sizeof(*s));
+        int n = 0;
+        for (; k < c->msgs_posted && c->ring[k % RCOLL_VRB_MSG_RING].req == r; k++) {
+            int i = c->ring[k % RCOLL_VRB_MSG_RING].entry;
+            if (r->mr[i] && r->mr[i]->cache != c->dev->mrs) { /* the old port's registration */
+                rcoll_vrb_mr_t *m = NULL;
+                rcoll_status_t st = rcoll_vrb_mr_get(c->dev->mrs, r->rbuf[i], r->size[i],
+                                                     r->mr[i]->mem_type, &m);
+                if (st != RCOLL_OK) return st;
+                rcoll_vrb_mr_put(c->dev->mrs, r->mr[i]);
+                r->mr[i] = m;
+            }
+            s->e[n++] = (rcoll_vrb_fifo_entry_t){
+                .addr = r->mr[i] ? (uintptr_t)r->rbuf[i] : (uintptr_t)c->fifo,
+                .size = r->size[i], .rkey = r->mr[i] ? r->mr[i]->mr->rkey : c->fifo_mr->rkey,
+                .tag = r->rtag[i]};
+        }
+        s->n = (uint32_t)n;
+        s->seq_head = s->seq_tail = seq;
+        rcoll_status_t st = advertise(c, seq);
+        if (st != RCOLL_OK) return st;
+        c->slot_seq = seq;
+    }
     return RCOLL_OK;
 }
 

@@ -326,6 +326,7 @@ rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_
                                    "verbs: cannot register %zu bytes at %p",
                                    (size_t)(rend - rstart), (void *)rstart);
     }
+    m->cache = c;
     m->start = rstart;
     m->end = rend;
     m->refs = 1;
@@ -345,6 +346,7 @@ rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_
 
 void rcoll_vrb_mr_ref(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m)
 {
+    c = m->cache; /* its own device's (a comm that moved passes its new device's) */
     pthread_mutex_lock(&c->lock);
     m->refs++;
     pthread_mutex_unlock(&c->lock);
@@ -353,6 +355,7 @@ void rcoll_vrb_mr_ref(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m)
 void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m)
 {
     if (!m) return;
+    c = m->cache; /* its own device's (a comm that moved passes its new device's) */
     rcoll_vrb_mr_t *dead = NULL;
     pthread_mutex_lock(&c->lock);
     m->used = ++c->clock;

@@ -2,7 +2,8 @@
 # in_vm.sh BUILD - the rdma suite's checks, run inside tools/rxe-vm against real kernel verbs
 # (Soft-RoCE rxe0 on veth0, rxe1 on veth1): the transport's conformance suite, a port flap
 # that changes a GID, rcoll-info's device listing, all_reduce_perf and the collective matrix
-# with RCOLL_NET=verbs, a link taken down under a running job, and the NCCL net plugin's
+# with RCOLL_NET=verbs, a link taken down under a running job (and, with a second link made
+# last, failover and failback), and the NCCL net plugin's
 # conformance test over verbs (also with GPUDirect RDMA forced, RCOLL_IB_GDR=peermem), and
 # the NIC each rank takes next to its GPU (TOPOLOGY_FIXTURE: tests/fixtures/vm_rxe_2gpu.json)
 # and point-to-point between GPUs over GPUDirect RDMA.  POSIX sh (busybox): prints one verdict
@@ -175,6 +176,37 @@ if [ -f "$BUILD/tests/libcuda_script.so" ] && [ -n "$FIXTURE" ] && [ -f "$FIXTUR
     verdict "RCOLL_NET_GDR_LEVEL=LOC: the same run staged, saying why" $st
 else
     echo "skip the NIC-by-GPU check: no scripted CUDA library (built without CUDA) or fixture"
+fi
+
+# 11. link failover and failback: a second link (veth2/veth3, rxe2/rxe3) made here, last, so
+#     that the checks above see two ports; 2 ranks (rank 0 on rxe0, rank 1 on rxe1) run 14 s of
+#     4 MiB all-reduces over verbs, each checked element by element (mn_check --loop); veth1
+#     goes down 5 s in (rxe0 and rxe1 lose their link) and up 5 s later.  Every connection
+#     moves to rxe2/rxe3 and back, no element is wrong, each move is said once.
+if ip link add veth2 type veth peer name veth3 && ip link set veth2 up && ip link set veth3 up &&
+    rdma link add rxe2 type rxe netdev veth2 && rdma link add rxe3 type rxe netdev veth3; then
+    sleep 2
+    RCOLL_NET=verbs RCOLL_IB_FAILOVER=on RCOLL_IB_TIMEOUT=14 timeout 120 \
+        "$BUILD/tools/rcoll-run" -n 2 "$BUILD/tests/mn_check" --loop 14 >"$TMP/failover" 2>&1 &
+    job=$!
+    sleep 5
+    ip link set veth1 down
+    sleep 5
+    ip link set veth1 up
+    wait $job
+    rc=$?
+    st=1
+    moved=$(grep -c 'connection with .* moved from rxe[01] port 1 to rxe[23] port 1' \
+        "$TMP/failover")
+    back=$(grep -c 'connection with .* went back from rxe[23] port 1 to rxe[01] port 1' \
+        "$TMP/failover")
+    if [ $rc = 0 ] && [ "$(grep -c 'loop: .* 0 wrong element' "$TMP/failover")" = 2 ] &&
+        [ "$moved" = 4 ] && [ "$back" = 4 ]; then st=0; fi
+    grep -E 'moved from|went back|loop:|OK|rror' "$TMP/failover" | head -n 20
+    [ $st = 0 ] || show "$TMP/failover" 60
+    verdict "link failover: veth1 down and up mid all-reduce, 4 moves and 4 back (rc=$rc)" $st
+else
+    verdict "link failover: a second link (veth2/veth3, rxe2/rxe3) could not be made" 1
 fi
 
 echo "rdma suite: $pass passed, $fail failed"
