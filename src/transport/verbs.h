@@ -308,7 +308,8 @@ struct rcoll_vrb_comm {
     int mv_state;            /* 0 connected; send 1 waiting for ACK; recv 1 waiting for GO */
     int mv_back;
     uint32_t rounds;         /* moves done */
-    uint64_t mv_deadline_ns, fb_next_ns, fb_up_ns;
+    uint64_t mv_deadline_ns, fb_next_ns, fb_up_ns, mv_look_ns;
+    uint64_t lost_ns;        /* when this end saw the loss (or the move began): 0 none */
     uint64_t lost_round;     /* recv: rounds + 1 once LOST was sent for this round */
     uint64_t mv_done;        /* recv: messages whole when the move began */
     int mv_from;             /* port index the move left */

@@ -15,6 +15,7 @@
 
 #include "transport/verbs.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "util/status.h"
 
 #define MAX_GIDS 256
@@ -487,6 +488,13 @@ static void handle_event(rcoll_vrb_dev_t *d, struct ibv_async_event *ev)
 
 void rcoll_vrb_poll_async(void)
 {
+    /* every comm's progress may call this: one look per millisecond for the process */
+    static uint64_t last_ns;
+    uint64_t now = rcoll_now_ns(), last = __atomic_load_n(&last_ns, __ATOMIC_RELAXED);
+    if (now - last < 1000000ull ||
+        !__atomic_compare_exchange_n(&last_ns, &last, now, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
     for (int i = 0; i < ndevs; i++) {
         rcoll_vrb_dev_t *d = &devs[i];
         if (!d->owns_ctx) continue;

@@ -39,7 +39,8 @@
 #include "util/status.h"
 #include "util/time.h"
 
-#define LOOK_EVERY 256              /* progress calls between looks at the socket */
+#define LOOK_EVERY 16                /* progress calls between looks at the clock, and */
+#define LOOK_NS 5000000ull           /* the time between looks at events and the socket */
 #define FAILBACK_EVERY_NS 1000000000ull
 
 int rcoll_vrb_failover_offered(void)
@@ -127,15 +128,19 @@ static rcoll_status_t fail(rcoll_vrb_comm_t *c, rcoll_status_t st, const char *w
                                why);
 }
 
-static void said(const rcoll_vrb_comm_t *c, const char *from, int from_port)
+static void said(rcoll_vrb_comm_t *c, const char *from, int from_port)
 {
     char rg[64];
+    uint64_t now = rcoll_now_ns();
+    double took = c->lost_ns ? (double)(now - c->lost_ns) / 1e9 : 0;
+    c->lost_ns = 0;
     if (c->devi == c->mv_from) return; /* made again where it was (going back was refused) */
-    RCOLL_WARN(VERBS, "verbs: %s connection with %s (GID %s) %s %s port %d to %s port %d%s%s",
-               c->is_recv ? "receive" : "send", c->remote.dev,
+    RCOLL_WARN(VERBS, "verbs: %s connection with %s (GID %s) %s %s port %d to %s port %d, "
+               "%.3f s after %s%s", c->is_recv ? "receive" : "send", c->remote.dev,
                rcoll_vrb_gid_str(c->remote.gid, rg, sizeof(rg)),
                c->mv_back ? "went back from" : "moved from", from, from_port, c->dev->name,
-               c->dev->port, c->mv_back ? "" : ": ", c->mv_back ? "" : c->lost_text);
+               c->dev->port, took, c->mv_back ? "its first port was up again" : "",
+               c->mv_back ? "" : c->lost_text);
 }
 
 /* ---- sender ---- */
@@ -219,6 +224,7 @@ static rcoll_status_t recv_req(rcoll_vrb_comm_t *c)
         return fail(c, RCOLL_ERR_PROTOCOL, "cannot move the connection");
     }
     int old = c->devi, n = rcoll_vrb_ndevs();
+    if (!c->lost_ns) c->lost_ns = rcoll_now_ns();
     drain(c);
     uint64_t done = rcoll_vrb_recv_done(c);
     int stay = in.old_dev == in.new_dev; /* the sender could not go back: nor does this end */
@@ -280,6 +286,15 @@ rcoll_status_t rcoll_vrb_move_progress(rcoll_vrb_comm_t *c)
     int lost = __atomic_load_n(&c->lost, __ATOMIC_ACQUIRE);
     if (!lost && !c->mv_state && ++c->mv_polls % LOOK_EVERY) return RCOLL_OK;
     uint64_t now = rcoll_now_ns();
+    if ((lost || c->mv_state) && !c->lost_ns) c->lost_ns = now; /* for the move's line */
+    if (!lost && !c->mv_state) {
+        /* the ports' events (a port going down marks this comm lost), then the socket: not
+         * more often than every LOOK_NS, however often the comm is polled */
+        if (now - c->mv_look_ns < LOOK_NS) return RCOLL_OK;
+        c->mv_look_ns = now;
+        rcoll_vrb_poll_async();
+        lost = __atomic_load_n(&c->lost, __ATOMIC_ACQUIRE);
+    }
     rcoll_status_t st;
     if (lost && !c->mv_state && !c->is_recv) return send_start(c, 0, 0);
     if (lost && !c->mv_state && c->is_recv && c->lost_round != c->rounds + 1) {
