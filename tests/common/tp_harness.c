@@ -8,7 +8,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <arpa/inet.h>
+#include <unistd.h>
+
 #include "tp_harness.h"
+#include "util/net.h"
 #include "util/time.h"
 
 int pair_listen_dev, pair_connect_dev;
@@ -492,4 +496,31 @@ void tp_connect_after_bad(pair_t *p, const char *after)
         T->irecv(p->rc, 1, &dp, &cap, NULL, NULL, &rreq);
         CHECK(wait2(&sreq, &rreq, NULL) == RCOLL_OK && !strcmp(r, "abc"), "data after %s", after);
     }
+}
+
+int tp_silent_listener(void *addr, tp_silent_t *s)
+{
+    rcoll_sockaddr_t *a = addr;
+    memset(a, 0, sizeof(*a));
+    a->sin.sin_family = AF_INET;
+    a->sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    s->lfd = -1;
+    s->nfill = 0;
+    int silent = 0;
+    if (rcoll_net_listen(a, 0, 0, &s->lfd) != RCOLL_OK) return 0;
+    while (s->nfill < 8 && !silent) { /* fill the queue until a connect hangs */
+        if (rcoll_net_connect_start(a, &s->fillers[s->nfill]) != RCOLL_OK) break;
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        silent = rcoll_net_connect_check(s->fillers[s->nfill++]) == RCOLL_INPROGRESS;
+    }
+    return silent;
+}
+
+void tp_silent_close(tp_silent_t *s)
+{
+    for (int i = 0; i < s->nfill; i++) close(s->fillers[i]);
+    if (s->lfd >= 0) close(s->lfd);
+    s->nfill = 0;
+    s->lfd = -1;
 }

@@ -69,4 +69,14 @@ void tp_case_tag_mismatch(void);
  * a valid connect and accept still succeed (10 s deadline) and carry a 4-byte message. */
 void tp_connect_after_bad(pair_t *p, const char *after);
 
+/* A loopback address nothing answers: a listener whose accept queue is full drops every new
+ * SYN (connects stay in progress, as towards a host that is gone).  Fills *addr; the sockets
+ * to close afterwards go to s (tp_silent_close).  0 when the queue would not fill. */
+typedef struct {
+    int lfd, nfill;
+    int fillers[8];
+} tp_silent_t;
+int tp_silent_listener(void *addr /* rcoll_sockaddr_t */, tp_silent_t *s);
+void tp_silent_close(tp_silent_t *s);
+
 #endif

@@ -258,18 +258,9 @@ static void root_alternatives(void)
     /* silent first address: a listener whose accept queue is full drops every new SYN */
     if (!loop_root(secret, &root)) return;
     rcoll_sockaddr_t dark;
-    memset(&dark, 0, sizeof(dark));
-    dark.sin.sin_family = AF_INET;
-    dark.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int dfd = -1, fillers[8], nfill = 0, silent = 0;
-    if (rcoll_net_listen(&dark, 0, 0, &dfd) == RCOLL_OK) {
-        for (; nfill < 8 && !silent; nfill++) { /* fill the queue until a connect hangs */
-            if (rcoll_net_connect_start(&dark, &fillers[nfill]) != RCOLL_OK) break;
-            sleep_ms(100);
-            silent = rcoll_net_connect_check(fillers[nfill]) == RCOLL_INPROGRESS;
-        }
-    }
-    CHECK(silent, "a silent listener (%d fillers)", nfill);
+    tp_silent_t quiet;
+    int silent = tp_silent_listener(&dark, &quiet);
+    CHECK(silent, "a silent listener (%d fillers)", quiet.nfill);
     addrs[0] = dark;
     addrs[1] = root;
     rcoll_bs_make_id(addrs, 2, secret, &id);
@@ -277,8 +268,7 @@ static void root_alternatives(void)
     printf("  first address silent: joined through the alternative in %.3f s\n", t);
     CHECK(st == RCOLL_OK && t > 1.9 && t < 3.5, "silent first address: %s after %.3f s (2 s "
           "per try): %s", rcoll_status_string(st), t, st ? rcoll_last_init_error() : "");
-    for (int i = 0; i < nfill; i++) close(fillers[i]);
-    if (dfd >= 0) close(dfd);
+    tp_silent_close(&quiet);
     /* every address refuses: the error at the deadline (RCOLL_TIMEOUT + 2 s) names each */
     addrs[0] = refusing_addr();
     addrs[1] = refusing_addr();

@@ -446,28 +446,15 @@ static void test_alternatives(void)
     memset(&p, 0, sizeof(p));
     CHECK(T->listen(0, p.handle, &p.lc) == RCOLL_OK, "listen");
     rcoll_sockaddr_t dark;
-    memset(&dark, 0, sizeof(dark));
-    dark.sin.sin_family = AF_INET;
-    dark.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int dfd = -1, fillers[8], nfill = 0, silent = 0;
-    if (rcoll_net_listen(&dark, 0, 0, &dfd) == RCOLL_OK) {
-        for (; nfill < 8 && !silent; nfill++) { /* fill the queue until a connect hangs */
-            if (rcoll_net_connect_start(&dark, &fillers[nfill]) != RCOLL_OK) break;
-            struct timespec ts = {0, 100000000};
-            nanosleep(&ts, NULL);
-            silent = rcoll_net_connect_check(fillers[nfill]) == RCOLL_INPROGRESS;
-        }
-    }
-    CHECK(silent, "a silent listener (%d fillers)", nfill);
+    tp_silent_t quiet;
+    int silent = tp_silent_listener(&dark, &quiet);
+    CHECK(silent, "a silent listener (%d fillers)", quiet.nfill);
     alt_handle(p.handle, h2, &dark);
     t = connect_through(&p, h2, &st);
     printf("  first address silent: connected through the alternative in %.3f s\n", t);
     CHECK(st == RCOLL_OK && p.sc && p.rc && t > 1.9 && t < 3.0,
           "silent first address: %d after %.3f s (2 s per try)", st, t);
-    for (int i = 0; i < nfill; i++)
-        close(fillers[i]);
-    if (dfd >= 0)
-        close(dfd);
+    tp_silent_close(&quiet);
     if (p.sc && p.rc)
         tp_transfer(&p, 5000, 5000, 0, 0, 8);
     pair_close(&p);
