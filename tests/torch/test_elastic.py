@@ -20,10 +20,11 @@ mean gradient, then 3 ranks', then 4).  Exit 0 on success, 1 on a failure, 77 wi
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from jobs import collect, free_port
 
 try:
     import torch
@@ -143,14 +144,6 @@ def joiner(port):
     dist.destroy_process_group()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def main():
     import datetime
     port = free_port()
@@ -167,14 +160,7 @@ def main():
     t_dead = time.time() - t0
     procs.append(subprocess.Popen([sys.executable, me, "--join", str(port)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = []
-    for p in procs:
-        try:
-            o, e = p.communicate(timeout=max(1, DEADLINE_S - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            o, e = p.communicate()
-        outs.append((p.returncode, o, e))
+    outs = collect(procs, t0, DEADLINE_S)
     wall = time.time() - t0
     del server
     bad = []

@@ -18,10 +18,11 @@ import datetime
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from jobs import collect, free_port
 
 try:
     import torch
@@ -88,14 +89,6 @@ def worker(rank, port):
     os._exit(0)  # the default group has a dead member: nothing more to do with it
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def main():
     port = free_port()
     server = dist.TCPStore("127.0.0.1", port, NRANKS + 1, True,
@@ -106,14 +99,7 @@ def main():
     procs = [subprocess.Popen([sys.executable, me, "--worker", str(r), str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(NRANKS)]
-    outs = []
-    for p in procs:
-        try:
-            o, e = p.communicate(timeout=max(1, DEADLINE_S - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            o, e = p.communicate()
-        outs.append((p.returncode, o, e))
+    outs = collect(procs, t0, DEADLINE_S)
     del server
     bad, res = [], {}
     if outs[VICTIM][0] != -signal.SIGKILL:

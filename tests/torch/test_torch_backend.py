@@ -10,13 +10,14 @@ RuntimeError naming that rank.  Launchers: torchrun and tools/rcoll-run start a 
 Run by meson (suite torch) with /usr/bin/python3; exits 77 when torch cannot be imported."""
 import datetime
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 import unittest
+
+from jobs import free_port
 
 try:
     import torch
@@ -29,14 +30,6 @@ except ImportError as e:  # pragma: no cover
 HERE = os.path.dirname(os.path.abspath(__file__))
 # RCOLL_TEST_QUICK=1 (sanitizer builds): 2 ranks only, no launchers (skipped, said so)
 QUICK = os.environ.get("RCOLL_TEST_QUICK") == "1"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
