@@ -52,7 +52,8 @@ static const rcoll_knob_t vrb_knobs[] = {
                        "process has several active ports), on, off"),
     RCOLL_KNOB_NUM(rcoll_vrb_config_t, "RCOLL_IB_FAILOVER_TIMEOUT", "10", SECONDS,
                    ib_failover_timeout, 0, 3600,
-                   "failover: a move of a connection to another port must be done by then"),
+                   "failover: a move of a connection to another port must be done by then "
+                   "while sends wait on it"),
 };
 const rcoll_config_table_t rcoll_vrb_config_table =
     RCOLL_CONFIG_TABLE("verbs", vrb_knobs, rcoll_vrb_config_t);

@@ -27,7 +27,9 @@
  * so a buffer the sender's user may reuse is never written again.  The receiver picks Q' by
  * the sender's step through its list of ports (parallel rails: port i of one host on the
  * network of port i of the others), else the next one up.  A move not done within
- * RCOLL_IB_FAILOVER_TIMEOUT fails the connection with the first failure's text.
+ * RCOLL_IB_FAILOVER_TIMEOUT while sends wait fails the connection with the first failure's
+ * text; an end with nothing to send waits for its peer to take part (it may be computing)
+ * under the communicator's own timeout.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -306,9 +308,14 @@ rcoll_status_t rcoll_vrb_move_progress(rcoll_vrb_comm_t *c)
         c->lost_round = c->rounds + 1;
         c->mv_deadline_ns = deadline();
     }
-    if ((c->mv_state || lost) && now > c->mv_deadline_ns) {
-        rcoll_err_set(RCOLL_ERR_TIMEOUT, "no move within RCOLL_IB_FAILOVER_TIMEOUT=%g s",
-                      rcoll_vrb_cfg->ib_failover_timeout);
+    /* The timeout runs only while this end's sends wait (their receiver, whose buffers they
+     * fill, is then in a call and answers): a peer that is computing, or a receiver waiting for
+     * a sender that is, is left to the communicator's own timeout, which names it. */
+    int waiting = !c->is_recv && c->outstanding > 0;
+    if (!waiting) c->mv_deadline_ns = deadline();
+    if ((c->mv_state || lost) && waiting && now > c->mv_deadline_ns) {
+        rcoll_err_set(RCOLL_ERR_TIMEOUT, "no move within RCOLL_IB_FAILOVER_TIMEOUT=%g s while "
+                      "sends waited", rcoll_vrb_cfg->ib_failover_timeout);
         return fail(c, RCOLL_ERR_TIMEOUT, "the connection did not move");
     }
     for (;;) {

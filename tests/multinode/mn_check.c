@@ -353,10 +353,12 @@ int main(int argc, char **argv)
     }
     int split_mode = argc == 2 && !strcmp(argv[1], "--split-until-error");
     double loop_s = argc == 3 && !strcmp(argv[1], "--loop") ? atof(argv[2]) : 0;
-    if (argc > 1 && !split_mode && !(loop_s > 0)) {
+    /* --idle S: the loop for 2 s, S seconds without a call, the loop for 4 s more */
+    double idle_s = argc == 3 && !strcmp(argv[1], "--idle") ? atof(argv[2]) : 0;
+    if (argc > 1 && !split_mode && !(loop_s > 0) && !(idle_s > 0)) {
         fprintf(stderr, "usage: mn_check [--id-file PATH] [--split-until-error | --loop "
-                        "SECONDS] (takes its ranks from the environment, as set by "
-                        "tools/netns-cluster or tools/rcoll-run)\n");
+                        "SECONDS | --idle SECONDS] (takes its ranks from the environment, as "
+                        "set by tools/netns-cluster or tools/rcoll-run)\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -381,10 +383,17 @@ int main(int argc, char **argv)
      * more than the default pipeline chunk (RCOLL_BUFFSIZE / 4 = 1 MiB), so they take two
      * chunks; with a small RCOLL_CHUNK_SIZE the smaller counts are multi-chunk too. */
     const size_t counts[] = {1, 7, 3 * n + 1, 1031, 65537, 262147};
-    const int ncounts = loop_s > 0 ? 0 : (int)(sizeof(counts) / sizeof(counts[0]));
+    const int ncounts = loop_s > 0 || idle_s > 0 ? 0 : (int)(sizeof(counts) / sizeof(counts[0]));
     int salt = 0;
     if (loop_s > 0) {
         mn_loop(&c, loop_s);
+        goto verdict;
+    }
+    if (idle_s > 0) {
+        mn_loop(&c, 2);
+        struct timespec ts = {(time_t)idle_s, (long)((idle_s - (double)(time_t)idle_s) * 1e9)};
+        nanosleep(&ts, NULL);
+        mn_loop(&c, 4);
         goto verdict;
     }
     for (int k = 0; k < ncounts; k++) {

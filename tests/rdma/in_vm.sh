@@ -205,6 +205,27 @@ if ip link add veth2 type veth peer name veth3 && ip link set veth2 up && ip lin
     grep -E 'moved from|went back|loop:|OK|rror' "$TMP/failover" | head -n 20
     [ $st = 0 ] || show "$TMP/failover" 60
     verdict "link failover: veth1 down and up mid all-reduce, 4 moves and 4 back (rc=$rc)" $st
+
+    # 12. the link dies while no rank calls (mn_check --idle: 2 s of all-reduces, 8 s without
+    #     a call, 4 s more): the connections move at the next call, after far longer than
+    #     RCOLL_IB_FAILOVER_TIMEOUT=1 (which runs only while sends wait: a rank that is
+    #     computing is no reason to fail); every all-reduce after is right
+    RCOLL_NET=verbs RCOLL_IB_FAILOVER=on RCOLL_IB_TIMEOUT=14 RCOLL_IB_FAILOVER_TIMEOUT=1 \
+        timeout 120 "$BUILD/tools/rcoll-run" -n 2 "$BUILD/tests/mn_check" --idle 8 \
+        >"$TMP/idle" 2>&1 &
+    job=$!
+    sleep 6
+    ip link set veth1 down
+    wait $job
+    rc=$?
+    ip link set veth1 up
+    st=1
+    moved=$(grep -c 'connection with .* moved from rxe[01] port 1 to rxe[23] port 1' "$TMP/idle")
+    if [ $rc = 0 ] && [ "$(grep -c 'loop: .* 0 wrong element' "$TMP/idle")" = 4 ] &&
+        [ "$moved" = 4 ]; then st=0; fi
+    grep -E 'moved from|loop:|rror' "$TMP/idle" | head -n 12
+    [ $st = 0 ] || show "$TMP/idle" 60
+    verdict "link failover: veth1 down while the ranks compute, moved at the next call (rc=$rc)" $st
 else
     verdict "link failover: a second link (veth2/veth3, rxe2/rxe3) could not be made" 1
 fi
