@@ -192,6 +192,8 @@ typedef struct rcoll_vrb_mr rcoll_vrb_mr_t; /* one registration, page-rounded, r
 struct rcoll_vrb_mr {
     rcoll_vrb_mr_t *next;
     struct rcoll_vrb_mr_cache *cache; /* the device cache it belongs to */
+    struct rcoll_vrb_mr *alt; /* the same pages on the device a moved comm uses (failover):
+                               * made at its first use there, held until this one goes */
     uintptr_t start, end; /* registered pages [start, end) */
     struct ibv_mr *mr;
     int refs;
@@ -223,6 +225,10 @@ void rcoll_vrb_mr_cache_free(rcoll_vrb_mr_cache_t *c); /* deregisters what is le
  * memory while every cache entry is in use) is deregistered with its last reference. */
 rcoll_status_t rcoll_vrb_mr_get(rcoll_vrb_mr_cache_t *c, const void *addr, size_t len,
                                int mem_type, rcoll_vrb_mr_t **out);
+/* A registration on cache c of the pages of m, which another device's cache holds (a comm
+ * that moved, verbs_move.c): m's copy there, made at the first call and kept with m (reference
+ * taken either way). */
+rcoll_status_t rcoll_vrb_mr_on(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m, rcoll_vrb_mr_t **out);
 /* Another reference to m (an mhandle passed to isend/irecv). */
 void rcoll_vrb_mr_ref(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m);
 void rcoll_vrb_mr_put(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m);

@@ -66,7 +66,7 @@ static rcoll_status_t buf_mr(rcoll_vrb_comm_t *c, const void *data, size_t size,
                                  "the registration passed with them (%#lx..%#lx)", size, data,
                                  (unsigned long)m->start, (unsigned long)m->end);
         if (m->cache != c->dev->mrs) /* registered on the port the comm moved away from */
-            return rcoll_vrb_mr_get(c->dev->mrs, data, size, m->mem_type, out);
+            return rcoll_vrb_mr_on(c->dev->mrs, m, out);
         rcoll_vrb_mr_ref(c->dev->mrs, m);
         *out = m;
         return RCOLL_OK;
@@ -475,7 +475,7 @@ static rcoll_status_t replay_step(rcoll_vrb_comm_t *c)
             return rcoll_vrb_comm_fail(c, st, "%s", rcoll_err_get());
         if (r->mr[0] && r->mr[0]->cache != c->dev->mrs) { /* the registration of the old port */
             rcoll_vrb_mr_t *m = NULL;
-            st = rcoll_vrb_mr_get(c->dev->mrs, r->data, r->size[0], r->mr[0]->mem_type, &m);
+            st = rcoll_vrb_mr_on(c->dev->mrs, r->mr[0], &m);
             if (st != RCOLL_OK) return rcoll_vrb_comm_fail(c, st, "%s", rcoll_err_get());
             rcoll_vrb_mr_put(c->dev->mrs, r->mr[0]);
             r->mr[0] = m;
@@ -611,8 +611,7 @@ rcoll_status_t rcoll_vrb_readvertise(rcoll_vrb_comm_t *c, uint64_t from)
             int i = c->ring[k % RCOLL_VRB_MSG_RING].entry;
             if (r->mr[i] && r->mr[i]->cache != c->dev->mrs) { /* the old port's registration */
                 rcoll_vrb_mr_t *m = NULL;
-                rcoll_status_t st = rcoll_vrb_mr_get(c->dev->mrs, r->rbuf[i], r->size[i],
-                                                     r->mr[i]->mem_type, &m);
+                rcoll_status_t st = rcoll_vrb_mr_on(c->dev->mrs, r->mr[i], &m);
                 if (st != RCOLL_OK) return st;
                 rcoll_vrb_mr_put(c->dev->mrs, r->mr[i]);
                 r->mr[i] = m;

@@ -219,8 +219,32 @@ static void dereg_dead(rcoll_vrb_mr_t *dead)
     for (rcoll_vrb_mr_t *next; dead; dead = next) {
         next = dead->next;
         rcoll_ibv->dereg_mr(dead->mr);
+        if (dead->alt) rcoll_vrb_mr_put(dead->alt->cache, dead->alt); /* another device's */
         free(dead);
     }
+}
+
+rcoll_status_t rcoll_vrb_mr_on(rcoll_vrb_mr_cache_t *c, rcoll_vrb_mr_t *m, rcoll_vrb_mr_t **out)
+{
+    /* m->alt is set once and held by m until m goes, so it can be taken outside m's lock
+     * (two caches' locks are never held together) */
+    pthread_mutex_lock(&m->cache->lock);
+    rcoll_vrb_mr_t *a = m->alt;
+    pthread_mutex_unlock(&m->cache->lock);
+    if (a && a->cache == c) {
+        rcoll_vrb_mr_ref(c, a);
+        *out = a;
+        return RCOLL_OK;
+    }
+    rcoll_status_t st = rcoll_vrb_mr_get(c, (const void *)m->start, m->end - m->start,
+                                         m->mem_type, out);
+    if (st != RCOLL_OK || a) return st; /* a third device: this message's own */
+    pthread_mutex_lock(&m->cache->lock);
+    int keep = !m->alt;
+    if (keep) m->alt = *out;
+    pthread_mutex_unlock(&m->cache->lock);
+    if (keep) rcoll_vrb_mr_ref(c, *out); /* m's reference */
+    return RCOLL_OK;
 }
 
 /* The allocation of CUDA memory at addr as the driver sees it now, when it can be cached:

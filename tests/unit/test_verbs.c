@@ -285,6 +285,41 @@ static void test_scripted(rcoll_vrb_config_t *cfg)
     rcoll_ibv_set_api(NULL);
 }
 
+/* A registration used by a comm that moved to another device (failover): the other device's
+ * copy is made once, kept with the original, reused, and goes with it. */
+static void test_mr_on(rcoll_vrb_config_t *cfg)
+{
+    const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+    rcoll_ibv_set_api(&scripted);
+    cfg->ib_hca[0] = '\0';
+    if (T->init(cfg) != RCOLL_OK) {
+        CHECK(0, "init: %s", rcoll_err_get());
+        return;
+    }
+    static struct ibv_pd other_pd = {.context = &fake_ctx};
+    rcoll_vrb_mr_cache_t *a = rcoll_vrb_dev(0)->mrs, *b = rcoll_vrb_mr_cache_new(&other_pd,
+                                                                                  "fake1");
+    char *buf = aligned_alloc(4096, 2 * 4096);
+    rcoll_vrb_mr_t *m = NULL, *x = NULL, *y = NULL;
+    int r0 = regs, d0 = deregs;
+    CHECK(b && rcoll_vrb_mr_get(a, buf, 2 * 4096, RCOLL_PTR_HOST, &m) == RCOLL_OK, "get m");
+    CHECK(m && rcoll_vrb_mr_on(b, m, &x) == RCOLL_OK && x && x->cache == b &&
+              x->start == m->start && x->end == m->end && regs == r0 + 2,
+          "on the other device: a registration of the same pages there (%d new)", regs - r0);
+    if (x) rcoll_vrb_mr_put(b, x);
+    CHECK(rcoll_vrb_mr_count(b) == 1 && deregs == d0, "kept with m after its use");
+    CHECK(m && rcoll_vrb_mr_on(b, m, &y) == RCOLL_OK && y == x && regs == r0 + 2,
+          "the next message reuses it");
+    if (y) rcoll_vrb_mr_put(b, y);
+    if (m) rcoll_vrb_mr_put(a, m);
+    CHECK(deregs == d0 + 2 && rcoll_vrb_mr_count(a) == 0 && rcoll_vrb_mr_count(b) == 0,
+          "both go with m's last reference (%d deregistered)", deregs - d0);
+    free(buf);
+    rcoll_vrb_mr_cache_free(b);
+    T->fini();
+    rcoll_ibv_set_api(NULL);
+}
+
 /* A port whose addresses changed after init (a flap): each new connection reads the GID
  * again and chooses anew when the chosen one is gone; none left is a clear error. */
 static void test_gid_changed(rcoll_vrb_config_t *cfg)
@@ -717,6 +752,7 @@ int main(void)
     test_gid_pick();
     test_scripted(&cfg);
     test_gid_changed(&cfg);
+    test_mr_on(&cfg);
     test_gdr_methods();
     test_gdr_scripted(&cfg);
     test_gdr_cache(&cfg);
