@@ -269,8 +269,45 @@ static int run_parse_args(int argc, char **argv, run_opts_t *o)
 }
 
 /* A TCP port free right now on 127.0.0.1; rank 0's library binds it a moment later. */
+/* 1 when port p on 127.0.0.1 can be bound now. */
+static int run_port_free(int p)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons((uint16_t)p);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A free port on 127.0.0.1 for a listener a rank opens later (the root, torch's store).
+ * Below the kernel's ephemeral range when it has room there: no connect() is given such a
+ * port, so nothing takes it before the rank binds it, which a port from the range (what
+ * binding port 0 gives) may lose to any outgoing connection meanwhile (CI saw torch's
+ * store fail with "Address already in use").  Else what binding port 0 gives. */
 static int run_find_port(int *port_p)
 {
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    int base = lo - 16384 < 10000 ? 10000 : lo - 16384;
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int t = 0; lo - base >= 1000 && t < 64; t++) {
+        int p = base + (int)(rand_r(&seed) % (unsigned)(lo - base));
+        if (run_port_free(p)) {
+            *port_p = p;
+            return 0;
+        }
+    }
     struct sockaddr_in sa;
     socklen_t len = sizeof(sa);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -51,6 +51,18 @@ t_env() {
         [ "$(grep -o 'secret=[^ ]*' "$TMP/env.out" | sort -u | wc -l)" = 1 ]
 }
 
+# The ports rank 0 listens on later (RCOLL_ROOT's, torch's MASTER_PORT) lie below the
+# kernel's ephemeral range, which outgoing connections take ports from meanwhile.
+t_ports() {
+    local lo p
+    rr ports -n 1 sh -c 'echo "${RCOLL_ROOT##*:} $MASTER_PORT"'
+    [ "$RC" = 0 ] || return 1
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || return 0
+    for p in $(cat "$TMP/ports.out" | sed 's/^\[0\] //'); do
+        [ "$p" -ge 1024 ] && [ "$p" -lt "$lo" ] || return 1
+    done
+}
+
 t_secret_fresh() {
     local a b
     rr secret_fresh -n 1 sh -c 'echo $RCOLL_SECRET'
@@ -180,6 +192,7 @@ t_not_found() {
 }
 
 check env t_env
+check ports t_ports
 check secret_fresh t_secret_fresh
 check env_kept t_env_kept
 check streams t_streams
