@@ -290,6 +290,15 @@ static int run_port_free(int p)
  * port, so nothing takes it before the rank binds it, which a port from the range (what
  * binding port 0 gives) may lose to any outgoing connection meanwhile (CI saw torch's
  * store fail with "Address already in use").  Else what binding port 0 gives. */
+/* Ports handed out so far in this job (the root's, torch's store's): never handed out
+ * twice, whatever the random draws. */
+static int run_given[2];
+
+static int run_port_given(int p)
+{
+    return p == run_given[0] || p == run_given[1];
+}
+
 static int run_find_port(int *port_p)
 {
     int lo = 32768, hi = 60999;
@@ -300,10 +309,13 @@ static int run_find_port(int *port_p)
         fclose(f);
     }
     int base = lo - 16384 < 10000 ? 10000 : lo - 16384;
-    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    /* One sequence per process: successive calls draw different ports. */
+    static unsigned seed;
+    if (!seed)
+        seed = ((unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL)) | 1u;
     for (int t = 0; lo - base >= 1000 && t < 64; t++) {
         int p = base + (int)(rand_r(&seed) % (unsigned)(lo - base));
-        if (run_port_free(p)) {
+        if (!run_port_given(p) && run_port_free(p)) {
             *port_p = p;
             return 0;
         }
@@ -564,6 +576,7 @@ static int run_setup_env(const run_opts_t *o)
         run_msg("cannot find a free TCP port on 127.0.0.1: %s", strerror(errno));
         return -1;
     }
+    run_given[0] = port;
     snprintf(val, sizeof(val), "127.0.0.1:%d", port);
     setenv("RCOLL_ROOT", val, 1);
     snprintf(val, sizeof(val), "%d", o->nranks);
@@ -585,6 +598,7 @@ static int run_setup_env(const run_opts_t *o)
             run_msg("cannot find a free TCP port on 127.0.0.1: %s", strerror(errno));
             return -1;
         }
+        run_given[1] = port;
         snprintf(val, sizeof(val), "%d", port);
         setenv("MASTER_PORT", val, 1);
         setenv("MASTER_ADDR", "127.0.0.1", 1);

@@ -52,11 +52,14 @@ t_env() {
 }
 
 # The ports rank 0 listens on later (RCOLL_ROOT's, torch's MASTER_PORT) lie below the
-# kernel's ephemeral range, which outgoing connections take ports from meanwhile.
+# kernel's ephemeral range, which outgoing connections take ports from meanwhile, and differ
+# (both were once drawn from one seed: the same port twice within a second).
 t_ports() {
     local lo p
     rr ports -n 1 sh -c 'echo "${RCOLL_ROOT##*:} $MASTER_PORT"'
     [ "$RC" = 0 ] || return 1
+    set -- $(sed 's/^\[0\] //' "$TMP/ports.out")
+    [ "$#" = 2 ] && [ "$1" != "$2" ] || return 1
     lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || return 0
     for p in $(cat "$TMP/ports.out" | sed 's/^\[0\] //'); do
         [ "$p" -ge 1024 ] && [ "$p" -lt "$lo" ] || return 1
