@@ -120,7 +120,9 @@ static void run_usage(FILE *f)
         "\n"
         "Start N local ranks of CMD with the rcoll launch environment (RCOLL_RANK,\n"
         "RCOLL_NRANKS, RCOLL_LOCAL_RANK, RCOLL_LOCAL_SIZE, RCOLL_ROOT, RCOLL_SECRET,\n"
-        "RCOLL_SOCKET_IFNAME; and torch.distributed's RANK, LOCAL_RANK, WORLD_SIZE,\n"
+        "RCOLL_SOCKET_IFNAME; above 64 ranks RCOLL_BS_RELAYS too, so that the bootstrap\n"
+        "runs through one relay per 32 ranks (unless RCOLL_BS_RELAYS is set: empty = none);\n"
+        "and torch.distributed's RANK, LOCAL_RANK, WORLD_SIZE,\n"
         "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT unless MASTER_ADDR, MASTER_PORT, RANK\n"
         "or WORLD_SIZE is already set) and relay their output, each line prefixed with\n"
         "\"[rank] \".\n"
@@ -290,13 +292,16 @@ static int run_port_free(int p)
  * port, so nothing takes it before the rank binds it, which a port from the range (what
  * binding port 0 gives) may lose to any outgoing connection meanwhile (CI saw torch's
  * store fail with "Address already in use").  Else what binding port 0 gives. */
-/* Ports handed out so far in this job (the root's, torch's store's): never handed out
- * twice, whatever the random draws. */
+/* Ports handed out so far in this job (the root's, torch's store's, the relays'): never
+ * handed out twice, whatever the random draws. */
 static int run_given[2];
+static int run_given_relays[2]; /* first, count */
 
 static int run_port_given(int p)
 {
-    return p == run_given[0] || p == run_given[1];
+    return p == run_given[0] || p == run_given[1] ||
+           (run_given_relays[1] && p >= run_given_relays[0] &&
+            p < run_given_relays[0] + run_given_relays[1]);
 }
 
 static int run_find_port(int *port_p)
@@ -565,6 +570,31 @@ static void run_exec_rank(const run_opts_t *o, int rank, int out_w, int err_w, i
     _exit(e == ENOENT ? 127 : 126);
 }
 
+/* count consecutive free ports from *port_p (run_find_port's kind); -1 when none found. */
+static int run_find_ports(int count, int *port_p)
+{
+    for (int t = 0; t < 32; t++) {
+        int p, ok = 1;
+        if (run_find_port(&p) != 0)
+            return -1;
+        for (int i = 1; i < count && ok; i++)
+            ok = p + i < 65536 && !run_port_given(p + i) && run_port_free(p + i);
+        if (ok) {
+            *port_p = p;
+            run_given_relays[0] = p;
+            run_given_relays[1] = count;
+            return 0;
+        }
+    }
+    errno = EADDRINUSE;
+    return -1;
+}
+
+/* Ranks per relay of the bootstrap tree that rcoll-run sets up for jobs above
+ * RUN_RELAYS_FROM ranks (RCOLL_BS_RELAYS, unless the caller set that variable). */
+#define RUN_RELAY_BLOCK 32
+#define RUN_RELAYS_FROM 64
+
 /* Sets the environment every rank shares; per-rank values are set in the child. */
 static int run_setup_env(const run_opts_t *o)
 {
@@ -591,6 +621,18 @@ static int run_setup_env(const run_opts_t *o)
     }
     if (!(s = getenv("RCOLL_SOCKET_IFNAME")) || !*s)
         setenv("RCOLL_SOCKET_IFNAME", "lo", 1);
+    /* A large job bootstraps through a tree of relays (docs/scale.md): the root then accepts
+     * RUN_RELAY_BLOCK ranks and a few relays instead of every rank. */
+    if (o->nranks > RUN_RELAYS_FROM && !getenv("RCOLL_BS_RELAYS")) {
+        int nrelays = (o->nranks + RUN_RELAY_BLOCK - 1) / RUN_RELAY_BLOCK - 1;
+        if (run_find_ports(nrelays, &port) != 0) {
+            run_msg("cannot find %d free consecutive TCP ports on 127.0.0.1 for the bootstrap "
+                    "relays (set RCOLL_BS_RELAYS= to go without): %s", nrelays, strerror(errno));
+            return -1;
+        }
+        snprintf(val, sizeof(val), "%d@127.0.0.1:%d", nrelays, port);
+        setenv("RCOLL_BS_RELAYS", val, 1);
+    }
     /* torch.distributed's env:// rendezvous (its TCPStore on rank 0): set unless the caller
      * launched with its own, so torch programs run under rcoll-run with any backend */
     if (o->torch_env) {

@@ -247,13 +247,66 @@ static rcoll_status_t env_launch_params(const rcoll_config_t *cfg, int *rank, in
     return RCOLL_OK;
 }
 
-/* Rank 0 of an environment launch hosts the root on the given port. */
+/* RCOLL_BS_RELAYS: "N@host:port" (N relays on consecutive ports) or "host:port,host:port,..."
+ * into *addrs (malloc'ed, *n of them; none when the text is empty). */
+static rcoll_status_t parse_relays(const char *text, rcoll_sockaddr_t **addrs, int *n)
+{
+    *addrs = NULL;
+    *n = 0;
+    if (!text[0]) return RCOLL_OK;
+    const char *at = strchr(text, '@');
+    if (at) {
+        char *end;
+        long count = strtol(text, &end, 10);
+        if (end != at || count < 1 || count > 65535)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_BS_RELAYS='%s': want N@host:port "
+                                 "with N in [1, 65535], or host:port,host:port,...", text);
+        rcoll_sockaddr_t first;
+        rcoll_status_t st = rcoll_net_parse_hostport(at + 1, &first);
+        if (st != RCOLL_OK) return rcoll_err_set(st, "RCOLL_BS_RELAYS: %s", rcoll_err_get());
+        int port = rcoll_net_addr_port(&first);
+        if (port < 1 || port + count - 1 > 65535)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_BS_RELAYS='%s': ports %d-%ld "
+                                 "are not all port numbers", text, port, port + count - 1);
+        *addrs = calloc((size_t)count, sizeof(**addrs));
+        if (!*addrs) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "RCOLL_BS_RELAYS");
+        for (long i = 0; i < count; i++) {
+            (*addrs)[i] = first;
+            rcoll_net_addr_set_port(&(*addrs)[i], port + (int)i);
+        }
+        *n = (int)count;
+        return RCOLL_OK;
+    }
+    int count = 1;
+    for (const char *c = text; *c; c++) count += *c == ',';
+    *addrs = calloc((size_t)count, sizeof(**addrs));
+    if (!*addrs) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "RCOLL_BS_RELAYS");
+    const char *p = text;
+    for (int i = 0; i < count; i++) {
+        char one[RCOLL_CFG_STR_MAX];
+        size_t len = strcspn(p, ",");
+        snprintf(one, sizeof(one), "%.*s", (int)len, p);
+        rcoll_status_t st = rcoll_net_parse_hostport(one, &(*addrs)[i]);
+        if (st != RCOLL_OK) {
+            free(*addrs);
+            *addrs = NULL;
+            return rcoll_err_set(st, "RCOLL_BS_RELAYS (relay %d): %s", i + 1, rcoll_err_get());
+        }
+        p += len + (p[len] == ',');
+    }
+    *n = count;
+    return RCOLL_OK;
+}
+
+/* Rank 0 of an environment launch hosts the root on the given port (node 0 of tree). */
 static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t *addr,
-                                     const char *secret, rcoll_bs_root_t **root)
+                                     const char *secret, const rcoll_bs_tree_t *tree,
+                                     rcoll_bs_root_t **root)
 {
     rcoll_unique_id_t unused;
     rcoll_sockaddr_t bind_addr = *addr;
-    rcoll_status_t st = rcoll_bs_root_start(cfg, &bind_addr, 1, secret, 1, &unused, root);
+    rcoll_status_t st = rcoll_bs_root_start_tree(cfg, &bind_addr, 1, secret, 1, tree, &unused,
+                                                 root);
     if (st == RCOLL_OK) return st;
     /* The name may resolve to an address of another interface of this host, or a NAT'ed
      * name: listen with that port on the address of RCOLL_SOCKET_IFNAME's interface when it
@@ -275,7 +328,7 @@ static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t
     char abuf[64];
     RCOLL_INFO(INIT, "cannot listen on the RCOLL_ROOT address (%s); the root listens on %s",
                keep, rcoll_net_addr_str(&bind_addr, abuf, sizeof(abuf)));
-    st = rcoll_bs_root_start(cfg, &bind_addr, 1, secret, 1, &unused, root);
+    st = rcoll_bs_root_start_tree(cfg, &bind_addr, 1, secret, 1, tree, &unused, root);
     if (st != RCOLL_OK) rcoll_err_set(st, "%s (and on %s: %s)", keep, where, rcoll_err_get());
     return st;
 }
@@ -300,21 +353,52 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
                    "process that reaches %s can join); tools/rcoll-run sets one", root_text);
     char secret[RCOLL_SECRET_BYTES];
     secret_from_string(cfg.secret, secret);
+    /* The bootstrap tree: rank 0's root and, with RCOLL_BS_RELAYS, relays that admit the
+     * ranks of their blocks, so that no process accepts every rank's connection. */
+    rcoll_sockaddr_t *relays = NULL;
+    int nrelays = 0;
+    st = parse_relays(cfg.bs_relays, &relays, &nrelays);
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_bs_tree_t tree;
+    rcoll_bs_tree_make(&tree, nranks, nrelays, cfg.bs_fanout);
+    int node = rcoll_bs_tree_node(&tree, rank);
     rcoll_bs_root_t *root = NULL;
+    rcoll_unique_id_t id, root_id;
+    rcoll_bs_make_id(&addr, 1, secret, &root_id);
     if (rank == 0) {
-        st = start_env_root(&cfg, &addr, secret, &root);
-        if (st != RCOLL_OK) return init_failed(st);
+        st = start_env_root(&cfg, &addr, secret, &tree, &root);
+    } else if (node > 0 && rank == rcoll_bs_tree_host(&tree, node)) {
+        int parent = rcoll_bs_tree_parent(&tree, node);
+        st = rcoll_bs_relay_start(&cfg, &tree, node, &relays[node - 1],
+                                  parent ? &relays[parent - 1] : &addr, &root_id, &id, &root);
     }
-    rcoll_unique_id_t id;
-    rcoll_bs_make_id(&addr, 1, secret, &id);
+    if (st != RCOLL_OK) {
+        free(relays);
+        return init_failed(st);
+    }
+    if (node > 0)
+        rcoll_bs_make_relay_id(&relays[node - 1], rcoll_bs_tree_host(&tree, node), &root_id, &id);
+    else
+        id = root_id;
+    free(relays);
+    if (tree.nnodes > 1 && rank == 0)
+        RCOLL_INFO(INIT, "bootstrap tree: %d relays below the root, %d ranks per block, %d "
+                   "children per node", tree.nnodes - 1, tree.block, tree.fanout);
     st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
     if (st != RCOLL_OK && rank != 0 && st == RCOLL_ERR_TIMEOUT &&
         strstr(rcoll_err_get(), "could not connect to")) {
         /* Here the root is rank 0's: name the rank that never served it. */
         char keep[RCOLL_ERR_TEXT_MAX];
         snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
-        rcoll_err_set(st, "%s; in an environment launch rank 0 hosts the root: rank 0 did not "
-                      "start it (not launched, exited or killed before listening)", keep);
+        if (node > 0)
+            rcoll_err_set(st, "%s; this rank joins through the bootstrap relay that rank %d "
+                          "hosts (RCOLL_BS_RELAYS): rank %d did not start it (not launched, "
+                          "exited or killed before listening)", keep,
+                          rcoll_bs_tree_host(&tree, node), rcoll_bs_tree_host(&tree, node));
+        else
+            rcoll_err_set(st, "%s; in an environment launch rank 0 hosts the root: rank 0 did "
+                          "not start it (not launched, exited or killed before listening)",
+                          keep);
         return init_failed(st);
     }
     if (st != RCOLL_OK) {
@@ -325,8 +409,8 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
         snprintf(why, sizeof(why), "rank %d (pid %d), which hosts the bootstrap root, could not "
                  "create its communicator: %.150s", rank, (int)getpid(), keep);
         rcoll_bs_root_abort(root, why);
-        /* Give the root up to 2 s to tell the ranks that joined (they fail and leave, then
-         * it finishes); this process may exit right after returning. */
+        /* Give the root (or relay) up to 2 s to tell the ranks that joined (they fail and
+         * leave, then it finishes); this process may exit right after returning. */
         double wait_s = cfg.timeout_s < 2 ? cfg.timeout_s : 2;
         rcoll_bs_root_release(root, rcoll_now_ns() + (uint64_t)(wait_s * 1e9));
         rcoll_err_set(st, "%s", keep);

@@ -45,7 +45,10 @@ struct rcoll_bootstrap {
     int refs;    /* communicators sharing this control connection (parent and children) */
     int fd;
     int nranks;
-    rcoll_peer_info_t root_host; /* rank 0's info, for the message when the root vanishes */
+    rcoll_peer_info_t root_host; /* the info of the rank hosting the root (rank 0) or this
+                                  * rank's relay, for the message when it vanishes */
+    int root_rank;               /* that rank */
+    int via_relay;               /* joined through a relay (the id said so) */
     bs_rx_t rx;
     int failed;
     int closed; /* the connection ended (after a failure: nothing more to read) */
@@ -204,7 +207,9 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
     bs->nranks = nranks;
     bs->rank = rank;
     bs->members = nranks;
-    bs->root_host = peers[0];
+    bs->root_rank = b.via_host > 0 && b.via_host <= nranks ? b.via_host - 1 : 0;
+    bs->via_relay = b.via_host > 0;
+    bs->root_host = peers[bs->root_rank];
     *bs_p = bs;
     return RCOLL_OK;
 
@@ -251,10 +256,11 @@ static void bs_pump(rcoll_bootstrap_t *bs)
             /* The root itself is gone: in environment launch it lives in rank 0. */
             bs->failed = 1;
             bs->fail_status = RCOLL_ERR_REMOTE;
-            bs->fail_culprit = 0;
+            bs->fail_culprit = bs->root_rank;
             snprintf(bs->fail_text, sizeof(bs->fail_text),
-                     "lost the bootstrap root (hosted with rank 0, %s pid %d): that process "
-                     "exited or was killed", bs->root_host.hostname, (int)bs->root_host.pid);
+                     "lost the bootstrap %s (hosted with rank %d, %s pid %d): that process "
+                     "exited or was killed", bs->via_relay ? "relay" : "root", bs->root_rank,
+                     bs->root_host.hostname, (int)bs->root_host.pid);
             return;
         }
         bs->rx.got = 0;
@@ -480,6 +486,11 @@ int rcoll_bs_revoked(rcoll_bootstrap_t *bs, uint64_t ctx, int *rank, char *text,
 static rcoll_status_t shrink_lost(rcoll_bootstrap_t *bs)
 {
     if (bs->excluded[0]) return rcoll_err_set(RCOLL_ERR_TIMEOUT, "%s", bs->excluded);
+    if (bs->via_relay)
+        return rcoll_err_set(RCOLL_ERR_REMOTE, "the survivors cannot agree without the "
+                             "bootstrap root, and this rank's relay to it is gone: the process "
+                             "hosting it (rank %d, %s pid %d) exited or was killed",
+                             bs->root_rank, bs->root_host.hostname, (int)bs->root_host.pid);
     return rcoll_err_set(RCOLL_ERR_REMOTE, "the survivors cannot agree without the bootstrap "
                          "root, and it is gone: the process hosting it (the one that made the "
                          "unique id, or with environment launch rank 0, %s pid %d) exited or "

@@ -123,6 +123,50 @@ rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *
                                    int naddrs, const char secret[RCOLL_SECRET_BYTES],
                                    int fixed_port, rcoll_unique_id_t *id,
                                    rcoll_bs_root_t **root_p);
+/* The bootstrap tree (relays, bootstrap_relay.c): nodes 0..nnodes-1, node 0 the root, node
+ * n > 0 a relay hosted by rank n * block and listening where the launcher says.  Rank r joins
+ * through node r / block; node n's parent is (n - 1) / fanout.  So no process accepts more
+ * than block + fanout connections and a message crosses at most log_fanout(nnodes) relays. */
+typedef struct {
+    int nranks, nnodes, block, fanout;
+} rcoll_bs_tree_t;
+
+/* The tree for nranks ranks with at most nrelays relays (fewer when the blocks would leave
+ * some empty) and fanout children per node (>= 2). */
+void rcoll_bs_tree_make(rcoll_bs_tree_t *t, int nranks, int nrelays, int fanout);
+static inline int rcoll_bs_tree_node(const rcoll_bs_tree_t *t, int rank) { return rank / t->block; }
+static inline int rcoll_bs_tree_host(const rcoll_bs_tree_t *t, int node) { return node * t->block; }
+static inline int rcoll_bs_tree_parent(const rcoll_bs_tree_t *t, int node)
+{
+    return (node - 1) / t->fanout;
+}
+/* Whether node lies in the subtree below node top (top itself included). */
+int rcoll_bs_tree_below(const rcoll_bs_tree_t *t, int node, int top);
+
+/* Start relay node (1..t->nnodes-1) listening on addr (a fixed port), connecting to its
+ * parent at parent (retried until RCOLL_TIMEOUT); it admits the ranks of its block and the
+ * relays of its children once they prove the secret of root_id (the root's id), and carries every message between them and
+ * the root.  Writes the id its block's ranks join with.  Release it as a root
+ * (rcoll_bs_root_release): it ends when its parent closes (the job is over). */
+rcoll_status_t rcoll_bs_relay_start(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t,
+                                    int node, const rcoll_sockaddr_t *addr,
+                                    const rcoll_sockaddr_t *parent,
+                                    const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id,
+                                    rcoll_bs_root_t **root_p);
+/* rcoll_bs_root_start for a root that is node 0 of tree (NULL or one node: no relays): it
+ * admits its child relays too, and reaches the ranks below them through them. */
+rcoll_status_t rcoll_bs_root_start_tree(const rcoll_config_t *cfg, rcoll_sockaddr_t *addrs,
+                                        int naddrs, const char secret[RCOLL_SECRET_BYTES],
+                                        int fixed_port, const rcoll_bs_tree_t *tree,
+                                        rcoll_unique_id_t *id, rcoll_bs_root_t **root_p);
+/* The id a rank of a relay's block joins with: the relay's address, the rank hosting it,
+ * and root_id's secret and communicator id (rcoll_bs_id_ctx). */
+void rcoll_bs_make_relay_id(const rcoll_sockaddr_t *addr, int host_rank,
+                            const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id);
+/* The communicator id that ranks joining with id share: a hash of the root's id (a relay's
+ * id carries it). */
+uint64_t rcoll_bs_id_ctx(const rcoll_unique_id_t *id);
+
 /* Wait until deadline_ns for the root to finish (every rank left), then drop the reference.
  * RCOLL_ERR_TIMEOUT if it was still serving ranks. */
 rcoll_status_t rcoll_bs_root_release(rcoll_bs_root_t *root, uint64_t deadline_ns);

@@ -26,6 +26,8 @@ typedef struct {
     uint8_t nalt;
     uint8_t pad2;
     uint8_t alt[RCOLL_BS_ROOT_ADDRS - 1][6];
+    /* 1 + the rank hosting the relay root leads to (rcoll_bs_make_relay_id); 0: the root. */
+    int32_t via_host;
 } bs_id_t;
 
 _Static_assert(sizeof(bs_id_t) <= RCOLL_UNIQUE_ID_BYTES, "unique id too small");
@@ -52,6 +54,23 @@ rcoll_status_t rcoll_bs_send_msg(int fd, int type, const void *payload, uint32_t
  * header, or the connection's error (RCOLL_ERR_REMOTE when it closed). */
 rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete);
 
+/* A whole message of any type, read bit by bit into a buffer that grows to its size. */
+typedef struct {
+    size_t got, cap;
+    char *buf;
+} bs_frx_t;
+
+/* Read what has arrived of a message of at most max_len payload bytes into f.  RCOLL_OK
+ * with *complete = 1 once it is whole (header at f->buf; the caller resets f->got),
+ * RCOLL_ERR_PROTOCOL for a malformed header or a frame (BS_FWD) whose inner message is
+ * malformed, or the connection's error (RCOLL_ERR_REMOTE when it closed). */
+rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete);
+void rcoll_bs_frame_free(bs_frx_t *f);
+
+/* Send message (type, payload, len) in a frame for rank (BS_FWD: BS_FWD_ALL with except). */
+rcoll_status_t rcoll_bs_send_fwd(int fd, int rank, int except, int type, const void *payload,
+                                 uint32_t len, uint64_t deadline_ns);
+
 /* Fill the note n (NACK, ABORT, FAIL, EXCLUDED, LATE): culprit, status st, and text (cut to
  * fit). */
 void rcoll_bs_note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text);
@@ -63,5 +82,15 @@ int rcoll_bs_secret_equal(const char *a, const char *b);
 /* The addresses a rank tries for the root of id b, the first first, into out (room for
  * RCOLL_BS_ROOT_ADDRS); returns how many. */
 int rcoll_bs_id_addrs(const bs_id_t *b, rcoll_sockaddr_t *out);
+
+/* A relay's state (bootstrap_relay.c), run by a root's thread (rcoll_bs_relay_start). */
+typedef struct bs_relay bs_relay_t;
+/* Listen on addr for node's block and children (*out: the relay). */
+rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t, int node,
+                                  const rcoll_sockaddr_t *addr, const rcoll_sockaddr_t *parent,
+                                  const char secret[RCOLL_SECRET_BYTES], bs_relay_t **out);
+/* The relay's thread: returns once its parent has closed (or it never reached it). */
+void rcoll_bs_relay_run(bs_relay_t *r);
+void rcoll_bs_relay_free(bs_relay_t *r); /* NULL: nothing */
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -111,6 +112,66 @@ rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     return st;
 }
 
+rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete)
+{
+    *complete = 0;
+    if (f->cap < sizeof(bs_hdr_t)) {
+        char *b = realloc(f->buf, 4096);
+        if (!b) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap frame buffer");
+        f->buf = b;
+        f->cap = 4096;
+    }
+    rcoll_status_t st = rcoll_net_recv_some(fd, f->buf, sizeof(bs_hdr_t), &f->got);
+    if (st != RCOLL_OK || f->got < sizeof(bs_hdr_t)) return st;
+    bs_hdr_t h;
+    memcpy(&h, f->buf, sizeof(h));
+    if (!rcoll_bs_hdr_valid(&h, max_len)) return RCOLL_ERR_PROTOCOL;
+    if (h.type == BS_FWD && h.len < sizeof(bs_fwd_t) + sizeof(bs_hdr_t)) return RCOLL_ERR_PROTOCOL;
+    size_t need = sizeof(bs_hdr_t) + h.len;
+    if (f->cap < need) {
+        char *b = realloc(f->buf, need);
+        if (!b) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap frame buffer");
+        f->buf = b;
+        f->cap = need;
+    }
+    st = rcoll_net_recv_some(fd, f->buf, need, &f->got);
+    if (st != RCOLL_OK || f->got < need) return st;
+    if (h.type == BS_FWD) { /* the message inside must fill the frame exactly */
+        bs_hdr_t in;
+        memcpy(&in, f->buf + sizeof(bs_hdr_t) + sizeof(bs_fwd_t), sizeof(in));
+        if (!rcoll_bs_hdr_valid(&in, h.len) ||
+            sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + in.len != h.len)
+            return RCOLL_ERR_PROTOCOL;
+    }
+    *complete = 1;
+    return RCOLL_OK;
+}
+
+void rcoll_bs_frame_free(bs_frx_t *f)
+{
+    free(f->buf);
+    memset(f, 0, sizeof(*f));
+}
+
+rcoll_status_t rcoll_bs_send_fwd(int fd, int rank, int except, int type, const void *payload,
+                                 uint32_t len, uint64_t deadline_ns)
+{
+    struct {
+        bs_hdr_t outer;
+        bs_fwd_t fwd;
+        bs_hdr_t inner;
+    } head = {
+        .outer = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_FWD,
+                  .len = (uint32_t)(sizeof(bs_fwd_t) + sizeof(bs_hdr_t)) + len},
+        .fwd = {.rank = rank, .except = except},
+        .inner = {.magic = BS_MAGIC, .version = BS_VERSION, .type = (uint16_t)type, .len = len},
+    };
+    _Static_assert(sizeof(head) == 2 * sizeof(bs_hdr_t) + sizeof(bs_fwd_t), "packed frame head");
+    rcoll_status_t st = rcoll_net_send_all(fd, &head, sizeof(head), deadline_ns);
+    if (st == RCOLL_OK && len) st = rcoll_net_send_all(fd, payload, len, deadline_ns);
+    return st;
+}
+
 void rcoll_bs_note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text)
 {
     memset(n, 0, sizeof(*n));
@@ -198,4 +259,57 @@ int rcoll_bs_id_addrs(const bs_id_t *b, rcoll_sockaddr_t *out)
         n++;
     }
     return n;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The tree of relays
+ * ---------------------------------------------------------------------------------------- */
+
+void rcoll_bs_tree_make(rcoll_bs_tree_t *t, int nranks, int nrelays, int fanout)
+{
+    t->nranks = nranks;
+    t->fanout = fanout < 2 ? 2 : fanout;
+    if (nranks < 2 || nrelays < 1) {
+        t->nnodes = 1;
+        t->block = nranks > 0 ? nranks : 1;
+        return;
+    }
+    if (nrelays > nranks - 1) nrelays = nranks - 1;
+    int want = nrelays + 1;
+    t->block = (nranks + want - 1) / want;
+    t->nnodes = (nranks + t->block - 1) / t->block; /* no empty block */
+}
+
+int rcoll_bs_tree_below(const rcoll_bs_tree_t *t, int node, int top)
+{
+    if (node < 0 || node >= t->nnodes) return 0;
+    while (node > top) node = rcoll_bs_tree_parent(t, node);
+    return node == top;
+}
+
+void rcoll_bs_make_relay_id(const rcoll_sockaddr_t *addr, int host_rank,
+                            const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id)
+{
+    bs_id_t b;
+    memcpy(&b, root_id->internal, sizeof(b));
+    uint64_t ctx = rcoll_bs_id_ctx(root_id);
+    rcoll_bs_make_id(addr, 1, b.secret, id);
+    memcpy(&b, id->internal, sizeof(b));
+    b.via_host = host_rank + 1;
+    memcpy(b.alt, &ctx, sizeof(ctx)); /* a relay's id has no alternative addresses */
+    memcpy(id->internal, &b, sizeof(b));
+}
+
+uint64_t rcoll_bs_id_ctx(const rcoll_unique_id_t *id)
+{
+    bs_id_t b;
+    memcpy(&b, id->internal, sizeof(b));
+    uint64_t ctx = 1469598103934665603ull; /* FNV-1a of the id: the same on every rank */
+    if (b.magic == BS_MAGIC && b.via_host > 0) {
+        memcpy(&ctx, b.alt, sizeof(ctx)); /* the root's id's */
+        return ctx;
+    }
+    for (size_t i = 0; i < sizeof(id->internal); i++)
+        ctx = (ctx ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+    return ctx;
 }

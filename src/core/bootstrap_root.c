@@ -47,7 +47,10 @@ typedef struct {
 } bs_pending_t;
 
 typedef struct {
-    int fd;       /* -1 once gone */
+    int fd;       /* its own connection (-1: none, or gone) */
+    int link;     /* or the relay link it is reached through (-1: its own connection) */
+    int rank;     /* its rank */
+    int open;     /* reachable: joined, and neither gone nor closed */
     int joined;
     int left;     /* said goodbye */
     int waits_on; /* rank this one reported a timeout on, or -1 */
@@ -61,6 +64,13 @@ typedef struct {
     uint64_t shrink_since;
     rcoll_bs_shrink_req_t shrink_req;
 } bs_member_t;
+
+/* A child relay's connection (fd -1: none yet, or lost). */
+typedef struct {
+    int node;
+    int fd;
+    bs_frx_t rx;
+} bs_link_t;
 
 /* Shrinks of communicators of some ranks decided lately: a request for one of them comes
  * from a member left out (it asked too late). */
@@ -89,7 +99,10 @@ struct rcoll_bs_root {
     rcoll_log_limit_t drop_limit; /* warnings about dropped connections */
     int failure_sent;
     uint64_t decide_at; /* when to name the culprit of reported timeouts (0 = none pending) */
-    int aborted;        /* the hosting rank failed its creation (rcoll_bs_root_abort) */
+    int joining;        /* the join phase (a lost rank fails the join) */
+    int aborted;        /* the hosting rank failed its creation (rcoll_bs_root_abort), or a
+                         * rank was lost while the others joined */
+    int abort_culprit;  /* the rank to name (0: the hosting rank) */
     int abort_sent;     /* ... and the ranks that had joined were told */
     char abort_text[RCOLL_BS_TEXT_MAX];
     int first_named;    /* the rank named by the first timeout report */
@@ -100,6 +113,12 @@ struct rcoll_bs_root {
     uint32_t shrink_rounds; /* shrinks decided so far */
     bs_sub_key_t sub_decided[BS_SUB_DECIDED_KEPT];
     int sub_ndecided;
+    /* The tree of relays (rcoll_bs_root_set_tree; one node: none) and this root's links to
+     * its child relays, through which the ranks below them are reached. */
+    rcoll_bs_tree_t tree;
+    bs_link_t *links;
+    int nlinks;
+    bs_relay_t *relay; /* set: this thread is a relay, not the root (bootstrap_relay.c) */
 };
 
 /* How long the root collects timeout reports before naming the rank at the end of the chain
@@ -116,6 +135,9 @@ static void root_unref(rcoll_bs_root_t *r)
     pthread_cond_destroy(&r->cond);
     for (int k = 0; r->members && k < r->nranks; k++) free(r->members[k]);
     free(r->members);
+    for (int j = 0; j < r->nlinks; j++) rcoll_bs_frame_free(&r->links[j].rx);
+    free(r->links);
+    rcoll_bs_relay_free(r->relay);
     free(r);
 }
 
@@ -156,13 +178,94 @@ static void pending_reject(rcoll_bs_root_t *r, int i, rcoll_status_t st, const c
     pending_drop(r, i, why);
 }
 
+/* Take the hello h: its member, or NULL with *st and why[len] saying why it is refused. */
+static bs_member_t *root_take_hello(rcoll_bs_root_t *r, const bs_hello_t *h, rcoll_status_t *st,
+                                    char *why, size_t len)
+{
+    *st = RCOLL_ERR_INVALID_ARG;
+    if (!rcoll_bs_secret_equal(h->secret, r->secret)) {
+        *st = RCOLL_ERR_AUTH;
+        snprintf(why, len, "wrong job secret");
+        return NULL;
+    }
+    if (r->aborted) {
+        *st = RCOLL_ERR_REMOTE;
+        snprintf(why, len, "%s", r->abort_text);
+        return NULL;
+    }
+    if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
+        snprintf(why, len, "invalid rank %d of %d", h->rank, h->nranks);
+        return NULL;
+    }
+    if (r->tree.nnodes > 1 && h->nranks != r->tree.nranks) {
+        snprintf(why, len, "rank %d says nranks=%d but the job has %d ranks", h->rank,
+                 h->nranks, r->tree.nranks);
+        return NULL;
+    }
+    if (r->nranks == 0) {
+        r->members = calloc((size_t)h->nranks, sizeof(*r->members));
+        if (!r->members) {
+            *st = RCOLL_ERR_NO_MEMORY;
+            snprintf(why, len, "root out of memory");
+            return NULL;
+        }
+        r->nranks = h->nranks;
+    }
+    if (h->nranks != r->nranks) {
+        snprintf(why, len, "rank %d says nranks=%d but the job has %d ranks", h->rank,
+                 h->nranks, r->nranks);
+        return NULL;
+    }
+    if (r->members[h->rank]) {
+        *st = RCOLL_ERR_INVALID_USAGE;
+        snprintf(why, len, "rank %d already joined (from pid %d on %s)", h->rank,
+                 (int)r->members[h->rank]->info.pid, r->members[h->rank]->info.hostname);
+        return NULL;
+    }
+    bs_member_t *m = calloc(1, sizeof(*m));
+    if (!m) {
+        *st = RCOLL_ERR_NO_MEMORY;
+        snprintf(why, len, "root out of memory");
+        return NULL;
+    }
+    r->members[h->rank] = m;
+    m->waits_on = -1;
+    m->fd = -1;
+    m->link = -1;
+    m->rank = h->rank;
+    m->open = 1;
+    m->joined = 1;
+    m->info = h->info;
+    m->info.hostname[sizeof(m->info.hostname) - 1] = '\0';
+    r->njoined++;
+    RCOLL_INFO(BOOTSTRAP, "root: rank %d joined from %s pid %d (%d/%d)", h->rank,
+               m->info.hostname, (int)m->info.pid, r->njoined, r->nranks);
+    return m;
+}
+
 /* A complete hello arrived on pending connection i: admit or reject it. */
 static void root_admit(rcoll_bs_root_t *r, int i)
 {
     bs_pending_t *p = &r->pending[i];
-    bs_hello_t *h = &p->buf.m.hello;
-    char why[160];
-    if (!rcoll_bs_secret_equal(h->secret, r->secret)) {
+    char why[RCOLL_BS_TEXT_MAX];
+    rcoll_status_t st;
+    bs_member_t *m = root_take_hello(r, &p->buf.m.hello, &st, why, sizeof(why));
+    if (!m) {
+        pending_reject(r, i, st, why);
+        return;
+    }
+    m->fd = p->fd;
+    r->pending[i] = r->pending[--r->npending];
+}
+
+/* A complete relay hello on pending connection i: one of this root's child relays. */
+static void root_admit_relay(rcoll_bs_root_t *r, int i)
+{
+    bs_pending_t *p = &r->pending[i];
+    bs_relay_hello_t h;
+    memcpy(&h, p->buf.raw + sizeof(bs_hdr_t), sizeof(h));
+    char why[200];
+    if (!rcoll_bs_secret_equal(h.secret, r->secret)) {
         pending_reject(r, i, RCOLL_ERR_AUTH, "wrong job secret");
         return;
     }
@@ -170,45 +273,20 @@ static void root_admit(rcoll_bs_root_t *r, int i)
         pending_reject(r, i, RCOLL_ERR_REMOTE, r->abort_text);
         return;
     }
-    if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
-        snprintf(why, sizeof(why), "invalid rank %d of %d", h->rank, h->nranks);
-        pending_reject(r, i, RCOLL_ERR_INVALID_ARG, why);
-        return;
-    }
-    if (r->nranks == 0) {
-        r->members = calloc((size_t)h->nranks, sizeof(*r->members));
-        if (!r->members) {
-            pending_reject(r, i, RCOLL_ERR_NO_MEMORY, "root out of memory");
-            return;
-        }
-        r->nranks = h->nranks;
-    }
-    if (h->nranks != r->nranks) {
-        snprintf(why, sizeof(why), "rank %d says nranks=%d but the job has %d ranks", h->rank,
-                 h->nranks, r->nranks);
-        pending_reject(r, i, RCOLL_ERR_INVALID_ARG, why);
-        return;
-    }
-    if (r->members[h->rank]) {
-        snprintf(why, sizeof(why), "rank %d already joined (from pid %d on %s)", h->rank,
-                 (int)r->members[h->rank]->info.pid, r->members[h->rank]->info.hostname);
+    int j = -1;
+    for (int c = 0; c < r->nlinks; c++)
+        if (r->links[c].node == h.index && h.nranks == r->tree.nranks && r->links[c].fd < 0)
+            j = c;
+    if (j < 0) {
+        snprintf(why, sizeof(why), "relay node %d of %d ranks is not a child of this root "
+                 "(it has %d relays below it for %d ranks, or that one came twice): "
+                 "RCOLL_BS_RELAYS or RCOLL_BS_FANOUT differ between ranks?", h.index, h.nranks,
+                 r->nlinks, r->tree.nranks);
         pending_reject(r, i, RCOLL_ERR_INVALID_USAGE, why);
         return;
     }
-    bs_member_t *m = calloc(1, sizeof(*m));
-    if (!m) {
-        pending_reject(r, i, RCOLL_ERR_NO_MEMORY, "root out of memory");
-        return;
-    }
-    r->members[h->rank] = m;
-    m->waits_on = -1;
-    m->fd = p->fd;
-    m->joined = 1;
-    m->info = h->info;
-    m->info.hostname[sizeof(m->info.hostname) - 1] = '\0';
-    r->njoined++;
-    RCOLL_INFO(BOOTSTRAP, "root: rank %d joined from %s pid %d (%d/%d)", h->rank,
-               m->info.hostname, (int)m->info.pid, r->njoined, r->nranks);
+    r->links[j].fd = p->fd;
+    RCOLL_INFO(BOOTSTRAP, "root: relay %d connected", r->links[j].node);
     r->pending[i] = r->pending[--r->npending];
 }
 
@@ -216,8 +294,23 @@ static void root_admit(rcoll_bs_root_t *r, int i)
 static void root_read_pending(rcoll_bs_root_t *r, int i)
 {
     bs_pending_t *p = &r->pending[i];
-    size_t want = sizeof(p->buf.raw);
-    rcoll_status_t st = rcoll_net_recv_some(p->fd, p->buf.raw, want, &p->got);
+    /* The header first: a relay says less than a rank, and what follows is not its hello. */
+    rcoll_status_t st = rcoll_net_recv_some(p->fd, p->buf.raw, sizeof(bs_hdr_t), &p->got);
+    if (st == RCOLL_OK && p->got >= sizeof(bs_hdr_t)) {
+        bs_hdr_t h;
+        memcpy(&h, p->buf.raw, sizeof(h));
+        if (rcoll_bs_hdr_valid(&h, sizeof(bs_relay_hello_t)) && h.type == BS_RELAY &&
+            h.len == sizeof(bs_relay_hello_t)) {
+            st = rcoll_net_recv_some(p->fd, p->buf.raw, sizeof(h) + h.len, &p->got);
+            if (st == RCOLL_OK && p->got == sizeof(h) + h.len) {
+                root_admit_relay(r, i);
+                return;
+            }
+            if (st == RCOLL_OK) return;
+        } else {
+            st = rcoll_net_recv_some(p->fd, p->buf.raw, sizeof(p->buf.raw), &p->got);
+        }
+    }
     if (st != RCOLL_OK) {
         pending_drop(r, i, "closed before completing its hello");
         return;
@@ -230,20 +323,36 @@ static void root_read_pending(rcoll_bs_root_t *r, int i)
     if (scan > 0) root_admit(r, i);
 }
 
+/* Send a message to member m: on its own connection, or in a frame through its relay. */
+static rcoll_status_t member_send(rcoll_bs_root_t *r, bs_member_t *m, int type,
+                                  const void *payload, uint32_t len, uint64_t deadline_ns)
+{
+    if (m->link < 0) return rcoll_bs_send_msg(m->fd, type, payload, len, deadline_ns);
+    bs_link_t *l = &r->links[m->link];
+    if (l->fd < 0) return RCOLL_ERR_REMOTE;
+    return rcoll_bs_send_fwd(l->fd, m->rank, 0, type, payload, len, deadline_ns);
+}
+
 static void root_send_fail(rcoll_bs_root_t *r, int except, const bs_note_t *n)
 {
     for (int k = 0; k < r->nranks; k++) {
         bs_member_t *m = r->members[k];
-        if (k == except || !m || m->fd < 0 || m->left) continue;
-        rcoll_bs_send_msg(m->fd, BS_FAIL, n, sizeof(*n), rcoll_now_ns() + 1000000000ull);
+        if (k == except || !m || !m->open || m->left) continue;
+        member_send(r, m, BS_FAIL, n, sizeof(*n), rcoll_now_ns() + 1000000000ull);
     }
 }
 
-static void member_close(bs_member_t *m)
+/* The root is done with member m: its connection is closed (through a relay: the relay is
+ * told to close it). */
+static void member_close(rcoll_bs_root_t *r, bs_member_t *m)
 {
     if (!m) return;
+    if (m->open && m->link >= 0 && r->links[m->link].fd >= 0)
+        rcoll_bs_send_fwd(r->links[m->link].fd, m->rank, 0, BS_GONE, NULL, 0,
+                          rcoll_now_ns() + 100000000ull);
     if (m->fd >= 0) close(m->fd);
     m->fd = -1;
+    m->open = 0;
 }
 
 /* The drop warnings suppressed so far, in one line (force: whether their second is over). */
@@ -255,20 +364,27 @@ static void drops_report(rcoll_bs_root_t *r, int force)
                    "at most 5 such warnings a second)", n, n);
 }
 
+static void root_link_event(rcoll_bs_root_t *r, int j);
+
 /* Joining phase: returns 1 when every rank has joined, 0 on timeout/failure. */
 static int root_join_loop(rcoll_bs_root_t *r)
 {
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
-    struct pollfd pfd[RCOLL_BS_ROOT_ADDRS + BS_PENDING_MAX];
+    struct pollfd *pfd = calloc(RCOLL_BS_ROOT_ADDRS + BS_PENDING_MAX + (size_t)r->nlinks,
+                                sizeof(*pfd));
+    if (!pfd) return 0;
     while (r->aborted || r->nranks == 0 || r->njoined < r->nranks) {
         uint64_t now = rcoll_now_ns();
-        if (now >= deadline) return 0;
+        if (now >= deadline) {
+            free(pfd);
+            return 0;
+        }
         pthread_mutex_lock(&r->lock);
         int aborted = r->aborted;
         pthread_mutex_unlock(&r->lock);
         if (aborted && !r->abort_sent) { /* those that joined learn it now, the rest on arrival */
             bs_note_t n;
-            rcoll_bs_note_fill(&n, 0, RCOLL_ERR_REMOTE, r->abort_text);
+            rcoll_bs_note_fill(&n, r->abort_culprit, RCOLL_ERR_REMOTE, r->abort_text);
             root_send_fail(r, -1, &n);
             r->abort_sent = 1;
             r->failure_sent = 1;
@@ -280,11 +396,17 @@ static int root_join_loop(rcoll_bs_root_t *r)
         int n = 0;
         for (int l = 0; l < r->nlisten; l++)
             pfd[n++] = (struct pollfd){.fd = r->listen_fd[l], .events = POLLIN};
-        for (int i = 0; i < r->npending; i++)
+        int np = r->npending;
+        for (int i = 0; i < np; i++)
             pfd[n++] = (struct pollfd){.fd = r->pending[i].fd, .events = POLLIN};
+        for (int j = 0; j < r->nlinks; j++)
+            pfd[n++] = (struct pollfd){.fd = r->links[j].fd, .events = POLLIN}; /* -1: none */
         poll(pfd, (nfds_t)n, 200);
-        for (int i = r->npending - 1; i >= 0; i--)
-            if (pfd[r->nlisten + i].revents) root_read_pending(r, i);
+        for (int j = 0; j < r->nlinks; j++)
+            if (pfd[r->nlisten + np + j].revents && r->links[j].fd == pfd[r->nlisten + np + j].fd)
+                root_link_event(r, j);
+        for (int i = np - 1; i >= 0; i--)
+            if (i < r->npending && pfd[r->nlisten + i].revents) root_read_pending(r, i);
         for (int l = 0; l < r->nlisten; l++)
             for (int k = 0; k < BS_ACCEPT_BURST; k++) {
                 int fd;
@@ -296,12 +418,15 @@ static int root_join_loop(rcoll_bs_root_t *r)
                                                            .addr = peer};
             }
     }
+    free(pfd);
     return 1;
 }
 
 static int root_join_phase(rcoll_bs_root_t *r)
 {
+    r->joining = 1;
     int done = root_join_loop(r);
+    r->joining = 0;
     drops_report(r, 1);
     return done;
 }
@@ -350,9 +475,9 @@ static void root_check_stalls(rcoll_bs_root_t *r, int k)
             continue;
         for (int i = 0; i < r->nranks; i++) {
             bs_member_t *d = r->members[i];
-            if (!d || d->fd < 0 || d->left) continue;
-            rcoll_bs_send_msg(d->fd, BS_SIG, a, sizeof(*a), rcoll_now_ns() + 100000000ull);
-            rcoll_bs_send_msg(d->fd, BS_SIG, b, sizeof(*b), rcoll_now_ns() + 100000000ull);
+            if (!d || !d->open || d->left) continue;
+            member_send(r, d, BS_SIG, a, sizeof(*a), rcoll_now_ns() + 100000000ull);
+            member_send(r, d, BS_SIG, b, sizeof(*b), rcoll_now_ns() + 100000000ull);
         }
         char text[RCOLL_BS_TEXT_MAX];
         snprintf(text, sizeof(text), "rank %d and rank %d made different calls as the same "
@@ -398,7 +523,7 @@ static void root_shrink_request(rcoll_bs_root_t *r, int k, const rcoll_bs_shrink
             RCOLL_WARN(BOOTSTRAP, "root: %s", text);
             bs_note_t n;
             rcoll_bs_note_fill(&n, k, RCOLL_ERR_TIMEOUT, text);
-            rcoll_bs_send_msg(m->fd, BS_LATE, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+            member_send(r, m, BS_LATE, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
             return;
         }
     }
@@ -434,7 +559,7 @@ static void root_shrink_send(rcoll_bs_root_t *r, const shrink_key_t *keys, int c
 {
     for (int s = 0; s < count; s++) {
         bs_member_t *to = r->members[keys[s].k];
-        for (int i = 0; i < count && to->fd >= 0; i++) {
+        for (int i = 0; i < count && to->open; i++) {
             bs_shrunk_t msg;
             memset(&msg, 0, sizeof(msg));
             msg.round = round;
@@ -444,7 +569,7 @@ static void root_shrink_send(rcoll_bs_root_t *r, const shrink_key_t *keys, int c
             msg.member.bs_rank = keys[i].k;
             msg.member.req = r->members[keys[i].k]->shrink_req;
             /* A survivor that cannot take it has died since: the watch announces it. */
-            if (rcoll_bs_send_msg(to->fd, BS_SHRUNK, &msg, sizeof(msg),
+            if (member_send(r, to, BS_SHRUNK, &msg, sizeof(msg),
                                   rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
                 break;
         }
@@ -484,8 +609,8 @@ static void root_sub_check(rcoll_bs_root_t *r, shrink_key_t *keys)
             bs_member_t *o = r->members[j];
             int asked = o->shrink_asked && sub_same(&o->shrink_req, q);
             if (asked && o->shrink_since < first) first = o->shrink_since;
-            if (asked && o->fd >= 0) keys[count++] = (shrink_key_t){o->shrink_req.rank, j};
-            else if (sub_is_member(q, j) && o->fd >= 0 && !asked) waiting++;
+            if (asked && o->open) keys[count++] = (shrink_key_t){o->shrink_req.rank, j};
+            else if (sub_is_member(q, j) && o->open && !asked) waiting++;
         }
         if (waiting && now < first + (uint64_t)(r->timeout_s * 1e9)) {
             open = 1;
@@ -529,7 +654,7 @@ static void root_shrink_check(rcoll_bs_root_t *r)
     int waiting = 0;
     for (int k = 0; k < r->nranks; k++) {
         bs_member_t *m = r->members[k];
-        if (m->fd >= 0 && !(m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
+        if (m->open && !(m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
             waiting++;
     }
     if (waiting && rcoll_now_ns() < r->shrink_deadline) {
@@ -538,7 +663,7 @@ static void root_shrink_check(rcoll_bs_root_t *r)
     }
     for (int k = 0; k < r->nranks && waiting; k++) {
         bs_member_t *m = r->members[k];
-        if (m->fd < 0 || (m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
+        if (!m->open || (m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
             continue;
         char text[RCOLL_BS_TEXT_MAX];
         snprintf(text, sizeof(text), "rank %d (%s pid %d) did not call rcoll_comm_shrink within "
@@ -547,12 +672,12 @@ static void root_shrink_check(rcoll_bs_root_t *r)
         RCOLL_WARN(BOOTSTRAP, "root: %s", text);
         bs_note_t n;
         rcoll_bs_note_fill(&n, k, RCOLL_ERR_TIMEOUT, text);
-        rcoll_bs_send_msg(m->fd, BS_EXCLUDED, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
-        member_close(m);
+        member_send(r, m, BS_EXCLUDED, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+        member_close(r, m);
     }
     int count = 0;
     for (int k = 0; k < r->nranks; k++)
-        if (r->members[k]->fd >= 0 && r->members[k]->shrink_asked &&
+        if (r->members[k]->open && r->members[k]->shrink_asked &&
             !(r->members[k]->shrink_req.flags & RCOLL_BS_SHRINK_SUB))
             keys[count++] = (shrink_key_t){r->members[k]->shrink_req.rank, k};
     qsort(keys, (size_t)count, sizeof(*keys), shrink_key_cmp);
@@ -594,36 +719,153 @@ static void root_wdog_reply(rcoll_bs_root_t *r, int k)
             w.last[w.nlast++].seq = sig.seq;
         }
     }
-    rcoll_bs_send_msg(r->members[k]->fd, BS_WDOG_REPLY, &w, sizeof(w),
+    member_send(r, r->members[k], BS_WDOG_REPLY, &w, sizeof(w),
                       rcoll_now_ns() + 100000000ull);
 }
 
 /* Handle one readable member connection in the watch phase. */
 static void root_decide_timeout(rcoll_bs_root_t *r);
 
+/* Member k is lost (its connection ended without a goodbye, or its relay's did): announce
+ * it, naming culprit, unless a failure was announced already.  While ranks are joining, the
+ * join fails: those that joined are told, the rest when they arrive. */
+static void root_member_lost(rcoll_bs_root_t *r, int k, int culprit, const char *text)
+{
+    bs_member_t *m = r->members ? r->members[k] : NULL;
+    if (m) {
+        if (!m->open) return;
+        if (m->fd >= 0) close(m->fd);
+        m->fd = -1;
+        m->open = 0;
+    }
+    if (r->joining) {
+        pthread_mutex_lock(&r->lock);
+        if (!r->aborted) {
+            snprintf(r->abort_text, sizeof(r->abort_text), "%s", text);
+            r->abort_culprit = culprit;
+            r->aborted = 1;
+            RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+        }
+        pthread_mutex_unlock(&r->lock);
+        return;
+    }
+    if (r->failure_sent) return;
+    RCOLL_WARN(BOOTSTRAP, "root: %s", text);
+    bs_note_t n;
+    rcoll_bs_note_fill(&n, culprit, RCOLL_ERR_REMOTE, text);
+    root_send_fail(r, k, &n);
+    r->failure_sent = 1;
+}
+
+static void root_member_msg(rcoll_bs_root_t *r, int k);
+
 static void root_member_event(rcoll_bs_root_t *r, int k)
 {
     bs_member_t *m = r->members[k];
-    if (m->fd < 0) return; /* closed since the poll set was built (left out of a shrink) */
+    if (!m->open) return; /* closed since the poll set was built (left out of a shrink) */
     int complete;
     rcoll_status_t st = rcoll_bs_rx_read(m->fd, &m->rx, &complete);
     if (st == RCOLL_OK && !complete) return;
-    char text[RCOLL_BS_TEXT_MAX];
-    bs_note_t n;
     if (st != RCOLL_OK) {
+        char text[RCOLL_BS_TEXT_MAX];
         snprintf(text, sizeof(text),
                  "rank %d (%s pid %d) exited or was killed: its bootstrap connection %s", k,
                  m->info.hostname, (int)m->info.pid,
                  st == RCOLL_ERR_PROTOCOL ? "sent garbage" : "closed");
-        member_close(m);
-        if (!r->failure_sent) {
-            RCOLL_WARN(BOOTSTRAP, "root: %s", text);
-            rcoll_bs_note_fill(&n, k, RCOLL_ERR_REMOTE, text);
-            root_send_fail(r, k, &n);
-            r->failure_sent = 1;
-        }
+        root_member_lost(r, k, k, text);
         return;
     }
+    root_member_msg(r, k);
+}
+
+/* Relay link j is gone: so is every rank below it. */
+static void root_link_lost(rcoll_bs_root_t *r, int j)
+{
+    bs_link_t *l = &r->links[j];
+    close(l->fd);
+    l->fd = -1;
+    int host = rcoll_bs_tree_host(&r->tree, l->node);
+    const bs_member_t *hm = r->members && host < r->nranks ? r->members[host] : NULL;
+    char text[RCOLL_BS_TEXT_MAX];
+    snprintf(text, sizeof(text), "the bootstrap relay hosted with rank %d (%s pid %d) is gone: "
+             "that process exited or was killed, and the ranks that joined through it lost "
+             "their connection", host, hm ? hm->info.hostname : "?", hm ? (int)hm->info.pid : 0);
+    int first = 1;
+    for (int k = 0; r->members && k < r->nranks; k++) {
+        bs_member_t *m = r->members[k];
+        if (!m || m->link != j || !m->open) continue;
+        if (first) root_member_lost(r, k, host, text);
+        m->open = 0;
+        first = 0;
+    }
+    if (first) root_member_lost(r, host, host, text); /* none had joined: the join fails */
+}
+
+/* What has arrived on relay link j: hellos, messages and losses of the ranks below it. */
+static void root_link_event(rcoll_bs_root_t *r, int j)
+{
+    bs_link_t *l = &r->links[j];
+    int complete;
+    rcoll_status_t st = rcoll_bs_frame_read(l->fd, &l->rx, RCOLL_BS_FRAME_UP_MAX, &complete);
+    if (st != RCOLL_OK) {
+        root_link_lost(r, j);
+        return;
+    }
+    if (!complete) return;
+    l->rx.got = 0;
+    bs_hdr_t h, in;
+    bs_fwd_t f;
+    memcpy(&h, l->rx.buf, sizeof(h));
+    if (h.type != BS_FWD) return;
+    memcpy(&f, l->rx.buf + sizeof(h), sizeof(f));
+    const char *inner = l->rx.buf + sizeof(h) + sizeof(f);
+    memcpy(&in, inner, sizeof(in));
+    int k = f.rank;
+    if (k < 0 || k >= r->tree.nranks ||
+        !rcoll_bs_tree_below(&r->tree, rcoll_bs_tree_node(&r->tree, k), l->node))
+        return; /* not a rank below that relay: dropped */
+    if (in.type == BS_HELLO && in.len == sizeof(bs_hello_t)) {
+        bs_hello_t hello;
+        memcpy(&hello, inner + sizeof(in), sizeof(hello));
+        char why[RCOLL_BS_TEXT_MAX];
+        bs_member_t *m = NULL;
+        if (hello.rank != k) {
+            st = RCOLL_ERR_PROTOCOL;
+            snprintf(why, sizeof(why), "a hello of rank %d came as rank %d's", hello.rank, k);
+        } else {
+            m = root_take_hello(r, &hello, &st, why, sizeof(why));
+        }
+        if (m) {
+            m->link = j;
+            return;
+        }
+        bs_note_t n;
+        rcoll_bs_note_fill(&n, -1, st, why);
+        RCOLL_INFO(BOOTSTRAP, "root: rejected rank %d (through relay %d): %s", k, l->node, why);
+        rcoll_bs_send_fwd(l->fd, k, 0, BS_NACK, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+        return;
+    }
+    bs_member_t *m = r->members ? r->members[k] : NULL;
+    if (!m || m->link != j || !m->open) return;
+    if (in.type == BS_GONE) {
+        bs_note_t n;
+        memset(&n, 0, sizeof(n));
+        memcpy(&n, inner + sizeof(in), in.len < sizeof(n) ? in.len : sizeof(n));
+        n.text[sizeof(n.text) - 1] = '\0';
+        int culprit = n.culprit >= 0 && n.culprit < r->nranks ? n.culprit : k;
+        root_member_lost(r, k, culprit, n.text);
+        return;
+    }
+    if (in.len > sizeof(bs_payload_t)) return;
+    memcpy(m->rx.buf.raw, inner, sizeof(in) + in.len);
+    m->rx.got = 0;
+    if (!r->joining) root_member_msg(r, k); /* a message while others join: none expected */
+}
+
+static void root_member_msg(rcoll_bs_root_t *r, int k)
+{
+    bs_member_t *m = r->members[k];
+    bs_note_t n;
     m->rx.got = 0;
     rcoll_bs_event_t ev;
     rcoll_bs_ctl_decode(m->rx.buf.raw, 1, &ev);
@@ -640,8 +882,8 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
         rcoll_bs_sig_t sig = ev.sig;
         for (int j = 0; j < r->nranks; j++) {
             bs_member_t *o = r->members[j];
-            if (j == k || !o || o->fd < 0 || o->left) continue;
-            rcoll_bs_send_msg(o->fd, BS_SIG, &sig, sizeof(sig), rcoll_now_ns() + 100000000ull);
+            if (j == k || !o || !o->open || o->left) continue;
+            member_send(r, o, BS_SIG, &sig, sizeof(sig), rcoll_now_ns() + 100000000ull);
         }
         return;
     }
@@ -655,15 +897,15 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
                    (unsigned long long)ev.revoke.ctx, ev.revoke.text);
         for (int j = 0; j < r->nranks; j++) {
             bs_member_t *o = r->members[j];
-            if (j == k || !o || o->fd < 0 || o->left) continue;
-            rcoll_bs_send_msg(o->fd, BS_REVOKE, &ev.revoke, sizeof(ev.revoke),
+            if (j == k || !o || !o->open || o->left) continue;
+            member_send(r, o, BS_REVOKE, &ev.revoke, sizeof(ev.revoke),
                               rcoll_now_ns() + 100000000ull);
         }
         return;
     }
     if (ev.kind == RCOLL_BS_EV_BYE) {
         m->left = 1;
-        member_close(m);
+        member_close(r, m);
     } else if (ev.kind == RCOLL_BS_EV_NOTE) {
         n = ev.note;
         if (n.status == RCOLL_ERR_TIMEOUT && n.culprit >= 0 && n.culprit < r->nranks &&
@@ -714,21 +956,30 @@ static void root_decide_timeout(rcoll_bs_root_t *r)
 
 static void root_watch_phase(rcoll_bs_root_t *r)
 {
-    struct pollfd *pfd = calloc((size_t)r->nranks, sizeof(*pfd));
-    int *who = calloc((size_t)r->nranks, sizeof(*who));
+    size_t most = (size_t)r->nranks + (size_t)r->nlinks;
+    struct pollfd *pfd = calloc(most, sizeof(*pfd));
+    int *who = calloc(most, sizeof(*who)); /* member k, or -1 - link j */
     if (!pfd || !who) {
         free(pfd);
         free(who);
         return;
     }
     for (;;) {
-        int n = 0;
-        for (int k = 0; k < r->nranks; k++)
-            if (r->members[k]->fd >= 0) {
-                pfd[n] = (struct pollfd){.fd = r->members[k]->fd, .events = POLLIN};
+        int n = 0, nopen = 0;
+        for (int k = 0; k < r->nranks; k++) {
+            bs_member_t *m = r->members[k];
+            nopen += m->open;
+            if (m->open && m->link < 0) {
+                pfd[n] = (struct pollfd){.fd = m->fd, .events = POLLIN};
                 who[n++] = k;
             }
-        if (n == 0) break;
+        }
+        if (nopen == 0) break;
+        for (int j = 0; j < r->nlinks; j++)
+            if (r->links[j].fd >= 0) {
+                pfd[n] = (struct pollfd){.fd = r->links[j].fd, .events = POLLIN};
+                who[n++] = -1 - j;
+            }
         if (r->decide_at && !r->failure_sent && rcoll_now_ns() >= r->decide_at)
             root_decide_timeout(r);
         root_shrink_check(r);
@@ -736,8 +987,14 @@ static void root_watch_phase(rcoll_bs_root_t *r)
          * and each wait here is bounded so the thread never sleeps on a stale set. */
         if (poll(pfd, (nfds_t)n, r->decide_at || r->shrink_open || r->sub_open ? 50 : 1000) <= 0)
             continue;
-        for (int i = 0; i < n; i++)
-            if (pfd[i].revents) root_member_event(r, who[i]);
+        for (int i = 0; i < n; i++) {
+            if (!pfd[i].revents) continue;
+            if (who[i] >= 0) {
+                root_member_event(r, who[i]);
+            } else if (r->links[-1 - who[i]].fd == pfd[i].fd) {
+                root_link_event(r, -1 - who[i]);
+            }
+        }
     }
     free(pfd);
     free(who);
@@ -752,18 +1009,28 @@ static void root_close_listeners(rcoll_bs_root_t *r)
 static void *root_main(void *arg)
 {
     rcoll_bs_root_t *r = arg;
-    if (root_join_phase(r)) {
+    if (r->relay) {
+        rcoll_bs_relay_run(r->relay);
+    } else if (root_join_phase(r)) {
         root_close_listeners(r);
         size_t bytes = (size_t)r->nranks * sizeof(rcoll_peer_info_t);
         rcoll_peer_info_t *table = malloc(bytes);
         if (table) {
             for (int k = 0; k < r->nranks; k++) table[k] = r->members[k]->info;
+            uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
             for (int k = 0; k < r->nranks; k++)
-                if (rcoll_bs_send_msg(r->members[k]->fd, BS_TABLE, table, (uint32_t)bytes,
-                                      rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) !=
-                        RCOLL_OK)
+                if (r->members[k]->link < 0 &&
+                    rcoll_bs_send_msg(r->members[k]->fd, BS_TABLE, table, (uint32_t)bytes,
+                                      deadline) != RCOLL_OK)
                     RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to rank %d: %s",
                                k, rcoll_err_get());
+            /* Once down each relay link: the relays hand it to every rank below them. */
+            for (int j = 0; j < r->nlinks; j++)
+                if (r->links[j].fd >= 0 &&
+                    rcoll_bs_send_fwd(r->links[j].fd, BS_FWD_ALL, -1, BS_TABLE, table,
+                                      (uint32_t)bytes, deadline) != RCOLL_OK)
+                    RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to relay %d: %s",
+                               r->links[j].node, rcoll_err_get());
             free(table);
             RCOLL_INFO(BOOTSTRAP, "root: all %d ranks joined", r->nranks);
             root_watch_phase(r);
@@ -774,7 +1041,12 @@ static void *root_main(void *arg)
         RCOLL_WARN(BOOTSTRAP, "root: no rank joined within %g s; giving up", r->timeout_s);
     }
     for (int i = 0; i < r->npending; i++) close(r->pending[i].fd);
-    for (int k = 0; k < r->nranks; k++) member_close(r->members[k]);
+    for (int k = 0; k < r->nranks; k++) member_close(r, r->members[k]);
+    for (int j = 0; j < r->nlinks; j++)
+        if (r->links[j].fd >= 0) {
+            close(r->links[j].fd); /* the relays below end with it */
+            r->links[j].fd = -1;
+        }
     root_close_listeners(r);
     pthread_mutex_lock(&r->lock);
     r->finished = 1;
@@ -784,36 +1056,11 @@ static void *root_main(void *arg)
     return NULL;
 }
 
-rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addrs,
-                                   int naddrs, const char secret[RCOLL_SECRET_BYTES],
-                                   int fixed_port, rcoll_unique_id_t *id,
-                                   rcoll_bs_root_t **root_p)
+/* Start the thread of r (a root or a relay); NULL on failure, with r freed. */
+static rcoll_status_t root_thread_start(rcoll_bs_root_t *r, const rcoll_config_t *cfg,
+                                        const char secret[RCOLL_SECRET_BYTES],
+                                        rcoll_bs_root_t **root_p)
 {
-    rcoll_bs_root_t *r = calloc(1, sizeof(*r));
-    if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap root allocation failed");
-    /* The first address must listen; the others are alternatives, kept only where they do
-     * (and said in the id only then). */
-    rcoll_sockaddr_t kept[RCOLL_BS_ROOT_ADDRS];
-    char abuf[64], list[4 * 64] = "";
-    size_t lo = 0;
-    for (int i = 0; i < naddrs && r->nlisten < RCOLL_BS_ROOT_ADDRS; i++) {
-        rcoll_status_t st = rcoll_net_listen(&addrs[i], 1024, fixed_port,
-                                             &r->listen_fd[r->nlisten]);
-        if (st != RCOLL_OK && i == 0) {
-            free(r);
-            rcoll_err_prefix("bootstrap root: ");
-            return st;
-        }
-        if (st != RCOLL_OK) {
-            RCOLL_INFO(BOOTSTRAP, "root: not listening on the alternative %s too: %s",
-                       rcoll_net_addr_str(&addrs[i], abuf, sizeof(abuf)), rcoll_err_get());
-            continue;
-        }
-        kept[r->nlisten++] = addrs[i];
-        lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s%s", i ? ", " : "",
-                               rcoll_net_addr_str(&addrs[i], abuf, sizeof(abuf)));
-        if (lo >= sizeof(list)) lo = sizeof(list) - 1;
-    }
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
     memcpy(r->secret, secret, RCOLL_SECRET_BYTES);
@@ -829,12 +1076,98 @@ rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *
         root_close_listeners(r);
         pthread_mutex_destroy(&r->lock);
         pthread_cond_destroy(&r->cond);
+        rcoll_bs_relay_free(r->relay);
+        free(r->links);
         free(r);
         return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "cannot start the bootstrap root");
     }
-    RCOLL_INFO(BOOTSTRAP, "root listening on %s", list);
-    rcoll_bs_make_id(kept, r->nlisten, secret, id);
     if (root_p) *root_p = r;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bs_relay_start(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t,
+                                    int node, const rcoll_sockaddr_t *addr,
+                                    const rcoll_sockaddr_t *parent,
+                                    const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id,
+                                    rcoll_bs_root_t **root_p)
+{
+    bs_id_t b;
+    memcpy(&b, root_id->internal, sizeof(b));
+    const char *secret = b.secret;
+    rcoll_bs_root_t *r = calloc(1, sizeof(*r));
+    if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
+    rcoll_status_t st = rcoll_bs_relay_new(cfg, t, node, addr, parent, secret, &r->relay);
+    if (st != RCOLL_OK) {
+        free(r);
+        return st;
+    }
+    /* The id first: the thread may finish (and free r) before this returns. */
+    rcoll_bs_make_relay_id(addr, rcoll_bs_tree_host(t, node), root_id, id);
+    st = root_thread_start(r, cfg, secret, root_p);
+    if (st != RCOLL_OK) return st;
+    char abuf[64];
+    RCOLL_INFO(BOOTSTRAP, "relay %d (ranks %d-%d) listening on %s", node,
+               rcoll_bs_tree_host(t, node),
+               rcoll_bs_tree_host(t, node) + t->block - 1 < t->nranks - 1
+                   ? rcoll_bs_tree_host(t, node) + t->block - 1 : t->nranks - 1,
+               rcoll_net_addr_str(addr, abuf, sizeof(abuf)));
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bs_root_start(const rcoll_config_t *cfg, rcoll_sockaddr_t *addrs,
+                                   int naddrs, const char secret[RCOLL_SECRET_BYTES],
+                                   int fixed_port, rcoll_unique_id_t *id,
+                                   rcoll_bs_root_t **root_p)
+{
+    return rcoll_bs_root_start_tree(cfg, addrs, naddrs, secret, fixed_port, NULL, id, root_p);
+}
+
+rcoll_status_t rcoll_bs_root_start_tree(const rcoll_config_t *cfg, rcoll_sockaddr_t *addrs,
+                                        int naddrs, const char secret[RCOLL_SECRET_BYTES],
+                                        int fixed_port, const rcoll_bs_tree_t *tree,
+                                        rcoll_unique_id_t *id, rcoll_bs_root_t **root_p)
+{
+    rcoll_bs_root_t *r = calloc(1, sizeof(*r));
+    if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap root allocation failed");
+    if (tree && tree->nnodes > 1) {
+        r->tree = *tree;
+        for (int c = 1; c <= tree->fanout && c < tree->nnodes; c++) r->nlinks++;
+        r->links = calloc((size_t)r->nlinks, sizeof(*r->links));
+        if (!r->links) {
+            free(r);
+            return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap root allocation failed");
+        }
+        for (int j = 0; j < r->nlinks; j++) r->links[j] = (bs_link_t){.node = 1 + j, .fd = -1};
+    }
+    /* The first address must listen; the others are alternatives, kept only where they do
+     * (and said in the id only then). */
+    rcoll_sockaddr_t kept[RCOLL_BS_ROOT_ADDRS];
+    char abuf[64], list[4 * 64] = "";
+    size_t lo = 0;
+    for (int i = 0; i < naddrs && r->nlisten < RCOLL_BS_ROOT_ADDRS; i++) {
+        rcoll_status_t st = rcoll_net_listen(&addrs[i], 1024, fixed_port,
+                                             &r->listen_fd[r->nlisten]);
+        if (st != RCOLL_OK && i == 0) {
+            free(r->links);
+            free(r);
+            rcoll_err_prefix("bootstrap root: ");
+            return st;
+        }
+        if (st != RCOLL_OK) {
+            RCOLL_INFO(BOOTSTRAP, "root: not listening on the alternative %s too: %s",
+                       rcoll_net_addr_str(&addrs[i], abuf, sizeof(abuf)), rcoll_err_get());
+            continue;
+        }
+        kept[r->nlisten++] = addrs[i];
+        lo += (size_t)snprintf(list + lo, sizeof(list) - lo, "%s%s", i ? ", " : "",
+                               rcoll_net_addr_str(&addrs[i], abuf, sizeof(abuf)));
+        if (lo >= sizeof(list)) lo = sizeof(list) - 1;
+    }
+    /* The id first: the thread may finish (and free r) before this returns. */
+    rcoll_bs_make_id(kept, r->nlisten, secret, id);
+    rcoll_status_t st = root_thread_start(r, cfg, secret, root_p);
+    if (st != RCOLL_OK) return st;
+    RCOLL_INFO(BOOTSTRAP, "root listening on %s", list);
     return RCOLL_OK;
 }
 

@@ -12,12 +12,14 @@
 #include "core/bootstrap.h"
 
 #define BS_MAGIC 0x52434f42u /* "RCOB" */
-#define BS_VERSION 3 /* 2: the peer record carries the rank's affinity mask (cpus); 3: the
-                      * shrink of a communicator of some ranks (its members, BS_LATE) */
+#define BS_VERSION 4 /* 2: the peer record carries the rank's affinity mask (cpus); 3: the
+                      * shrink of a communicator of some ranks (its members, BS_LATE); 4: relays
+                      * (BS_RELAY, BS_FWD, BS_GONE) */
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
-       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY, BS_REVOKE, BS_LATE };
+       BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY, BS_REVOKE, BS_LATE,
+       BS_RELAY, BS_FWD, BS_GONE };
 
 typedef struct {
     uint32_t magic;
@@ -57,6 +59,29 @@ typedef struct {
     int32_t pad;
     char text[RCOLL_BS_TEXT_MAX];
 } bs_revoke_t;
+
+/* Relays (bootstrap_relay.c): a relay's hello to its parent (the root or another relay). */
+typedef struct {
+    char secret[RCOLL_SECRET_BYTES];
+    int32_t index;  /* the relay's node in the tree, 1..nrelays (the root is node 0) */
+    int32_t nranks;
+} bs_relay_hello_t;
+
+/* A message carried between the root and a rank through relays (BS_FWD): this, then the
+ * message itself (header and payload).  Upward rank is the sender (its hello, its control
+ * messages, or BS_GONE with a note when its connection ended: culprit the rank at fault);
+ * downward the addressee, or BS_FWD_ALL for every rank of the relays below but except
+ * (BS_GONE downward: close that rank's connection). */
+#define BS_FWD_ALL (-1)
+typedef struct {
+    int32_t rank;
+    int32_t except;
+} bs_fwd_t;
+
+/* The largest message a relay sends up: a frame around a hello or a control message. */
+#define RCOLL_BS_FRAME_UP_MAX                                                                   \
+    (sizeof(bs_fwd_t) + sizeof(bs_hdr_t) +                                                      \
+     (sizeof(bs_hello_t) > sizeof(bs_payload_t) ? sizeof(bs_hello_t) : sizeof(bs_payload_t)))
 
 /* The largest control message after the hello and the table. */
 typedef union {

@@ -786,9 +786,7 @@ rcoll_status_t rcoll_comm_create(int nranks, const rcoll_unique_id_t *id, int ra
     rcoll_comm_t c;
     rcoll_status_t st = rcoll_comm_alloc(nranks, rank, cfg, &c);
     if (st != RCOLL_OK) return st;
-    c->ctx = 1469598103934665603ull; /* FNV-1a of the id: the same on every rank */
-    for (size_t i = 0; i < sizeof(id->internal); i++)
-        c->ctx = (c->ctx ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+    c->ctx = rcoll_bs_id_ctx(id); /* the same on every rank, whichever relay it joins by */
     uint64_t deadline = rcoll_now_ns() + (uint64_t)(cfg->timeout_s * 1e9);
     rcoll_log_set_rank(rank);
 

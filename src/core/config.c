@@ -31,6 +31,15 @@ static const rcoll_knob_t core_knobs[] = {
              "host:port where rank 0 runs the bootstrap root (rcoll_comm_init_env)"),
     KNOB_STR("RCOLL_SECRET", "", secret,
              "job secret every rank must prove at bootstrap (rcoll-run makes one per job)"),
+    KNOB_STR("RCOLL_BS_RELAYS", "", bs_relays,
+             "relays of the bootstrap tree (rcoll_comm_init_env; set by rcoll-run for large "
+             "jobs): N@host:port (N relays on consecutive ports of one host) or host:port,"
+             "host:port,...; relay i is hosted by rank i * block (block = ranks / (relays + 1), "
+             "rounded up) and the ranks of its block join through it, so the root admits only "
+             "its own block and its child relays; every rank must see the same value"),
+    KNOB("RCOLL_BS_FANOUT", "8", INT, bs_fanout, 2, 1024,
+         "child relays per node of the bootstrap tree (RCOLL_BS_RELAYS): relay i's parent is "
+         "relay (i - 1) / fanout, relay 0 being the root"),
     KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
          "seconds to wait without progress from an awaited peer before failing"),
     KNOB("RCOLL_WATCHDOG_S", "-1", SECONDS, watchdog_s, -2, 86400 * 7,

@@ -25,6 +25,8 @@ typedef struct rcoll_config {
     int nranks;                     /* -1 when unset */
     char root[RCOLL_CFG_STR_MAX];   /* host:port, "" when unset */
     char secret[RCOLL_CFG_STR_MAX]; /* "" when unset */
+    char bs_relays[RCOLL_CFG_STR_MAX]; /* RCOLL_BS_RELAYS: the bootstrap's relays ("" none) */
+    int bs_fanout;                     /* RCOLL_BS_FANOUT: child relays per node */
     /* waits */
     double timeout_s;  /* deadline without progress from an awaited peer */
     /* who set timeout_s, for messages: "" = RCOLL_TIMEOUT (or its default); else the

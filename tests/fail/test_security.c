@@ -46,7 +46,7 @@ const rcoll_transport_ops_t *T = &rcoll_transport_tcp;
  * ---------------------------------------------------------------------------------------- */
 
 #define BS_MAGIC 0x52434f42u
-#define BS_VERSION 3 /* core/bootstrap_wire.h */
+#define BS_VERSION 4 /* core/bootstrap_wire.h */
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE };
 
 typedef struct {

@@ -66,6 +66,24 @@ t_ports() {
     done
 }
 
+# Above 64 ranks rcoll-run sets up the bootstrap tree: one relay per 32 ranks, on free ports
+# apart from the root's and torch's store's; a caller's RCOLL_BS_RELAYS (empty: none) is kept.
+t_relays() {
+    local root master first
+    rr relays -q -n 65 sh -c '[ "$RCOLL_RANK" != 0 ] || echo "${RCOLL_ROOT##*:} $MASTER_PORT $RCOLL_BS_RELAYS"'
+    [ "$RC" = 0 ] || return 1
+    set -- $(sed 's/^\[0\] //' "$TMP/relays.out")
+    root=$1 master=$2
+    case "$3" in 2@127.0.0.1:*) first=${3##*:} ;; *) return 1 ;; esac
+    for p in "$first" $((first + 1)); do
+        [ "$p" != "$root" ] && [ "$p" != "$master" ] || return 1
+    done
+    rr relays_small -q -n 64 sh -c '[ "$RCOLL_RANK" != 0 ] || echo "relays=${RCOLL_BS_RELAYS-unset}"'
+    [ "$RC" = 0 ] && [ "$(cat "$TMP/relays_small.out")" = "[0] relays=unset" ] || return 1
+    RCOLL_BS_RELAYS= rr relays_kept -q -n 65 sh -c '[ "$RCOLL_RANK" != 0 ] || echo "relays=${RCOLL_BS_RELAYS-unset}"'
+    [ "$RC" = 0 ] && [ "$(cat "$TMP/relays_kept.out")" = "[0] relays=" ]
+}
+
 t_secret_fresh() {
     local a b
     rr secret_fresh -n 1 sh -c 'echo $RCOLL_SECRET'
@@ -196,6 +214,7 @@ t_not_found() {
 
 check env t_env
 check ports t_ports
+check relays t_relays
 check secret_fresh t_secret_fresh
 check env_kept t_env_kept
 check streams t_streams

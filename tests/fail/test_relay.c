@@ -1,0 +1,278 @@
+/*
+ * test_relay.c - the bootstrap tree (RCOLL_BS_RELAYS, bootstrap_relay.c) on real processes:
+ *  - 13 ranks through 6 relays, 2 children per node (three levels): the job forms, an
+ *    all-reduce is right, and the root accepted only its own block and its two child relays
+ *    (counted in /proc/net/tcp), not 13 connections;
+ *  - a rank below a relay below a relay is killed mid all-reduce: every survivor fails naming
+ *    it, within the timeout (its death travels up two relays to the root and back);
+ *  - a rank hosting a relay is killed: every survivor fails naming it, also the ranks that
+ *    reached the root through it (they lose their relay: "lost the bootstrap relay");
+ *  - a process with the wrong secret at a relay is refused (RCOLL_ERR_AUTH) and the job forms;
+ *  - one relay host with another RCOLL_BS_FANOUT: its block is refused with a sentence that
+ *    says the settings differ, and the others fail naming the ranks that never joined;
+ *  - a relay host that never starts: the ranks of its block fail naming it.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp.h"
+
+#define TIMEOUT_S 4.0
+#define NRANKS 13 /* block 2: nodes 0-6, node 6 holds rank 12 alone */
+
+static char root_env[64], relays_env[64];
+static int root_port;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Ports below the ephemeral range (no outgoing connection takes them), one run apart. */
+static void pick_ports(void)
+{
+    static int round;
+    srand((unsigned)getpid());
+    int base = 20000 + (rand() % 800) * 10 + 10000 * 0;
+    base += 8 * round++;
+    root_port = base;
+    snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", base);
+    snprintf(relays_env, sizeof(relays_env), "6@127.0.0.1:%d", base + 1);
+    setenv("RCOLL_BS_RELAYS", relays_env, 1);
+    setenv("RCOLL_BS_FANOUT", "2", 1);
+}
+
+static void set_env_rank(int rank, int n, const char *secret)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "%d", rank);
+    setenv("RCOLL_RANK", v, 1);
+    snprintf(v, sizeof(v), "%d", n);
+    setenv("RCOLL_NRANKS", v, 1);
+    setenv("RCOLL_ROOT", root_env, 1);
+    setenv("RCOLL_SECRET", secret, 1);
+}
+
+/* Does msg name rank r ("rank r" not followed by a digit)? */
+static int names_rank(const char *msg, int r)
+{
+    char w[32];
+    snprintf(w, sizeof(w), "rank %d", r);
+    size_t n = strlen(w);
+    for (const char *p = strstr(msg, w); p; p = strstr(p + 1, w))
+        if (p[n] < '0' || p[n] > '9') return 1;
+    return 0;
+}
+
+/* Established TCP connections whose local port is port (/proc/net/tcp: every process of this
+ * network namespace): the connections a listener on port accepted. */
+static int accepted_on(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int n = 0;
+    if (!f) return -1;
+    if (!fgets(line, sizeof(line), f)) {
+        fclose(f);
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        unsigned lport, st;
+        if (sscanf(line, "%*d: %*8x:%4x %*8x:%*4x %2x", &lport, &st) == 2 && st == 1 &&
+            (int)lport == port)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static int forms_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    (void)arg;
+    set_env_rank(rank, n, "tree-secret");
+    /* Four ranks to an emulated host: TCP between hosts, shared memory inside. */
+    char host[16];
+    snprintf(host, sizeof(host), "h%d", rank / 4);
+    setenv("RCOLL_HOST_ID", host, 1);
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 90;
+    }
+    int rc = 0;
+    if (rank == 0) {
+        int acc = accepted_on(root_port);
+        /* ranks 0 and 1 (its block) and relays 1 and 2 (its children) */
+        if (acc != 4) {
+            fprintf(stderr, "rank 0: the root holds %d accepted connections, want 4\n", acc);
+            rc = 2;
+        }
+    }
+    double v[256];
+    for (int i = 0; i < 256; i++) v[i] = rank + i;
+    if (rcoll_allreduce(RCOLL_IN_PLACE, v, 256, RCOLL_FLOAT64, RCOLL_SUM, comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: all-reduce failed: %s\n", rank, rcoll_comm_last_error(comm));
+        rc = 3;
+    }
+    for (int i = 0; i < 256 && !rc; i++)
+        if (v[i] != n * (n - 1) / 2.0 + (double)n * i) rc = 4;
+    if (rcoll_comm_destroy(comm) != RCOLL_OK) rc = rc ? rc : 5;
+    return rc;
+}
+
+static void test_forms(void)
+{
+    pick_ports();
+    mp_result_t res;
+    mp_run_raw(NRANKS, forms_fn, NULL, 60, &res);
+    int ok = 1;
+    for (int r = 0; r < NRANKS; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "13 ranks through 6 relays (fanout 2): formed, all-reduce right, the root "
+          "accepted 4 connections (codes %d %d %d %d ... %d)", res.codes[0], res.codes[1],
+          res.codes[2], res.codes[6], res.codes[12]);
+}
+
+typedef struct {
+    int victim;
+} kill_arg_t;
+
+static int killed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    kill_arg_t *a = arg;
+    set_env_rank(rank, n, "tree-secret");
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 90;
+    }
+    size_t count = 1 << 18;
+    float *buf = malloc(count * sizeof(float));
+    for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
+    for (int iter = 0; iter < 1000; iter++) {
+        if (rank == a->victim && iter == 2) raise(SIGKILL);
+        double t0 = now_s();
+        rcoll_status_t st = rcoll_allreduce(RCOLL_IN_PLACE, buf, count, RCOLL_FLOAT32,
+                                            RCOLL_SUM, comm);
+        if (st == RCOLL_OK) continue;
+        double took = now_s() - t0;
+        const char *msg = rcoll_comm_last_error(comm);
+        int ok = names_rank(msg, a->victim) && took < TIMEOUT_S + 3;
+        fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, ok ? "ok" : "BAD", took, msg);
+        free(buf);
+        rcoll_comm_destroy(comm);
+        return ok ? 0 : 1;
+    }
+    fprintf(stderr, "rank %d: never saw the failure\n", rank);
+    return 1;
+}
+
+static void test_killed(int victim, const char *what)
+{
+    pick_ports();
+    kill_arg_t a = {.victim = victim};
+    mp_result_t res;
+    mp_run_raw(NRANKS, killed_fn, &a, 60, &res);
+    int ok = res.codes[victim] == 128 + SIGKILL;
+    for (int r = 0; r < NRANKS; r++)
+        if (r != victim) ok &= res.codes[r] == 0;
+    CHECK(ok, "%s (rank %d) killed: every survivor names it in time (codes %d %d %d %d %d %d "
+          "%d %d %d %d)", what, victim, res.codes[0], res.codes[1], res.codes[2], res.codes[3],
+          res.codes[4], res.codes[6], res.codes[8], res.codes[9], res.codes[10],
+          res.codes[12]);
+}
+
+/* Rank 9's slot is also claimed by an intruder with the wrong secret (at relay 4). */
+static int intruder_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)arg;
+    if (rank == 9) usleep(1000000); /* the intruder first, while relay 4 still listens */
+    if (rank < NRANKS) return forms_fn(id, rank, NRANKS, NULL);
+    (void)n;
+    set_env_rank(9, NRANKS, "not-the-secret");
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_env(&comm);
+    const char *msg = rcoll_last_init_error();
+    int ok = st == RCOLL_ERR_AUTH && strstr(msg, "secret");
+    fprintf(stderr, "intruder: %s: %s\n", ok ? "refused" : "BAD", msg);
+    if (st == RCOLL_OK) rcoll_comm_destroy(comm);
+    return ok ? 0 : 1;
+}
+
+static void test_intruder(void)
+{
+    pick_ports();
+    mp_result_t res;
+    mp_run_raw(NRANKS + 1, intruder_fn, NULL, 60, &res);
+    int ok = 1;
+    for (int r = 0; r <= NRANKS; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "wrong secret at a relay: refused (code %d), the job forms (codes %d %d %d)",
+          res.codes[NRANKS], res.codes[0], res.codes[9], res.codes[12]);
+}
+
+typedef struct {
+    int odd;         /* the rank with another setting, or that never starts */
+    int never;       /* 1: it exits before init */
+    char want[96];   /* what its block's other rank must be told */
+} odd_arg_t;
+
+static int odd_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    odd_arg_t *a = arg;
+    if (rank == a->odd && a->never) return 0;
+    if (rank == a->odd) setenv("RCOLL_BS_FANOUT", "3", 1);
+    set_env_rank(rank, n, "tree-secret");
+    double t0 = now_s();
+    rcoll_comm_t comm;
+    rcoll_status_t st = rcoll_comm_init_env(&comm);
+    if (st == RCOLL_OK) {
+        rcoll_comm_destroy(comm);
+        fprintf(stderr, "rank %d: init succeeded\n", rank);
+        return 1;
+    }
+    const char *msg = rcoll_last_init_error();
+    double took = now_s() - t0;
+    int ok = took < TIMEOUT_S + 6;
+    if (rank == a->odd + 1) ok &= strstr(msg, a->want) != NULL; /* its block */
+    else if (rank != a->odd) ok &= names_rank(msg, a->odd) || names_rank(msg, a->odd + 1) ||
+                                     strstr(msg, "never joined") != NULL;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, ok ? "ok" : "BAD", took, msg);
+    return ok ? 0 : 1;
+}
+
+static void test_odd(int odd, int never, const char *want, const char *what)
+{
+    pick_ports();
+    odd_arg_t a = {.odd = odd, .never = never};
+    snprintf(a.want, sizeof(a.want), "%s", want);
+    mp_result_t res;
+    mp_run_raw(NRANKS, odd_fn, &a, 60, &res);
+    int ok = 1;
+    for (int r = 0; r < NRANKS; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "%s: clear errors in time (codes %d %d %d %d %d %d %d)", what, res.codes[0],
+          res.codes[odd], res.codes[odd + 1], res.codes[2], res.codes[3], res.codes[10],
+          res.codes[12]);
+}
+
+int main(void)
+{
+    char t[32];
+    snprintf(t, sizeof(t), "%g", TIMEOUT_S);
+    setenv("RCOLL_TIMEOUT", t, 1);
+    setenv("RCOLL_CHUNK_SIZE", "64K", 1);
+    test_forms();
+    test_killed(9, "a rank two relays below the root");
+    test_killed(2, "the host of relay 1 (relays 3 and 4 below it)");
+    test_intruder();
+    test_odd(6, 0, "differ between ranks", "relay 3's host has RCOLL_BS_FANOUT=3");
+    test_odd(4, 1, "rank 4", "relay 2's host never starts");
+    return check_summary();
+}
