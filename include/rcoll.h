@@ -624,7 +624,7 @@ rcoll_status_t rcoll_comm_grow(rcoll_comm_t comm, int nranks, const rcoll_unique
  * meanwhile is still announced) and the host segment, which carries state across calls.
  * Every call on a suspended communicator but rcoll_comm_resume, destroy, abort, revoke,
  * shrink and the queries is refused (RCOLL_ERR_INVALID_USAGE, "suspended").
- * rcoll_comm_resume makes the connections again (the ring, doubling and tree ones at once,
+ * rcoll_comm_resume makes the connections again (the ring and tree ones at once,
  * the others on first use) and the staging; a failure leaves it suspended, naming the cause
  * (a peer that died: shrink or destroy it).
  * Errors: RCOLL_ERR_INVALID_ARG (unknown flags), RCOLL_ERR_INVALID_USAGE (operations pending,

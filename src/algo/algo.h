@@ -181,7 +181,7 @@ typedef struct {
     rcoll_algo_predict_fn_t predict;
     /* Set up op->state from op's buffers, count, datatype and op (count > 0, nranks > 1;
      * AVG included).  Cannot fail.  Puts into op->want the connections it needs beyond those
-     * made at creation (ring neighbours, doubling partners, tree links). */
+     * made at creation (ring neighbours, tree links). */
     rcoll_algo_start_fn_t start;
     /* Advance without blocking: RCOLL_OK when done, RCOLL_INPROGRESS, or an error (detail
      * via rcoll_err_set, op->err_peer set).  *progressed = 1 when anything moved; while in

@@ -112,6 +112,15 @@ static void rd_start(rcoll_algo_ctx_t *ctx, rcoll_algo_op_t *op)
     rcoll_sched_t s;
     rd_schedule(ctx, op, &s);
     rcoll_algo_sched_start(op, &s, ctx->link, ctx->ring_map);
+    /* Its doubling partners (log2 p of them) are connected on its first use, not at
+     * creation: a communicator's set-up connections stay a constant few (docs/scale.md). */
+    int partners[RCOLL_ALGO_MAX_WANT];
+    int np = rcoll_sched_rd_partners(ctx->nranks, ctx->ring_pos, partners);
+    op->nwant = 0;
+    for (int i = 0; i < np && op->nwant < RCOLL_ALGO_MAX_WANT; i++) {
+        int peer = ctx->ring_map ? ctx->ring_map[partners[i]] : partners[i];
+        op->want[op->nwant++] = (rcoll_algo_want_t){.peer = peer, .send = 1, .recv = 1};
+    }
 }
 
 static void tree_schedule(const rcoll_algo_ctx_t *ctx, const rcoll_algo_op_t *op,

@@ -528,13 +528,10 @@ rcoll_status_t rcoll_comm_open_links(rcoll_comm_t c, uint64_t deadline)
     rcoll_status_t st = rcoll_conn_init(c);
     if (st == RCOLL_OK) st = choose_transports(c);
     if (st != RCOLL_OK) return st;
-    /* The ring neighbours and doubling partners now; other peers when an operation needs
-     * them (all-to-all, point to point). */
+    /* The ring neighbours and tree links now, a constant few whatever the size; other peers
+     * when an operation needs them (doubling partners, all-to-all, point to point). */
     rcoll_conn_want(c, c->next, 1, 0);
     rcoll_conn_want(c, c->prev, 0, 1);
-    int partners[32];
-    int np = rcoll_sched_rd_partners(c->nranks, me, partners);
-    for (int i = 0; i < np; i++) rcoll_conn_want(c, at_pos(c, partners[i]), 1, 1);
     for (int t = 0; t < 2; t++) { /* double binary tree links, both directions */
         rcoll_tree_node_t nd;
         rcoll_dbtree_node(c->nranks, me, t, &nd, NULL);
@@ -577,7 +574,7 @@ rcoll_status_t rcoll_comm_links(rcoll_comm_t c, uint64_t deadline)
          * and the paths were known: choose afresh from now on. */
         rcoll_algo_choose_reset(&c->algo);
     }
-    RCOLL_INFO(INIT, "%s%s%srank %d/%d on %s: ring %d -> %d -> %d (+ doubling partners), "
+    RCOLL_INFO(INIT, "%s%s%srank %d/%d on %s: ring %d -> %d -> %d (+ tree links), "
                "chunk %zu B x %d slots, communicator memory %zu B (RCOLL_BUFFSIZE=%zu: "
                "staging, plus a quarter for the host segment), timeout %g s",
                c->cfg.comm_name[0] ? "communicator " : "", c->cfg.comm_name,

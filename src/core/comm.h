@@ -175,7 +175,7 @@ struct rcoll_comm {
     int *local_group;      /* [ppn] this host's ranks, ascending (when ppn > 1 and hosts > 1) */
     int *cross_group;      /* [nhosts] the ranks with this rank's local index, host order */
     int local_idx, cross_idx;
-    rcoll_link_t link;     /* connections to the ring neighbours and doubling partners */
+    rcoll_link_t link;     /* connections to its peers (made on first use) */
     rcoll_shmseg_t hostseg; /* one- and two-shot all-reduce areas when every rank is on this host */
     rcoll_tuning_t tuning;  /* cost model for choosing algorithms */
     rcoll_tuning_t tuning_conf; /* the configured constants (defaults or RCOLL_TUNING_FILE),
@@ -297,7 +297,7 @@ void rcoll_comm_free(rcoll_comm_t comm, int graceful);
 void rcoll_comm_take_listeners(rcoll_comm_t c, rcoll_comm_t probe);
 /* Pieces of communicator creation, shared with rcoll_comm_split (split.c): allocate the
  * object; pick the transport and listen (writes this rank's handle); connect to the ring
- * neighbours and doubling partners and allocate the staging memory. */
+ * neighbours and tree links and allocate the staging memory. */
 rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
                                 rcoll_comm_t *comm_p);
 rcoll_status_t rcoll_comm_listen(rcoll_comm_t comm, rcoll_peer_info_t *mine);

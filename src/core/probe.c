@@ -307,8 +307,11 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     int32_t want[2] = {c->cfg.tuning_probe && !c->cfg.tuning_file[0] &&
                            c->algo.forced == RCOLL_ALG_AUTO,
                        c->cfg.tuning_reuse && cache_find(key, &e)};
+    /* The agreement runs on the tree, whose links creation made: no other connection. */
+    c->probe_alg = RCOLL_ALG_TREE;
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, want, want, 2, RCOLL_INT32,
                                        RCOLL_MIN, 0);
+    c->probe_alg = -1;
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
     if (!want[0]) return RCOLL_OK;
     if (want[1]) return reuse(c, &e);
