@@ -91,6 +91,10 @@ static const rcoll_knob_t core_knobs[] = {
          "1: measure the cost model's alpha/beta/gamma, and every all-reduce algorithm auto "
          "may choose, at communicator creation (2-50 ms; skipped when RCOLL_TUNING_FILE is set "
          "or RCOLL_ALGO forces the algorithm); 0: built-in constants and formulas"),
+    KNOB("RCOLL_TUNING_PROBE_MAX", "64", INT, tuning_probe_max, 1, 1 << 24,
+         "communicators of more ranks than this skip the tuning probe and take the built-in "
+         "constants (or RCOLL_TUNING_FILE): its ring over every rank grows with the size, and "
+         "what it measures, one link's costs, does not"),
     KNOB("RCOLL_TUNING_REUSE", "1", INT, tuning_reuse, 0, 1,
          "1: a communicator of the same shape (ranks, hosts, paths) as one this process "
          "probed before takes that probe's measurements (every rank must have them) instead "

@@ -48,6 +48,7 @@ typedef struct rcoll_config {
     char tuning_file[RCOLL_CFG_STR_MAX]; /* cost-model constants, "" = built-in */
     int tuning_probe;  /* 1: measure the constants at communicator creation */
     int tuning_reuse;  /* 1: reuse this process's measurements of the same shape */
+    int tuning_probe_max; /* RCOLL_TUNING_PROBE_MAX: no probe above this many ranks */
     int transport;     /* RCOLL_TRANSPORT: index in rcoll_transport_names */
     int shm_disable;   /* 1: never use shared memory between local ranks */
     int cma;           /* 1: cross-memory attach between local ranks where it works */

@@ -304,7 +304,11 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     uint64_t key = shape_key(c);
     probe_cache_t e;
     memset(&e, 0, sizeof(e));
-    int32_t want[2] = {c->cfg.tuning_probe && !c->cfg.tuning_file[0] &&
+    /* A large communicator takes the built-in constants: the probe's ring over every rank
+     * grows with the size (11 s of a 14 s creation at 256 ranks on two cores), and what it
+     * measures, one link's costs, a small one measures as well (docs/scale.md). */
+    int big = c->nranks > c->cfg.tuning_probe_max;
+    int32_t want[2] = {c->cfg.tuning_probe && !c->cfg.tuning_file[0] && !big &&
                            c->algo.forced == RCOLL_ALG_AUTO,
                        c->cfg.tuning_reuse && cache_find(key, &e)};
     /* The agreement runs on the tree, whose links creation made: no other connection. */
@@ -313,6 +317,9 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
                                        RCOLL_MIN, 0);
     c->probe_alg = -1;
     if (st != RCOLL_OK) return rcoll_err_set(st, "tuning probe: %s", c->last_error);
+    if (big && c->cfg.tuning_probe && !c->cfg.tuning_file[0] && c->rank == 0)
+        RCOLL_INFO(INIT, "tuning probe skipped: %d ranks, above RCOLL_TUNING_PROBE_MAX=%d (the "
+                   "built-in constants apply)", c->nranks, c->cfg.tuning_probe_max);
     if (!want[0]) return RCOLL_OK;
     if (want[1]) return reuse(c, &e);
     st = measure(c);

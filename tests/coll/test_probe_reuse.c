@@ -2,7 +2,7 @@
  * test_probe_reuse.c - the set-up probe's measurements are reused by a later communicator of
  * the same shape in the same processes (RCOLL_TUNING_REUSE, default 1), and measured again
  * with RCOLL_TUNING_REUSE=0 or when only some ranks have them; the reused communicator
- * computes right.  The probe's sizes: the ring's, doubling's and tree's reach 4 MiB over a
+ * computes right; one of more ranks than RCOLL_TUNING_PROBE_MAX skips it.  The probe's sizes: the ring's, doubling's and tree's reach 4 MiB over a
  * network, 1 MiB over shared memory.  Read from each rank's INFO log (RCOLL_DEBUG_FILE, one file per rank).
  */
 #include <stdio.h>
@@ -50,6 +50,14 @@ static int ranks_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     if (rank == 0) unsetenv("RCOLL_TUNING_REUSE");
     if (!(d = again(a, rank, n))) return 14;
     if (!sum_ok(d, rank, n)) return 15;
+    /* more ranks than RCOLL_TUNING_PROBE_MAX: no probe, the built-in constants */
+    setenv("RCOLL_TUNING_PROBE_MAX", "1", 1);
+    setenv("RCOLL_TUNING_REUSE", "0", 1);
+    rcoll_comm_t e = again(a, rank, n);
+    unsetenv("RCOLL_TUNING_PROBE_MAX");
+    if (!e) return 16;
+    if (!sum_ok(e, rank, n)) return 17;
+    rcoll_comm_destroy(e);
     rcoll_comm_destroy(d);
     rcoll_comm_destroy(c);
     rcoll_comm_destroy(b);
@@ -94,6 +102,12 @@ int main(void)
     CHECK(per_rank("tuning probe, measured: ", 2, 3),
           "each rank measured three times: the first, RCOLL_TUNING_REUSE=0, and when one rank "
           "had it off");
+    char skipped[256];
+    snprintf(skipped, sizeof(skipped), "test \"$(grep -l 'tuning probe skipped: 2 ranks, above "
+             "RCOLL_TUNING_PROBE_MAX=1' %s/log.* | wc -l)\" = 1", dir);
+    CHECK(system(skipped) == 0,
+          "a communicator above RCOLL_TUNING_PROBE_MAX skipped the probe (said by rank 0), and "
+          "the measured count above did not grow");
     CHECK(per_rank("measurements of the same shape reused", 2, 1),
           "each rank reused the first measurements once (the second communicator)");
     /* Over shared memory no curve reaches 4 MiB (the ring, doubling and tree are not chosen at
