@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -631,11 +632,14 @@ static void run_sweep(perf_ctx_t *c, perf_op_t *o)
 #ifdef PERF_WITH_MPI
 /* Started by mpirun (or another MPI launcher) without rcoll's own launch variables: one rank
  * per process, as nccl-tests' MPI build runs.  MPI_Init, then rcoll_comm_init_mpi over
- * MPI_COMM_WORLD (no rendezvous address needed); MPI_Finalize at exit. */
+ * MPI_COMM_WORLD (no rendezvous address needed); MPI_Finalize at exit.  RCOLL_PMIX=on asks
+ * for the library's own PMIx launch (rcoll_comm_init_env) instead. */
 static int mpi_launched(void)
 {
+    const char *pmix = getenv("RCOLL_PMIX");
     return (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE")) &&
-           !getenv("RCOLL_RANK") && !getenv("RCOLL_NRANKS") && !getenv("RCOLL_ROOT");
+           !getenv("RCOLL_RANK") && !getenv("RCOLL_NRANKS") && !getenv("RCOLL_ROOT") &&
+           !(pmix && !strcasecmp(pmix, "on"));
 }
 
 static void mpi_fini(void)
@@ -645,10 +649,15 @@ static void mpi_fini(void)
 }
 #endif
 
+/* A launcher's environment that rcoll_comm_init_env reads: rcoll's own, torchrun's, mpirun's
+ * with RCOLL_ROOT, srun's of several tasks (RCOLL_ROOT needed without PMIx), or a PMIx
+ * server's (the library takes rank, size and the
+ * bootstrap id from PMIx when it was built with it, and says so when not). */
 static int env_launched(void)
 {
     return getenv("RCOLL_NRANKS") || getenv("RCOLL_RANK") || getenv("WORLD_SIZE") ||
-           (getenv("OMPI_COMM_WORLD_SIZE") && getenv("RCOLL_ROOT"));
+           (getenv("OMPI_COMM_WORLD_SIZE") && getenv("RCOLL_ROOT")) || getenv("PMIX_RANK") ||
+           (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS") && atoi(getenv("SLURM_NTASKS")) > 1);
 }
 
 static int env_rank_hint(void)

@@ -174,9 +174,17 @@ rcoll_status_t rcoll_comm_init_rank(int nranks, const rcoll_unique_id_t *id, int
  * RCOLL_ROOT or MASTER_ADDR / MASTER_PORT (docs/api.md has the order).
  * Rank 0 starts the bootstrap root on RCOLL_ROOT's port.  Without RCOLL_SECRET the bootstrap
  * is unauthenticated and init warns.
+ * Under a PMIx server (mpirun, srun --mpi=pmix: PMIX_NAMESPACE and PMIX_RANK set), in a
+ * library built with PMIx and unless RCOLL_RANK, RCOLL_NRANKS, RCOLL_ROOT, RANK, WORLD_SIZE
+ * or MASTER_ADDR is set (RCOLL_PMIX=on/off decides instead): rank and size come from PMIx,
+ * rank 0 makes a unique id and PMIx carries it to the others (PMIx_Put, PMIx_Fence,
+ * PMIx_Get); no address is needed.  PMIx is finalized before this returns (docs/launch.md).
  *   comm (out): the new communicator.
  * Errors: as rcoll_comm_init_rank, plus RCOLL_ERR_INVALID_ARG when a variable is missing or
- * malformed (the message names it). */
+ * malformed (the message names it); through PMIx, a failed PMIx call is named with its
+ * status (RCOLL_ERR_TIMEOUT for a fence that timed out after RCOLL_TIMEOUT), and
+ * RCOLL_ERR_UNSUPPORTED / RCOLL_ERR_INVALID_USAGE for RCOLL_PMIX=on in a library without
+ * PMIx / a process no PMIx server started. */
 rcoll_status_t rcoll_comm_init_env(rcoll_comm_t *comm);
 
 /* Settings of one communicator given by the caller (a framework's process group has its own

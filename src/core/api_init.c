@@ -15,6 +15,7 @@
 
 #include "core/api_int.h"
 #include "core/comm.h"
+#include "core/launch_pmix.h"
 #include "util/log.h"
 #include "util/net.h"
 #include "util/status.h"
@@ -227,15 +228,23 @@ static rcoll_status_t env_launch_params(const rcoll_config_t *cfg, int *rank, in
                                  "rcoll_comm_init_env: rank %ld of %ld from %s/%s (%s), but no "
                                  "rendezvous address: set RCOLL_ROOT=host:port (a free port on "
                                  "the host of rank 0; all ranks the same), or MASTER_ADDR and "
-                                 "MASTER_PORT (rcoll listens on MASTER_PORT + 1)%s%s%s", r, n,
-                                 rank_var, size_var, who,
+                                 "MASTER_PORT (rcoll listens on MASTER_PORT + 1)%s%s%s%s", r,
+                                 n, rank_var, size_var, who,
                                  addr && *addr ? "; MASTER_ADDR is set but MASTER_PORT is not"
                                                : "",
                                  !addr && port_text ? "; MASTER_PORT is set but MASTER_ADDR is "
                                                       "not" : "",
                                  strstr(who, "MPI") || strstr(who, "mpi")
                                      ? "; in an MPI program, rcoll_comm_init_mpi (rcoll_mpi.h) "
-                                       "needs neither" : "");
+                                       "needs neither" : "",
+                                 !rcoll_pmix_started() ? ""
+                                 : !rcoll_pmix_built()
+                                     ? "; a PMIx server started this process, but this "
+                                       "librcoll was built without PMIx (libpmix-dev), which "
+                                       "would need no address"
+                                 : cfg->pmix == RCOLL_PMIX_OFF
+                                     ? "; a PMIx server started this process, but RCOLL_PMIX="
+                                       "off" : "");
         /* torchrun's own store listens on MASTER_PORT; rcoll's root takes the next port. */
         if (strchr(addr, ':'))
             snprintf(root, root_len, "[%s]:%ld", addr, port + 1);
@@ -333,11 +342,135 @@ static rcoll_status_t start_env_root(const rcoll_config_t *cfg, rcoll_sockaddr_t
     return st;
 }
 
+/* Rank 0 of an environment launch failed: its root tells the ranks that joined (text), and
+ * gets up to 2 s to do so (they fail and leave, then it finishes); this process may exit
+ * right after returning.  root may be NULL (other ranks). */
+static void abort_env_root(const rcoll_config_t *cfg, rcoll_bs_root_t *root, const char *text)
+{
+    if (!root) return;
+    rcoll_bs_root_abort(root, text);
+    double wait_s = cfg->timeout_s < 2 ? cfg->timeout_s : 2;
+    rcoll_bs_root_release(root, rcoll_now_ns() + (uint64_t)(wait_s * 1e9));
+}
+
+/* The communicator of an environment launch, from an id whose root rank 0 hosts (root: its
+ * reference on rank 0, else NULL).  On failure the text is this rank's, and rank 0's root
+ * tells the ranks that joined at once. */
+static rcoll_status_t create_env_comm(const rcoll_config_t *cfg, int nranks,
+                                      const rcoll_unique_id_t *id, int rank,
+                                      rcoll_bs_root_t *root, int via_host, rcoll_comm_t *comm)
+{
+    rcoll_status_t st = rcoll_comm_create(nranks, id, rank, cfg, root, comm);
+    if (st != RCOLL_OK && rank != via_host && st == RCOLL_ERR_TIMEOUT &&
+        strstr(rcoll_err_get(), "could not connect to")) {
+        /* Here the root is rank 0's (a relay rank via_host's): name the rank that never
+         * served it. */
+        char keep[RCOLL_ERR_TEXT_MAX];
+        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+        if (via_host > 0)
+            rcoll_err_set(st, "%s; this rank joins through the bootstrap relay that rank %d "
+                          "hosts (RCOLL_BS_RELAYS): rank %d did not start it (not launched, "
+                          "exited or killed before listening)", keep, via_host, via_host);
+        else
+            rcoll_err_set(st, "%s; in an environment launch rank 0 hosts the root: rank 0 did "
+                          "not start it (not launched, exited or killed before listening)",
+                          keep);
+        return init_failed(st);
+    }
+    if (st != RCOLL_OK) {
+        /* The others must not wait RCOLL_TIMEOUT for this rank: the root it hosts tells them.
+         * The first cause stays this rank's message. */
+        char keep[RCOLL_ERR_TEXT_MAX], why[RCOLL_BS_TEXT_MAX];
+        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+        snprintf(why, sizeof(why), "rank %d (pid %d), which hosts the bootstrap root, could not "
+                 "create its communicator: %.150s", rank, (int)getpid(), keep);
+        abort_env_root(cfg, root, why);
+        rcoll_err_set(st, "%s", keep);
+        return init_failed(st);
+    }
+    return RCOLL_OK;
+}
+
+/* Whether rcoll_comm_init_env goes through PMIx (RCOLL_PMIX, launch_pmix.c).  auto: when a
+ * PMIx server started this process, the library has PMIx, and nothing names another way:
+ * RCOLL_RANK/RCOLL_NRANKS/RCOLL_ROOT (rcoll-run, netns-cluster, by hand), torchrun's
+ * RANK/WORLD_SIZE (torchrun or rcoll-run started inside an srun or mpirun task inherits
+ * PMIX_RANK, which is the task's, not this process's) or MASTER_ADDR. */
+static rcoll_status_t want_pmix(const rcoll_config_t *cfg, int *yes)
+{
+    *yes = 0;
+    if (cfg->pmix == RCOLL_PMIX_OFF) return RCOLL_OK;
+    if (cfg->pmix == RCOLL_PMIX_ON) {
+        if (!rcoll_pmix_built()) return rcoll_pmix_init(NULL); /* says: built without */
+        if (!rcoll_pmix_started())
+            return rcoll_err_set(RCOLL_ERR_INVALID_USAGE, "rcoll_comm_init_env: RCOLL_PMIX=on, "
+                                 "but no PMIx server started this process (PMIX_NAMESPACE and "
+                                 "PMIX_RANK are not set: launch with mpirun or srun "
+                                 "--mpi=pmix)");
+        *yes = 1;
+        return RCOLL_OK;
+    }
+    if (!rcoll_pmix_built() || !rcoll_pmix_started()) return RCOLL_OK;
+    if (cfg->rank >= 0 || cfg->nranks >= 0 || cfg->root[0]) return RCOLL_OK;
+    const char *names[] = {"RANK", "WORLD_SIZE", "MASTER_ADDR"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return RCOLL_OK;
+    }
+    *yes = 1;
+    return RCOLL_OK;
+}
+
+/* Environment launch through PMIx: rank and size from it; rank 0 makes the unique id (its
+ * root listens on the interfaces RCOLL_SOCKET_IFNAME accepts) and PMIx carries it to the
+ * others.  PMIx is finalized before returning, so neither rcoll_comm_destroy nor exit needs
+ * it (a process that exits with PMIx initialized is an abnormal end to Open MPI). */
+static rcoll_status_t init_pmix_now(const rcoll_config_t *cfg, rcoll_comm_t *comm)
+{
+    rcoll_pmix_job_t job;
+    rcoll_status_t st = rcoll_pmix_init(&job);
+    if (st != RCOLL_OK) return init_failed(st);
+    rcoll_unique_id_t id;
+    memset(&id, 0, sizeof(id));
+    rcoll_bs_root_t *root = NULL;
+    char why[RCOLL_BS_TEXT_MAX];
+    const char *fail_text = NULL;
+    if (job.rank == 0) {
+        st = rcoll_api_new_root(cfg, &id, &root);
+        if (st != RCOLL_OK) {
+            snprintf(why, sizeof(why), "rank 0 (pid %d) could not start the bootstrap root: "
+                     "%.200s", (int)getpid(), rcoll_err_get());
+            fail_text = why;
+        }
+    }
+    st = rcoll_pmix_exchange_id(&job, &id, fail_text, cfg->timeout_s);
+    if (st != RCOLL_OK) {
+        if (root) {
+            char keep[RCOLL_ERR_TEXT_MAX];
+            snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
+            abort_env_root(cfg, root, keep);
+            rcoll_err_set(st, "%s", keep);
+        }
+        rcoll_pmix_fini(&job);
+        return init_failed(st);
+    }
+    RCOLL_INFO(INIT, "environment launch through PMIx: namespace %s, rank %d of %d, local rank "
+               "%d of %d; the bootstrap id came through PMIx (no RCOLL_ROOT needed)",
+               job.nspace, job.rank, job.nranks, job.local_rank, job.local_size);
+    st = create_env_comm(cfg, job.nranks, &id, job.rank, root, 0, comm);
+    rcoll_pmix_fini(&job);
+    return st;
+}
+
 static rcoll_status_t init_env_now(rcoll_comm_t *comm)
 {
     rcoll_config_t cfg;
     rcoll_status_t st = rcoll_config_load(&cfg);
     if (st != RCOLL_OK) return init_failed(st);
+    int pmix = 0;
+    st = want_pmix(&cfg, &pmix);
+    if (st != RCOLL_OK) return init_failed(st);
+    if (pmix) return init_pmix_now(&cfg, comm);
     int rank = 0, nranks = 0;
     char root_text[RCOLL_CFG_STR_MAX + 16];
     st = env_launch_params(&cfg, &rank, &nranks, root_text, sizeof(root_text));
@@ -384,39 +517,7 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
     if (tree.nnodes > 1 && rank == 0)
         RCOLL_INFO(INIT, "bootstrap tree: %d relays below the root, %d ranks per block, %d "
                    "children per node", tree.nnodes - 1, tree.block, tree.fanout);
-    st = rcoll_comm_create(nranks, &id, rank, &cfg, root, comm);
-    if (st != RCOLL_OK && rank != 0 && st == RCOLL_ERR_TIMEOUT &&
-        strstr(rcoll_err_get(), "could not connect to")) {
-        /* Here the root is rank 0's: name the rank that never served it. */
-        char keep[RCOLL_ERR_TEXT_MAX];
-        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
-        if (node > 0)
-            rcoll_err_set(st, "%s; this rank joins through the bootstrap relay that rank %d "
-                          "hosts (RCOLL_BS_RELAYS): rank %d did not start it (not launched, "
-                          "exited or killed before listening)", keep,
-                          rcoll_bs_tree_host(&tree, node), rcoll_bs_tree_host(&tree, node));
-        else
-            rcoll_err_set(st, "%s; in an environment launch rank 0 hosts the root: rank 0 did "
-                          "not start it (not launched, exited or killed before listening)",
-                          keep);
-        return init_failed(st);
-    }
-    if (st != RCOLL_OK) {
-        /* The others must not wait RCOLL_TIMEOUT for this rank: the root it hosts tells them.
-         * The first cause stays this rank's message. */
-        char keep[RCOLL_ERR_TEXT_MAX], why[RCOLL_BS_TEXT_MAX];
-        snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
-        snprintf(why, sizeof(why), "rank %d (pid %d), which hosts the bootstrap root, could not "
-                 "create its communicator: %.150s", rank, (int)getpid(), keep);
-        rcoll_bs_root_abort(root, why);
-        /* Give the root (or relay) up to 2 s to tell the ranks that joined (they fail and
-         * leave, then it finishes); this process may exit right after returning. */
-        double wait_s = cfg.timeout_s < 2 ? cfg.timeout_s : 2;
-        rcoll_bs_root_release(root, rcoll_now_ns() + (uint64_t)(wait_s * 1e9));
-        rcoll_err_set(st, "%s", keep);
-        return init_failed(st);
-    }
-    return RCOLL_OK;
+    return create_env_comm(&cfg, nranks, &id, rank, root, rcoll_bs_tree_host(&tree, node), comm);
 }
 
 /* Tell the launcher how far this rank got (tools/rcoll-run passes a socket as

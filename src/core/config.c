@@ -22,6 +22,9 @@ static const char *const rcoll_wait_names[] = {"auto", "spin", "sleep", NULL};
 _Static_assert(RCOLL_WAIT_AUTO == 0 && RCOLL_WAIT_SPIN == 1 && RCOLL_WAIT_SLEEP == 2,
                "rcoll_wait_names follows the RCOLL_WAIT_* values");
 
+/* RCOLL_PMIX, in the order of RCOLL_PMIX_AUTO, _ON, _OFF (config.h). */
+static const char *const rcoll_pmix_names[] = {"auto", "on", "off", NULL};
+
 static const rcoll_knob_t core_knobs[] = {
     KNOB("RCOLL_RANK", "-1", INT, rank, -1, 1 << 24,
          "this process's rank (rcoll_comm_init_env); set by rcoll-run"),
@@ -40,6 +43,13 @@ static const rcoll_knob_t core_knobs[] = {
     KNOB("RCOLL_BS_FANOUT", "8", INT, bs_fanout, 2, 1024,
          "child relays per node of the bootstrap tree (RCOLL_BS_RELAYS): relay i's parent is "
          "relay (i - 1) / fanout, relay 0 being the root"),
+    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_PMIX", "auto", pmix, rcoll_pmix_names,
+                       "rcoll_comm_init_env under a PMIx server (mpirun, srun --mpi=pmix; "
+                       "PMIX_NAMESPACE and PMIX_RANK set): auto takes rank and size from PMIx "
+                       "and passes the bootstrap id through it unless RCOLL_RANK, "
+                       "RCOLL_NRANKS, RCOLL_ROOT, torchrun's RANK/WORLD_SIZE or MASTER_ADDR "
+                       "say otherwise; on: always (an error without a PMIx server or a build "
+                       "with PMIx); off: never"),
     KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
          "seconds to wait without progress from an awaited peer before failing"),
     KNOB("RCOLL_WATCHDOG_S", "-1", SECONDS, watchdog_s, -2, 86400 * 7,

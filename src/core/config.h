@@ -19,6 +19,9 @@
  * (rcoll_transport_names, rcoll_net_names: transport/transport.h); 0 is "auto". */
 #define RCOLL_CFG_AUTO 0
 
+/* RCOLL_PMIX (core/config.c): launch through a PMIx server when one started the process. */
+enum { RCOLL_PMIX_AUTO = 0, RCOLL_PMIX_ON = 1, RCOLL_PMIX_OFF = 2 };
+
 typedef struct rcoll_config {
     /* launch (rcoll_comm_init_env) */
     int rank;                       /* -1 when unset */
@@ -27,6 +30,7 @@ typedef struct rcoll_config {
     char secret[RCOLL_CFG_STR_MAX]; /* "" when unset */
     char bs_relays[RCOLL_CFG_STR_MAX]; /* RCOLL_BS_RELAYS: the bootstrap's relays ("" none) */
     int bs_fanout;                     /* RCOLL_BS_FANOUT: child relays per node */
+    int pmix;                       /* RCOLL_PMIX: RCOLL_PMIX_AUTO, _ON or _OFF */
     /* waits */
     double timeout_s;  /* deadline without progress from an awaited peer */
     /* who set timeout_s, for messages: "" = RCOLL_TIMEOUT (or its default); else the

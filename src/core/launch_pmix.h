@@ -1,0 +1,39 @@
+/*
+ * launch_pmix.h - environment launch through a PMIx server (launch_pmix.c): the job's
+ * shape from PMIx, and the bootstrap unique id passed from rank 0 to the others through
+ * PMIx's key-value store.  Built without PMIx, every call but rcoll_pmix_built and
+ * rcoll_pmix_started fails with RCOLL_ERR_UNSUPPORTED and a sentence saying so.
+ */
+#ifndef RCOLL_CORE_LAUNCH_PMIX_H
+#define RCOLL_CORE_LAUNCH_PMIX_H
+
+#include "rcoll.h"
+
+/* What PMIx says about this process's job. */
+typedef struct {
+    char nspace[256];  /* the job's namespace (PMIX_NAMESPACE) */
+    int rank, nranks;  /* PMIx rank and PMIX_JOB_SIZE */
+    int local_rank;    /* PMIX_LOCAL_RANK; -1 when the server does not say */
+    int local_size;    /* PMIX_LOCAL_SIZE; -1 when the server does not say */
+} rcoll_pmix_job_t;
+
+/* 1 when this library was built with PMIx. */
+int rcoll_pmix_built(void);
+/* 1 when a PMIx server started this process (PMIX_NAMESPACE and PMIX_RANK are set). */
+int rcoll_pmix_started(void);
+
+/* PMIx_Init, then the job's size and this process's local rank and size.  Writes *job on
+ * success; pair with rcoll_pmix_fini (also after a failed exchange).  Errors name the PMIx
+ * call and its status (PMIx_Error_string). */
+rcoll_status_t rcoll_pmix_init(rcoll_pmix_job_t *job);
+/* Pass the unique id from rank 0 to every rank: rank 0 puts *id (or, when fail_text is not
+ * NULL, that sentence: the others then fail with it at once) under a key numbered per launch
+ * in this process, commits, and every rank fences over the whole namespace, collecting the
+ * data; the others then get the id from rank 0.  timeout_s > 0 bounds the fence and the get
+ * (PMIX_TIMEOUT).  Ranks other than 0 write *id on success. */
+rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_id_t *id,
+                                      const char *fail_text, double timeout_s);
+/* PMIx_Finalize (PMIx counts PMIx_Init calls: an MPI library's own use goes on). */
+void rcoll_pmix_fini(rcoll_pmix_job_t *job);
+
+#endif
