@@ -11,9 +11,14 @@
 #   kill_*          a host dies mid-run (SIGKILL; or link down first): the survivors must
 #                   fail in time and name the dead rank
 #   rate_1gbit_2x1  all_reduce_perf busbw stays under 0.125 GB/s behind --rate 1gbit
+#   mpirun_*        Open MPI's mpirun in host 0 (netns-cluster --launcher) starting the ranks
+#                   on every host through tools/netns-agent: mn_check and all_reduce_perf
+#                   through the library's PMIx launch (no RCOLL_ROOT), a torch DDP job
 #   cleanup         no namespace is left
-# One verdict line per case and a summary; exit 1 on any failure, 77 (skip) where namespaces
-# cannot be made (not root, no veth or bridge). MULTINODE_KEEP_LOGS=1 keeps the job logs.
+# One verdict line per case ("SKIP NAME: why" for a case this machine cannot run: no mpirun,
+# no PMIx in the build, no torch) and a summary "N passed, M failed, K skipped"; exit 1 on
+# any failure, 77 (skip) where namespaces cannot be made (not root, no veth or bridge).
+# MULTINODE_KEEP_LOGS=1 keeps the job logs.
 set -u
 
 build=${1:?usage: run_multinode.sh BUILD SRC}
@@ -40,6 +45,7 @@ ns_prefix="rcmn$$c" # every case's namespaces start with this; checked at the en
 case_no=0
 pass=0
 fail=0
+skip=0
 failed=()
 suite_t0=${EPOCHREALTIME/[.,]/}
 
@@ -76,6 +82,12 @@ verdict() {
         tail -n 40 "$log" | sed 's/^/    /'
         echo "----"
     fi
+}
+
+# skip_case NAME WHY: a case this machine cannot run, counted and named (never a pass).
+skip_case() {
+    skip=$((skip + 1))
+    printf 'SKIP %s: %s\n' "$1" "$2"
 }
 
 # Output lines of one rank, without the "[h<i>r<r>] " prefix.
@@ -237,7 +249,8 @@ if [[ -f $netplug ]]; then
         problems+="rank 0 did not print '# Out of bounds values : 0 OK'"
     verdict all_reduce_perf_2x2_plugin "$problems" "RCOLL_NET=plugin: 0 out of bounds values"
 else
-    echo "skip mn_check_2x2_plugin, all_reduce_perf_2x2_plugin: libnccl-net-rcoll.so not built"
+    skip_case mn_check_2x2_plugin "libnccl-net-rcoll.so not built"
+    skip_case all_reduce_perf_2x2_plugin "libnccl-net-rcoll.so not built"
 fi
 
 # --- the perf binaries, each with its own data check ---------------------------------------------
@@ -398,6 +411,101 @@ if [[ -n $busbw ]] && awk -v b="$busbw" 'BEGIN { exit !(b < 0.08) }'; then
 fi
 verdict rate_1gbit_2x1 "$problems" "$detail"
 
+# --- launched by the cluster's engines: Open MPI's mpirun -----------------------------------------
+# mpirun runs in host 0 (netns-cluster --launcher) and starts its daemons on the other hosts
+# through tools/netns-agent (ip netns exec), one hostfile line per host; Open MPI's own traffic
+# and rcoll's stay on eth0.  --tag-output's "[1,R]<stdout>:" becomes "[h0rR] " for rank_lines.
+agent="$src/tools/netns-agent"
+pymod="$src/python"
+torch_c=$(find "$build/python" -maxdepth 1 -name '_torch_c*.so' 2>/dev/null | head -n 1)
+have_pmix=0
+"$build/tools/rcoll-info" 2>/dev/null | grep -q 'pmix launch' && have_pmix=1
+have_torch=0
+/usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=1
+# The torch backend: meson's build of it, else rcoll.torch builds it on import, into the build
+# dir (once, cached).
+# gloo (the reference group) binds to what the host name resolves to unless told the link.
+torch_env=(--env "PYTHONPATH=$pymod" --env "RCOLL_LIBRARY=$build/src/librcoll.so"
+    --env GLOO_SOCKET_IFNAME=eth0)
+if [[ -n $torch_c ]]; then
+    torch_env+=(--env "RCOLL_TORCH_C=$torch_c")
+    torch_x=(-x PYTHONPATH -x RCOLL_LIBRARY -x GLOO_SOCKET_IFNAME -x RCOLL_TORCH_C)
+else
+    torch_env+=(--env "RCOLL_TORCH_BUILD_DIR=$build/torch_c")
+    torch_x=(-x PYTHONPATH -x RCOLL_LIBRARY -x GLOO_SOCKET_IFNAME -x RCOLL_TORCH_BUILD_DIR)
+fi
+
+# mpirun_case NAME HOSTS RANKS_PER_HOST [CLUSTER OPTIONS...] -- [MPIRUN OPTIONS...] -- COMMAND...
+mpirun_case() {
+    local name=$1 hosts=$2 k=$3 copts=() mopts=()
+    shift 3
+    while [[ $1 != -- ]]; do copts+=("$1"); shift; done
+    shift
+    while [[ $1 != -- ]]; do mopts+=("$1"); shift; done
+    shift
+    # shellcheck disable=SC2016 # expanded inside host 0
+    run_cluster "$name" --hosts "$hosts" --ranks-per-host "$k" --launcher --timeout 120 \
+        "${copts[@]}" -- bash -c 'exec timeout 100 mpirun --allow-run-as-root \
+        --hostfile "$NETNS_HOSTFILE" -np $((NETNS_HOSTS * NETNS_RANKS_PER_HOST)) \
+        --mca plm_rsh_agent "$0" --mca plm_rsh_no_tree_spawn 1 --mca pml ob1 \
+        --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+        --tag-output -x RCOLL_SOCKET_IFNAME=eth0 -x RCOLL_TIMEOUT=60 "$@"' \
+        "$agent" "${mopts[@]}" "$@"
+    sed -i -E 's/^\[h0\] \[[0-9]+,([0-9]+)\]<std(out|err)>: ?/[h0r\1] /' "$log"
+}
+
+# pmix_lines N: how many ranks said their launch went through PMIx.
+pmix_lines() {
+    grep -c 'rcoll INFO INIT environment launch through PMIx: namespace' "$log"
+}
+
+if ! command -v mpirun >/dev/null; then
+    for c in mpirun_mn_check_4x2 mpirun_all_reduce_perf_4x2 mpirun_torch_ddp_2x2; do
+        skip_case "$c" "mpirun (openmpi-bin) is not installed"
+    done
+else
+    if ((have_pmix)); then
+        # 8 ranks, 4 hosts: rank, size and the bootstrap id from PMIx; 1 peer over shm, 6 over tcp.
+        mpirun_case mpirun_mn_check_4x2 4 2 -- -x RCOLL_DEBUG=INFO -x RCOLL_DEBUG_SUBSYS=INIT \
+            -x RCOLL_SPIN=0 -- "$mn_check"
+        problems=$(check_mn_ranks 8 1 6)
+        ((rc == 0)) || problems="exit status $rc; $problems"
+        n=$(pmix_lines)
+        ((n == 8)) || problems+="$n of 8 ranks launched through PMIx; "
+        verdict mpirun_mn_check_4x2 "$problems" "8 ranks OK through PMIx (no RCOLL_ROOT); each reaches 1 peer over shm, 6 over tcp"
+        # The perf binary through the library's PMIx launch (RCOLL_PMIX=on: not MPI's comm).
+        mpirun_case mpirun_all_reduce_perf_4x2 4 2 -- -x RCOLL_PMIX=on -x RCOLL_SPIN=0 \
+            -x RCOLL_DEBUG=INFO -x RCOLL_DEBUG_SUBSYS=INIT -- \
+            "$allreduce" -b 8 -e 8M -f 8 -n 2 -w 1 -c 1
+        problems=''
+        ((rc == 0)) || problems="exit status $rc; "
+        rank_lines "$log" 0 | grep -q "^# Out of bounds values : 0 OK" ||
+            problems+="rank 0 did not print '# Out of bounds values : 0 OK'; "
+        rank_lines "$log" 0 | grep -q "^# rcoll: 8 ranks" || problems+="not one job of 8 ranks; "
+        n=$(pmix_lines)
+        ((n == 8)) || problems+="$n of 8 ranks launched through PMIx; "
+        verdict mpirun_all_reduce_perf_4x2 "$problems" "-b 8 -e 8M: 0 out of bounds values, 8 ranks through PMIx"
+    else
+        skip_case mpirun_mn_check_4x2 "librcoll built without PMIx (libpmix-dev)"
+        skip_case mpirun_all_reduce_perf_4x2 "librcoll built without PMIx (libpmix-dev)"
+    fi
+    if ((have_torch)); then
+        # torch's env:// store on host 0 (MASTER_ADDR); the ranks' size and rank from mpirun.
+        mpirun_case mpirun_torch_ddp_2x2 2 2 "${torch_env[@]}" -- \
+            "${torch_x[@]}" -x MASTER_PORT=29511 -x OMP_NUM_THREADS=1 -x RCOLL_SPIN=0 \
+            -- /usr/bin/python3 "$src/tests/multinode/ddp_job.py"
+        problems=''
+        ((rc == 0)) || problems="exit status $rc; "
+        for r in 0 1 2 3; do
+            rank_lines "$log" "$r" | grep -q "^ddp_job: rank $r of 4: OK (4 steps, 0 wrong)" ||
+                problems+="rank $r: no OK line; "
+        done
+        verdict mpirun_torch_ddp_2x2 "$problems" "4 ranks on 2 hosts: DDP gradients = the mean over gloo, 0 wrong"
+    else
+        skip_case mpirun_torch_ddp_2x2 "/usr/bin/python3 cannot import torch (apt-get install python3-torch)"
+    fi
+fi
+
 # --- nothing left behind -------------------------------------------------------------------------
 secs=0.0
 log=/dev/null
@@ -405,5 +513,5 @@ rc=0
 left=$(ip netns list 2>/dev/null | grep "^$ns_prefix" | tr '\n' ' ')
 verdict cleanup "${left:+namespaces left behind: $left}" "no namespace of this suite is left"
 
-echo "multinode: $pass passed, $fail failed in $(elapsed_since "$suite_t0") s${failed:+ (failed: ${failed[*]})}"
+echo "multinode: $pass passed, $fail failed, $skip skipped in $(elapsed_since "$suite_t0") s${failed:+ (failed: ${failed[*]})}"
 ((fail == 0))
