@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 
 need_pkgs=(meson ninja-build gcc pkg-config libc6-dev iproute2 libhwloc-dev libopenmpi-dev openmpi-bin
     libpmix-dev libibverbs-dev librdmacm-dev python3 python3-numpy python3-torch
-    python3-matplotlib clang libclang-rt-14-dev debootstrap)
+    python3-matplotlib clang libclang-rt-14-dev debootstrap
+    slurm-wlm munge)  # the multinode suite's Slurm cluster (tools/slurm-cluster)
 # The rdma suite's Soft-RoCE VM (tools/rxe-vm also installs these, and downloads the kernel).
 vm_pkgs=(qemu-system-x86 busybox-static cpio rdma-core ibverbs-utils ibverbs-providers kmod
     xz-utils)

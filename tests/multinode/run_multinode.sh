@@ -14,6 +14,10 @@
 #   mpirun_*        Open MPI's mpirun in host 0 (netns-cluster --launcher) starting the ranks
 #                   on every host through tools/netns-agent: mn_check and all_reduce_perf
 #                   through the library's PMIx launch (no RCOLL_ROOT), a torch DDP job
+#   slurm_*         a Slurm cluster on the hosts (tools/slurm-cluster: munged, slurmctld, one
+#                   slurmd per host): srun -N 4 -n 8 mn_check and all_reduce_perf through
+#                   PMIx (mpi/pmix), all_reduce_perf with --mpi=none and RCOLL_ROOT, a torch
+#                   DDP job; one cluster for all of them (slurm_cluster_up times its start)
 #   cleanup         no namespace is left
 # One verdict line per case ("SKIP NAME: why" for a case this machine cannot run: no mpirun,
 # no PMIx in the build, no torch) and a summary "N passed, M failed, K skipped"; exit 1 on
@@ -503,6 +507,100 @@ else
         verdict mpirun_torch_ddp_2x2 "$problems" "4 ranks on 2 hosts: DDP gradients = the mean over gloo, 0 wrong"
     else
         skip_case mpirun_torch_ddp_2x2 "/usr/bin/python3 cannot import torch (apt-get install python3-torch)"
+    fi
+fi
+
+# --- launched by the cluster's engines: Slurm ------------------------------------------------------
+# One cluster (4 hosts) for every job: slurm-cluster run starts it on host 0 and runs
+# tests/multinode/slurm_jobs.sh there, which runs each job (srun --label), its output, exit
+# status and seconds in $logdir/slurm-<case>.{log,rc,secs}; each job then gets its verdict.
+slurm_cases=(slurm_mn_check_4x2 slurm_all_reduce_perf_4x2 slurm_all_reduce_perf_4x2_nopmix
+    slurm_torch_ddp_2x2)
+if ! why=$("$src/tools/slurm-cluster" --check 2>&1); then
+    skip_case slurm_cluster_up "$why"
+    for c in "${slurm_cases[@]}"; do skip_case "$c" "$why"; done
+else
+    sj=(bash "$src/tests/multinode/slurm_jobs.sh" "$logdir")
+    perf_small="$allreduce -b 8 -e 8M -f 8 -n 2 -w 1 -c 1"
+    if ((have_pmix)); then
+        sj+=("slurm_mn_check_4x2:srun --label -K -N 4 -n 8 env RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT RCOLL_SPIN=0 $mn_check")
+        sj+=("slurm_all_reduce_perf_4x2:srun --label -K -N 4 -n 8 env RCOLL_PMIX=on RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT RCOLL_SPIN=0 $perf_small")
+    fi
+    # Without PMIx: Slurm's variables and RCOLL_ROOT on host 0 (rank 0's: block distribution).
+    # shellcheck disable=SC2016 # expanded on host 0
+    sj+=('slurm_all_reduce_perf_4x2_nopmix:srun --label -K --mpi=none -N 4 -n 8 env RCOLL_ROOT=$NETNS_ADDR:29400 RCOLL_SECRET=$RANDOM$RANDOM RCOLL_SPIN=0 '"$perf_small")
+    if ((have_torch)); then
+        sj+=("slurm_torch_ddp_2x2:srun --label -K --mpi=none -N 2 -n 4 env MASTER_PORT=29511 OMP_NUM_THREADS=1 RCOLL_SPIN=0 /usr/bin/python3 $src/tests/multinode/ddp_job.py")
+    fi
+    rm -f "$logdir"/slurm-*
+    run_cluster slurm_cluster_up --hosts 4 --ranks-per-host 2 --launcher --timeout 240 \
+        "${torch_env[@]}" -- "$src/tools/slurm-cluster" run -- "${sj[@]}"
+    up_line=$(grep -o 'slurm-cluster: 4 nodes idle.*MpiDefault=[a-z]*' "$log")
+    slurm_mpi=$(sed -n 's/.*MpiDefault=//p' <<<"$up_line")
+    problems=''
+    [[ -n $up_line ]] || problems="the cluster did not come up (exit status $rc); "
+    # Its own time: the whole run less the jobs' (each has its verdict and time below).
+    jobs_secs=0
+    for f in "$logdir"/slurm-*.secs; do
+        [[ -f $f ]] && jobs_secs=$(awk -v a="$jobs_secs" -v b="$(cat "$f")" 'BEGIN { print a + b }')
+    done
+    secs=$(awk -v a="$secs" -v b="$jobs_secs" 'BEGIN { printf "%.1f", a - b }')
+    verdict slurm_cluster_up "$problems" "${up_line#slurm-cluster: } (start and stop)"
+
+    # slurm_job NAME: its log (srun --label's "R: " becomes "[h0rR] "), status and time.
+    slurm_job() {
+        log="$logdir/slurm-$1.log"
+        rc=$(cat "$logdir/slurm-$1.rc" 2>/dev/null || echo 'not run')
+        secs=$(cat "$logdir/slurm-$1.secs" 2>/dev/null || echo 0.0)
+        [[ -f $log ]] || echo "(not run: the cluster did not come up)" >"$log"
+        sed -i -E 's/^ *([0-9]+): /[h0r\1] /' "$log"
+    }
+    if ((have_pmix)) && [[ $slurm_mpi == pmix ]]; then
+        slurm_job slurm_mn_check_4x2
+        problems=$(check_mn_ranks 8 1 6)
+        [[ $rc == 0 ]] || problems="exit status $rc; $problems"
+        n=$(pmix_lines)
+        ((n == 8)) || problems+="$n of 8 ranks launched through PMIx; "
+        verdict slurm_mn_check_4x2 "$problems" "srun -N 4 -n 8: 8 ranks OK through PMIx (no RCOLL_ROOT); 1 peer over shm, 6 over tcp"
+        slurm_job slurm_all_reduce_perf_4x2
+        problems=''
+        [[ $rc == 0 ]] || problems="exit status $rc; "
+        rank_lines "$log" 0 | grep -q "^# Out of bounds values : 0 OK" ||
+            problems+="rank 0 did not print '# Out of bounds values : 0 OK'; "
+        rank_lines "$log" 0 | grep -q "^# rcoll: 8 ranks" || problems+="not one job of 8 ranks; "
+        n=$(pmix_lines)
+        ((n == 8)) || problems+="$n of 8 ranks launched through PMIx; "
+        verdict slurm_all_reduce_perf_4x2 "$problems" "srun -N 4 -n 8, -b 8 -e 8M: 0 out of bounds values, 8 ranks through PMIx"
+    elif ((have_pmix)) && [[ -n $up_line ]]; then
+        skip_case slurm_mn_check_4x2 "Slurm without its mpi_pmix plugin (MpiDefault=$slurm_mpi)"
+        skip_case slurm_all_reduce_perf_4x2 "Slurm without its mpi_pmix plugin (MpiDefault=$slurm_mpi)"
+    elif ((have_pmix)); then
+        for c in slurm_mn_check_4x2 slurm_all_reduce_perf_4x2; do
+            slurm_job "$c"
+            verdict "$c" "not run: the cluster did not come up; " ""
+        done
+    else
+        skip_case slurm_mn_check_4x2 "librcoll built without PMIx (libpmix-dev)"
+        skip_case slurm_all_reduce_perf_4x2 "librcoll built without PMIx (libpmix-dev)"
+    fi
+    slurm_job slurm_all_reduce_perf_4x2_nopmix
+    problems=''
+    [[ $rc == 0 ]] || problems="exit status $rc; "
+    rank_lines "$log" 0 | grep -q "^# Out of bounds values : 0 OK" ||
+        problems+="rank 0 did not print '# Out of bounds values : 0 OK'; "
+    rank_lines "$log" 0 | grep -q "^# rcoll: 8 ranks" || problems+="not one job of 8 ranks; "
+    verdict slurm_all_reduce_perf_4x2_nopmix "$problems" "srun --mpi=none, RCOLL_ROOT: 0 out of bounds values, 8 ranks"
+    if ((have_torch)); then
+        slurm_job slurm_torch_ddp_2x2
+        problems=''
+        [[ $rc == 0 ]] || problems="exit status $rc; "
+        for r in 0 1 2 3; do
+            rank_lines "$log" "$r" | grep -q "^ddp_job: rank $r of 4: OK (4 steps, 0 wrong)" ||
+                problems+="rank $r: no OK line; "
+        done
+        verdict slurm_torch_ddp_2x2 "$problems" "srun -N 2 -n 4: DDP gradients = the mean over gloo, 0 wrong"
+    else
+        skip_case slurm_torch_ddp_2x2 "/usr/bin/python3 cannot import torch (apt-get install python3-torch)"
     fi
 fi
 
