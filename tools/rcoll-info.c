@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rcoll.h"
+#include "rcoll-info.h"
 #include "algo/oneshot.h"
 #include "algo/select.h"
 #include "rcoll_build.h"
@@ -19,11 +20,14 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: rcoll-info [-c] [--tuning [-n RANKS]] [-h]\n"
+    fprintf(out, "usage: rcoll-info [-c] [--tuning [-n RANKS]] [--project N [...]] [-h]\n"
                  "  (no option)  version, build features and transports on this machine\n"
                  "  -c, --config every configuration knob: name, value, default, help\n"
                  "  -t, --tuning the all-reduce cost model (RCOLL_TUNING_FILE applied) and the\n"
                  "               algorithm it picks per size, for -n RANKS (default 8)\n"
+                 "  --project N  projected all-reduce, all-gather and reduce-scatter times on\n"
+                 "               N GPUs of a described cluster ('--project N --help' lists\n"
+                 "               the cluster options; docs/scale.md)\n"
                  "  -h, --help   this text\n");
 }
 
@@ -182,6 +186,9 @@ static int print_knobs(void)
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--project") || !strncmp(argv[i], "--project=", 10))
+            return rcoll_info_project(argc, argv);
     static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
                                          {"tuning", no_argument, NULL, 't'},
                                          {"ranks", required_argument, NULL, 'n'},
