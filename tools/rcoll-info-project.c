@@ -33,6 +33,9 @@ static void project_usage(FILE *out)
         "  --oversub A[:B]       down:up ratio of the leaves [and of the pods' spines]\n"
         "  --switch-lat-us X     --overhead-us X (software per message)\n"
         "  --reduce-gbs X        reduction speed per rank, GB/s (0: free, overlapped)\n"
+        "  --pipelined           hier-* and pat overlap their NVLink and network phases\n"
+        "                        chunk by chunk (default: one after the other, as rcoll's\n"
+        "                        hier does)\n"
         "  --coll all|allreduce|allgather|reducescatter     (default all)\n"
         "  -b SIZE -e SIZE -f F  sizes from b to e, times F (default 1K, 16G, 4)\n"
         "  --size SIZE           one size only (repeatable)\n"
@@ -72,7 +75,7 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 enum {
     O_PROJECT = 1000, O_CLUSTER, O_GPN, O_NVL_GBS, O_NVL_LAT, O_NICS, O_NIC_GBIT, O_NIC_EFF,
     O_NIC_LAT, O_LEVELS, O_NPL, O_LPP, O_OVERSUB, O_SW_LAT, O_OVERHEAD, O_REDUCE, O_COLL,
-    O_SIZE, O_CSV, O_HELP
+    O_SIZE, O_CSV, O_PIPELINED, O_HELP
 };
 
 static void print_cluster(const rcoll_cluster_t *c, long ngpus)
@@ -91,10 +94,10 @@ static void print_cluster(const rcoll_cluster_t *c, long ngpus)
     if (c->levels == 2) printf(", %d leaves", c->leaves_per_pod);
     if (c->levels == 3) printf(", %d leaves/pod (oversubscription %g:1)", c->leaves_per_pod,
                                c->oversub[1]);
-    printf(", %.2f us/switch; software %.2f us/message; reduction %s", c->switch_lat_us,
+    printf(", %.2f us/switch\n# software %.2f us/message; reduction %s", c->switch_lat_us,
            c->overhead_us, c->reduce_gbs > 0 ? "" : "free (overlapped)");
     if (c->reduce_gbs > 0) printf("%.1f GB/s", c->reduce_gbs);
-    printf("\n");
+    printf("; hier/pat phases %s\n", c->pipelined ? "overlapped (--pipelined)" : "in sequence");
 }
 
 static void fmt_size(double b, char *out, size_t len)
@@ -163,6 +166,7 @@ int rcoll_info_project(int argc, char **argv)
         {"coll", required_argument, NULL, O_COLL},
         {"size", required_argument, NULL, O_SIZE},
         {"csv", no_argument, NULL, O_CSV},
+        {"pipelined", no_argument, NULL, O_PIPELINED},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
     /* Two passes: the preset first, so that the other options change it in any order. */
@@ -264,6 +268,7 @@ int rcoll_info_project(int argc, char **argv)
             f = (size_t)dv;
             break;
         case O_CSV: csv = 1; break;
+        case O_PIPELINED: c.pipelined = 1; break;
         case 'h':
         case O_HELP: project_usage(stdout); return 0;
         default: project_usage(stderr); return 2;

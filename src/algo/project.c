@@ -27,8 +27,9 @@
  * o(L) is the product of the oversubscription ratios below level L: in a log-step exchange
  * at a distance of a leaf or more every node of a leaf sends up at once, so each gets
  * 1/o of its NIC.  Rings and trees cross a leaf's uplinks with one or two flows per rail
- * (nodes numbered leaf by leaf), so oversubscription does not slow them.  The phases of the
- * hierarchical algorithms run one after the other (as algo/hier.c does).
+ * (nodes numbered leaf by leaf), so oversubscription does not slow them.  The NVLink and
+ * network phases of hier-* and pat run one after the other (as algo/hier.c does: their byte
+ * terms add), or, with `pipelined`, overlap chunk by chunk (the larger byte term counts).
  */
 #include <math.h>
 #include <string.h>
@@ -193,17 +194,26 @@ static int ceil_log2(long x)
     return l;
 }
 
-/* One log-step all-gather or reduce-scatter of S bytes across N nodes (every rail at once). */
-static double logstep(const rcoll_cluster_t *c, long N, double S)
+/* One log-step all-gather or reduce-scatter of S bytes across N nodes (every rail at once):
+ * its latency terms in *lat, the time of its bytes returned. */
+static double logstep(const rcoll_cluster_t *c, long N, double S, double *lat)
 {
     int s = ceil_log2(N);
     double t = 0;
+    *lat = 0;
     for (int j = 0; j < s; j++) {
         long blocks = (1L << j) < N - (1L << j) ? (1L << j) : N - (1L << j);
         int L = level_of(c, 1L << (s - 1 - j));
-        t += a_net(c, L) + blocks * S / N * slowdown(c, L) / bw_node(c);
+        *lat += a_net(c, L);
+        t += blocks * S / N * slowdown(c, L) / bw_node(c);
     }
     return t;
+}
+
+/* The byte terms of two phases: in sequence, or overlapped chunk by chunk. */
+static double phases(const rcoll_cluster_t *c, double a, double b)
+{
+    return c->pipelined ? (a > b ? a : b) : a + b;
 }
 
 double rcoll_project_time(const rcoll_cluster_t *c, rcoll_proj_coll_t coll,
@@ -238,14 +248,15 @@ double rcoll_project_time(const rcoll_cluster_t *c, rcoll_proj_coll_t coll,
     }
     case RCOLL_PROJ_HIER_RING: {
         double m = ar ? 2 : 1;
-        return m * ((g - 1) * al + gf * S / Bl) + m * (N - 1) * an +
-               m * (double)(N - 1) / N * S / Bk + red_hier;
+        return m * (g - 1) * al + m * (N - 1) * an +
+               phases(c, m * gf * S / Bl, m * (double)(N - 1) / N * S / Bk) + red_hier;
     }
     case RCOLL_PROJ_HIER_TREE:
-        return 2 * ((g - 1) * al + gf * S / Bl) + 2 * D * an + cfac * S / Bk + red_hier;
+        return 2 * (g - 1) * al + 2 * D * an + phases(c, 2 * gf * S / Bl, cfac * S / Bk) +
+               red_hier;
     case RCOLL_PROJ_PAT: {
-        double m = ar ? 2 : 1, nvl = g > 1 ? (g - 1) * al + gf * S / Bl : 0;
-        return m * (nvl + logstep(c, N, S)) + red_hier;
+        double m = ar ? 2 : 1, lat, bytes = logstep(c, N, S, &lat);
+        return m * ((g - 1) * al + lat) + phases(c, m * gf * S / Bl, m * bytes) + red_hier;
     }
     default:
         return HUGE_VAL;

@@ -55,6 +55,8 @@ typedef struct rcoll_cluster {
     double overhead_us;    /* software per message (both sides together) */
     double reduce_gbs;     /* reduction speed of one rank, GB/s of input; 0: free (overlapped
                             * with the transfer, as GPU kernels are) */
+    int pipelined;         /* 0: the NVLink and network phases of hier-* and pat run one after
+                            * the other (algo/hier.c today); 1: they overlap chunk by chunk */
 } rcoll_cluster_t;
 
 /* An H100 cluster (docs/scale.md gives the sources): 8 GPUs per node on NVLink 4 (450 GB/s

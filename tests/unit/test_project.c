@@ -146,6 +146,16 @@ static void test_nvlink_nodes(void)
     t = rcoll_project_time(&c, RCOLL_PROJ_ALLREDUCE, RCOLL_PROJ_HIER_RING, 32, S);
     CHECK(near(t, 2 * (7 * al + 7.0 / 8 * S / Bl) + 2 * 3 * an + 2.0 * 3 / 4 * S / Bk),
           "hier-ring on 4 nodes %g", t);
+    /* pipelined: the phases overlap, the larger byte term counts: NVLink's 2 x 7/8 S/B_l
+     * (3889 us) over the rails' 2 x 3/4 S/(8 B_n) (3773 us) */
+    c.pipelined = 1;
+    t = rcoll_project_time(&c, RCOLL_PROJ_ALLREDUCE, RCOLL_PROJ_HIER_RING, 32, S);
+    CHECK(near(t, 2 * 7 * al + 2 * 3 * an + 2.0 * 7 / 8 * S / Bl), "pipelined hier-ring %g", t);
+    CHECK(2.0 * 7 / 8 * S / Bl > 2.0 * 3 / 4 * S / Bk, "NVLink is the larger term here");
+    t = rcoll_project_time(&c, RCOLL_PROJ_ALLGATHER, RCOLL_PROJ_PAT, 32, S);
+    CHECK(near(t, 7 * al + 2 * an + 7.0 / 8 * S / Bl), "pipelined pat all-gather %g (NVLink "
+          "bound: 7/8 S/B_l > 3/4 S/(8 B_n))", t);
+    c.pipelined = 0;
     t = rcoll_project_time(&c, RCOLL_PROJ_ALLGATHER, RCOLL_PROJ_HIER_RING, 32, S);
     CHECK(near(t, 7 * al + 7.0 / 8 * S / Bl + 3 * an + 3.0 / 4 * S / Bk),
           "hier-ring all-gather on 4 nodes %g", t);
