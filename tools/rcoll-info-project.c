@@ -39,7 +39,9 @@ static void project_usage(FILE *out)
         "  --coll all|allreduce|allgather|reducescatter     (default all)\n"
         "  -b SIZE -e SIZE -f F  sizes from b to e, times F (default 1K, 16G, 4)\n"
         "  --size SIZE           one size only (repeatable)\n"
-        "  --csv                 one line per size, collective and algorithm instead\n");
+        "  --csv                 one line per size, collective and algorithm instead\n"
+        "  --json DIR            also write DIR/<collective>-<algorithm>.json in the perf\n"
+        "                        binaries' -J form, for tools/rcoll-plot\n");
 }
 
 static int bad_number(const char *opt, const char *v)
@@ -75,7 +77,7 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 enum {
     O_PROJECT = 1000, O_CLUSTER, O_GPN, O_NVL_GBS, O_NVL_LAT, O_NICS, O_NIC_GBIT, O_NIC_EFF,
     O_NIC_LAT, O_LEVELS, O_NPL, O_LPP, O_OVERSUB, O_SW_LAT, O_OVERHEAD, O_REDUCE, O_COLL,
-    O_SIZE, O_CSV, O_PIPELINED, O_HELP
+    O_SIZE, O_CSV, O_PIPELINED, O_JSON, O_HELP
 };
 
 static void print_cluster(const rcoll_cluster_t *c, long ngpus)
@@ -144,6 +146,41 @@ static void print_table(const rcoll_cluster_t *c, rcoll_proj_coll_t coll, long n
     }
 }
 
+/* DIR/<collective>-<algorithm>.json per applicable algorithm: {"program", "collective",
+ * "gpus", "results": [{"size", "out_of_place": {"time_us", "algbw", "busbw"}}]}, the form
+ * tools/rcoll-plot reads from the perf binaries' -J. */
+static int write_json(const char *dir, const rcoll_cluster_t *c, rcoll_proj_coll_t coll,
+                      long n, const double *sizes, int nsizes)
+{
+    for (int a = 0; a < RCOLL_PROJ_ALG_COUNT; a++) {
+        if (!isfinite(rcoll_project_time(c, coll, (rcoll_proj_alg_t)a, n, sizes[nsizes - 1])))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s-%s.json", dir, rcoll_proj_coll_name(coll),
+                 rcoll_proj_alg_name((rcoll_proj_alg_t)a));
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "rcoll-info: cannot write %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        fprintf(f, "{\"program\": \"rcoll-info --project\", \"collective\": \"%s\", "
+                   "\"algorithm\": \"%s\", \"gpus\": %ld, \"results\": [",
+                rcoll_proj_coll_name(coll), rcoll_proj_alg_name((rcoll_proj_alg_t)a), n);
+        for (int i = 0; i < nsizes; i++) {
+            double t = rcoll_project_time(c, coll, (rcoll_proj_alg_t)a, n, sizes[i]);
+            fprintf(f, "%s\n  {\"size\": %.0f, \"out_of_place\": {\"time_us\": %.6g, "
+                       "\"algbw\": %.6g, \"busbw\": %.6g}}", i ? "," : "", sizes[i], t,
+                    rcoll_project_algbw(sizes[i], t), rcoll_project_busbw(coll, n, sizes[i], t));
+        }
+        fprintf(f, "\n]}\n");
+        if (fclose(f) != 0) {
+            fprintf(stderr, "rcoll-info: cannot write %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int rcoll_info_project(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -167,6 +204,7 @@ int rcoll_info_project(int argc, char **argv)
         {"size", required_argument, NULL, O_SIZE},
         {"csv", no_argument, NULL, O_CSV},
         {"pipelined", no_argument, NULL, O_PIPELINED},
+        {"json", required_argument, NULL, O_JSON},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
     /* Two passes: the preset first, so that the other options change it in any order. */
@@ -189,6 +227,7 @@ int rcoll_info_project(int argc, char **argv)
 
     long ngpus = 0, lv;
     int colls = (1 << RCOLL_PROJ_COLL_COUNT) - 1, csv = 0, nsizes = 0, rc;
+    const char *json_dir = NULL;
     double sizes[64], dv = 0;
     size_t b = 1024, e = (size_t)16 << 30, f = 4;
     optind = 1;
@@ -269,6 +308,7 @@ int rcoll_info_project(int argc, char **argv)
             break;
         case O_CSV: csv = 1; break;
         case O_PIPELINED: c.pipelined = 1; break;
+        case O_JSON: json_dir = optarg; break;
         case 'h':
         case O_HELP: project_usage(stdout); return 0;
         default: project_usage(stderr); return 2;
@@ -293,7 +333,11 @@ int rcoll_info_project(int argc, char **argv)
     }
     if (csv) printf("collective,gpus,bytes,algorithm,time_us,algbw_GBs,busbw_GBs,chosen\n");
     else print_cluster(&c, ngpus);
-    for (int k = 0; k < RCOLL_PROJ_COLL_COUNT; k++)
-        if (colls & (1 << k)) print_table(&c, (rcoll_proj_coll_t)k, ngpus, sizes, nsizes, csv);
+    for (int k = 0; k < RCOLL_PROJ_COLL_COUNT; k++) {
+        if (!(colls & (1 << k))) continue;
+        print_table(&c, (rcoll_proj_coll_t)k, ngpus, sizes, nsizes, csv);
+        if (json_dir && write_json(json_dir, &c, (rcoll_proj_coll_t)k, ngpus, sizes, nsizes))
+            return 3;
+    }
     return 0;
 }

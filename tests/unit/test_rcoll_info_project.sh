@@ -42,6 +42,19 @@ awk -v b="${busbw:-0}" 'BEGIN { exit !(b > 0.11 && b < 0.1177) }' && ok ||
     bad "csv: netns ring busbw '$busbw' not in (0.11, 0.1177)"
 [ "$(grep -c ',1$' "$tmp/out")" -eq 1 ] && ok || bad "csv: one chosen algorithm"
 
+# --json: the perf binaries' -J form (tools/rcoll-plot reads it), one file per algorithm
+mkdir "$tmp/json"
+run json 0 "$tool" --project 64 --coll allgather -b 1K -e 1M -f 32 --json "$tmp/json"
+ls "$tmp/json" >"$tmp/list"
+has json "$tmp/list" "all-gather-pat.json"
+has json "$tmp/list" "all-gather-ring.json"
+[ "$(wc -l <"$tmp/list")" -eq 3 ] && ok || bad "json: ring, hier-ring and pat, got $(cat "$tmp/list")"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); r = d["results"]
+assert len(r) == 3 and r[0]["size"] == 1024 and r[2]["out_of_place"]["busbw"] > 0' \
+    "$tmp/json/all-gather-pat.json" && ok || bad "json: all-gather-pat.json does not parse"
+run json_dir 3 "$tool" --project 8 --json "$tmp/nowhere"
+has json_dir "$tmp/err" "cannot write"
+
 run help 0 "$tool" --project 8 --help
 has help "$tmp/out" "--oversub"
 
