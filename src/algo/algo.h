@@ -44,6 +44,7 @@
 #define RCOLL_ALLGATHER_ALGO_LIST(X)                                                           \
     X(RING, ring) /* allgather_ring.c: ring in rank order */                                   \
     X(RD, rd)     /* allgather_rd.c: recursive doubling, power-of-two ranks */                 \
+    X(BRUCK, bruck) /* allgather_bruck.c: ceil(log2 n) rounds, any rank count */             \
     /* end of the list */
 
 #define RCOLL_ALGO_ENUM_(id, name) RCOLL_ALG_##id,

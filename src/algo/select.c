@@ -73,9 +73,9 @@ static const rcoll_knob_t algo_knobs[] = {
                        "along the ring) or binomial (a binomial tree from the root)"),
     RCOLL_KNOB_ENUM_OF(rcoll_algo_config_t, "RCOLL_ALGO_ALLGATHER", "auto", allgather,
                        allgather_knob_names,
-                       "all-gather algorithm: auto (the cost model chooses), ring, or rd "
+                       "all-gather algorithm: auto (the cost model chooses), ring, rd "
                        "(recursive doubling, power-of-two rank counts; elsewhere the model "
-                       "chooses)"),
+                       "chooses) or bruck (ceil(log2 n) rounds, any rank count)"),
 };
 const rcoll_config_table_t rcoll_algo_config_table =
     RCOLL_CONFIG_TABLE("algo", algo_knobs, rcoll_algo_config_t);

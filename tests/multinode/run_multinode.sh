@@ -8,6 +8,7 @@
 #   *_plugin        mn_check and all_reduce_perf on 2x2 with RCOLL_NET=plugin: rcoll's own
 #                   libnccl-net-rcoll.so loaded as rcoll's network transport between hosts
 #   *_perf_*        the perf binaries with their data check ("Out of bounds values : 0 OK")
+#   all_gather_{bruck,rd}_*  the log-step all-gathers across hosts, data checked
 #   kill_*          a host dies mid-run (SIGKILL; or link down first): the survivors must
 #                   fail in time and name the dead rank
 #   rate_1gbit_2x1  all_reduce_perf busbw stays under 0.125 GB/s behind --rate 1gbit
@@ -262,10 +263,11 @@ fi
 # perf_case NAME HOSTS RANKS_PER_HOST BINARY ARGS...: exit 0 everywhere and rank 0's
 # "# Out of bounds values : 0 OK".
 perf_case() {
-    local name=$1 hosts=$2 k=$3 problems=''
+    local name=$1 hosts=$2 k=$3 problems='' envs=()
     shift 3
+    for e in ${PERF_ENV:-}; do envs+=(--env "$e"); done
     run_cluster "$name" --hosts "$hosts" --ranks-per-host "$k" --timeout 120 \
-        --env RCOLL_SPIN=0 -- "$build/bench/$1" "${@:2}"
+        --env RCOLL_SPIN=0 "${envs[@]}" -- "$build/bench/$1" "${@:2}"
     ((rc == 0)) || problems="exit status $rc; "
     rank_lines "$log" 0 | grep -q "^# Out of bounds values : 0 OK" ||
         problems+="rank 0 did not print '# Out of bounds values : 0 OK'"
@@ -280,6 +282,12 @@ perf_case broadcast_perf_3x2 3 2 broadcast_perf "${small[@]}" -d all -r -1
 perf_case reduce_perf_3x2 3 2 reduce_perf "${small[@]}" -d float,int8,half -o all -r -1
 perf_case alltoall_perf_3x2 3 2 alltoall_perf "${small[@]}" -d all
 perf_case sendrecv_perf_3x2 3 2 sendrecv_perf "${small[@]}" -d all
+# The log-step all-gathers across hosts: Bruck's on 6 ranks (not a power of two), recursive
+# doubling on 4, both with a chunk small enough for several pieces per round.
+PERF_ENV="RCOLL_ALGO_ALLGATHER=bruck RCOLL_CHUNK_SIZE=8K" \
+    perf_case all_gather_bruck_3x2 3 2 all_gather_perf "${small[@]}" -d all
+PERF_ENV="RCOLL_ALGO_ALLGATHER=rd RCOLL_CHUNK_SIZE=8K" \
+    perf_case all_gather_rd_2x2 2 2 all_gather_perf "${small[@]}" -d all
 
 # --- a host dies in the middle of a run ----------------------------------------------------------
 # kill_case NAME DEAD RCOLL_TIMEOUT LIMIT [CLUSTER OPTIONS...]: host DEAD of 3 (one rank
