@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,7 +235,13 @@ int rcoll_info_project(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "b:e:f:h", opts, NULL)) != -1) {
         rc = 0;
         switch (o) {
-        case O_PROJECT: rc = parse_int("--project", optarg, -(1L << 40), 1L << 40, &ngpus); break;
+        case O_PROJECT:
+            rc = parse_int("--project", optarg, LONG_MIN, LONG_MAX, &ngpus);
+            if (!rc && ngpus > (1L << 30)) {
+                fprintf(stderr, "rcoll-info: --project takes at most %ld GPUs\n", 1L << 30);
+                rc = 2;
+            }
+            break;
         case O_CLUSTER: break;
         case O_GPN:
             rc = parse_int("--gpus-per-node", optarg, -(1L << 20), 1L << 20, &lv);

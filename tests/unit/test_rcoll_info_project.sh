@@ -70,6 +70,8 @@ run nan 2 "$tool" --project lots
 has nan "$tmp/err" "--project needs a number, not 'lots'"
 run preset 2 "$tool" --project 8 --cluster dgx
 has preset "$tmp/err" "--cluster takes h100 or netns"
+run huge 2 "$tool" --project 99999999999
+has huge "$tmp/err" "--project takes at most 1073741824 GPUs"
 run too_big 2 "$tool" --project 32768
 has too_big "$tmp/err" "add a level"
 run levels 0 "$tool" --project 32768 --levels 3 --leaves-per-pod 32 --oversub 1:2 --size 1G
