@@ -30,7 +30,11 @@
 #define RL_PENDING_MAX 64
 #define RL_ACCEPT_BURST 16
 #define RL_HELLO_TIMEOUT_NS (3ull * 1000000000ull)
-#define RL_SEND_NS 1000000000ull /* a control message's send deadline */
+#define RL_SEND_NS 1000000000ull /* a control message's send deadline, to a rank */
+
+/* The deadline of a send on a link (to the parent or a child relay): a frame given up half
+ * sent would corrupt the link for every rank behind it, so it may take the job's timeout. */
+static uint64_t rl_link_deadline(const bs_relay_t *r);
 
 typedef struct {
     int fd;
@@ -147,6 +151,11 @@ void rcoll_bs_relay_free(bs_relay_t *r)
     free(r);
 }
 
+static uint64_t rl_link_deadline(const bs_relay_t *r)
+{
+    return rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
+}
+
 /* The child slot whose subtree holds rank (-1: none, the rank is not below this node's
  * children). */
 static int rl_child_of(const bs_relay_t *r, int rank)
@@ -166,7 +175,7 @@ static void rl_up(bs_relay_t *r, int rank, const void *msg)
     bs_hdr_t h;
     memcpy(&h, msg, sizeof(h));
     rcoll_bs_send_fwd(r->parent_fd, rank, 0, h.type, (const char *)msg + sizeof(h), h.len,
-                      rcoll_now_ns() + RL_SEND_NS);
+                      rl_link_deadline(r));
 }
 
 static void rl_gone(bs_relay_t *r, int rank, int culprit, const char *text)
@@ -174,8 +183,7 @@ static void rl_gone(bs_relay_t *r, int rank, int culprit, const char *text)
     bs_note_t n;
     rcoll_bs_note_fill(&n, culprit, RCOLL_ERR_REMOTE, text);
     if (r->parent_fd >= 0)
-        rcoll_bs_send_fwd(r->parent_fd, rank, 0, BS_GONE, &n, sizeof(n),
-                          rcoll_now_ns() + RL_SEND_NS);
+        rcoll_bs_send_fwd(r->parent_fd, rank, 0, BS_GONE, &n, sizeof(n), rl_link_deadline(r));
 }
 
 static void rl_pending_drop(bs_relay_t *r, int i)
@@ -360,7 +368,7 @@ static void rl_child_event(bs_relay_t *r, int j)
         c->host_name[sizeof(c->host_name) - 1] = '\0';
     }
     if (r->parent_fd >= 0)
-        rcoll_net_send_all(r->parent_fd, c->rx.buf, len, rcoll_now_ns() + RL_SEND_NS);
+        rcoll_net_send_all(r->parent_fd, c->rx.buf, len, rl_link_deadline(r));
 }
 
 /* A frame (or a message) from the parent. */

@@ -323,6 +323,11 @@ static void root_read_pending(rcoll_bs_root_t *r, int i)
     if (scan > 0) root_admit(r, i);
 }
 
+static uint64_t root_link_deadline(const rcoll_bs_root_t *r)
+{
+    return rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
+}
+
 /* Send a message to member m: on its own connection, or in a frame through its relay. */
 static rcoll_status_t member_send(rcoll_bs_root_t *r, bs_member_t *m, int type,
                                   const void *payload, uint32_t len, uint64_t deadline_ns)
@@ -330,7 +335,9 @@ static rcoll_status_t member_send(rcoll_bs_root_t *r, bs_member_t *m, int type,
     if (m->link < 0) return rcoll_bs_send_msg(m->fd, type, payload, len, deadline_ns);
     bs_link_t *l = &r->links[m->link];
     if (l->fd < 0) return RCOLL_ERR_REMOTE;
-    return rcoll_bs_send_fwd(l->fd, m->rank, 0, type, payload, len, deadline_ns);
+    /* A frame given up half sent would corrupt the link for every rank behind it: on a link
+     * a send may take the job's timeout (found at 1024 ranks on two cores). */
+    return rcoll_bs_send_fwd(l->fd, m->rank, 0, type, payload, len, root_link_deadline(r));
 }
 
 static void root_send_fail(rcoll_bs_root_t *r, int except, const bs_note_t *n)
@@ -349,7 +356,7 @@ static void member_close(rcoll_bs_root_t *r, bs_member_t *m)
     if (!m) return;
     if (m->open && m->link >= 0 && r->links[m->link].fd >= 0)
         rcoll_bs_send_fwd(r->links[m->link].fd, m->rank, 0, BS_GONE, NULL, 0,
-                          rcoll_now_ns() + 100000000ull);
+                          root_link_deadline(r));
     if (m->fd >= 0) close(m->fd);
     m->fd = -1;
     m->open = 0;
@@ -842,7 +849,7 @@ static void root_link_event(rcoll_bs_root_t *r, int j)
         bs_note_t n;
         rcoll_bs_note_fill(&n, -1, st, why);
         RCOLL_INFO(BOOTSTRAP, "root: rejected rank %d (through relay %d): %s", k, l->node, why);
-        rcoll_bs_send_fwd(l->fd, k, 0, BS_NACK, &n, sizeof(n), rcoll_now_ns() + 100000000ull);
+        rcoll_bs_send_fwd(l->fd, k, 0, BS_NACK, &n, sizeof(n), root_link_deadline(r));
         return;
     }
     bs_member_t *m = r->members ? r->members[k] : NULL;

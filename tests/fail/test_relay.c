@@ -112,7 +112,7 @@ static int forms_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     if (rank == 0) {
         int acc = accepted_on(root_port);
         /* ranks 0 and 1 (its block) and relays 1 and 2 (its children): 4, and seen once 5
-         * on a busy machine, its cause not found); one root
+         * on a busy machine, its cause not found; one root
          * would hold 13 */
         if (acc < 4 || acc > 6) {
             fprintf(stderr, "rank 0: the root holds %d accepted connections, want 4\n", acc);
