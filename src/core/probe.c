@@ -311,8 +311,10 @@ rcoll_status_t rcoll_comm_probe(rcoll_comm_t c)
     int32_t want[2] = {c->cfg.tuning_probe && !c->cfg.tuning_file[0] && !big &&
                            c->algo.forced == RCOLL_ALG_AUTO,
                        c->cfg.tuning_reuse && cache_find(key, &e)};
-    /* The agreement runs on the tree, whose links creation made: no other connection. */
-    c->probe_alg = RCOLL_ALG_TREE;
+    /* The agreement runs on the tree, whose links creation made: no other connection.  Not
+     * where RCOLL_ALGO forces an algorithm: there it runs on that one, so that ranks forcing
+     * different ones fail at creation, naming both (test_misuse). */
+    c->probe_alg = c->algo.forced == RCOLL_ALG_AUTO ? RCOLL_ALG_TREE : -1;
     rcoll_status_t st = rcoll_coll_run(c, RCOLL_OP_ALLREDUCE, want, want, 2, RCOLL_INT32,
                                        RCOLL_MIN, 0);
     c->probe_alg = -1;
