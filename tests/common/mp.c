@@ -134,3 +134,14 @@ int mp_run_raw(int nranks, mp_raw_fn_t fn, void *arg, double timeout_s, mp_resul
     for (int r = 0; r < nranks; r++) bad += res->codes[r] != 0;
     return bad;
 }
+
+void mp_set_env_rank(int rank, int nranks, const char *root, const char *secret)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "%d", rank);
+    setenv("RCOLL_RANK", v, 1);
+    snprintf(v, sizeof(v), "%d", nranks);
+    setenv("RCOLL_NRANKS", v, 1);
+    setenv("RCOLL_ROOT", root, 1);
+    setenv("RCOLL_SECRET", secret, 1);
+}

@@ -28,6 +28,10 @@ typedef struct {
 int mp_run(int nranks, mp_rank_fn_t fn, void *arg, double timeout_s, mp_result_t *res);
 int mp_run_raw(int nranks, mp_raw_fn_t fn, void *arg, double timeout_s, mp_result_t *res);
 
+/* For a rank of an environment launch (rcoll_comm_init_env): RCOLL_RANK, RCOLL_NRANKS,
+ * RCOLL_ROOT (host:port) and RCOLL_SECRET in this process's environment. */
+void mp_set_env_rank(int rank, int nranks, const char *root, const char *secret);
+
 /* Checks and the summary line: tests/common/check.h. */
 
 #endif

@@ -166,13 +166,7 @@ static char root_env[64];
 
 static void set_env_rank(int rank, int n, const char *secret)
 {
-    char v[32];
-    snprintf(v, sizeof(v), "%d", rank);
-    setenv("RCOLL_RANK", v, 1);
-    snprintf(v, sizeof(v), "%d", n);
-    setenv("RCOLL_NRANKS", v, 1);
-    setenv("RCOLL_ROOT", root_env, 1);
-    setenv("RCOLL_SECRET", secret, 1);
+    mp_set_env_rank(rank, n, root_env, secret);
 }
 
 static int env_killed_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)

@@ -51,13 +51,7 @@ static void pick_ports(void)
 
 static void set_env_rank(int rank, int n, const char *secret)
 {
-    char v[32];
-    snprintf(v, sizeof(v), "%d", rank);
-    setenv("RCOLL_RANK", v, 1);
-    snprintf(v, sizeof(v), "%d", n);
-    setenv("RCOLL_NRANKS", v, 1);
-    setenv("RCOLL_ROOT", root_env, 1);
-    setenv("RCOLL_SECRET", secret, 1);
+    mp_set_env_rank(rank, n, root_env, secret);
 }
 
 /* Does msg name rank r ("rank r" not followed by a digit)? */

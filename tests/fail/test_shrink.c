@@ -325,13 +325,7 @@ static int root_lost_rank(const rcoll_unique_id_t *id, int rank, int n, void *ar
 {
     (void)id;
     (void)arg;
-    char v[32];
-    snprintf(v, sizeof(v), "%d", rank);
-    setenv("RCOLL_RANK", v, 1);
-    snprintf(v, sizeof(v), "%d", n);
-    setenv("RCOLL_NRANKS", v, 1);
-    setenv("RCOLL_ROOT", root_env, 1);
-    setenv("RCOLL_SECRET", "shrink-secret", 1);
+    mp_set_env_rank(rank, n, root_env, "shrink-secret");
     rcoll_comm_t comm, nc = NULL;
     if (rcoll_comm_init_env(&comm) != RCOLL_OK) return 90;
     if (rank == 0) raise(SIGKILL);
