@@ -11,6 +11,10 @@
  *   job_init_s   from the first rank entering init to the last leaving it (wall clock)
  *   tail_s       from the last rank entering init to the last leaving it: what the job
  *                waits once everyone has arrived
+ *   path_ms      the longest critical path of any rank's creation (rcoll_comm_setup_stats:
+ *                CPU time along the longest chain of dependent work, through the bootstrap's
+ *                messages): the creation's time were every rank on a CPU of its own;
+ *                path_mean_ms its mean over ranks
  *   barrier_ms   the slowest rank's first barrier
  *   root_rss_kb, rank_rss_kb   peak memory of rank 0's process (it hosts the bootstrap root)
  *                and the mean over ranks; comm_kb the mean communicator's own memory
@@ -38,6 +42,7 @@
 typedef struct {
     double t_start, t_end; /* CLOCK_REALTIME, s */
     double init_s, barrier_s, cpu_s; /* cpu_s: the process's CPU time up to the barrier */
+    double path_s; /* rcoll_comm_setup_stats: the creation's critical path */
     int64_t rss_kb, hwm_kb, comm_bytes;
     int32_t conns, peers, sockets, conns0; /* conns0: right after init, before the barrier */
     int32_t accepted, pad; /* the root's or this rank's relay's bootstrap connections */
@@ -153,6 +158,8 @@ int main(int argc, char **argv)
     rcoll_comm_size(comm, &n);
     rcoll_mem_stats_t ms;
     if (rcoll_comm_mem_stats(comm, &ms, sizeof(ms)) == RCOLL_OK) me.conns0 = ms.connections;
+    rcoll_setup_stats_t ss;
+    if (rcoll_comm_setup_stats(comm, &ss, sizeof(ss)) == RCOLL_OK) me.path_s = ss.path_s;
     int bport = bootstrap_port(rank, n);
     if (bport > 0) me.accepted = accepted_on(bport);
     t0 = now_mono();
@@ -178,11 +185,13 @@ int main(int argc, char **argv)
 
     /* Rank 0 learns the maxima and sums by two all-reduces (the tree: a gather to rank 0
      * would connect every rank to it, which at 1024 ranks on two cores hung for minutes). */
-    enum { M_END, M_NSTART, M_START, M_INIT, M_BAR, M_CONNS, M_CONNS0, M_SOCK, M_RELAY, M_N };
-    enum { S_CONNS, S_CONNS0, S_CPU, S_HWM, S_COMM, S_N };
+    enum { M_END, M_NSTART, M_START, M_INIT, M_BAR, M_CONNS, M_CONNS0, M_SOCK, M_RELAY, M_PATH,
+           M_N };
+    enum { S_CONNS, S_CONNS0, S_CPU, S_HWM, S_COMM, S_PATH, S_N };
     double mx[M_N] = {me.t_end, -me.t_start, me.t_start, me.init_s, me.barrier_s, me.conns,
-                      me.conns0, me.sockets, rank > 0 ? me.accepted : 0};
-    double sm[S_N] = {me.conns, me.conns0, me.cpu_s, (double)me.hwm_kb, (double)me.comm_bytes};
+                      me.conns0, me.sockets, rank > 0 ? me.accepted : 0, me.path_s};
+    double sm[S_N] = {me.conns, me.conns0, me.cpu_s, (double)me.hwm_kb, (double)me.comm_bytes,
+                      me.path_s};
     st = rcoll_allreduce(RCOLL_IN_PLACE, mx, M_N, RCOLL_FLOAT64, RCOLL_MAX, comm);
     if (st == RCOLL_OK) st = rcoll_allreduce(RCOLL_IN_PLACE, sm, S_N, RCOLL_FLOAT64, RCOLL_SUM, comm);
     if (st != RCOLL_OK) {
@@ -199,6 +208,8 @@ int main(int argc, char **argv)
             {"init_s", "%.3f", mx[M_INIT]},
             {"job_init_s", "%.3f", mx[M_END] + mx[M_NSTART]},
             {"tail_s", "%.3f", mx[M_END] - mx[M_START]},
+            {"path_ms", "%.1f", mx[M_PATH] * 1e3},
+            {"path_mean_ms", "%.1f", sm[S_PATH] / n * 1e3},
             {"barrier_ms", "%.2f", mx[M_BAR] * 1e3},
             {"root_rss_kb", "%.0f", (double)me.hwm_kb},
             {"rank_rss_kb", "%.0f", sm[S_HWM] / n},

@@ -276,6 +276,26 @@ typedef struct {
 rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
                                     size_t stats_size);
 
+/* How this rank's creation of comm went (rcoll_comm_init_rank, rcoll_comm_init_env and
+ * their variants; the fields are 0 for a communicator made by split, dup or shrink). */
+typedef struct {
+    double wall_s; /* this rank's creation call, entry to return, wall clock */
+    double path_s; /* the critical path (CPU seconds) behind the end of this rank's creation:
+                    * the longest chain of CPU work, from the start of some rank's process
+                    * through the bootstrap's messages (hellos up the tree of relays, the
+                    * rank table down) to this rank's return.  What the creation would take
+                    * if every rank and relay thread had a CPU of its own and messages were
+                    * free: on a machine with fewer cores than ranks, wall_s measures the
+                    * run queue and path_s the protocol.  A peer's work behind the
+                    * connections made after the table is not on the path (this rank's is). */
+} rcoll_setup_stats_t;
+
+/* comm's creation, timed (rcoll_setup_stats_t).  stats_size: sizeof(rcoll_setup_stats_t) as
+ * the caller was compiled.  Errors: RCOLL_ERR_INVALID_ARG (NULL stats, stats_size 0, a
+ * destroyed communicator). */
+rcoll_status_t rcoll_comm_setup_stats(rcoll_comm_t comm, rcoll_setup_stats_t *stats,
+                                      size_t stats_size);
+
 /* Release a communicator.  Outstanding requests must have completed (rcoll_wait) or their
  * results are lost.  The rank hosting the bootstrap root waits, up to RCOLL_TIMEOUT, for the
  * other ranks to destroy theirs, so that a late rank's failure can still be reported.  With

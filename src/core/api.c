@@ -133,6 +133,18 @@ rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
     return RCOLL_OK;
 }
 
+rcoll_status_t rcoll_comm_setup_stats(rcoll_comm_t comm, rcoll_setup_stats_t *stats,
+                                      size_t stats_size)
+{
+    if (check_live(comm, "rcoll_comm_setup_stats") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
+    if (!stats || stats_size == 0)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_comm_setup_stats: %s",
+                         stats ? "stats_size is 0" : "stats is NULL");
+    rcoll_setup_stats_t m = {.wall_s = comm->setup_wall_s, .path_s = comm->setup_path_s};
+    memcpy(stats, &m, stats_size < sizeof(m) ? stats_size : sizeof(m));
+    return RCOLL_OK;
+}
+
 /* Before destroy or abort: wait until the stream calls enqueued on comm have all run (their
  * host functions use it); abort first tells those not started to run nothing.  Refused
  * (the communicator left alive) when they have not run within RCOLL_TIMEOUT + 10 s. */

@@ -16,6 +16,7 @@
 #include "core/api_int.h"
 #include "core/comm.h"
 #include "core/launch_pmix.h"
+#include "util/cpath.h"
 #include "util/log.h"
 #include "util/net.h"
 #include "util/status.h"
@@ -81,13 +82,22 @@ static rcoll_status_t check_init_args(int nranks, int rank, const void *id, cons
     return RCOLL_OK;
 }
 
+/* A creation succeeded: what rcoll_comm_setup_stats reports of it. */
+static void note_setup(rcoll_comm_t comm, uint64_t t0_ns)
+{
+    comm->setup_wall_s = (double)(rcoll_now_ns() - t0_ns) * 1e-9;
+    comm->setup_path_s = (double)rcoll_cpath_ns() * 1e-9;
+}
+
 static rcoll_status_t init_rank_now(int nranks, const rcoll_unique_id_t *id, int rank,
                                    rcoll_comm_t *comm)
 {
+    uint64_t t0 = rcoll_now_ns();
     rcoll_config_t cfg;
     rcoll_status_t st = rcoll_config_load(&cfg);
     if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
     if (st == RCOLL_OK) st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
+    if (st == RCOLL_OK) note_setup(*comm, t0);
     return st == RCOLL_OK ? st : init_failed(st);
 }
 
@@ -462,7 +472,7 @@ static rcoll_status_t init_pmix_now(const rcoll_config_t *cfg, rcoll_comm_t *com
     return st;
 }
 
-static rcoll_status_t init_env_now(rcoll_comm_t *comm)
+static rcoll_status_t init_env_do(rcoll_comm_t *comm)
 {
     rcoll_config_t cfg;
     rcoll_status_t st = rcoll_config_load(&cfg);
@@ -518,6 +528,14 @@ static rcoll_status_t init_env_now(rcoll_comm_t *comm)
         RCOLL_INFO(INIT, "bootstrap tree: %d relays below the root, %d ranks per block, %d "
                    "children per node", tree.nnodes - 1, tree.block, tree.fanout);
     return create_env_comm(&cfg, nranks, &id, rank, root, rcoll_bs_tree_host(&tree, node), comm);
+}
+
+static rcoll_status_t init_env_now(rcoll_comm_t *comm)
+{
+    uint64_t t0 = rcoll_now_ns();
+    rcoll_status_t st = init_env_do(comm);
+    if (st == RCOLL_OK) note_setup(*comm, t0);
+    return st;
 }
 
 /* Tell the launcher how far this rank got (tools/rcoll-run passes a socket as

@@ -30,6 +30,7 @@
 #include "core/bootstrap.h"
 #include "core/bootstrap_int.h"
 #include "core/bootstrap_wire.h"
+#include "util/cpath.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -179,6 +180,7 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
                            "%u bytes) from %s", rank, h.type, h.len, abuf);
         goto err_close;
     }
+    rcoll_cpath_merge(h.path); /* this rank's creation goes on from the table's sender */
     st = rcoll_net_recv_all(fd, peers, table_bytes, deadline_ns);
     if (st != RCOLL_OK) {
         rcoll_err_prefix("rank %d: receiving the rank table: ", rank);

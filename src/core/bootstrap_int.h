@@ -71,6 +71,10 @@ void rcoll_bs_frame_free(bs_frx_t *f);
 rcoll_status_t rcoll_bs_send_fwd(int fd, int rank, int except, int type, const void *payload,
                                  uint32_t len, uint64_t deadline_ns);
 
+/* Before passing on a whole message (header at msg) as it came: stamp its header, and the
+ * inner header of a frame, with this thread's critical-path clock (util/cpath.h). */
+void rcoll_bs_restamp(void *msg);
+
 /* Fill the note n (NACK, ABORT, FAIL, EXCLUDED, LATE): culprit, status st, and text (cut to
  * fit). */
 void rcoll_bs_note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text);

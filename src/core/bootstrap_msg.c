@@ -13,6 +13,7 @@
 #include "core/bootstrap.h"
 #include "core/bootstrap_int.h"
 #include "core/bootstrap_wire.h"
+#include "util/cpath.h"
 #include "util/status.h"
 
 _Static_assert(sizeof(rcoll_bs_sig_t) <= sizeof(bs_note_t), "signature message too big");
@@ -25,7 +26,7 @@ rcoll_status_t rcoll_bs_send_msg(int fd, int type, const void *payload, uint32_t
                                  uint64_t deadline_ns)
 {
     bs_hdr_t h = {.magic = BS_MAGIC, .version = BS_VERSION, .type = (uint16_t)type,
-                  .len = len};
+                  .len = len, .path = rcoll_cpath_stamp()};
     rcoll_status_t st = rcoll_net_send_all(fd, &h, sizeof(h), deadline_ns);
     if (st == RCOLL_OK && len) st = rcoll_net_send_all(fd, payload, len, deadline_ns);
     return st;
@@ -109,6 +110,7 @@ rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     if (!rcoll_bs_hdr_valid(h, sizeof(bs_payload_t))) return RCOLL_ERR_PROTOCOL;
     st = rcoll_net_recv_some(fd, rx->buf.raw, sizeof(bs_hdr_t) + h->len, &rx->got);
     *complete = st == RCOLL_OK && rx->got == sizeof(bs_hdr_t) + h->len;
+    if (*complete) rcoll_cpath_merge(h->path);
     return st;
 }
 
@@ -143,6 +145,7 @@ rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *c
             sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + in.len != h.len)
             return RCOLL_ERR_PROTOCOL;
     }
+    rcoll_cpath_merge(h.path);
     *complete = 1;
     return RCOLL_OK;
 }
@@ -166,10 +169,24 @@ rcoll_status_t rcoll_bs_send_fwd(int fd, int rank, int except, int type, const v
         .fwd = {.rank = rank, .except = except},
         .inner = {.magic = BS_MAGIC, .version = BS_VERSION, .type = (uint16_t)type, .len = len},
     };
+    head.outer.path = head.inner.path = rcoll_cpath_stamp();
     _Static_assert(sizeof(head) == 2 * sizeof(bs_hdr_t) + sizeof(bs_fwd_t), "packed frame head");
     rcoll_status_t st = rcoll_net_send_all(fd, &head, sizeof(head), deadline_ns);
     if (st == RCOLL_OK && len) st = rcoll_net_send_all(fd, payload, len, deadline_ns);
     return st;
+}
+
+void rcoll_bs_restamp(void *msg)
+{
+    bs_hdr_t h;
+    memcpy(&h, msg, sizeof(h));
+    h.path = rcoll_cpath_stamp();
+    memcpy(msg, &h, sizeof(h));
+    if (h.type != BS_FWD) return;
+    char *inner = (char *)msg + sizeof(h) + sizeof(bs_fwd_t);
+    memcpy(&h, inner, sizeof(h));
+    h.path = rcoll_cpath_stamp();
+    memcpy(inner, &h, sizeof(h));
 }
 
 void rcoll_bs_note_fill(bs_note_t *n, int culprit, rcoll_status_t st, const char *text)

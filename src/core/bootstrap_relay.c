@@ -23,6 +23,7 @@
 #include "core/bootstrap.h"
 #include "core/bootstrap_int.h"
 #include "core/bootstrap_wire.h"
+#include "util/cpath.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/time.h"
@@ -286,7 +287,10 @@ static void rl_read_pending(bs_relay_t *r, int i)
         rl_pending_drop(r, i);
         return;
     }
-    if (p->got == sizeof(bs_hdr_t) + want) rl_admit(r, i);
+    if (p->got == sizeof(bs_hdr_t) + want) {
+        rcoll_cpath_merge(h->path);
+        rl_admit(r, i);
+    }
 }
 
 /* Rank k of the block: its connection ended (garbage: st == RCOLL_ERR_PROTOCOL). */
@@ -367,12 +371,13 @@ static void rl_child_event(bs_relay_t *r, int j)
         memcpy(c->host_name, hello.info.hostname, sizeof(c->host_name));
         c->host_name[sizeof(c->host_name) - 1] = '\0';
     }
+    rcoll_bs_restamp(c->rx.buf);
     if (r->parent_fd >= 0)
         rcoll_net_send_all(r->parent_fd, c->rx.buf, len, rl_link_deadline(r));
 }
 
 /* A frame (or a message) from the parent. */
-static void rl_down(bs_relay_t *r, const char *buf)
+static void rl_down(bs_relay_t *r, char *buf)
 {
     bs_hdr_t h;
     memcpy(&h, buf, sizeof(h));
@@ -400,8 +405,9 @@ static void rl_down(bs_relay_t *r, const char *buf)
     bs_hdr_t in;
     memcpy(&f, buf + sizeof(h), sizeof(f));
     memcpy(&in, buf + sizeof(h) + sizeof(f), sizeof(in));
-    const char *inner = buf + sizeof(h) + sizeof(f);
+    char *inner = buf + sizeof(h) + sizeof(f);
     size_t inner_len = sizeof(in) + in.len;
+    rcoll_bs_restamp(buf); /* the frame and the message inside */
     if (f.rank == BS_FWD_ALL) {
         for (int k = r->lo; k < r->hi; k++) {
             rl_rank_t *m = &r->ranks[k - r->lo];

@@ -17,6 +17,7 @@
 #include "core/bootstrap_int.h"
 #include "core/bootstrap_wire.h"
 #include "core/sig.h"
+#include "util/cpath.h"
 #include "util/log.h"
 #include "util/ranks.h"
 #include "util/status.h"
@@ -320,7 +321,12 @@ static void root_read_pending(rcoll_bs_root_t *r, int i)
         pending_drop(r, i, "not an rcoll bootstrap hello (bad magic, version or size)");
         return;
     }
-    if (scan > 0) root_admit(r, i);
+    if (scan > 0) {
+        bs_hdr_t h;
+        memcpy(&h, p->buf.raw, sizeof(h));
+        rcoll_cpath_merge(h.path); /* the table waits on every hello */
+        root_admit(r, i);
+    }
 }
 
 static uint64_t root_link_deadline(const rcoll_bs_root_t *r)

@@ -25,8 +25,8 @@ typedef struct {
     uint32_t magic;
     uint16_t version;
     uint16_t type;
-    uint32_t len; /* payload bytes */
-    uint32_t pad;
+    uint32_t len;  /* payload bytes */
+    uint32_t path; /* the sender's critical-path clock, microseconds (util/cpath.h) */
 } bs_hdr_t;
 
 typedef struct {

@@ -219,6 +219,9 @@ struct rcoll_comm {
     rcoll_status_t failed; /* first failure, or RCOLL_OK */
     size_t mem_bytes;
     size_t mem_staging, mem_hostseg; /* parts of mem_bytes (rcoll_comm_mem_stats) */
+    /* Its creation by rcoll_comm_init_* (rcoll_comm_setup_stats; 0 for other communicators):
+     * this rank's wall time in the call, and the critical-path clock at its end (util/cpath.h). */
+    double setup_wall_s, setup_path_s;
     /* Pinned host memory for staging device buffers (cuda/gpu.h; made at the first call with
      * device buffers, freed by rcoll_comm_free), or NULL. */
     struct rcoll_gpu_stage *gpu_stage;

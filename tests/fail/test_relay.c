@@ -11,7 +11,8 @@
  *  - a process with the wrong secret at a relay is refused (RCOLL_ERR_AUTH) and the job forms;
  *  - one relay host with another RCOLL_BS_FANOUT: its block is refused with a sentence that
  *    says the settings differ, and the others fail naming the ranks that never joined;
- *  - a relay host that never starts: the ranks of its block fail naming it.
+ *  - a relay host that never starts: the ranks of its block fail naming it;
+ *  - the critical-path clock: one rank's CPU work before joining is on every rank's path.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -161,6 +162,84 @@ static void test_forms(void)
           res.codes[2], res.codes[6], res.codes[12]);
 }
 
+/* The critical-path clock (util/cpath.h, rcoll_comm_setup_stats): rank 9, two relays below
+ * the root, works BURN_S of CPU before it joins.  The table waits on its hello, so every
+ * rank's creation has at least that work on its path, though none but rank 9 spent it; the
+ * path is no shorter than the rank's own CPU and no longer than all ranks' CPU together. */
+#define BURN_RANK 9
+#define BURN_S 0.3
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int path_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    (void)arg;
+    set_env_rank(rank, n, "path-secret");
+    volatile double x = 1;
+    if (rank == BURN_RANK)
+        while (thread_cpu_s() < BURN_S) x = x * 1.0000001 + 1e-9;
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
+        return 90;
+    }
+    double own = thread_cpu_s();
+    rcoll_setup_stats_t s;
+    memset(&s, 0, sizeof(s));
+    int rc = 0;
+    if (rcoll_comm_setup_stats(comm, &s, sizeof(s)) != RCOLL_OK) rc = 2;
+    double cpu = process_cpu_s();
+    if (rcoll_allreduce(RCOLL_IN_PLACE, &cpu, 1, RCOLL_FLOAT64, RCOLL_SUM, comm) != RCOLL_OK)
+        rc = 3;
+    if (!rc && (s.path_s < BURN_S || s.path_s < own - 1e-3 || s.path_s > cpu ||
+                s.wall_s <= 0 || s.wall_s > 60)) {
+        fprintf(stderr, "rank %d: setup path %.3f s (want >= %.1f, >= its own CPU %.3f, <= all "
+                "ranks' CPU %.3f), wall %.3f s\n", rank, s.path_s, BURN_S, own, cpu, s.wall_s);
+        rc = 4;
+    }
+    rcoll_comm_t dup = NULL;
+    rcoll_setup_stats_t d = {1, 1};
+    if (!rc && (rcoll_comm_dup(comm, &dup) != RCOLL_OK ||
+                rcoll_comm_setup_stats(dup, &d, sizeof(d)) != RCOLL_OK || d.wall_s != 0 ||
+                d.path_s != 0)) {
+        fprintf(stderr, "rank %d: a dup's setup stats are not 0 (%g %g)\n", rank, d.wall_s,
+                d.path_s);
+        rc = 5;
+    }
+    if (dup) rcoll_comm_destroy(dup);
+    if (rcoll_comm_setup_stats(comm, NULL, sizeof(s)) != RCOLL_ERR_INVALID_ARG ||
+        !strstr(rcoll_comm_last_error(comm), "stats is NULL"))
+        rc = rc ? rc : 6;
+    if (rcoll_comm_destroy(comm) != RCOLL_OK) rc = rc ? rc : 7;
+    return rc;
+}
+
+static void test_path(void)
+{
+    pick_ports();
+    mp_result_t res;
+    mp_run_raw(NRANKS, path_fn, NULL, 60, &res);
+    int ok = 1;
+    for (int r = 0; r < NRANKS; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "the critical path of creation: rank %d's %.1f s of CPU before joining is on "
+          "every rank's path (through two relays and back), bounded by the rank's own CPU and "
+          "all ranks' (codes %d %d %d %d ... %d)", BURN_RANK, BURN_S, res.codes[0],
+          res.codes[1], res.codes[2], res.codes[9], res.codes[12]);
+}
+
 typedef struct {
     int victim;
 } kill_arg_t;
@@ -291,6 +370,7 @@ int main(void)
     setenv("RCOLL_TIMEOUT", t, 1);
     setenv("RCOLL_CHUNK_SIZE", "64K", 1);
     test_forms();
+    test_path();
     test_killed(9, "a rank two relays below the root");
     test_killed(2, "the host of relay 1 (relays 3 and 4 below it)");
     test_intruder();
