@@ -44,6 +44,12 @@ static void secret_from_string(const char *s, char secret[RCOLL_SECRET_BYTES])
 rcoll_status_t rcoll_api_new_root(const rcoll_config_t *cfg, rcoll_unique_id_t *id,
                                   rcoll_bs_root_t **root_p)
 {
+    return rcoll_api_new_tree_root(cfg, NULL, id, root_p);
+}
+
+rcoll_status_t rcoll_api_new_tree_root(const rcoll_config_t *cfg, const rcoll_bs_tree_t *tree,
+                                       rcoll_unique_id_t *id, rcoll_bs_root_t **root_p)
+{
     /* Every interface the filter accepts (as the TCP transport listens): a rank that cannot
      * reach the first address - a stray bridge listed first - tries the others. */
     rcoll_sockaddr_t addrs[RCOLL_BS_ROOT_ADDRS];
@@ -58,7 +64,7 @@ rcoll_status_t rcoll_api_new_root(const rcoll_config_t *cfg, rcoll_unique_id_t *
     for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
     char secret[RCOLL_SECRET_BYTES];
     secret_from_string(hex, secret);
-    return rcoll_bs_root_start(cfg, addrs, naddrs, secret, 0, id, root_p);
+    return rcoll_bs_root_start_tree(cfg, addrs, naddrs, secret, 0, tree, id, root_p);
 }
 
 rcoll_status_t rcoll_get_unique_id(rcoll_unique_id_t *id)
@@ -431,30 +437,88 @@ static rcoll_status_t want_pmix(const rcoll_config_t *cfg, int *yes)
     return RCOLL_OK;
 }
 
+/* The relays of a PMIx launch (RCOLL_BS_RELAYS): unset, one per 32 ranks above 64 ranks
+ * (tools/rcoll-run's rule); a number, that many (0: none).  Their addresses come through
+ * PMIx, so addresses in the setting are refused. */
+static rcoll_status_t pmix_relays(const rcoll_config_t *cfg, int nranks, int *n)
+{
+    const char *v = cfg->bs_relays;
+    if (!v[0]) {
+        *n = nranks > 64 ? (nranks + 31) / 32 - 1 : 0;
+        return RCOLL_OK;
+    }
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || end == v || x < 0 || x > 65535)
+        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "RCOLL_BS_RELAYS='%s': under PMIx the "
+                             "relays listen where their ranks run and publish their addresses "
+                             "through PMIx; give a number of relays (0: none), or leave it unset "
+                             "(one per 32 ranks above 64)", v);
+    *n = (int)x;
+    return RCOLL_OK;
+}
+
 /* Environment launch through PMIx: rank and size from it; rank 0 makes the unique id (its
  * root listens on the interfaces RCOLL_SOCKET_IFNAME accepts) and PMIx carries it to the
- * others.  PMIx is finalized before returning, so neither rcoll_comm_destroy nor exit needs
- * it (a process that exits with PMIx initialized is an abnormal end to Open MPI). */
+ * others.  With relays (pmix_relays), each relay's host rank listens on its first such
+ * interface before the fence and publishes the address in it; after it, a rank joins
+ * through its block's relay and a relay connects to its parent.  PMIx is finalized before
+ * returning, so neither rcoll_comm_destroy nor exit needs it (a process that exits with PMIx
+ * initialized is an abnormal end to Open MPI). */
 static rcoll_status_t init_pmix_now(const rcoll_config_t *cfg, rcoll_comm_t *comm)
 {
     rcoll_pmix_job_t job;
     rcoll_status_t st = rcoll_pmix_init(&job);
     if (st != RCOLL_OK) return init_failed(st);
+    int nrelays = 0;
+    st = pmix_relays(cfg, job.nranks, &nrelays);
+    if (st != RCOLL_OK) {
+        rcoll_pmix_fini(&job);
+        return init_failed(st);
+    }
+    rcoll_bs_tree_t tree;
+    rcoll_bs_tree_make(&tree, job.nranks, nrelays, cfg->bs_fanout);
+    int node = rcoll_bs_tree_node(&tree, job.rank);
+    int host = node > 0 && job.rank == rcoll_bs_tree_host(&tree, node);
     rcoll_unique_id_t id;
     memset(&id, 0, sizeof(id));
     rcoll_bs_root_t *root = NULL;
-    char why[RCOLL_BS_TEXT_MAX];
+    char why[RCOLL_BS_TEXT_MAX], rwhy[RCOLL_BS_TEXT_MAX];
     const char *fail_text = NULL;
     if (job.rank == 0) {
-        st = rcoll_api_new_root(cfg, &id, &root);
+        st = rcoll_api_new_tree_root(cfg, &tree, &id, &root);
         if (st != RCOLL_OK) {
             snprintf(why, sizeof(why), "rank 0 (pid %d) could not start the bootstrap root: "
                      "%.200s", (int)getpid(), rcoll_err_get());
             fail_text = why;
         }
     }
-    st = rcoll_pmix_exchange_id(&job, &id, fail_text, cfg->timeout_s);
+    /* A relay host listens now (its address goes into the fence) and starts the relay once
+     * the id (the secret) and its parent's address are known. */
+    rcoll_sockaddr_t mine, got;
+    memset(&mine, 0, sizeof(mine));
+    memset(&got, 0, sizeof(got));
+    int listen_fd = -1;
+    rcoll_pmix_relay_t relay = {.mine = NULL, .mine_fail = NULL, .from = -1, .got = &got};
+    if (host) {
+        char ifname[RCOLL_NET_IFNAME_MAX];
+        relay.mine = &mine;
+        if (rcoll_net_pick_addrs(cfg->netif.socket_ifname, &mine, &ifname, 1) < 1 ||
+            rcoll_net_listen(&mine, 1024, 0, &listen_fd) != RCOLL_OK) {
+            snprintf(rwhy, sizeof(rwhy), "rank %d (pid %d) could not start bootstrap relay %d: "
+                     "%.200s", job.rank, (int)getpid(), node, rcoll_err_get());
+            relay.mine_fail = rwhy;
+        }
+        int parent = rcoll_bs_tree_parent(&tree, node);
+        relay.from = parent > 0 ? rcoll_bs_tree_host(&tree, parent) : -1;
+    } else if (node > 0) {
+        relay.from = rcoll_bs_tree_host(&tree, node);
+    }
+    st = rcoll_pmix_exchange_id(&job, &id, fail_text, cfg->timeout_s,
+                                tree.nnodes > 1 ? &relay : NULL);
+    if (st == RCOLL_OK && relay.mine_fail) st = rcoll_err_set(RCOLL_ERR_SYSTEM, "%s", rwhy);
     if (st != RCOLL_OK) {
+        if (listen_fd >= 0) close(listen_fd);
         if (root) {
             char keep[RCOLL_ERR_TEXT_MAX];
             snprintf(keep, sizeof(keep), "%s", rcoll_err_get());
@@ -464,10 +528,28 @@ static rcoll_status_t init_pmix_now(const rcoll_config_t *cfg, rcoll_comm_t *com
         rcoll_pmix_fini(&job);
         return init_failed(st);
     }
+    rcoll_unique_id_t root_id = id;
+    if (host) {
+        rcoll_sockaddr_t parent_addr = got;
+        if (rcoll_bs_tree_parent(&tree, node) == 0) rcoll_bs_id_root_addr(&root_id, &parent_addr);
+        st = rcoll_bs_relay_start(cfg, &tree, node, &mine, listen_fd, &parent_addr, &root_id,
+                                  &id, &root);
+        if (st != RCOLL_OK) {
+            rcoll_pmix_fini(&job);
+            return init_failed(st);
+        }
+    } else if (node > 0) {
+        rcoll_bs_make_relay_id(&got, rcoll_bs_tree_host(&tree, node), &root_id, &id);
+    }
     RCOLL_INFO(INIT, "environment launch through PMIx: namespace %s, rank %d of %d, local rank "
                "%d of %d; the bootstrap id came through PMIx (no RCOLL_ROOT needed)",
                job.nspace, job.rank, job.nranks, job.local_rank, job.local_size);
-    st = create_env_comm(cfg, job.nranks, &id, job.rank, root, 0, comm);
+    if (tree.nnodes > 1 && job.rank == 0)
+        RCOLL_INFO(INIT, "bootstrap tree: %d relays below the root, %d ranks per block, %d "
+                   "children per node (addresses through PMIx)", tree.nnodes - 1, tree.block,
+                   tree.fanout);
+    st = create_env_comm(cfg, job.nranks, &id, job.rank, root,
+                         rcoll_bs_tree_host(&tree, node), comm);
     rcoll_pmix_fini(&job);
     return st;
 }
@@ -512,7 +594,7 @@ static rcoll_status_t init_env_do(rcoll_comm_t *comm)
         st = start_env_root(&cfg, &addr, secret, &tree, &root);
     } else if (node > 0 && rank == rcoll_bs_tree_host(&tree, node)) {
         int parent = rcoll_bs_tree_parent(&tree, node);
-        st = rcoll_bs_relay_start(&cfg, &tree, node, &relays[node - 1],
+        st = rcoll_bs_relay_start(&cfg, &tree, node, &relays[node - 1], -1,
                                   parent ? &relays[parent - 1] : &addr, &root_id, &id, &root);
     }
     if (st != RCOLL_OK) {

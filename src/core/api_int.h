@@ -63,6 +63,9 @@ typedef struct rcoll_call {
  * rcoll_bs_root_start. */
 rcoll_status_t rcoll_api_new_root(const rcoll_config_t *cfg, rcoll_unique_id_t *id,
                                   rcoll_bs_root_t **root_p);
+/* The same, as node 0 of a bootstrap tree (tree NULL: none). */
+rcoll_status_t rcoll_api_new_tree_root(const rcoll_config_t *cfg, const rcoll_bs_tree_t *tree,
+                                       rcoll_unique_id_t *id, rcoll_bs_root_t **root_p);
 
 /* ---- call.c: what every route shares ---- */
 #define RCOLL_NOT_LIVE_TEXT \

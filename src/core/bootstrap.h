@@ -143,13 +143,15 @@ static inline int rcoll_bs_tree_parent(const rcoll_bs_tree_t *t, int node)
 /* Whether node lies in the subtree below node top (top itself included). */
 int rcoll_bs_tree_below(const rcoll_bs_tree_t *t, int node, int top);
 
-/* Start relay node (1..t->nnodes-1) listening on addr (a fixed port), connecting to its
+/* Start relay node (1..t->nnodes-1) listening on addr (a fixed port; listen_fd >= 0: a
+ * socket listening there already, taken over, as a PMIx launch publishes the address before
+ * the relay can start), connecting to its
  * parent at parent (retried until RCOLL_TIMEOUT); it admits the ranks of its block and the
  * relays of its children once they prove the secret of root_id (the root's id), and carries every message between them and
  * the root.  Writes the id its block's ranks join with.  Release it as a root
  * (rcoll_bs_root_release): it ends when its parent closes (the job is over). */
 rcoll_status_t rcoll_bs_relay_start(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t,
-                                    int node, const rcoll_sockaddr_t *addr,
+                                    int node, const rcoll_sockaddr_t *addr, int listen_fd,
                                     const rcoll_sockaddr_t *parent,
                                     const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id,
                                     rcoll_bs_root_t **root_p);
@@ -163,6 +165,8 @@ rcoll_status_t rcoll_bs_root_start_tree(const rcoll_config_t *cfg, rcoll_sockadd
  * and root_id's secret and communicator id (rcoll_bs_id_ctx). */
 void rcoll_bs_make_relay_id(const rcoll_sockaddr_t *addr, int host_rank,
                             const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id);
+/* Where the root of id listens (its first address). */
+void rcoll_bs_id_root_addr(const rcoll_unique_id_t *id, rcoll_sockaddr_t *addr);
 /* The communicator id that ranks joining with id share: a hash of the root's id (a relay's
  * id carries it). */
 uint64_t rcoll_bs_id_ctx(const rcoll_unique_id_t *id);

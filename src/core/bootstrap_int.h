@@ -89,9 +89,11 @@ int rcoll_bs_id_addrs(const bs_id_t *b, rcoll_sockaddr_t *out);
 
 /* A relay's state (bootstrap_relay.c), run by a root's thread (rcoll_bs_relay_start). */
 typedef struct bs_relay bs_relay_t;
-/* Listen on addr for node's block and children (*out: the relay). */
+/* Listen on addr for node's block and children (*out: the relay); listen_fd >= 0: a socket
+ * listening there already, which the relay takes over (closed on failure too). */
 rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t, int node,
-                                  const rcoll_sockaddr_t *addr, const rcoll_sockaddr_t *parent,
+                                  const rcoll_sockaddr_t *addr, int listen_fd,
+                                  const rcoll_sockaddr_t *parent,
                                   const char secret[RCOLL_SECRET_BYTES], bs_relay_t **out);
 /* The relay's thread: returns once its parent has closed (or it never reached it). */
 void rcoll_bs_relay_run(bs_relay_t *r);

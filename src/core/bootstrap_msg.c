@@ -317,6 +317,13 @@ void rcoll_bs_make_relay_id(const rcoll_sockaddr_t *addr, int host_rank,
     memcpy(id->internal, &b, sizeof(b));
 }
 
+void rcoll_bs_id_root_addr(const rcoll_unique_id_t *id, rcoll_sockaddr_t *addr)
+{
+    bs_id_t b;
+    memcpy(&b, id->internal, sizeof(b));
+    *addr = b.root;
+}
+
 uint64_t rcoll_bs_id_ctx(const rcoll_unique_id_t *id)
 {
     bs_id_t b;

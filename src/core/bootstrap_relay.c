@@ -89,15 +89,19 @@ struct bs_relay {
 };
 
 rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t, int node,
-                                  const rcoll_sockaddr_t *addr, const rcoll_sockaddr_t *parent,
+                                  const rcoll_sockaddr_t *addr, int listen_fd,
+                                  const rcoll_sockaddr_t *parent,
                                   const char secret[RCOLL_SECRET_BYTES], bs_relay_t **out)
 {
     *out = NULL;
-    if (node < 1 || node >= t->nnodes)
-        return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "bootstrap relay: node %d outside [1, %d)",
-                             node, t->nnodes);
-    bs_relay_t *r = calloc(1, sizeof(*r));
-    if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
+    bs_relay_t *r = node < 1 || node >= t->nnodes ? NULL : calloc(1, sizeof(*r));
+    if (!r) {
+        if (listen_fd >= 0) close(listen_fd);
+        if (node < 1 || node >= t->nnodes)
+            return rcoll_err_set(RCOLL_ERR_INVALID_ARG, "bootstrap relay: node %d outside "
+                                 "[1, %d)", node, t->nnodes);
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
+    }
     r->t = *t;
     r->node = node;
     r->lo = rcoll_bs_tree_host(t, node);
@@ -117,6 +121,7 @@ rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree
         free(r->ranks);
         free(r->child);
         free(r);
+        if (listen_fd >= 0) close(listen_fd);
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
     }
     for (int k = 0; k < r->hi - r->lo; k++) r->ranks[k].fd = -1;
@@ -125,7 +130,8 @@ rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree
         r->child[j].fd = -1;
     }
     rcoll_sockaddr_t at = *addr;
-    rcoll_status_t st = rcoll_net_listen(&at, 1024, 1, &r->listen_fd);
+    r->listen_fd = listen_fd;
+    rcoll_status_t st = listen_fd >= 0 ? RCOLL_OK : rcoll_net_listen(&at, 1024, 1, &r->listen_fd);
     if (st != RCOLL_OK) {
         char abuf[64];
         rcoll_err_prefix("bootstrap relay (node %d) on %s: ", node,

@@ -1099,7 +1099,7 @@ static rcoll_status_t root_thread_start(rcoll_bs_root_t *r, const rcoll_config_t
 }
 
 rcoll_status_t rcoll_bs_relay_start(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t,
-                                    int node, const rcoll_sockaddr_t *addr,
+                                    int node, const rcoll_sockaddr_t *addr, int listen_fd,
                                     const rcoll_sockaddr_t *parent,
                                     const rcoll_unique_id_t *root_id, rcoll_unique_id_t *id,
                                     rcoll_bs_root_t **root_p)
@@ -1108,8 +1108,12 @@ rcoll_status_t rcoll_bs_relay_start(const rcoll_config_t *cfg, const rcoll_bs_tr
     memcpy(&b, root_id->internal, sizeof(b));
     const char *secret = b.secret;
     rcoll_bs_root_t *r = calloc(1, sizeof(*r));
-    if (!r) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
-    rcoll_status_t st = rcoll_bs_relay_new(cfg, t, node, addr, parent, secret, &r->relay);
+    if (!r) {
+        if (listen_fd >= 0) close(listen_fd);
+        return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
+    }
+    rcoll_status_t st = rcoll_bs_relay_new(cfg, t, node, addr, listen_fd, parent, secret,
+                                           &r->relay);
     if (st != RCOLL_OK) {
         free(r);
         return st;

@@ -39,7 +39,9 @@ static const rcoll_knob_t core_knobs[] = {
              "jobs): N@host:port (N relays on consecutive ports of one host) or host:port,"
              "host:port,...; relay i is hosted by rank i * block (block = ranks / (relays + 1), "
              "rounded up) and the ranks of its block join through it, so the root admits only "
-             "its own block and its child relays; every rank must see the same value"),
+             "its own block and its child relays; every rank must see the same value.  Under "
+             "PMIx: a number of relays (0: none; unset: one per 32 ranks above 64 ranks), "
+             "whose addresses travel through PMIx"),
     KNOB("RCOLL_BS_FANOUT", "8", INT, bs_fanout, 2, 1024,
          "child relays per node of the bootstrap tree (RCOLL_BS_RELAYS): relay i's parent is "
          "relay (i - 1) / fanout, relay 0 being the root"),

@@ -114,32 +114,76 @@ rcoll_status_t rcoll_pmix_init(rcoll_pmix_job_t *job_p)
     return RCOLL_OK;
 }
 
-rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_id_t *id,
-                                      const char *fail_text, double timeout_s)
+/* Put one value: bytes (len) or, when text is not NULL, that sentence. */
+static rcoll_status_t put_value(const char *key, const void *bytes, size_t len, const char *text)
 {
-    char key[32]; /* well under PMIX_MAX_KEYLEN */
-    snprintf(key, sizeof(key), "rcoll.uid.%u", atomic_fetch_add(&launches, 1));
-    pmix_status_t rc;
-    if (job->rank == 0) {
-        pmix_value_t val;
-        PMIX_VALUE_CONSTRUCT(&val);
-        if (fail_text) {
-            val.type = PMIX_STRING;
-            val.data.string = (char *)fail_text;
-        } else {
-            val.type = PMIX_BYTE_OBJECT;
-            val.data.bo.bytes = (char *)id->internal;
-            val.data.bo.size = sizeof(id->internal);
-        }
-        rc = PMIx_Put(PMIX_GLOBAL, key, &val);
-        if (rc != PMIX_SUCCESS) return pmix_failed(RCOLL_ERR_SYSTEM, "PMIx_Put", rc, key);
-        rc = PMIx_Commit();
+    pmix_value_t val;
+    PMIX_VALUE_CONSTRUCT(&val);
+    if (text) {
+        val.type = PMIX_STRING;
+        val.data.string = (char *)text;
+    } else {
+        val.type = PMIX_BYTE_OBJECT;
+        val.data.bo.bytes = (char *)bytes;
+        val.data.bo.size = len;
+    }
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &val);
+    if (rc != PMIX_SUCCESS) return pmix_failed(RCOLL_ERR_SYSTEM, "PMIx_Put", rc, key);
+    return RCOLL_OK;
+}
+
+/* Get rank from's value of key into out (len bytes); a sentence there is its failure
+ * (what: whose value it is, for the messages). */
+static rcoll_status_t get_value(const rcoll_pmix_job_t *job, int from, const char *key,
+                                const pmix_info_t *info, size_t ninfo, void *out, size_t len,
+                                const char *what)
+{
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, job->nspace, (pmix_rank_t)from);
+    pmix_value_t *v = NULL;
+    pmix_status_t rc = PMIx_Get(&proc, key, info, ninfo, &v);
+    rcoll_status_t st = RCOLL_OK;
+    if (rc != PMIX_SUCCESS || !v) {
+        char where[300];
+        snprintf(where, sizeof(where), "of %s from rank %d of namespace %.100s", key, from,
+                 job->nspace);
+        st = pmix_failed(RCOLL_ERR_SYSTEM, "PMIx_Get", rc != PMIX_SUCCESS ? rc : PMIX_ERR_NOT_FOUND,
+                         where);
+    } else if (v->type == PMIX_STRING && v->data.string) {
+        st = rcoll_err_set(RCOLL_ERR_REMOTE, "rcoll_comm_init_env through PMIx: rank %d could "
+                           "not start the job: %s", from, v->data.string);
+    } else if (v->type != PMIX_BYTE_OBJECT || v->data.bo.size != len) {
+        st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rcoll_comm_init_env through PMIx: %s from "
+                           "rank %d is not %s (PMIx type %d, %zu bytes; expected %zu)", key,
+                           from, what, (int)v->type,
+                           v->type == PMIX_BYTE_OBJECT ? v->data.bo.size : (size_t)0, len);
+    } else {
+        memcpy(out, v->data.bo.bytes, len);
+    }
+    if (v) PMIX_VALUE_RELEASE(v);
+    return st;
+}
+
+rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_id_t *id,
+                                      const char *fail_text, double timeout_s,
+                                      const rcoll_pmix_relay_t *relay)
+{
+    unsigned launch = atomic_fetch_add(&launches, 1);
+    char key[32], rkey[32]; /* well under PMIX_MAX_KEYLEN */
+    snprintf(key, sizeof(key), "rcoll.uid.%u", launch);
+    snprintf(rkey, sizeof(rkey), "rcoll.relay.%u", launch);
+    rcoll_status_t st = RCOLL_OK;
+    if (job->rank == 0) st = put_value(key, id->internal, sizeof(id->internal), fail_text);
+    if (st == RCOLL_OK && relay && relay->mine)
+        st = put_value(rkey, relay->mine, sizeof(*relay->mine), relay->mine_fail);
+    if (st != RCOLL_OK) return st;
+    if (job->rank == 0 || (relay && relay->mine)) {
+        pmix_status_t rc = PMIx_Commit();
         if (rc != PMIX_SUCCESS) return pmix_failed(RCOLL_ERR_SYSTEM, "PMIx_Commit", rc, NULL);
     }
 
-    pmix_proc_t wild, zero;
+    pmix_proc_t wild;
     PMIX_LOAD_PROCID(&wild, job->nspace, PMIX_RANK_WILDCARD);
-    PMIX_LOAD_PROCID(&zero, job->nspace, 0);
     pmix_info_t info[2];
     bool collect = true;
     int tmo = timeout_s > 0 ? (timeout_s < 1 ? 1 : (int)(timeout_s + 0.999)) : 0;
@@ -148,7 +192,7 @@ rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_
     if (tmo > 0) PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
     RCOLL_TRACE(INIT, "PMIx: rank %d fences over the %d ranks of %s for %s", job->rank,
                 job->nranks, job->nspace, key);
-    rc = PMIx_Fence(&wild, 1, info, ninfo);
+    pmix_status_t rc = PMIx_Fence(&wild, 1, info, ninfo);
     if (rc != PMIX_SUCCESS) {
         char what[400];
         snprintf(what, sizeof(what), "over the %d ranks of namespace %.100s (rank %d, key %s; %s)",
@@ -164,32 +208,15 @@ rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_
                            "PMIx_Fence", rc, what);
     }
     if (job->rank == 0) {
-        for (size_t i = 0; i < ninfo; i++) PMIX_INFO_DESTRUCT(&info[i]);
-        return fail_text ? rcoll_err_set(RCOLL_ERR_SYSTEM, "%s", fail_text) : RCOLL_OK;
-    }
-
-    pmix_value_t *v = NULL;
-    rc = PMIx_Get(&zero, key, info + 1, ninfo - 1, &v);
-    for (size_t i = 0; i < ninfo; i++) PMIX_INFO_DESTRUCT(&info[i]);
-    rcoll_status_t st = RCOLL_OK;
-    if (rc != PMIX_SUCCESS || !v) {
-        char what[300];
-        snprintf(what, sizeof(what), "of %s from rank 0 of namespace %.100s", key, job->nspace);
-        st = pmix_failed(RCOLL_ERR_SYSTEM, "PMIx_Get", rc != PMIX_SUCCESS ? rc : PMIX_ERR_NOT_FOUND,
-                         what);
-    } else if (v->type == PMIX_STRING && v->data.string) {
-        st = rcoll_err_set(RCOLL_ERR_REMOTE, "rcoll_comm_init_env through PMIx: rank 0 could "
-                           "not start the job: %s", v->data.string);
-    } else if (v->type != PMIX_BYTE_OBJECT || v->data.bo.size != sizeof(id->internal)) {
-        st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rcoll_comm_init_env through PMIx: %s from "
-                           "rank 0 is not a unique id (PMIx type %d, %zu bytes; expected %zu)",
-                           key, (int)v->type,
-                           v->type == PMIX_BYTE_OBJECT ? v->data.bo.size : (size_t)0,
-                           sizeof(id->internal));
+        st = fail_text ? rcoll_err_set(RCOLL_ERR_SYSTEM, "%s", fail_text) : RCOLL_OK;
     } else {
-        memcpy(id->internal, v->data.bo.bytes, sizeof(id->internal));
+        st = get_value(job, 0, key, info + 1, ninfo - 1, id->internal, sizeof(id->internal),
+                       "a unique id");
     }
-    if (v) PMIX_VALUE_RELEASE(v);
+    if (st == RCOLL_OK && relay && relay->from >= 0)
+        st = get_value(job, relay->from, rkey, info + 1, ninfo - 1, relay->got,
+                       sizeof(*relay->got), "a bootstrap relay's address");
+    for (size_t i = 0; i < ninfo; i++) PMIX_INFO_DESTRUCT(&info[i]);
     return st;
 }
 
@@ -218,9 +245,10 @@ rcoll_status_t rcoll_pmix_init(rcoll_pmix_job_t *job)
 }
 
 rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_id_t *id,
-                                      const char *fail_text, double timeout_s)
+                                      const char *fail_text, double timeout_s,
+                                      const rcoll_pmix_relay_t *relay)
 {
-    (void)job, (void)id, (void)fail_text, (void)timeout_s;
+    (void)job, (void)id, (void)fail_text, (void)timeout_s, (void)relay;
     return not_built();
 }
 

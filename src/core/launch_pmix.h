@@ -8,6 +8,7 @@
 #define RCOLL_CORE_LAUNCH_PMIX_H
 
 #include "rcoll.h"
+#include "util/net.h"
 
 /* What PMIx says about this process's job. */
 typedef struct {
@@ -26,13 +27,26 @@ int rcoll_pmix_started(void);
  * success; pair with rcoll_pmix_fini (also after a failed exchange).  Errors name the PMIx
  * call and its status (PMIx_Error_string). */
 rcoll_status_t rcoll_pmix_init(rcoll_pmix_job_t *job);
+/* The relays of the bootstrap tree through PMIx (NULL: none).  A rank hosting a relay
+ * publishes where it listens (mine; mine_fail not NULL: that sentence instead, and those who
+ * get it fail with it); a rank that needs a relay's address (its block's, or its own relay's
+ * parent) gets it from the rank hosting that relay (from >= 0) into *got. */
+typedef struct {
+    const rcoll_sockaddr_t *mine;
+    const char *mine_fail;
+    int from;
+    rcoll_sockaddr_t *got;
+} rcoll_pmix_relay_t;
+
 /* Pass the unique id from rank 0 to every rank: rank 0 puts *id (or, when fail_text is not
  * NULL, that sentence: the others then fail with it at once) under a key numbered per launch
  * in this process, commits, and every rank fences over the whole namespace, collecting the
  * data; the others then get the id from rank 0.  timeout_s > 0 bounds the fence and the get
- * (PMIX_TIMEOUT).  Ranks other than 0 write *id on success. */
+ * (PMIX_TIMEOUT).  Ranks other than 0 write *id on success; relay (optional) passes the
+ * relays' addresses in the same fence. */
 rcoll_status_t rcoll_pmix_exchange_id(const rcoll_pmix_job_t *job, rcoll_unique_id_t *id,
-                                      const char *fail_text, double timeout_s);
+                                      const char *fail_text, double timeout_s,
+                                      const rcoll_pmix_relay_t *relay);
 /* PMIx_Finalize (PMIx counts PMIx_Init calls: an MPI library's own use goes on). */
 void rcoll_pmix_fini(rcoll_pmix_job_t *job);
 

@@ -11,6 +11,12 @@
 #                    the job fails within seconds, a waiting rank naming PMIx_Fence and its
 #                    TIMEOUT
 #   pmix_on_no_server   RCOLL_PMIX=on without a PMIx server: a clear error
+#   pmix_relays_np9  RCOLL_BS_RELAYS=4, RCOLL_BS_FANOUT=2: a bootstrap tree of two levels whose
+#                    relays publish their addresses through PMIx (relays 3 and 4 under relay
+#                    1): every rank OK, each relay listening and connected to its parent
+#   pmix_relays_auto 72 ranks, RCOLL_BS_RELAYS unset: one relay per 32 ranks above 64 (2
+#                    relays, blocks of 24) without any setting, every rank's creation OK
+#   pmix_relays_addr RCOLL_BS_RELAYS with addresses under PMIx: refused, saying to give a count
 #   pmix_three_launches three rcoll_comm_init_env in one process each (the Python binding, 3
 #                    ranks): PMIx initialized and finalized three times, a fresh key each time,
 #                    every all-reduce right, the local rank kept (skipped without numpy)
@@ -48,7 +54,7 @@ job() {
     shift
     t0=$(now_ms)
     timeout 60 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader \
-        -x RCOLL_DEBUG=INFO -x RCOLL_DEBUG_SUBSYS=INIT "${args[@]}" "$@" \
+        -x RCOLL_DEBUG=INFO -x RCOLL_DEBUG_SUBSYS="${SUBSYS:-INIT}" "${args[@]}" "$@" \
         >"$TMP/$name.out" 2>&1 </dev/null
     RC=$?
     ELAPSED_MS=$(($(now_ms) - t0))
@@ -102,6 +108,41 @@ on_no_server() {
 RCOLL_PMIX=on RCOLL_RANK=0 RCOLL_NRANKS=1 timeout 20 "$MN" >"$TMP/pmix_on_no_server.out" 2>&1
 RC=$?
 check pmix_on_no_server on_no_server
+
+relays9() {
+    local f=$TMP/pmix_relays_np9.out r
+    [ "$RC" = 0 ] || return 1
+    for r in 0 1 2 3 4 5 6 7 8; do
+        grep -q "^mn_check: rank $r of 9 .*: OK" "$f" || return 1
+    done
+    grep -q "bootstrap tree: 4 relays below the root, 2 ranks per block, 2 children per node (addresses through PMIx)" "$f" &&
+        grep -q "relay 1: connected to its parent (node 0)" "$f" &&
+        grep -q "relay 2: connected to its parent (node 0)" "$f" &&
+        grep -q "relay 3: connected to its parent (node 1)" "$f" &&
+        grep -q "relay 4: connected to its parent (node 1)" "$f" &&
+        [ "$(grep -c 'root: relay [12] connected' "$f")" = 2 ] &&
+        grep -q "relay 4 (ranks 8-8) listening" "$f"
+}
+SUBSYS=INIT,BOOTSTRAP job pmix_relays_np9 9 -x RCOLL_BS_RELAYS=4 -x RCOLL_BS_FANOUT=2 -- "$MN"
+check pmix_relays_np9 relays9
+
+relays_auto() {
+    local f=$TMP/pmix_relays_auto.out
+    [ "$RC" = 0 ] &&
+        grep -q "bootstrap tree: 2 relays below the root, 24 ranks per block, 8 children per node (addresses through PMIx)" "$f" &&
+        grep -q "relay 1 (ranks 24-47) listening" "$f" && grep -q "relay 2 (ranks 48-71) listening" "$f" &&
+        [ "$(grep -c 'root: relay [12] connected' "$f")" = 2 ] &&
+        grep -q "^ *72 " "$f"
+}
+SUBSYS=INIT,BOOTSTRAP job pmix_relays_auto 72 -- "$BUILD/bench/init_scale"
+check pmix_relays_auto relays_auto
+
+relays_addr() {
+    [ "$RC" != 0 ] && grep -q "RCOLL_BS_RELAYS='2@127.0.0.1:5000': under PMIx the relays listen where their ranks run" \
+        "$TMP/pmix_relays_addr.out" && ! grep -q '^mn_check: rank' "$TMP/pmix_relays_addr.out"
+}
+job pmix_relays_addr 2 -x RCOLL_BS_RELAYS=2@127.0.0.1:5000 -- "$MN"
+check pmix_relays_addr relays_addr
 
 three() {
     local r i
