@@ -157,9 +157,9 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
         rcoll_err_prefix("rank %d: bootstrap with root %s: ", rank, abuf);
         goto err_close;
     }
-    size_t table_bytes = (size_t)nranks * sizeof(rcoll_peer_info_t);
-    if (!rcoll_bs_hdr_valid(&h, (uint32_t)(table_bytes > sizeof(bs_note_t) ? table_bytes
-                                                                           : sizeof(bs_note_t)))) {
+    size_t table_max = rcoll_bs_table_max(nranks);
+    if (!rcoll_bs_hdr_valid(&h, (uint32_t)(table_max > sizeof(bs_note_t) ? table_max
+                                                                         : sizeof(bs_note_t)))) {
         st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rank %d: the bootstrap root at %s sent a "
                            "malformed reply", rank, abuf);
         goto err_close;
@@ -175,17 +175,27 @@ rcoll_status_t rcoll_bs_join(const rcoll_unique_id_t *id, int rank, int nranks,
                            n.text);
         goto err_close;
     }
-    if (h.type != BS_TABLE || h.len != table_bytes) {
+    if (h.type != BS_TABLE || h.len < rcoll_bs_table_min(nranks)) {
         st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rank %d: unexpected bootstrap reply (type %u, "
                            "%u bytes) from %s", rank, h.type, h.len, abuf);
         goto err_close;
     }
     rcoll_cpath_merge(h.path); /* this rank's creation goes on from the table's sender */
-    st = rcoll_net_recv_all(fd, peers, table_bytes, deadline_ns);
-    if (st != RCOLL_OK) {
-        rcoll_err_prefix("rank %d: receiving the rank table: ", rank);
+    char *wire = malloc(h.len ? h.len : 1);
+    if (!wire) {
+        st = rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank %d: the rank table (%u bytes)", rank,
+                           h.len);
         goto err_close;
     }
+    st = rcoll_net_recv_all(fd, wire, h.len, deadline_ns);
+    if (st == RCOLL_OK && rcoll_bs_table_decode(wire, h.len, peers, nranks) != 0)
+        st = rcoll_err_set(RCOLL_ERR_PROTOCOL, "rank %d: the bootstrap root at %s sent a "
+                           "malformed rank table (%u bytes are not %d records)", rank, abuf,
+                           h.len, nranks);
+    else if (st != RCOLL_OK)
+        rcoll_err_prefix("rank %d: receiving the rank table: ", rank);
+    free(wire);
+    if (st != RCOLL_OK) goto err_close;
     /* Host names are printed as they are ("rank 2 (node7 pid 12)"): whatever the root sent,
      * they end inside their records. */
     for (int k = 0; k < nranks; k++) peers[k].hostname[sizeof(peers[k].hostname) - 1] = '\0';

@@ -32,6 +32,57 @@ rcoll_status_t rcoll_bs_send_msg(int fd, int type, const void *payload, uint32_t
     return st;
 }
 
+_Static_assert(sizeof(rcoll_peer_info_t) % 8 == 0, "a rank record is whole 8-byte words");
+
+size_t rcoll_bs_table_max(int n) { return (size_t)n * (BS_REC_MAP + sizeof(rcoll_peer_info_t)); }
+size_t rcoll_bs_table_min(int n) { return (size_t)n * BS_REC_MAP; }
+
+size_t rcoll_bs_table_encode(const rcoll_peer_info_t *t, int n, void *out)
+{
+    static const uint64_t zeros[BS_REC_WORDS];
+    unsigned char *o = out;
+    const char *prev = (const char *)zeros;
+    for (int k = 0; k < n; k++) {
+        const char *rec = (const char *)&t[k];
+        unsigned char *map = o;
+        memset(map, 0, BS_REC_MAP);
+        o += BS_REC_MAP;
+        for (size_t w = 0; w < BS_REC_WORDS; w++) {
+            if (memcmp(rec + 8 * w, prev + 8 * w, 8) == 0) continue;
+            map[w / 8] |= (unsigned char)(1u << (w % 8));
+            memcpy(o, rec + 8 * w, 8);
+            o += 8;
+        }
+        prev = rec;
+    }
+    return (size_t)(o - (unsigned char *)out);
+}
+
+int rcoll_bs_table_decode(const void *in, size_t len, rcoll_peer_info_t *t, int n)
+{
+    const unsigned char *p = in, *end = p + len;
+    for (int k = 0; k < n; k++) {
+        if ((size_t)(end - p) < BS_REC_MAP) return -1;
+        const unsigned char *map = p;
+        p += BS_REC_MAP;
+        if (BS_REC_WORDS % 8 && map[BS_REC_MAP - 1] >> (BS_REC_WORDS % 8)) return -1;
+        char *rec = (char *)&t[k];
+        const char *prev = k ? (const char *)&t[k - 1] : NULL;
+        for (size_t w = 0; w < BS_REC_WORDS; w++) {
+            if (map[w / 8] >> (w % 8) & 1) {
+                if (end - p < 8) return -1;
+                memcpy(rec + 8 * w, p, 8);
+                p += 8;
+            } else if (prev) {
+                memcpy(rec + 8 * w, prev + 8 * w, 8);
+            } else {
+                memset(rec + 8 * w, 0, 8);
+            }
+        }
+    }
+    return p == end ? 0 : -1;
+}
+
 int rcoll_bs_hdr_valid(const bs_hdr_t *h, uint32_t max_len)
 {
     return h->magic == BS_MAGIC && h->version == BS_VERSION && h->len <= max_len;

@@ -110,7 +110,7 @@ rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree
     r->parent_fd = -1;
     memcpy(r->secret, secret, RCOLL_SECRET_BYTES);
     r->timeout_s = cfg->timeout_s;
-    size_t table = (size_t)t->nranks * sizeof(rcoll_peer_info_t);
+    size_t table = rcoll_bs_table_max(t->nranks);
     size_t most = table > sizeof(bs_payload_t) ? table : sizeof(bs_payload_t);
     r->down_max = (uint32_t)(sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + most);
     r->ranks = calloc((size_t)(r->hi - r->lo), sizeof(*r->ranks));

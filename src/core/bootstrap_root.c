@@ -1026,10 +1026,17 @@ static void *root_main(void *arg)
         rcoll_bs_relay_run(r->relay);
     } else if (root_join_phase(r)) {
         root_close_listeners(r);
-        size_t bytes = (size_t)r->nranks * sizeof(rcoll_peer_info_t);
-        rcoll_peer_info_t *table = malloc(bytes);
-        if (table) {
-            for (int k = 0; k < r->nranks; k++) table[k] = r->members[k]->info;
+        rcoll_peer_info_t *info = malloc((size_t)r->nranks * sizeof(*info));
+        char *table = malloc(rcoll_bs_table_max(r->nranks));
+        size_t bytes = 0;
+        if (info && table) {
+            for (int k = 0; k < r->nranks; k++) info[k] = r->members[k]->info;
+            bytes = rcoll_bs_table_encode(info, r->nranks, table);
+            RCOLL_INFO(BOOTSTRAP, "root: the rank table takes %zu bytes (%zu as records)", bytes,
+                       (size_t)r->nranks * sizeof(*info));
+        }
+        free(info);
+        if (table && bytes) {
             uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
             for (int k = 0; k < r->nranks; k++)
                 if (r->members[k]->link < 0 &&

@@ -96,6 +96,22 @@ typedef union {
 /* The buffer a control message (header and at most the largest payload) is read into. */
 #define RCOLL_BS_CTL_BYTES (sizeof(bs_hdr_t) + sizeof(bs_payload_t))
 
+/* The rank table on the wire (BS_TABLE): each record as the 8-byte words in which it differs
+ * from the record before it (the first record: from zeros), that is a bitmap of those words
+ * (BS_REC_MAP bytes, bit i of byte i / 8 for word i), then the words.  The ranks of one host
+ * share host name, identity and CPU mask and differ in a few words (pid, listen handles), so
+ * a table is several times smaller than its records (816 KB a rank at 1024 ranks raw). */
+#define BS_REC_WORDS (sizeof(rcoll_peer_info_t) / 8)
+#define BS_REC_MAP ((BS_REC_WORDS + 7) / 8)
+/* The most and the fewest bytes n records take. */
+size_t rcoll_bs_table_max(int n);
+size_t rcoll_bs_table_min(int n);
+/* Encode the n records at t into out (rcoll_bs_table_max(n) bytes); returns the bytes used. */
+size_t rcoll_bs_table_encode(const rcoll_peer_info_t *t, int n, void *out);
+/* Decode len bytes at in into exactly n records at t: 0, or -1 when the bytes are not
+ * exactly n records (a word's bit past the record, bytes missing or left over). */
+int rcoll_bs_table_decode(const void *in, size_t len, rcoll_peer_info_t *t, int n);
+
 /* Whether h is a header of this version with a payload of at most max_len bytes. */
 int rcoll_bs_hdr_valid(const bs_hdr_t *h, uint32_t max_len);
 

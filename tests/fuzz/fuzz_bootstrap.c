@@ -3,7 +3,7 @@
  * them (core/bootstrap_wire.h): the hello a connection sends the root, the control messages
  * ranks send the root (signatures, stalled calls, goodbye, failure reports) and those the
  * root sends ranks (failures, relayed signatures).  A relayed signature is another rank's
- * call, which the receiver prints next to its own (core/sig.h).
+ * call, which the receiver prints next to its own (core/sig.h); the rank table's wire form.
  * Input: a selector byte, then the message bytes.
  */
 #include "fuzz.h"
@@ -84,16 +84,39 @@ static void announce_case(const uint8_t *p, size_t n)
     free(area);
 }
 
+/* The rank table as a rank decodes it (BS_TABLE): a size byte (1..8 records), then the wire
+ * bytes.  Decoded into exactly that many records on the heap (a write past them is caught); a
+ * table that decodes encodes back to bytes that decode to the same records. */
+static void table_case(const uint8_t *p, size_t n)
+{
+    if (n < 1) return;
+    int nrec = 1 + p[0] % 8;
+    rcoll_peer_info_t *t = malloc((size_t)nrec * sizeof(*t));
+    if (rcoll_bs_table_decode(p + 1, n - 1, t, nrec) == 0) {
+        FZ_ASSERT(n - 1 >= rcoll_bs_table_min(nrec) && n - 1 <= rcoll_bs_table_max(nrec));
+        char *wire = malloc(rcoll_bs_table_max(nrec));
+        rcoll_peer_info_t *back = malloc((size_t)nrec * sizeof(*back));
+        size_t bytes = rcoll_bs_table_encode(t, nrec, wire);
+        FZ_ASSERT(bytes <= n - 1); /* the encoder sends only the words that change */
+        FZ_ASSERT(rcoll_bs_table_decode(wire, bytes, back, nrec) == 0);
+        FZ_ASSERT(memcmp(back, t, (size_t)nrec * sizeof(*t)) == 0);
+        free(wire);
+        free(back);
+    }
+    free(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     const uint8_t *p = data + 1;
     size_t n = size - 1;
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: hello_case(p, n); break;
     case 1: ctl_case(p, n, 1); break;
     case 2: ctl_case(p, n, 0); break;
-    default: announce_case(p, n); break;
+    case 3: announce_case(p, n); break;
+    default: table_case(p, n); break;
     }
     return 0;
 }

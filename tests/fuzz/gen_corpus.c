@@ -136,6 +136,15 @@ static void gen_bootstrap(void)
     s.n = 0;
     put8(&s, 3), put(&s, area, sizeof(area));
     save("bootstrap", "announce", &s);
+    /* the rank table's wire form: 4 ranks, 2 a host */
+    rcoll_peer_info_t recs[4];
+    for (int k = 0; k < 4; k++) recs[k] = peer(k / 2);
+    for (int k = 0; k < 4; k++) recs[k].pid = 2000 + k;
+    char table[4 * (BS_REC_MAP + sizeof(rcoll_peer_info_t))];
+    size_t bytes = rcoll_bs_table_encode(recs, 4, table);
+    s.n = 0;
+    put8(&s, 4), put8(&s, 3), put(&s, table, bytes);
+    save("bootstrap", "table4", &s);
 }
 
 static void gen_bs_join(void)
@@ -144,12 +153,13 @@ static void gen_bs_join(void)
     for (int nranks = 1; nranks <= 2; nranks++) {
         s.n = 0;
         put8(&s, (unsigned)nranks - 1);
-        bs_hdr_t hd = bs_hdr(BS_TABLE, (size_t)nranks * sizeof(rcoll_peer_info_t));
+        rcoll_peer_info_t recs[2];
+        char table[2 * (BS_REC_MAP + sizeof(rcoll_peer_info_t))];
+        for (int k = 0; k < nranks; k++) recs[k] = peer(k);
+        size_t bytes = rcoll_bs_table_encode(recs, nranks, table);
+        bs_hdr_t hd = bs_hdr(BS_TABLE, bytes);
         put(&s, &hd, sizeof(hd));
-        for (int k = 0; k < nranks; k++) {
-            rcoll_peer_info_t p = peer(k);
-            put(&s, &p, sizeof(p));
-        }
+        put(&s, table, bytes);
         if (nranks == 2) { /* then a relayed signature and a failure */
             rcoll_bs_sig_t g = bs_sig();
             hd = bs_hdr(BS_SIG, sizeof(g));
@@ -159,6 +169,17 @@ static void gen_bs_join(void)
             put(&s, &hd, sizeof(hd)), put(&s, &n, sizeof(n));
         }
         save("bs_join", nranks == 1 ? "table1" : "table2_sig_fail", &s);
+    }
+    /* Host names that fill their field with no terminator (rank code must end them). */
+    {
+        rcoll_peer_info_t recs[2] = {peer(0), peer(1)};
+        for (int k = 0; k < 2; k++) memset(recs[k].hostname, 'h', sizeof(recs[k].hostname));
+        char table[2 * (BS_REC_MAP + sizeof(rcoll_peer_info_t))];
+        size_t bytes = rcoll_bs_table_encode(recs, 2, table);
+        bs_hdr_t hd = bs_hdr(BS_TABLE, bytes);
+        s.n = 0;
+        put8(&s, 1), put(&s, &hd, sizeof(hd)), put(&s, table, bytes);
+        save("bs_join", "regress-hostname-unterminated", &s);
     }
     bs_note_t n = bs_note(-1, RCOLL_ERR_AUTH, "wrong job secret");
     bs_hdr_t hd = bs_hdr(BS_NACK, sizeof(n));
