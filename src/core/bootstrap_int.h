@@ -60,11 +60,17 @@ typedef struct {
     char *buf;
 } bs_frx_t;
 
-/* Read what has arrived of a message of at most max_len payload bytes into f.  RCOLL_OK
- * with *complete = 1 once it is whole (header at f->buf; the caller resets f->got),
+/* Read what has arrived (up to BS_FRAME_READ_BYTES at once, more for a larger message) into
+ * f, messages of at most max_len payload bytes.  RCOLL_OK with *complete = 1 while a whole
+ * message is at f->buf (without reading when one is there already; the caller handles it,
+ * then calls rcoll_bs_frame_consume, and reads again until *complete is 0),
  * RCOLL_ERR_PROTOCOL for a malformed header or a frame (BS_FWD) whose inner message is
- * malformed, or the connection's error (RCOLL_ERR_REMOTE when it closed). */
+ * malformed, or the connection's error (RCOLL_ERR_REMOTE when it closed), met only once
+ * the whole messages before it were handed over. */
+#define BS_FRAME_READ_BYTES 65536
 rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete);
+/* Drop the whole message at f->buf, keeping what followed it. */
+void rcoll_bs_frame_consume(bs_frx_t *f);
 void rcoll_bs_frame_free(bs_frx_t *f);
 
 /* Send message (type, payload, len) in a frame for rank (BS_FWD: BS_FWD_ALL with except). */

@@ -165,40 +165,73 @@ rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     return st;
 }
 
-rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete)
+/* Whether f holds a whole frame at its start: -1 malformed, 0 not yet, 1 whole (*need: its
+ * bytes, or those its header says it needs). */
+static int frame_check(const bs_frx_t *f, uint32_t max_len, size_t *need)
 {
-    *complete = 0;
-    if (f->cap < sizeof(bs_hdr_t)) {
-        char *b = realloc(f->buf, 4096);
-        if (!b) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap frame buffer");
-        f->buf = b;
-        f->cap = 4096;
-    }
-    rcoll_status_t st = rcoll_net_recv_some(fd, f->buf, sizeof(bs_hdr_t), &f->got);
-    if (st != RCOLL_OK || f->got < sizeof(bs_hdr_t)) return st;
+    *need = sizeof(bs_hdr_t);
+    if (f->got < sizeof(bs_hdr_t)) return 0;
     bs_hdr_t h;
     memcpy(&h, f->buf, sizeof(h));
-    if (!rcoll_bs_hdr_valid(&h, max_len)) return RCOLL_ERR_PROTOCOL;
-    if (h.type == BS_FWD && h.len < sizeof(bs_fwd_t) + sizeof(bs_hdr_t)) return RCOLL_ERR_PROTOCOL;
-    size_t need = sizeof(bs_hdr_t) + h.len;
-    if (f->cap < need) {
-        char *b = realloc(f->buf, need);
-        if (!b) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap frame buffer");
-        f->buf = b;
-        f->cap = need;
-    }
-    st = rcoll_net_recv_some(fd, f->buf, need, &f->got);
-    if (st != RCOLL_OK || f->got < need) return st;
+    if (!rcoll_bs_hdr_valid(&h, max_len)) return -1;
+    if (h.type == BS_FWD && h.len < sizeof(bs_fwd_t) + sizeof(bs_hdr_t)) return -1;
+    *need = sizeof(bs_hdr_t) + h.len;
+    if (f->got < *need) return 0;
     if (h.type == BS_FWD) { /* the message inside must fill the frame exactly */
         bs_hdr_t in;
         memcpy(&in, f->buf + sizeof(bs_hdr_t) + sizeof(bs_fwd_t), sizeof(in));
         if (!rcoll_bs_hdr_valid(&in, h.len) ||
             sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + in.len != h.len)
-            return RCOLL_ERR_PROTOCOL;
+            return -1;
     }
-    rcoll_cpath_merge(h.path);
+    return 1;
+}
+
+static rcoll_status_t frame_grow(bs_frx_t *f, size_t cap)
+{
+    if (f->cap >= cap) return RCOLL_OK;
+    char *b = realloc(f->buf, cap);
+    if (!b) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap frame buffer");
+    f->buf = b;
+    f->cap = cap;
+    return RCOLL_OK;
+}
+
+rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete)
+{
+    *complete = 0;
+    size_t need;
+    int c = frame_check(f, max_len, &need);
+    if (c == 0) {
+        /* Read what has arrived, up to the buffer (at least the frame): frames that came
+         * together (a relay's hellos) cost one call, not two each. */
+        rcoll_status_t st = frame_grow(f, BS_FRAME_READ_BYTES);
+        if (st == RCOLL_OK) st = frame_grow(f, need);
+        if (st == RCOLL_OK) st = rcoll_net_recv_some(fd, f->buf, f->cap, &f->got);
+        c = frame_check(f, max_len, &need);
+        if (c == 0 && need > f->cap && st == RCOLL_OK) { /* a frame larger than the buffer */
+            st = frame_grow(f, need);
+            if (st == RCOLL_OK) st = rcoll_net_recv_some(fd, f->buf, f->cap, &f->got);
+            c = frame_check(f, max_len, &need);
+        }
+        /* A whole frame is handed over before the error that followed it (a closed link's
+         * last messages); the next call meets the error again. */
+        if (c == 0) return st;
+    }
+    if (c < 0) return RCOLL_ERR_PROTOCOL;
+    rcoll_cpath_merge(((const bs_hdr_t *)(const void *)f->buf)->path);
     *complete = 1;
     return RCOLL_OK;
+}
+
+void rcoll_bs_frame_consume(bs_frx_t *f)
+{
+    bs_hdr_t h;
+    memcpy(&h, f->buf, sizeof(h));
+    size_t used = sizeof(h) + h.len;
+    if (used > f->got) used = f->got;
+    memmove(f->buf, f->buf + used, f->got - used);
+    f->got -= used;
 }
 
 void rcoll_bs_frame_free(bs_frx_t *f)

@@ -349,21 +349,14 @@ static void rl_child_lost(bs_relay_t *r, int j)
             rl_gone(r, k, host, text);
 }
 
-static void rl_child_event(bs_relay_t *r, int j)
+/* The whole frame at the start of child relay j's buffer: up it goes. */
+static void rl_child_frame(bs_relay_t *r, int j)
 {
     rl_child_t *c = &r->child[j];
-    int complete;
-    rcoll_status_t st = rcoll_bs_frame_read(c->fd, &c->rx, RCOLL_BS_FRAME_UP_MAX, &complete);
-    if (st != RCOLL_OK) {
-        rl_child_lost(r, j);
-        return;
-    }
-    if (!complete) return;
     bs_hdr_t h;
     bs_fwd_t f;
     memcpy(&h, c->rx.buf, sizeof(h));
     size_t len = sizeof(h) + h.len;
-    c->rx.got = 0;
     if (h.type != BS_FWD) return; /* nothing else comes up */
     memcpy(&f, c->rx.buf + sizeof(h), sizeof(f));
     if (rl_child_of(r, f.rank) != j) return; /* not from below that child: dropped */
@@ -380,6 +373,22 @@ static void rl_child_event(bs_relay_t *r, int j)
     rcoll_bs_restamp(c->rx.buf);
     if (r->parent_fd >= 0)
         rcoll_net_send_all(r->parent_fd, c->rx.buf, len, rl_link_deadline(r));
+}
+
+static void rl_child_event(bs_relay_t *r, int j)
+{
+    rl_child_t *c = &r->child[j];
+    for (;;) {
+        int complete;
+        rcoll_status_t st = rcoll_bs_frame_read(c->fd, &c->rx, RCOLL_BS_FRAME_UP_MAX, &complete);
+        if (st != RCOLL_OK) {
+            rl_child_lost(r, j);
+            return;
+        }
+        if (!complete) return;
+        rl_child_frame(r, j);
+        rcoll_bs_frame_consume(&c->rx);
+    }
 }
 
 /* A frame (or a message) from the parent. */
@@ -576,20 +585,21 @@ void rcoll_bs_relay_run(bs_relay_t *r)
         for (int i = 0; i < base_p; i++) {
             if (!pfd[i].revents) continue;
             if (who[i] == W_PARENT) {
-                int complete;
-                rcoll_status_t st = rcoll_bs_frame_read(r->parent_fd, &r->prx, r->down_max,
-                                                        &complete);
+                int complete = 1;
+                rcoll_status_t st = RCOLL_OK;
+                while (complete && r->parent_fd >= 0) {
+                    st = rcoll_bs_frame_read(r->parent_fd, &r->prx, r->down_max, &complete);
+                    if (st != RCOLL_OK || !complete) break;
+                    rl_down(r, r->prx.buf);
+                    rcoll_bs_frame_consume(&r->prx);
+                }
                 if (st != RCOLL_OK) { /* the root is done, or gone: so is this relay */
                     close(r->parent_fd);
                     r->parent_fd = -1;
                     rl_orphaned(r);
                     break;
                 }
-                if (complete) {
-                    r->prx.got = 0;
-                    rl_down(r, r->prx.buf);
-                    if (r->parent_fd < 0) break; /* rejected: serve the refusal */
-                }
+                if (r->parent_fd < 0) break; /* rejected: serve the refusal */
             } else if (who[i] == W_LISTEN) {
                 for (int a = 0; a < RL_ACCEPT_BURST; a++) {
                     int fd;

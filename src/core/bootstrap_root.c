@@ -814,18 +814,12 @@ static void root_link_lost(rcoll_bs_root_t *r, int j)
     if (first) root_member_lost(r, host, host, text); /* none had joined: the join fails */
 }
 
-/* What has arrived on relay link j: hellos, messages and losses of the ranks below it. */
-static void root_link_event(rcoll_bs_root_t *r, int j)
+/* The whole frame at the start of relay link j's buffer: a hello, a message or a loss of a
+ * rank below it. */
+static void root_link_frame(rcoll_bs_root_t *r, int j)
 {
     bs_link_t *l = &r->links[j];
-    int complete;
-    rcoll_status_t st = rcoll_bs_frame_read(l->fd, &l->rx, RCOLL_BS_FRAME_UP_MAX, &complete);
-    if (st != RCOLL_OK) {
-        root_link_lost(r, j);
-        return;
-    }
-    if (!complete) return;
-    l->rx.got = 0;
+    rcoll_status_t st;
     bs_hdr_t h, in;
     bs_fwd_t f;
     memcpy(&h, l->rx.buf, sizeof(h));
@@ -873,6 +867,24 @@ static void root_link_event(rcoll_bs_root_t *r, int j)
     memcpy(m->rx.buf.raw, inner, sizeof(in) + in.len);
     m->rx.got = 0;
     if (!r->joining) root_member_msg(r, k); /* a message while others join: none expected */
+}
+
+/* What has arrived on relay link j: every whole frame, read together. */
+static void root_link_event(rcoll_bs_root_t *r, int j)
+{
+    bs_link_t *l = &r->links[j];
+    for (;;) {
+        int complete;
+        rcoll_status_t st = rcoll_bs_frame_read(l->fd, &l->rx, RCOLL_BS_FRAME_UP_MAX, &complete);
+        if (st != RCOLL_OK) {
+            root_link_lost(r, j);
+            return;
+        }
+        if (!complete) return;
+        root_link_frame(r, j);
+        if (l->fd < 0) return;
+        rcoll_bs_frame_consume(&l->rx);
+    }
 }
 
 static void root_member_msg(rcoll_bs_root_t *r, int k)
