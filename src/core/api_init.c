@@ -88,7 +88,8 @@ static rcoll_status_t check_init_args(int nranks, int rank, const void *id, cons
     return RCOLL_OK;
 }
 
-/* A creation succeeded: what rcoll_comm_setup_stats reports of it. */
+/* A creation succeeded: what rcoll_comm_setup_stats reports of it (the creation's poll loops
+ * leave their fruitless iterations out of the path: rcoll_cpath_set_creating). */
 static void note_setup(rcoll_comm_t comm, uint64_t t0_ns)
 {
     comm->setup_wall_s = (double)(rcoll_now_ns() - t0_ns) * 1e-9;
@@ -100,10 +101,13 @@ static rcoll_status_t init_rank_now(int nranks, const rcoll_unique_id_t *id, int
 {
     uint64_t t0 = rcoll_now_ns();
     rcoll_config_t cfg;
+    rcoll_cpath_set_creating(1);
     rcoll_status_t st = rcoll_config_load(&cfg);
+    if (st == RCOLL_OK && cfg.setup_path == RCOLL_SETUP_PATH_CALL) rcoll_cpath_restart();
     if (st == RCOLL_OK) st = rcoll_bs_check_id(id);
     if (st == RCOLL_OK) st = rcoll_comm_create(nranks, id, rank, &cfg, NULL, comm);
     if (st == RCOLL_OK) note_setup(*comm, t0);
+    rcoll_cpath_set_creating(0);
     return st == RCOLL_OK ? st : init_failed(st);
 }
 
@@ -559,6 +563,7 @@ static rcoll_status_t init_env_do(rcoll_comm_t *comm)
     rcoll_config_t cfg;
     rcoll_status_t st = rcoll_config_load(&cfg);
     if (st != RCOLL_OK) return init_failed(st);
+    if (cfg.setup_path == RCOLL_SETUP_PATH_CALL) rcoll_cpath_restart();
     int pmix = 0;
     st = want_pmix(&cfg, &pmix);
     if (st != RCOLL_OK) return init_failed(st);
@@ -615,8 +620,10 @@ static rcoll_status_t init_env_do(rcoll_comm_t *comm)
 static rcoll_status_t init_env_now(rcoll_comm_t *comm)
 {
     uint64_t t0 = rcoll_now_ns();
+    rcoll_cpath_set_creating(1);
     rcoll_status_t st = init_env_do(comm);
     if (st == RCOLL_OK) note_setup(*comm, t0);
+    rcoll_cpath_set_creating(0);
     return st;
 }
 

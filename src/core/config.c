@@ -24,6 +24,7 @@ _Static_assert(RCOLL_WAIT_AUTO == 0 && RCOLL_WAIT_SPIN == 1 && RCOLL_WAIT_SLEEP 
 
 /* RCOLL_PMIX, in the order of RCOLL_PMIX_AUTO, _ON, _OFF (config.h). */
 static const char *const rcoll_pmix_names[] = {"auto", "on", "off", NULL};
+static const char *const rcoll_setup_path_names[] = {"call", "process", NULL};
 
 static const rcoll_knob_t core_knobs[] = {
     KNOB("RCOLL_RANK", "-1", INT, rank, -1, 1 << 24,
@@ -52,6 +53,13 @@ static const rcoll_knob_t core_knobs[] = {
                        "RCOLL_NRANKS, RCOLL_ROOT, torchrun's RANK/WORLD_SIZE or MASTER_ADDR "
                        "say otherwise; on: always (an error without a PMIx server or a build "
                        "with PMIx); off: never"),
+    RCOLL_KNOB_ENUM_OF(rcoll_config_t, "RCOLL_SETUP_PATH", "call", setup_path,
+                       rcoll_setup_path_names,
+                       "where the critical path of a communicator's creation starts "
+                       "(rcoll_comm_setup_stats): call, each rank's creation call (what "
+                       "creation costs once every rank has called it); process, the start "
+                       "of each rank's process (its start-up and its work before the call "
+                       "on the path too)"),
     KNOB("RCOLL_TIMEOUT", "300", SECONDS, timeout_s, 0, 86400 * 7,
          "seconds to wait without progress from an awaited peer before failing"),
     KNOB("RCOLL_WATCHDOG_S", "-1", SECONDS, watchdog_s, -2, 86400 * 7,

@@ -21,6 +21,8 @@
 
 /* RCOLL_PMIX (core/config.c): launch through a PMIx server when one started the process. */
 enum { RCOLL_PMIX_AUTO = 0, RCOLL_PMIX_ON = 1, RCOLL_PMIX_OFF = 2 };
+/* RCOLL_SETUP_PATH: where a creation's critical path starts (rcoll_comm_setup_stats). */
+enum { RCOLL_SETUP_PATH_CALL = 0, RCOLL_SETUP_PATH_PROCESS = 1 };
 
 typedef struct rcoll_config {
     /* launch (rcoll_comm_init_env) */
@@ -31,6 +33,7 @@ typedef struct rcoll_config {
     char bs_relays[RCOLL_CFG_STR_MAX]; /* RCOLL_BS_RELAYS: the bootstrap's relays ("" none) */
     int bs_fanout;                     /* RCOLL_BS_FANOUT: child relays per node */
     int pmix;                       /* RCOLL_PMIX: RCOLL_PMIX_AUTO, _ON or _OFF */
+    int setup_path;                 /* RCOLL_SETUP_PATH: RCOLL_SETUP_PATH_CALL or _PROCESS */
     /* waits */
     double timeout_s;  /* deadline without progress from an awaited peer */
     /* who set timeout_s, for messages: "" = RCOLL_TIMEOUT (or its default); else the

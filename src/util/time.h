@@ -25,6 +25,8 @@ typedef struct {
     uint32_t spin_limit; /* iterations of pure spinning before yielding (RCOLL_SPIN) */
     uint64_t poll_ns;    /* from the first yield: keep polling this long (RCOLL_POLL_US) */
     uint64_t nap_at_ns;  /* when the yield phase ends; 0 before it is known, UINT64_MAX after */
+    uint64_t cpu_mark;   /* during creation: the thread's CPU time after the last yield or nap
+                          * (util/cpath.h: the fruitless iterations between are left out) */
 } rcoll_backoff_t;
 
 void rcoll_backoff_init(rcoll_backoff_t *b, uint32_t spin_limit, uint64_t poll_ns);
