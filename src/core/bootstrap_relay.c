@@ -32,6 +32,11 @@
 #define RL_ACCEPT_BURST 16
 #define RL_HELLO_TIMEOUT_NS (3ull * 1000000000ull)
 #define RL_SEND_NS 1000000000ull /* a control message's send deadline, to a rank */
+/* The longest a hello is held to go up with the others of its subtree (at most a quarter of
+ * the job's timeout): the table waits for every hello anyway, so holding costs a job that
+ * forms nothing; it bounds how late the root hears of the ranks that did come when one never
+ * does, and how late a refused hello is answered. */
+#define RL_HOLD_NS 1000000000ull
 
 /* The deadline of a send on a link (to the parent or a child relay): a frame given up half
  * sent would corrupt the link for every rank behind it, so it may take the job's timeout. */
@@ -86,6 +91,13 @@ struct bs_relay {
     int nchild;
     rl_pending_t pending[RL_PENDING_MAX];
     int npending;
+    /* Hellos going up, held to go in one send (rl_hold): the root then reads a subtree's
+     * hellos in a few calls instead of a few each. */
+    char *up;
+    size_t up_len, up_cap;
+    uint64_t up_since;  /* when the oldest held hello came */
+    int hellos_up;      /* hellos passed up so far (held ones included) */
+    int subtree_ranks;  /* ranks at or below this node: all their hellos come through here */
 };
 
 rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree_t *t, int node,
@@ -125,6 +137,9 @@ rcoll_status_t rcoll_bs_relay_new(const rcoll_config_t *cfg, const rcoll_bs_tree
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "bootstrap relay allocation failed");
     }
     for (int k = 0; k < r->hi - r->lo; k++) r->ranks[k].fd = -1;
+    for (int k = 0; k < t->nranks; k += t->block)
+        if (rcoll_bs_tree_below(t, rcoll_bs_tree_node(t, k), node))
+            r->subtree_ranks += (k + t->block < t->nranks ? t->block : t->nranks - k);
     for (int j = 0; j < r->nchild; j++) {
         r->child[j].node = node * t->fanout + 1 + j;
         r->child[j].fd = -1;
@@ -153,6 +168,7 @@ void rcoll_bs_relay_free(bs_relay_t *r)
     rl_close_all(r);
     for (int j = 0; j < r->nchild; j++) rcoll_bs_frame_free(&r->child[j].rx);
     rcoll_bs_frame_free(&r->prx);
+    free(r->up);
     free(r->ranks);
     free(r->child);
     free(r);
@@ -175,12 +191,63 @@ static int rl_child_of(const bs_relay_t *r, int rank)
     return -1;
 }
 
-/* Send one whole message (header at msg) up in a frame from rank. */
+/* Send the held hellos up (in one call), if any. */
+static void rl_flush(bs_relay_t *r)
+{
+    if (r->up_len && r->parent_fd >= 0)
+        rcoll_net_send_all(r->parent_fd, r->up, r->up_len, rl_link_deadline(r));
+    r->up_len = 0;
+}
+
+/* Hold a whole frame going up (a hello: header at frame, len bytes), stamped now; the held
+ * frames go once every rank at or below this node has said hello, or RL_HOLD_NS after the
+ * oldest (the relay's loop), before any other message going up.  The stream the parent reads
+ * is the same frames as without holding. */
+static void rl_hold(bs_relay_t *r, const void *frame, size_t len)
+{
+    if (r->up_len + len > r->up_cap) {
+        size_t cap = r->up_cap ? r->up_cap : 16384;
+        while (cap < r->up_len + len) cap *= 2;
+        char *b = realloc(r->up, cap);
+        if (!b) { /* no room: what is held goes now, then this */
+            rl_flush(r);
+            if (r->parent_fd >= 0) rcoll_net_send_all(r->parent_fd, frame, len,
+                                                      rl_link_deadline(r));
+            return;
+        }
+        r->up = b;
+        r->up_cap = cap;
+    }
+    if (!r->up_len) r->up_since = rcoll_now_ns();
+    memcpy(r->up + r->up_len, frame, len);
+    rcoll_bs_restamp(r->up + r->up_len);
+    r->up_len += len;
+    if (++r->hellos_up >= r->subtree_ranks) rl_flush(r);
+}
+
+/* Send one whole message (header at msg) up in a frame from rank: a hello is held
+ * (rl_hold), anything else goes at once, after the held hellos. */
 static void rl_up(bs_relay_t *r, int rank, const void *msg)
 {
     if (r->parent_fd < 0) return;
     bs_hdr_t h;
     memcpy(&h, msg, sizeof(h));
+    if (h.type == BS_HELLO && h.len == sizeof(bs_hello_t)) {
+        struct {
+            bs_hdr_t outer;
+            bs_fwd_t fwd;
+            bs_hdr_t inner;
+            bs_hello_t hello;
+        } f = {.outer = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_FWD,
+                         .len = (uint32_t)(sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + h.len)},
+               .fwd = {.rank = rank, .except = 0}};
+        _Static_assert(sizeof(f) == 2 * sizeof(bs_hdr_t) + sizeof(bs_fwd_t) + sizeof(bs_hello_t),
+                       "packed hello frame");
+        memcpy(&f.inner, msg, sizeof(h) + sizeof(bs_hello_t));
+        rl_hold(r, &f, sizeof(f));
+        return;
+    }
+    rl_flush(r);
     rcoll_bs_send_fwd(r->parent_fd, rank, 0, h.type, (const char *)msg + sizeof(h), h.len,
                       rl_link_deadline(r));
 }
@@ -189,6 +256,7 @@ static void rl_gone(bs_relay_t *r, int rank, int culprit, const char *text)
 {
     bs_note_t n;
     rcoll_bs_note_fill(&n, culprit, RCOLL_ERR_REMOTE, text);
+    rl_flush(r); /* a rank's hello before its loss */
     if (r->parent_fd >= 0)
         rcoll_bs_send_fwd(r->parent_fd, rank, 0, BS_GONE, &n, sizeof(n), rl_link_deadline(r));
 }
@@ -370,6 +438,11 @@ static void rl_child_frame(bs_relay_t *r, int j)
         memcpy(c->host_name, hello.info.hostname, sizeof(c->host_name));
         c->host_name[sizeof(c->host_name) - 1] = '\0';
     }
+    if (in.type == BS_HELLO) {
+        rl_hold(r, c->rx.buf, len);
+        return;
+    }
+    rl_flush(r);
     rcoll_bs_restamp(c->rx.buf);
     if (r->parent_fd >= 0)
         rcoll_net_send_all(r->parent_fd, c->rx.buf, len, rl_link_deadline(r));
@@ -580,7 +653,20 @@ void rcoll_bs_relay_run(bs_relay_t *r)
                 pfd[n] = (struct pollfd){.fd = r->child[j].fd, .events = POLLIN};
                 who[n++] = j;
             }
-        if (poll(pfd, (nfds_t)n, 200) <= 0) continue;
+        int wait_ms = 200;
+        if (r->up_len) { /* held hellos go RL_HOLD_NS (or a quarter of the timeout) after the
+                          * oldest */
+            uint64_t hold = r->timeout_s * 2.5e8 < RL_HOLD_NS ? (uint64_t)(r->timeout_s * 2.5e8)
+                                                                : RL_HOLD_NS;
+            uint64_t due = r->up_since + hold;
+            if (now >= due) {
+                rl_flush(r);
+            } else {
+                uint64_t ms = (due - now + 999999) / 1000000;
+                wait_ms = ms < 200 ? (int)ms : 200;
+            }
+        }
+        if (poll(pfd, (nfds_t)n, wait_ms) <= 0) continue;
         /* The parent first: a frame for a rank is delivered before that rank's next read. */
         for (int i = 0; i < base_p; i++) {
             if (!pfd[i].revents) continue;

@@ -12,6 +12,8 @@
  *  - one relay host with another RCOLL_BS_FANOUT: its block is refused with a sentence that
  *    says the settings differ, and the others fail naming the ranks that never joined;
  *  - a relay host that never starts: the ranks of its block fail naming it;
+ *  - a rank that never starts is named alone: the hellos a relay holds to send up together
+ *    go within a quarter of the timeout;
  *  - the critical-path clock: one rank's CPU work before its call is on every rank's path
  *    when the path starts at the processes (RCOLL_SETUP_PATH=process), on none by default.
  */
@@ -373,6 +375,41 @@ static void test_odd(int odd, int never, const char *want, const char *what)
           res.codes[12]);
 }
 
+/* Relays hold the hellos of their subtree to send them up together, at most a quarter of the
+ * timeout: rank 11 (below relay 5, below relay 2) never starts, and the root still learns in
+ * time that every other rank came, so each names rank 11 alone, not the ranks held with it. */
+static int late_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
+{
+    (void)id;
+    (void)arg;
+    if (rank == 11) return 0;
+    set_env_rank(rank, n, "tree-secret");
+    double t0 = now_s();
+    rcoll_comm_t comm;
+    if (rcoll_comm_init_env(&comm) == RCOLL_OK) {
+        rcoll_comm_destroy(comm);
+        fprintf(stderr, "rank %d: init succeeded without rank 11\n", rank);
+        return 1;
+    }
+    const char *msg = rcoll_last_init_error();
+    double took = now_s() - t0;
+    int ok = took < TIMEOUT_S + 6 && strstr(msg, "rank 11 never joined the bootstrap") != NULL;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, ok ? "ok" : "BAD", took, msg);
+    return ok ? 0 : 1;
+}
+
+static void test_late(void)
+{
+    pick_ports();
+    mp_result_t res;
+    mp_run_raw(NRANKS, late_fn, NULL, 60, &res);
+    int ok = 1;
+    for (int r = 0; r < NRANKS; r++) ok &= res.codes[r] == 0;
+    CHECK(ok, "rank 11 never starts: every other rank names it alone within the timeout, the "
+          "hellos held with it having gone up (codes %d %d %d %d %d)", res.codes[0],
+          res.codes[4], res.codes[5], res.codes[10], res.codes[12]);
+}
+
 int main(void)
 {
     char t[32];
@@ -382,6 +419,7 @@ int main(void)
     test_forms();
     test_path(1);
     test_path(0);
+    test_late();
     test_killed(9, "a rank two relays below the root");
     test_killed(2, "the host of relay 1 (relays 3 and 4 below it)");
     test_intruder();
