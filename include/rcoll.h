@@ -281,13 +281,15 @@ rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
 typedef struct {
     double wall_s; /* this rank's creation call, entry to return, wall clock */
     double path_s; /* the critical path (CPU seconds) behind the end of this rank's creation:
-                    * the longest chain of CPU work, from the start of some rank's process
-                    * through the bootstrap's messages (hellos up the tree of relays, the
-                    * rank table down) to this rank's return.  What the creation would take
-                    * if every rank and relay thread had a CPU of its own and messages were
-                    * free: on a machine with fewer cores than ranks, wall_s measures the
-                    * run queue and path_s the protocol.  A peer's work behind the
-                    * connections made after the table is not on the path (this rank's is). */
+                    * the longest chain of CPU work, from some rank's creation call (with
+                    * RCOLL_SETUP_PATH=process: from the start of its process) through the
+                    * bootstrap's messages (hellos up the tree of relays, the rank table
+                    * down) to this rank's return.  What the creation would take if every
+                    * rank and relay thread had a CPU of its own and messages were free: on
+                    * a machine with fewer cores than ranks, wall_s measures the run queue
+                    * and path_s the protocol.  Waiting is not on it (blocked, or polling
+                    * for a peer during creation); a peer's work behind the connections
+                    * made after the table is not (this rank's is). */
 } rcoll_setup_stats_t;
 
 /* comm's creation, timed (rcoll_setup_stats_t).  stats_size: sizeof(rcoll_setup_stats_t) as
