@@ -107,13 +107,22 @@ rcoll_status_t rcoll_comm_mem_usage(rcoll_comm_t comm, size_t *bytes)
     return RCOLL_OK;
 }
 
+/* The arguments of a call that fills a caller's struct of stats_size bytes (fn: its name). */
+static rcoll_status_t stats_args(rcoll_comm_t comm, const char *fn, const void *stats,
+                                 size_t stats_size)
+{
+    if (check_live(comm, fn) != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
+    if (!stats || stats_size == 0)
+        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "%s: %s", fn,
+                         stats ? "stats_size is 0" : "stats is NULL");
+    return RCOLL_OK;
+}
+
 rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
                                     size_t stats_size)
 {
-    if (check_live(comm, "rcoll_comm_mem_stats") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
-    if (!stats || stats_size == 0)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_comm_mem_stats: %s",
-                         stats ? "stats_size is 0" : "stats is NULL");
+    rcoll_status_t st = stats_args(comm, "rcoll_comm_mem_stats", stats, stats_size);
+    if (st != RCOLL_OK) return st;
     rcoll_mem_stats_t m;
     memset(&m, 0, sizeof(m));
     size_t reqs = 0;
@@ -136,10 +145,8 @@ rcoll_status_t rcoll_comm_mem_stats(rcoll_comm_t comm, rcoll_mem_stats_t *stats,
 rcoll_status_t rcoll_comm_setup_stats(rcoll_comm_t comm, rcoll_setup_stats_t *stats,
                                       size_t stats_size)
 {
-    if (check_live(comm, "rcoll_comm_setup_stats") != RCOLL_OK) return RCOLL_ERR_INVALID_ARG;
-    if (!stats || stats_size == 0)
-        return arg_error(comm, RCOLL_ERR_INVALID_ARG, "rcoll_comm_setup_stats: %s",
-                         stats ? "stats_size is 0" : "stats is NULL");
+    rcoll_status_t st = stats_args(comm, "rcoll_comm_setup_stats", stats, stats_size);
+    if (st != RCOLL_OK) return st;
     rcoll_setup_stats_t m = {.wall_s = comm->setup_wall_s, .path_s = comm->setup_path_s};
     memcpy(stats, &m, stats_size < sizeof(m) ? stats_size : sizeof(m));
     return RCOLL_OK;

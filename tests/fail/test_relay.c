@@ -32,12 +32,15 @@
 static char root_env[64], relays_env[64];
 static int root_port;
 
-static double now_s(void)
+/* Seconds on a clock: CLOCK_MONOTONIC (now_s), or a thread's or the process's CPU time. */
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 /* Ports below the ephemeral range (no outgoing connection takes them), one run apart. */
 static void pick_ports(void)
@@ -174,20 +177,6 @@ static void test_forms(void)
 #define BURN_RANK 9
 #define BURN_S 0.3
 
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int path_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
 {
     (void)id;
@@ -196,7 +185,7 @@ static int path_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     if (from_process) setenv("RCOLL_SETUP_PATH", "process", 1);
     volatile double x = 1;
     if (rank == BURN_RANK)
-        while (thread_cpu_s() < BURN_S) x = x * 1.0000001 + 1e-9;
+        while (clock_s(CLOCK_THREAD_CPUTIME_ID) < BURN_S) x = x * 1.0000001 + 1e-9;
     rcoll_comm_t comm;
     if (rcoll_comm_init_env(&comm) != RCOLL_OK) {
         fprintf(stderr, "rank %d: init failed: %s\n", rank, rcoll_last_init_error());
@@ -206,7 +195,7 @@ static int path_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
     memset(&s, 0, sizeof(s));
     int rc = 0;
     if (rcoll_comm_setup_stats(comm, &s, sizeof(s)) != RCOLL_OK) rc = 2;
-    double cpu = process_cpu_s();
+    double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     if (rcoll_allreduce(RCOLL_IN_PLACE, &cpu, 1, RCOLL_FLOAT64, RCOLL_SUM, comm) != RCOLL_OK)
         rc = 3;
     int bad = from_process ? s.path_s < BURN_S || s.path_s > cpu : s.path_s >= BURN_S;
