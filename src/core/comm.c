@@ -296,6 +296,35 @@ rcoll_status_t rcoll_comm_alloc(int nranks, int rank, const rcoll_config_t *cfg,
     return RCOLL_OK;
 }
 
+/* Each rank's host index (host[p]: hosts numbered in the order of their lowest rank) and
+ * each host's rank count (count[h]); sets c->nhosts.  One pass through a table of host
+ * identities (open addressing): every rank computes this at creation, and a scan of the
+ * ranks before each rank was p^2/2 comparisons, a cache miss each (768-byte records). */
+static rcoll_status_t host_indices(rcoll_comm_t c, int *host, int *count)
+{
+    int n = c->nranks;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n) cap *= 2;
+    int *first = malloc(cap * sizeof(int)); /* the lowest rank of each host seen, or -1 */
+    if (!first) return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank layout: out of memory");
+    for (size_t i = 0; i < cap; i++) first[i] = -1;
+    c->nhosts = 0;
+    for (int p = 0; p < n; p++) {
+        uint64_t h = c->peers[p].host_hash;
+        size_t i = (size_t)((h * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+        while (first[i] >= 0 && c->peers[first[i]].host_hash != h) i = (i + 1) & (cap - 1);
+        if (first[i] < 0) {
+            first[i] = p;
+            host[p] = c->nhosts++;
+        } else {
+            host[p] = host[first[i]];
+        }
+        count[host[p]]++;
+    }
+    free(first);
+    return RCOLL_OK;
+}
+
 /* Group the ranks by host: the ring order, the local and cross groups of the hierarchical
  * all-reduce, and the ring neighbours.  The same on every rank (from the rank table). */
 static rcoll_status_t build_layout(rcoll_comm_t c)
@@ -307,13 +336,9 @@ static rcoll_status_t build_layout(rcoll_comm_t c)
         free(host), free(order), free(count);
         return rcoll_err_set(RCOLL_ERR_NO_MEMORY, "rank layout: out of memory");
     }
-    c->nhosts = 0;
-    for (int p = 0; p < n; p++) { /* host index: order of the host's lowest rank */
-        host[p] = -1;
-        for (int q = 0; q < p && host[p] < 0; q++)
-            if (c->peers[q].host_hash == c->peers[p].host_hash) host[p] = host[q];
-        if (host[p] < 0) host[p] = c->nhosts++;
-        count[host[p]]++;
+    if (host_indices(c, host, count) != RCOLL_OK) {
+        free(host), free(order), free(count);
+        return RCOLL_ERR_NO_MEMORY; /* said */
     }
     /* The ring order is topology's decision: ranks grouped by host, and inside a host by
      * their GPUs' places in the machine's GPU chain (below). */
