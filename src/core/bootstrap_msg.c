@@ -219,7 +219,9 @@ rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *c
         if (c == 0) return st;
     }
     if (c < 0) return RCOLL_ERR_PROTOCOL;
-    rcoll_cpath_merge(((const bs_hdr_t *)(const void *)f->buf)->path);
+    bs_hdr_t h;
+    memcpy(&h, f->buf, sizeof(h)); /* as every header here is read: no alignment assumed */
+    rcoll_cpath_merge(h.path);
     *complete = 1;
     return RCOLL_OK;
 }
