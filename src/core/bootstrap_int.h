@@ -54,22 +54,25 @@ rcoll_status_t rcoll_bs_send_msg(int fd, int type, const void *payload, uint32_t
  * header, or the connection's error (RCOLL_ERR_REMOTE when it closed). */
 rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete);
 
-/* A whole message of any type, read bit by bit into a buffer that grows to its size. */
+/* Whole messages of any type, read into a buffer that grows to the largest: the bytes from
+ * off to got are not yet handed over; msg is the whole message handed over last. */
 typedef struct {
-    size_t got, cap;
+    size_t off, got, cap;
     char *buf;
+    char *msg;
 } bs_frx_t;
 
 /* Read what has arrived (up to BS_FRAME_READ_BYTES at once, more for a larger message) into
  * f, messages of at most max_len payload bytes.  RCOLL_OK with *complete = 1 while a whole
- * message is at f->buf (without reading when one is there already; the caller handles it,
+ * message is at f->msg (without reading when one is there already; the caller handles it,
  * then calls rcoll_bs_frame_consume, and reads again until *complete is 0),
  * RCOLL_ERR_PROTOCOL for a malformed header or a frame (BS_FWD) whose inner message is
  * malformed, or the connection's error (RCOLL_ERR_REMOTE when it closed), met only once
  * the whole messages before it were handed over. */
 #define BS_FRAME_READ_BYTES 65536
 rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete);
-/* Drop the whole message at f->buf, keeping what followed it. */
+/* Drop the whole message at f->msg, keeping what followed it (in place: the buffer's rest
+ * moves only when a message is cut at its end, before the next read). */
 void rcoll_bs_frame_consume(bs_frx_t *f);
 void rcoll_bs_frame_free(bs_frx_t *f);
 

@@ -165,21 +165,23 @@ rcoll_status_t rcoll_bs_rx_read(int fd, bs_rx_t *rx, int *complete)
     return st;
 }
 
-/* Whether f holds a whole frame at its start: -1 malformed, 0 not yet, 1 whole (*need: its
+/* Whether f holds a whole frame at its offset: -1 malformed, 0 not yet, 1 whole (*need: its
  * bytes, or those its header says it needs). */
 static int frame_check(const bs_frx_t *f, uint32_t max_len, size_t *need)
 {
+    const char *at = f->buf + f->off;
+    size_t have = f->got - f->off;
     *need = sizeof(bs_hdr_t);
-    if (f->got < sizeof(bs_hdr_t)) return 0;
+    if (have < sizeof(bs_hdr_t)) return 0;
     bs_hdr_t h;
-    memcpy(&h, f->buf, sizeof(h));
+    memcpy(&h, at, sizeof(h));
     if (!rcoll_bs_hdr_valid(&h, max_len)) return -1;
     if (h.type == BS_FWD && h.len < sizeof(bs_fwd_t) + sizeof(bs_hdr_t)) return -1;
     *need = sizeof(bs_hdr_t) + h.len;
-    if (f->got < *need) return 0;
+    if (have < *need) return 0;
     if (h.type == BS_FWD) { /* the message inside must fill the frame exactly */
         bs_hdr_t in;
-        memcpy(&in, f->buf + sizeof(bs_hdr_t) + sizeof(bs_fwd_t), sizeof(in));
+        memcpy(&in, at + sizeof(bs_hdr_t) + sizeof(bs_fwd_t), sizeof(in));
         if (!rcoll_bs_hdr_valid(&in, h.len) ||
             sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + in.len != h.len)
             return -1;
@@ -200,11 +202,18 @@ static rcoll_status_t frame_grow(bs_frx_t *f, size_t cap)
 rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *complete)
 {
     *complete = 0;
+    f->msg = NULL;
     size_t need;
     int c = frame_check(f, max_len, &need);
     if (c == 0) {
-        /* Read what has arrived, up to the buffer (at least the frame): frames that came
-         * together (a relay's hellos) cost one call, not two each. */
+        /* The part of a message left at the end moves to the start; then read what has
+         * arrived, up to the buffer (at least the message): messages that came together (a
+         * relay's hellos) cost one call, not two each. */
+        if (f->off) {
+            memmove(f->buf, f->buf + f->off, f->got - f->off);
+            f->got -= f->off;
+            f->off = 0;
+        }
         rcoll_status_t st = frame_grow(f, BS_FRAME_READ_BYTES);
         if (st == RCOLL_OK) st = frame_grow(f, need);
         if (st == RCOLL_OK) st = rcoll_net_recv_some(fd, f->buf, f->cap, &f->got);
@@ -220,7 +229,8 @@ rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *c
     }
     if (c < 0) return RCOLL_ERR_PROTOCOL;
     bs_hdr_t h;
-    memcpy(&h, f->buf, sizeof(h)); /* as every header here is read: no alignment assumed */
+    f->msg = f->buf + f->off;
+    memcpy(&h, f->msg, sizeof(h)); /* as every header here is read: no alignment assumed */
     rcoll_cpath_merge(h.path);
     *complete = 1;
     return RCOLL_OK;
@@ -229,11 +239,12 @@ rcoll_status_t rcoll_bs_frame_read(int fd, bs_frx_t *f, uint32_t max_len, int *c
 void rcoll_bs_frame_consume(bs_frx_t *f)
 {
     bs_hdr_t h;
-    memcpy(&h, f->buf, sizeof(h));
+    memcpy(&h, f->buf + f->off, sizeof(h));
     size_t used = sizeof(h) + h.len;
-    if (used > f->got) used = f->got;
-    memmove(f->buf, f->buf + used, f->got - used);
-    f->got -= used;
+    if (used > f->got - f->off) used = f->got - f->off;
+    f->off += used;
+    if (f->off == f->got) f->off = f->got = 0;
+    f->msg = NULL;
 }
 
 void rcoll_bs_frame_free(bs_frx_t *f)

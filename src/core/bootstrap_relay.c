@@ -423,29 +423,29 @@ static void rl_child_frame(bs_relay_t *r, int j)
     rl_child_t *c = &r->child[j];
     bs_hdr_t h;
     bs_fwd_t f;
-    memcpy(&h, c->rx.buf, sizeof(h));
+    memcpy(&h, c->rx.msg, sizeof(h));
     size_t len = sizeof(h) + h.len;
     if (h.type != BS_FWD) return; /* nothing else comes up */
-    memcpy(&f, c->rx.buf + sizeof(h), sizeof(f));
+    memcpy(&f, c->rx.msg + sizeof(h), sizeof(f));
     if (rl_child_of(r, f.rank) != j) return; /* not from below that child: dropped */
     bs_hdr_t in;
-    memcpy(&in, c->rx.buf + sizeof(h) + sizeof(f), sizeof(in));
+    memcpy(&in, c->rx.msg + sizeof(h) + sizeof(f), sizeof(in));
     if (in.type == BS_HELLO && f.rank == rcoll_bs_tree_host(&r->t, c->node) &&
         in.len == sizeof(bs_hello_t)) {
         bs_hello_t hello;
-        memcpy(&hello, c->rx.buf + sizeof(h) + sizeof(f) + sizeof(in), sizeof(hello));
+        memcpy(&hello, c->rx.msg + sizeof(h) + sizeof(f) + sizeof(in), sizeof(hello));
         c->host_pid = hello.info.pid;
         memcpy(c->host_name, hello.info.hostname, sizeof(c->host_name));
         c->host_name[sizeof(c->host_name) - 1] = '\0';
     }
     if (in.type == BS_HELLO) {
-        rl_hold(r, c->rx.buf, len);
+        rl_hold(r, c->rx.msg, len);
         return;
     }
     rl_flush(r);
-    rcoll_bs_restamp(c->rx.buf);
+    rcoll_bs_restamp(c->rx.msg);
     if (r->parent_fd >= 0)
-        rcoll_net_send_all(r->parent_fd, c->rx.buf, len, rl_link_deadline(r));
+        rcoll_net_send_all(r->parent_fd, c->rx.msg, len, rl_link_deadline(r));
 }
 
 static void rl_child_event(bs_relay_t *r, int j)
@@ -676,7 +676,7 @@ void rcoll_bs_relay_run(bs_relay_t *r)
                 while (complete && r->parent_fd >= 0) {
                     st = rcoll_bs_frame_read(r->parent_fd, &r->prx, r->down_max, &complete);
                     if (st != RCOLL_OK || !complete) break;
-                    rl_down(r, r->prx.buf);
+                    rl_down(r, r->prx.msg);
                     rcoll_bs_frame_consume(&r->prx);
                 }
                 if (st != RCOLL_OK) { /* the root is done, or gone: so is this relay */

@@ -822,10 +822,10 @@ static void root_link_frame(rcoll_bs_root_t *r, int j)
     rcoll_status_t st;
     bs_hdr_t h, in;
     bs_fwd_t f;
-    memcpy(&h, l->rx.buf, sizeof(h));
+    memcpy(&h, l->rx.msg, sizeof(h));
     if (h.type != BS_FWD) return;
-    memcpy(&f, l->rx.buf + sizeof(h), sizeof(f));
-    const char *inner = l->rx.buf + sizeof(h) + sizeof(f);
+    memcpy(&f, l->rx.msg + sizeof(h), sizeof(f));
+    const char *inner = l->rx.msg + sizeof(h) + sizeof(f);
     memcpy(&in, inner, sizeof(in));
     int k = f.rank;
     if (k < 0 || k >= r->tree.nranks ||
