@@ -47,6 +47,16 @@ typedef struct {
     } buf;
 } bs_pending_t;
 
+/* What the root keeps of a member for the messages it may send after joining: touched only
+ * when it sends them (the arrays of these and of the records are calloc'ed for the job once,
+ * so the pages of the ranks that say nothing but hello are never written). */
+typedef struct {
+    char report[RCOLL_BS_TEXT_MAX]; /* its timeout report (waits_on) */
+    rcoll_bs_sig_t stall;
+    bs_rx_t rx;   /* partial control message */
+    rcoll_bs_shrink_req_t shrink_req;
+} bs_member_more_t;
+
 typedef struct {
     int fd;       /* its own connection (-1: none, or gone) */
     int link;     /* or the relay link it is reached through (-1: its own connection) */
@@ -55,15 +65,12 @@ typedef struct {
     int joined;
     int left;     /* said goodbye */
     int waits_on; /* rank this one reported a timeout on, or -1 */
-    char report[RCOLL_BS_TEXT_MAX];
     int sigs_relayed; /* its signatures passed on (at most BS_SIGS_PER_MEMBER) */
-    int has_stall;    /* it reported a stalled call: */
-    rcoll_bs_sig_t stall;
-    rcoll_peer_info_t info;
-    bs_rx_t rx;   /* partial control message */
-    int shrink_asked; /* sent BS_SHRINK in the open round: */
+    int has_stall;    /* it reported a stalled call (more->stall) */
+    int shrink_asked; /* sent BS_SHRINK in the open round (more->shrink_req) */
     uint64_t shrink_since;
-    rcoll_bs_shrink_req_t shrink_req;
+    rcoll_peer_info_t *info; /* its record, in the root's table (infos[rank]) */
+    bs_member_more_t *more;  /* what it reports (more[rank]) */
 } bs_member_t;
 
 /* A child relay's connection (fd -1: none yet, or lost). */
@@ -92,9 +99,14 @@ struct rcoll_bs_root {
     double timeout_s;
     int nranks; /* 0 until the first valid hello */
     int njoined;
-    /* [nranks] NULL until that rank joins: calloc'ed, so its untouched pages cost nothing and
-     * the root's memory grows with the ranks that joined, not with the count announced. */
+    /* [nranks] NULL until that rank joins, then &store[rank].  The four arrays are calloc'ed
+     * at the first hello, so their untouched pages cost nothing and the root's memory grows
+     * with the ranks that joined, not with the count announced; a rank's hello writes its
+     * member (64 bytes) and its record (infos, the table the root encodes). */
     bs_member_t **members;
+    bs_member_t *store;
+    rcoll_peer_info_t *infos;
+    bs_member_more_t *more;
     bs_pending_t pending[BS_PENDING_MAX];
     int npending;
     rcoll_log_limit_t drop_limit; /* warnings about dropped connections */
@@ -134,8 +146,10 @@ static void root_unref(rcoll_bs_root_t *r)
     if (!last) return;
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
-    for (int k = 0; r->members && k < r->nranks; k++) free(r->members[k]);
     free(r->members);
+    free(r->store);
+    free(r->infos);
+    free(r->more);
     for (int j = 0; j < r->nlinks; j++) rcoll_bs_frame_free(&r->links[j].rx);
     free(r->links);
     rcoll_bs_relay_free(r->relay);
@@ -204,8 +218,20 @@ static bs_member_t *root_take_hello(rcoll_bs_root_t *r, const bs_hello_t *h, rco
         return NULL;
     }
     if (r->nranks == 0) {
-        r->members = calloc((size_t)h->nranks, sizeof(*r->members));
-        if (!r->members) {
+        size_t n = (size_t)h->nranks;
+        r->members = calloc(n, sizeof(*r->members));
+        r->store = calloc(n, sizeof(*r->store));
+        r->infos = calloc(n, sizeof(*r->infos));
+        r->more = calloc(n, sizeof(*r->more));
+        if (!r->members || !r->store || !r->infos || !r->more) {
+            free(r->members);
+            free(r->store);
+            free(r->infos);
+            free(r->more);
+            r->members = NULL;
+            r->store = NULL;
+            r->infos = NULL;
+            r->more = NULL;
             *st = RCOLL_ERR_NO_MEMORY;
             snprintf(why, len, "root out of memory");
             return NULL;
@@ -220,27 +246,24 @@ static bs_member_t *root_take_hello(rcoll_bs_root_t *r, const bs_hello_t *h, rco
     if (r->members[h->rank]) {
         *st = RCOLL_ERR_INVALID_USAGE;
         snprintf(why, len, "rank %d already joined (from pid %d on %s)", h->rank,
-                 (int)r->members[h->rank]->info.pid, r->members[h->rank]->info.hostname);
+                 (int)r->members[h->rank]->info->pid, r->members[h->rank]->info->hostname);
         return NULL;
     }
-    bs_member_t *m = calloc(1, sizeof(*m));
-    if (!m) {
-        *st = RCOLL_ERR_NO_MEMORY;
-        snprintf(why, len, "root out of memory");
-        return NULL;
-    }
+    bs_member_t *m = &r->store[h->rank];
     r->members[h->rank] = m;
+    m->info = &r->infos[h->rank];
+    m->more = &r->more[h->rank];
     m->waits_on = -1;
     m->fd = -1;
     m->link = -1;
     m->rank = h->rank;
     m->open = 1;
     m->joined = 1;
-    m->info = h->info;
-    m->info.hostname[sizeof(m->info.hostname) - 1] = '\0';
+    *m->info = h->info;
+    m->info->hostname[sizeof(m->info->hostname) - 1] = '\0';
     r->njoined++;
     RCOLL_INFO(BOOTSTRAP, "root: rank %d joined from %s pid %d (%d/%d)", h->rank,
-               m->info.hostname, (int)m->info.pid, r->njoined, r->nranks);
+               m->info->hostname, (int)m->info->pid, r->njoined, r->nranks);
     return m;
 }
 
@@ -478,11 +501,11 @@ static void root_join_failed(rcoll_bs_root_t *r)
  * else): announce it, with both signatures, so every rank fails the call naming both. */
 static void root_check_stalls(rcoll_bs_root_t *r, int k)
 {
-    const rcoll_bs_sig_t *a = &r->members[k]->stall;
+    const rcoll_bs_sig_t *a = &r->members[k]->more->stall;
     for (int j = 0; j < r->nranks && !r->failure_sent; j++) {
         bs_member_t *o = r->members[j];
         if (j == k || !o || !o->has_stall) continue;
-        const rcoll_bs_sig_t *b = &o->stall;
+        const rcoll_bs_sig_t *b = &o->more->stall;
         if (b->ctx != a->ctx || memcmp(b->sig, a->sig, 8) != 0 ||
             memcmp(b->sig, a->sig, sizeof(a->sig)) == 0)
             continue;
@@ -532,7 +555,7 @@ static void root_shrink_request(rcoll_bs_root_t *r, int k, const rcoll_bs_shrink
             char text[RCOLL_BS_TEXT_MAX];
             snprintf(text, sizeof(text), "rank %d (%s pid %d) called rcoll_comm_shrink more "
                      "than %g s after the first rank of that communicator: the others went on "
-                     "without it", k, m->info.hostname, (int)m->info.pid, r->timeout_s);
+                     "without it", k, m->info->hostname, (int)m->info->pid, r->timeout_s);
             RCOLL_WARN(BOOTSTRAP, "root: %s", text);
             bs_note_t n;
             rcoll_bs_note_fill(&n, k, RCOLL_ERR_TIMEOUT, text);
@@ -540,7 +563,7 @@ static void root_shrink_request(rcoll_bs_root_t *r, int k, const rcoll_bs_shrink
             return;
         }
     }
-    m->shrink_req = *req; /* its host name terminated (rcoll_bs_ctl_decode) */
+    m->more->shrink_req = *req; /* its host name terminated (rcoll_bs_ctl_decode) */
     m->shrink_asked = 1;
     m->shrink_since = rcoll_now_ns();
     if (req->flags & RCOLL_BS_SHRINK_SUB) {
@@ -550,7 +573,7 @@ static void root_shrink_request(rcoll_bs_root_t *r, int k, const rcoll_bs_shrink
         r->shrink_deadline = m->shrink_since + (uint64_t)(r->timeout_s * 1e9);
     }
     RCOLL_INFO(BOOTSTRAP, "root: rank %d asks to shrink (its rank %d in the communicator%s)", k,
-               (int)m->shrink_req.rank, req->flags & RCOLL_BS_SHRINK_SUB ? " of some ranks" : "");
+               (int)req->rank, req->flags & RCOLL_BS_SHRINK_SUB ? " of some ranks" : "");
 }
 
 typedef struct {
@@ -580,7 +603,7 @@ static void root_shrink_send(rcoll_bs_root_t *r, const shrink_key_t *keys, int c
             msg.count = count;
             msg.sub = sub;
             msg.member.bs_rank = keys[i].k;
-            msg.member.req = r->members[keys[i].k]->shrink_req;
+            msg.member.req = r->members[keys[i].k]->more->shrink_req;
             /* A survivor that cannot take it has died since: the watch announces it. */
             if (member_send(r, to, BS_SHRUNK, &msg, sizeof(msg),
                                   rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9)) != RCOLL_OK)
@@ -614,15 +637,15 @@ static void root_sub_check(rcoll_bs_root_t *r, shrink_key_t *keys)
     uint64_t now = rcoll_now_ns();
     for (int k = 0; k < r->nranks; k++) {
         bs_member_t *lead = r->members[k];
-        if (!lead->shrink_asked || !(lead->shrink_req.flags & RCOLL_BS_SHRINK_SUB)) continue;
-        const rcoll_bs_shrink_req_t *q = &lead->shrink_req;
+        if (!lead->shrink_asked || !(lead->more->shrink_req.flags & RCOLL_BS_SHRINK_SUB)) continue;
+        const rcoll_bs_shrink_req_t *q = &lead->more->shrink_req;
         uint64_t first = lead->shrink_since;
         int waiting = 0, count = 0;
         for (int j = 0; j < r->nranks; j++) {
             bs_member_t *o = r->members[j];
-            int asked = o->shrink_asked && sub_same(&o->shrink_req, q);
+            int asked = o->shrink_asked && sub_same(&o->more->shrink_req, q);
             if (asked && o->shrink_since < first) first = o->shrink_since;
-            if (asked && o->open) keys[count++] = (shrink_key_t){o->shrink_req.rank, j};
+            if (asked && o->open) keys[count++] = (shrink_key_t){o->more->shrink_req.rank, j};
             else if (sub_is_member(q, j) && o->open && !asked) waiting++;
         }
         if (waiting && now < first + (uint64_t)(r->timeout_s * 1e9)) {
@@ -640,8 +663,9 @@ static void root_sub_check(rcoll_bs_root_t *r, shrink_key_t *keys)
         if (r->sub_ndecided > BS_SUB_DECIDED_KEPT) r->sub_ndecided = BS_SUB_DECIDED_KEPT;
         for (int j = 0; j < r->nranks; j++) {
             bs_member_t *o = r->members[j];
-            if (o->shrink_asked && o->shrink_req.ctx == key.ctx && o->shrink_req.seq == key.seq &&
-                (o->shrink_req.flags & RCOLL_BS_SHRINK_SUB))
+            const rcoll_bs_shrink_req_t *oq = &o->more->shrink_req;
+            if (o->shrink_asked && oq->ctx == key.ctx && oq->seq == key.seq &&
+                (oq->flags & RCOLL_BS_SHRINK_SUB))
                 o->shrink_asked = 0;
         }
         root_new_failure_round(r);
@@ -667,7 +691,7 @@ static void root_shrink_check(rcoll_bs_root_t *r)
     int waiting = 0;
     for (int k = 0; k < r->nranks; k++) {
         bs_member_t *m = r->members[k];
-        if (m->open && !(m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
+        if (m->open && !(m->shrink_asked && !(m->more->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
             waiting++;
     }
     if (waiting && rcoll_now_ns() < r->shrink_deadline) {
@@ -676,12 +700,12 @@ static void root_shrink_check(rcoll_bs_root_t *r)
     }
     for (int k = 0; k < r->nranks && waiting; k++) {
         bs_member_t *m = r->members[k];
-        if (!m->open || (m->shrink_asked && !(m->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
+        if (!m->open || (m->shrink_asked && !(m->more->shrink_req.flags & RCOLL_BS_SHRINK_SUB)))
             continue;
         char text[RCOLL_BS_TEXT_MAX];
         snprintf(text, sizeof(text), "rank %d (%s pid %d) did not call rcoll_comm_shrink within "
                  "%g s of the first rank's call: it is excluded from the shrunk communicator",
-                 k, m->info.hostname, (int)m->info.pid, r->timeout_s);
+                 k, m->info->hostname, (int)m->info->pid, r->timeout_s);
         RCOLL_WARN(BOOTSTRAP, "root: %s", text);
         bs_note_t n;
         rcoll_bs_note_fill(&n, k, RCOLL_ERR_TIMEOUT, text);
@@ -691,8 +715,8 @@ static void root_shrink_check(rcoll_bs_root_t *r)
     int count = 0;
     for (int k = 0; k < r->nranks; k++)
         if (r->members[k]->open && r->members[k]->shrink_asked &&
-            !(r->members[k]->shrink_req.flags & RCOLL_BS_SHRINK_SUB))
-            keys[count++] = (shrink_key_t){r->members[k]->shrink_req.rank, k};
+            !(r->members[k]->more->shrink_req.flags & RCOLL_BS_SHRINK_SUB))
+            keys[count++] = (shrink_key_t){r->members[k]->more->shrink_req.rank, k};
     qsort(keys, (size_t)count, sizeof(*keys), shrink_key_cmp);
     uint32_t round = ++r->shrink_rounds;
     RCOLL_INFO(BOOTSTRAP, "root: shrink #%u decided: %d member%s", round, count,
@@ -709,7 +733,7 @@ static void root_shrink_check(rcoll_bs_root_t *r)
  * members a split communicator has; a report carries the rank in that communicator. */
 static void root_wdog_reply(rcoll_bs_root_t *r, int k)
 {
-    const rcoll_bs_sig_t *a = &r->members[k]->stall;
+    const rcoll_bs_sig_t *a = &r->members[k]->more->stall;
     rcoll_bs_wdog_t w;
     memset(&w, 0, sizeof(w));
     w.ctx = a->ctx;
@@ -717,18 +741,18 @@ static void root_wdog_reply(rcoll_bs_root_t *r, int k)
     for (int j = 0; j < r->nranks; j++) {
         bs_member_t *o = r->members[j];
         if (!o || !o->has_stall) continue;
-        int here = o->stall.ctx == a->ctx, rank = here ? o->stall.rank : j;
+        int here = o->more->stall.ctx == a->ctx, rank = here ? o->more->stall.rank : j;
         if (!here && !(a->flags & RCOLL_BS_SIG_MEMBERS)) continue; /* its rank is unknown */
         rcoll_sig_t sig;
-        memcpy(&sig, o->stall.sig, sizeof(sig));
+        memcpy(&sig, o->more->stall.sig, sizeof(sig));
         if (here && sig.seq == w.seq) { /* in this call (a different one: a mismatch, said) */
-            if (!memcmp(o->stall.sig, a->sig, sizeof(a->sig)) && rank >= 0 &&
+            if (!memcmp(o->more->stall.sig, a->sig, sizeof(a->sig)) && rank >= 0 &&
                 rank < RCOLL_BS_WDOG_BITS)
                 w.reached[rank / 8] |= (uint8_t)(1u << (rank % 8));
         } else if (w.nlast < RCOLL_BS_WDOG_LAST) {
             w.last[w.nlast].rank = rank;
             w.last[w.nlast].kind = sig.kind;
-            w.last[w.nlast].ctx = o->stall.ctx;
+            w.last[w.nlast].ctx = o->more->stall.ctx;
             w.last[w.nlast++].seq = sig.seq;
         }
     }
@@ -777,13 +801,13 @@ static void root_member_event(rcoll_bs_root_t *r, int k)
     bs_member_t *m = r->members[k];
     if (!m->open) return; /* closed since the poll set was built (left out of a shrink) */
     int complete;
-    rcoll_status_t st = rcoll_bs_rx_read(m->fd, &m->rx, &complete);
+    rcoll_status_t st = rcoll_bs_rx_read(m->fd, &m->more->rx, &complete);
     if (st == RCOLL_OK && !complete) return;
     if (st != RCOLL_OK) {
         char text[RCOLL_BS_TEXT_MAX];
         snprintf(text, sizeof(text),
                  "rank %d (%s pid %d) exited or was killed: its bootstrap connection %s", k,
-                 m->info.hostname, (int)m->info.pid,
+                 m->info->hostname, (int)m->info->pid,
                  st == RCOLL_ERR_PROTOCOL ? "sent garbage" : "closed");
         root_member_lost(r, k, k, text);
         return;
@@ -802,7 +826,7 @@ static void root_link_lost(rcoll_bs_root_t *r, int j)
     char text[RCOLL_BS_TEXT_MAX];
     snprintf(text, sizeof(text), "the bootstrap relay hosted with rank %d (%s pid %d) is gone: "
              "that process exited or was killed, and the ranks that joined through it lost "
-             "their connection", host, hm ? hm->info.hostname : "?", hm ? (int)hm->info.pid : 0);
+             "their connection", host, hm ? hm->info->hostname : "?", hm ? (int)hm->info->pid : 0);
     int first = 1;
     for (int k = 0; r->members && k < r->nranks; k++) {
         bs_member_t *m = r->members[k];
@@ -864,8 +888,8 @@ static void root_link_frame(rcoll_bs_root_t *r, int j)
         return;
     }
     if (in.len > sizeof(bs_payload_t)) return;
-    memcpy(m->rx.buf.raw, inner, sizeof(in) + in.len);
-    m->rx.got = 0;
+    memcpy(m->more->rx.buf.raw, inner, sizeof(in) + in.len);
+    m->more->rx.got = 0;
     if (!r->joining) root_member_msg(r, k); /* a message while others join: none expected */
 }
 
@@ -891,11 +915,11 @@ static void root_member_msg(rcoll_bs_root_t *r, int k)
 {
     bs_member_t *m = r->members[k];
     bs_note_t n;
-    m->rx.got = 0;
+    m->more->rx.got = 0;
     rcoll_bs_event_t ev;
-    rcoll_bs_ctl_decode(m->rx.buf.raw, 1, &ev);
+    rcoll_bs_ctl_decode(m->more->rx.buf.raw, 1, &ev);
     if (ev.kind == RCOLL_BS_EV_STALL || ev.kind == RCOLL_BS_EV_WDOG) {
-        m->stall = ev.sig;
+        m->more->stall = ev.sig;
         m->has_stall = 1;
         root_check_stalls(r, k);
         if (ev.kind == RCOLL_BS_EV_WDOG) root_wdog_reply(r, k);
@@ -938,7 +962,7 @@ static void root_member_msg(rcoll_bs_root_t *r, int k)
             /* A timeout names only the peer this rank waited on, which may itself be waiting
              * on another: collect reports briefly, then name the end of the chain. */
             m->waits_on = n.culprit;
-            memcpy(m->report, n.text, sizeof(m->report));
+            memcpy(m->more->report, n.text, sizeof(m->more->report));
             if (!r->decide_at) {
                 r->decide_at = rcoll_now_ns() + BS_DECIDE_WINDOW_NS;
                 r->first_named = n.culprit;
@@ -969,8 +993,8 @@ static void root_decide_timeout(rcoll_bs_root_t *r)
         if (r->members[k]->waits_on == c) waiter = k;
     char text[RCOLL_BS_TEXT_MAX];
     snprintf(text, sizeof(text), "rank %d (%s pid %d) stopped making progress (%.150s)", c,
-             r->members[c]->info.hostname, (int)r->members[c]->info.pid,
-             waiter >= 0 ? r->members[waiter]->report : "reported by its peers");
+             r->members[c]->info->hostname, (int)r->members[c]->info->pid,
+             waiter >= 0 ? r->members[waiter]->more->report : "reported by its peers");
     RCOLL_WARN(BOOTSTRAP, "root: %s", text);
     bs_note_t n;
     rcoll_bs_note_fill(&n, c, RCOLL_ERR_TIMEOUT, text);
@@ -1038,16 +1062,13 @@ static void *root_main(void *arg)
         rcoll_bs_relay_run(r->relay);
     } else if (root_join_phase(r)) {
         root_close_listeners(r);
-        rcoll_peer_info_t *info = malloc((size_t)r->nranks * sizeof(*info));
         char *table = malloc(rcoll_bs_table_max(r->nranks));
         size_t bytes = 0;
-        if (info && table) {
-            for (int k = 0; k < r->nranks; k++) info[k] = r->members[k]->info;
-            bytes = rcoll_bs_table_encode(info, r->nranks, table);
+        if (table) { /* every rank joined: infos is the table */
+            bytes = rcoll_bs_table_encode(r->infos, r->nranks, table);
             RCOLL_INFO(BOOTSTRAP, "root: the rank table takes %zu bytes (%zu as records)", bytes,
-                       (size_t)r->nranks * sizeof(*info));
+                       (size_t)r->nranks * sizeof(*r->infos));
         }
-        free(info);
         if (table && bytes) {
             uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
             for (int k = 0; k < r->nranks; k++)
