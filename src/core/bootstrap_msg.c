@@ -177,6 +177,9 @@ static int frame_check(const bs_frx_t *f, uint32_t max_len, size_t *need)
     memcpy(&h, at, sizeof(h));
     if (!rcoll_bs_hdr_valid(&h, max_len)) return -1;
     if (h.type == BS_FWD && h.len < sizeof(bs_fwd_t) + sizeof(bs_hdr_t)) return -1;
+    if (h.type == BS_HELLOS &&
+        (h.len == 0 || h.len % sizeof(bs_up_hello_t) || h.len > RCOLL_BS_FRAME_UP_MAX))
+        return -1;
     *need = sizeof(bs_hdr_t) + h.len;
     if (have < *need) return 0;
     if (h.type == BS_FWD) { /* the message inside must fill the frame exactly */
@@ -186,6 +189,17 @@ static int frame_check(const bs_frx_t *f, uint32_t max_len, size_t *need)
             sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + in.len != h.len)
             return -1;
     }
+    if (h.type == BS_HELLOS) /* each a whole hello in its frame */
+        for (size_t o = sizeof(bs_hdr_t); o < *need; o += sizeof(bs_up_hello_t)) {
+            bs_hdr_t out, in;
+            memcpy(&out, at + o, sizeof(out));
+            memcpy(&in, at + o + sizeof(bs_hdr_t) + sizeof(bs_fwd_t), sizeof(in));
+            if (!rcoll_bs_hdr_valid(&out, RCOLL_BS_FWD_MAX) || out.type != BS_FWD ||
+                out.len != sizeof(bs_up_hello_t) - sizeof(bs_hdr_t) ||
+                !rcoll_bs_hdr_valid(&in, sizeof(bs_hello_t)) || in.type != BS_HELLO ||
+                in.len != sizeof(bs_hello_t))
+                return -1;
+        }
     return 1;
 }
 

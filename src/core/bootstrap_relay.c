@@ -15,6 +15,7 @@
  * their relay vanish and name the rank that hosted it.
  */
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +92,10 @@ struct bs_relay {
     int nchild;
     rl_pending_t pending[RL_PENDING_MAX];
     int npending;
-    /* Hellos going up, held to go in one send (rl_hold): the root then reads a subtree's
-     * hellos in a few calls instead of a few each. */
+    /* Hellos going up, held to go as one block (rl_hold): a BS_HELLOS header, then up_len
+     * bytes of hellos in their frames. */
     char *up;
-    size_t up_len, up_cap;
+    size_t up_len;
     uint64_t up_since;  /* when the oldest held hello came */
     int hellos_up;      /* hellos passed up so far (held ones included) */
     int subtree_ranks;  /* ranks at or below this node: all their hellos come through here */
@@ -191,37 +192,40 @@ static int rl_child_of(const bs_relay_t *r, int rank)
     return -1;
 }
 
-/* Send the held hellos up (in one call), if any. */
+/* Send the held hellos up as one block (BS_HELLOS, stamped now), if any. */
 static void rl_flush(bs_relay_t *r)
 {
-    if (r->up_len && r->parent_fd >= 0)
-        rcoll_net_send_all(r->parent_fd, r->up, r->up_len, rl_link_deadline(r));
+    if (r->up_len && r->parent_fd >= 0) {
+        bs_hdr_t h = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_HELLOS,
+                      .len = (uint32_t)r->up_len, .path = rcoll_cpath_stamp()};
+        memcpy(r->up, &h, sizeof(h));
+        rcoll_net_send_all(r->parent_fd, r->up, sizeof(h) + r->up_len, rl_link_deadline(r));
+    }
     r->up_len = 0;
 }
 
-/* Hold a whole frame going up (a hello: header at frame, len bytes), stamped now; the held
- * frames go once every rank at or below this node has said hello, or RL_HOLD_NS after the
- * oldest (the relay's loop), before any other message going up.  The stream the parent reads
- * is the same frames as without holding. */
-static void rl_hold(bs_relay_t *r, const void *frame, size_t len)
+/* Hold one rank's hello going up in its frame (a bs_up_hello_t); the held hellos go as one
+ * block once every rank at or below this node has said hello, or RL_HOLD_NS after the oldest
+ * (the relay's loop), or when the block is full, before any other message going up.  The
+ * parent then takes a subtree's hellos in one message: one read, one path clock. */
+static void rl_hold(bs_relay_t *r, const void *frame)
 {
-    if (r->up_len + len > r->up_cap) {
-        size_t cap = r->up_cap ? r->up_cap : 16384;
-        while (cap < r->up_len + len) cap *= 2;
-        char *b = realloc(r->up, cap);
-        if (!b) { /* no room: what is held goes now, then this */
-            rl_flush(r);
-            if (r->parent_fd >= 0) rcoll_net_send_all(r->parent_fd, frame, len,
-                                                      rl_link_deadline(r));
+    const size_t one = sizeof(bs_up_hello_t);
+    if (!r->up) {
+        r->up = malloc(sizeof(bs_hdr_t) + BS_HELLOS_MAX * one);
+        if (!r->up) { /* no room: this one goes alone, in its frame */
+            if (r->parent_fd < 0) return;
+            bs_up_hello_t f;
+            memcpy(&f, frame, one);
+            rcoll_bs_restamp(&f);
+            rcoll_net_send_all(r->parent_fd, &f, one, rl_link_deadline(r));
             return;
         }
-        r->up = b;
-        r->up_cap = cap;
     }
+    if (r->up_len + one > BS_HELLOS_MAX * one) rl_flush(r);
     if (!r->up_len) r->up_since = rcoll_now_ns();
-    memcpy(r->up + r->up_len, frame, len);
-    rcoll_bs_restamp(r->up + r->up_len);
-    r->up_len += len;
+    memcpy(r->up + sizeof(bs_hdr_t) + r->up_len, frame, one);
+    r->up_len += one;
     if (++r->hellos_up >= r->subtree_ranks) rl_flush(r);
 }
 
@@ -233,18 +237,13 @@ static void rl_up(bs_relay_t *r, int rank, const void *msg)
     bs_hdr_t h;
     memcpy(&h, msg, sizeof(h));
     if (h.type == BS_HELLO && h.len == sizeof(bs_hello_t)) {
-        struct {
-            bs_hdr_t outer;
-            bs_fwd_t fwd;
-            bs_hdr_t inner;
-            bs_hello_t hello;
-        } f = {.outer = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_FWD,
-                         .len = (uint32_t)(sizeof(bs_fwd_t) + sizeof(bs_hdr_t) + h.len)},
-               .fwd = {.rank = rank, .except = 0}};
+        bs_up_hello_t f = {.outer = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_FWD,
+                                     .len = (uint32_t)(sizeof(f) - sizeof(bs_hdr_t))},
+                           .fwd = {.rank = rank, .except = 0}};
         _Static_assert(sizeof(f) == 2 * sizeof(bs_hdr_t) + sizeof(bs_fwd_t) + sizeof(bs_hello_t),
                        "packed hello frame");
         memcpy(&f.inner, msg, sizeof(h) + sizeof(bs_hello_t));
-        rl_hold(r, &f, sizeof(f));
+        rl_hold(r, &f);
         return;
     }
     rl_flush(r);
@@ -417,7 +416,24 @@ static void rl_child_lost(bs_relay_t *r, int j)
             rl_gone(r, k, host, text);
 }
 
-/* The whole frame at the start of child relay j's buffer: up it goes. */
+/* One hello (in its frame, a bs_up_hello_t at e) from child relay j: held to go up. */
+static void rl_child_hello(bs_relay_t *r, int j, const char *e)
+{
+    rl_child_t *c = &r->child[j];
+    bs_fwd_t f;
+    memcpy(&f, e + sizeof(bs_hdr_t), sizeof(f));
+    if (rl_child_of(r, f.rank) != j) return; /* not from below that child: dropped */
+    if (f.rank == rcoll_bs_tree_host(&r->t, c->node)) {
+        bs_hello_t hello;
+        memcpy(&hello, e + offsetof(bs_up_hello_t, hello), sizeof(hello));
+        c->host_pid = hello.info.pid;
+        memcpy(c->host_name, hello.info.hostname, sizeof(c->host_name));
+        c->host_name[sizeof(c->host_name) - 1] = '\0';
+    }
+    rl_hold(r, e);
+}
+
+/* The whole message child relay j sent last (c->rx.msg): up it goes. */
 static void rl_child_frame(bs_relay_t *r, int j)
 {
     rl_child_t *c = &r->child[j];
@@ -425,21 +441,18 @@ static void rl_child_frame(bs_relay_t *r, int j)
     bs_fwd_t f;
     memcpy(&h, c->rx.msg, sizeof(h));
     size_t len = sizeof(h) + h.len;
+    if (h.type == BS_HELLOS) { /* its subtree's hellos (whole, checked by the reader) */
+        for (size_t o = sizeof(h); o < len; o += sizeof(bs_up_hello_t))
+            rl_child_hello(r, j, c->rx.msg + o);
+        return;
+    }
     if (h.type != BS_FWD) return; /* nothing else comes up */
     memcpy(&f, c->rx.msg + sizeof(h), sizeof(f));
     if (rl_child_of(r, f.rank) != j) return; /* not from below that child: dropped */
     bs_hdr_t in;
     memcpy(&in, c->rx.msg + sizeof(h) + sizeof(f), sizeof(in));
-    if (in.type == BS_HELLO && f.rank == rcoll_bs_tree_host(&r->t, c->node) &&
-        in.len == sizeof(bs_hello_t)) {
-        bs_hello_t hello;
-        memcpy(&hello, c->rx.msg + sizeof(h) + sizeof(f) + sizeof(in), sizeof(hello));
-        c->host_pid = hello.info.pid;
-        memcpy(c->host_name, hello.info.hostname, sizeof(c->host_name));
-        c->host_name[sizeof(c->host_name) - 1] = '\0';
-    }
-    if (in.type == BS_HELLO) {
-        rl_hold(r, c->rx.msg, len);
+    if (in.type == BS_HELLO && len == sizeof(bs_up_hello_t)) { /* a hello sent alone */
+        rl_child_hello(r, j, c->rx.msg);
         return;
     }
     rl_flush(r);

@@ -8,6 +8,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -840,13 +841,51 @@ static void root_link_lost(rcoll_bs_root_t *r, int j)
 
 /* The whole frame at the start of relay link j's buffer: a hello, a message or a loss of a
  * rank below it. */
+/* Rank k's hello (in its frame, a bs_up_hello_t at e) through relay link j: it joins, or is
+ * refused through that link. */
+static void root_link_hello(rcoll_bs_root_t *r, int j, const char *e)
+{
+    bs_link_t *l = &r->links[j];
+    bs_fwd_t f;
+    memcpy(&f, e + sizeof(bs_hdr_t), sizeof(f));
+    int k = f.rank;
+    if (k < 0 || k >= r->tree.nranks ||
+        !rcoll_bs_tree_below(&r->tree, rcoll_bs_tree_node(&r->tree, k), l->node))
+        return; /* not a rank below that relay: dropped */
+    bs_hello_t hello;
+    memcpy(&hello, e + offsetof(bs_up_hello_t, hello), sizeof(hello));
+    char why[RCOLL_BS_TEXT_MAX];
+    rcoll_status_t st;
+    bs_member_t *m = NULL;
+    if (hello.rank != k) {
+        st = RCOLL_ERR_PROTOCOL;
+        snprintf(why, sizeof(why), "a hello of rank %d came as rank %d's", hello.rank, k);
+    } else {
+        m = root_take_hello(r, &hello, &st, why, sizeof(why));
+    }
+    if (m) {
+        m->link = j;
+        return;
+    }
+    bs_note_t n;
+    rcoll_bs_note_fill(&n, -1, st, why);
+    RCOLL_INFO(BOOTSTRAP, "root: rejected rank %d (through relay %d): %s", k, l->node, why);
+    rcoll_bs_send_fwd(l->fd, k, 0, BS_NACK, &n, sizeof(n), root_link_deadline(r));
+}
+
+/* The whole message relay link j sent last (l->rx.msg). */
 static void root_link_frame(rcoll_bs_root_t *r, int j)
 {
     bs_link_t *l = &r->links[j];
-    rcoll_status_t st;
     bs_hdr_t h, in;
     bs_fwd_t f;
     memcpy(&h, l->rx.msg, sizeof(h));
+    if (h.type == BS_HELLOS) { /* a subtree's hellos (whole, checked by the reader) */
+        for (size_t o = sizeof(h); o < sizeof(h) + h.len && l->fd >= 0;
+             o += sizeof(bs_up_hello_t))
+            root_link_hello(r, j, l->rx.msg + o);
+        return;
+    }
     if (h.type != BS_FWD) return;
     memcpy(&f, l->rx.msg + sizeof(h), sizeof(f));
     const char *inner = l->rx.msg + sizeof(h) + sizeof(f);
@@ -855,25 +894,8 @@ static void root_link_frame(rcoll_bs_root_t *r, int j)
     if (k < 0 || k >= r->tree.nranks ||
         !rcoll_bs_tree_below(&r->tree, rcoll_bs_tree_node(&r->tree, k), l->node))
         return; /* not a rank below that relay: dropped */
-    if (in.type == BS_HELLO && in.len == sizeof(bs_hello_t)) {
-        bs_hello_t hello;
-        memcpy(&hello, inner + sizeof(in), sizeof(hello));
-        char why[RCOLL_BS_TEXT_MAX];
-        bs_member_t *m = NULL;
-        if (hello.rank != k) {
-            st = RCOLL_ERR_PROTOCOL;
-            snprintf(why, sizeof(why), "a hello of rank %d came as rank %d's", hello.rank, k);
-        } else {
-            m = root_take_hello(r, &hello, &st, why, sizeof(why));
-        }
-        if (m) {
-            m->link = j;
-            return;
-        }
-        bs_note_t n;
-        rcoll_bs_note_fill(&n, -1, st, why);
-        RCOLL_INFO(BOOTSTRAP, "root: rejected rank %d (through relay %d): %s", k, l->node, why);
-        rcoll_bs_send_fwd(l->fd, k, 0, BS_NACK, &n, sizeof(n), root_link_deadline(r));
+    if (in.type == BS_HELLO) { /* a hello sent alone */
+        if (in.len == sizeof(bs_hello_t)) root_link_hello(r, j, l->rx.msg);
         return;
     }
     bs_member_t *m = r->members ? r->members[k] : NULL;

@@ -14,12 +14,14 @@
 #define BS_MAGIC 0x52434f42u /* "RCOB" */
 #define BS_VERSION 4 /* 2: the peer record carries the rank's affinity mask (cpus); 3: the
                       * shrink of a communicator of some ranks (its members, BS_LATE); 4: relays
-                      * (BS_RELAY, BS_FWD, BS_GONE) */
+                      * (BS_RELAY, BS_FWD, BS_GONE; later BS_HELLOS, which a relay sends only
+                      * to a parent of the same build: the unique id, which carries this
+                      * version, is not changed by it) */
 #define BS_RETRY_STATUS 1     /* a NACK with this status: evicted under load, connect again */
 
 enum { BS_HELLO = 1, BS_NACK, BS_TABLE, BS_BYE, BS_ABORT, BS_FAIL, BS_SIG, BS_STALL,
        BS_SHRINK, BS_SHRUNK, BS_EXCLUDED, BS_WDOG, BS_WDOG_REPLY, BS_REVOKE, BS_LATE,
-       BS_RELAY, BS_FWD, BS_GONE };
+       BS_RELAY, BS_FWD, BS_GONE, BS_HELLOS };
 
 typedef struct {
     uint32_t magic;
@@ -78,10 +80,28 @@ typedef struct {
     int32_t except;
 } bs_fwd_t;
 
-/* The largest message a relay sends up: a frame around a hello or a control message. */
-#define RCOLL_BS_FRAME_UP_MAX                                                                   \
+/* The largest frame around one message (BS_FWD): around a hello or a control message. */
+#define RCOLL_BS_FWD_MAX                                                                        \
     (sizeof(bs_fwd_t) + sizeof(bs_hdr_t) +                                                      \
      (sizeof(bs_hello_t) > sizeof(bs_payload_t) ? sizeof(bs_hello_t) : sizeof(bs_payload_t)))
+
+/* Hellos going up together (BS_HELLOS, from a relay to its parent): the payload is 1 to
+ * BS_HELLOS_MAX of these, each the frame a relay puts around one rank's hello (BS_FWD naming
+ * the rank, then the hello as the rank sent it).  The receiver takes the block's path clock
+ * once; the stamps inside are not read. */
+typedef struct {
+    bs_hdr_t outer;
+    bs_fwd_t fwd;
+    bs_hdr_t inner;
+    bs_hello_t hello;
+} bs_up_hello_t;
+#define BS_HELLOS_MAX 128
+
+/* The largest message a relay sends up: a block of hellos. */
+#define RCOLL_BS_FRAME_UP_MAX                                                                   \
+    (BS_HELLOS_MAX * sizeof(bs_up_hello_t) > RCOLL_BS_FWD_MAX                                   \
+         ? BS_HELLOS_MAX * sizeof(bs_up_hello_t)                                                \
+         : RCOLL_BS_FWD_MAX)
 
 /* The largest control message after the hello and the table. */
 typedef union {

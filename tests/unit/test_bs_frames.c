@@ -3,11 +3,13 @@
  * and the relays' links) over a real socket pair: messages of many sizes written in pieces
  * that cut them anywhere (a header, a forwarded hello, a table larger than the read buffer)
  * come out whole, in order, byte for byte as written; a malformed message after good ones is
- * refused only once those were handed over, and a closed link likewise.  Pure logic plus
- * one socketpair.
+ * refused only once those were handed over, and a closed link likewise.  A block of hellos
+ * (BS_HELLOS, a relay's subtree going up) is handed over whole when every hello in it is
+ * whole in its frame, refused otherwise.  Pure logic plus one socketpair.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,8 +144,94 @@ static void pieces(void)
 }
 
 
+/* A block of n hellos (ranks 100..), each in the frame a relay puts around it. */
+static size_t make_block(int n, char *out)
+{
+    bs_hdr_t h = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_HELLOS,
+                  .len = (uint32_t)(n * sizeof(bs_up_hello_t))};
+    memcpy(out, &h, sizeof(h));
+    for (int i = 0; i < n; i++) {
+        bs_up_hello_t e = {
+            .outer = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_FWD,
+                      .len = (uint32_t)(sizeof(e) - sizeof(bs_hdr_t))},
+            .fwd = {.rank = 100 + i},
+            .inner = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_HELLO,
+                      .len = sizeof(bs_hello_t)},
+            .hello = {.rank = 100 + i, .nranks = 1000}};
+        memcpy(out + sizeof(h) + (size_t)i * sizeof(e), &e, sizeof(e));
+    }
+    return sizeof(h) + h.len;
+}
+
+/* Write len bytes at buf, then read: the status of the first read, whether a whole message
+ * was handed over, and the reader emptied for the next case. */
+static rcoll_status_t one(const char *buf, size_t len, int *complete)
+{
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    int sz = 1 << 20;
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    CHECK(write(sv[1], buf, len) == (ssize_t)len, "write %zu", len);
+    bs_frx_t rx = {0};
+    rcoll_status_t st = rcoll_bs_frame_read(sv[0], &rx, RCOLL_BS_FRAME_UP_MAX, complete);
+    if (*complete) CHECK(memcmp(rx.msg, buf, len) == 0, "the block handed over as written");
+    rcoll_bs_frame_free(&rx);
+    close(sv[0]);
+    close(sv[1]);
+    return st;
+}
+
+static void blocks(void)
+{
+    size_t cap = sizeof(bs_hdr_t) + (BS_HELLOS_MAX + 1) * sizeof(bs_up_hello_t);
+    char *b = malloc(cap);
+    int complete;
+    int sizes[] = {1, 2, 31, BS_HELLOS_MAX};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t len = make_block(sizes[i], b);
+        rcoll_status_t st = one(b, len, &complete);
+        CHECK(st == RCOLL_OK && complete, "a block of %d hellos (%zu bytes) handed over whole "
+              "(status %d, complete %d)", sizes[i], len, st, complete);
+    }
+    /* malformed: each refused as a protocol error, never handed over */
+    struct {
+        const char *what;
+        size_t at;   /* byte to change (from the block's start) */
+        int delta;   /* added to the 32-bit word there */
+    } bad[] = {
+        {"the block's length one byte short of a whole hello", offsetof(bs_hdr_t, len), -1},
+        {"a hello's frame of another type", sizeof(bs_hdr_t) + offsetof(bs_hdr_t, type), 1},
+        {"a hello's frame a byte longer", sizeof(bs_hdr_t) + offsetof(bs_hdr_t, len), 1},
+        {"the second hello of another type (a note)",
+         sizeof(bs_hdr_t) + sizeof(bs_up_hello_t) + offsetof(bs_up_hello_t, inner.type), 1},
+        {"the last hello's magic",
+         sizeof(bs_hdr_t) + 2 * sizeof(bs_up_hello_t) + offsetof(bs_up_hello_t, inner.magic), 1},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t len = make_block(3, b);
+        uint32_t w;
+        memcpy(&w, b + bad[i].at, sizeof(w));
+        w += (uint32_t)bad[i].delta;
+        memcpy(b + bad[i].at, &w, sizeof(w));
+        rcoll_status_t st = one(b, len, &complete);
+        CHECK(st == RCOLL_ERR_PROTOCOL && !complete, "%s: refused (status %d, complete %d)",
+              bad[i].what, st, complete);
+    }
+    size_t len = make_block(BS_HELLOS_MAX + 1, b);
+    rcoll_status_t st = one(b, len, &complete);
+    CHECK(st == RCOLL_ERR_PROTOCOL && !complete, "a block of %d hellos, one more than the "
+          "most: refused (status %d)", BS_HELLOS_MAX + 1, st);
+    bs_hdr_t empty = {.magic = BS_MAGIC, .version = BS_VERSION, .type = BS_HELLOS, .len = 0};
+    st = one((const char *)&empty, sizeof(empty), &complete);
+    CHECK(st == RCOLL_ERR_PROTOCOL && !complete, "an empty block refused (status %d)", st);
+    free(b);
+}
+
 int main(void)
 {
     check_case("frames cut anywhere come out whole and in order", pieces);
+    check_case("blocks of hellos: whole ones handed over, malformed ones refused", blocks);
     return check_summary();
 }
