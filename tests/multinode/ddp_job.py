@@ -7,9 +7,18 @@ and MASTER_PORT.
 Each of 4 steps checks DDP's gradients against the mean of every rank's own gradients, summed
 over a gloo group of the same ranks (a wrong element is one off by more than rounding), and at
 the end the parameters must be the same on every rank.  Prints "ddp_job: rank R of N: OK (4
-steps, 0 wrong)" and exits 0, or names what was wrong and exits 1; 77 when torch is absent."""
+steps, 0 wrong)" and exits 0, or names what was wrong and exits 1; 77 when torch is absent.
+
+Its harnesses give it 60 s.  A job that cannot finish says where it stands before that: the
+process groups' timeout is DDP_JOB_TIMEOUT_S (default 40 s: a rank stuck in a collective
+fails naming its peer), and at DDP_JOB_STACKS_S (default 50 s) every rank still running prints
+its Python threads' stacks to stderr (a hang outside the collectives: the store, an import)."""
+import datetime
+import faulthandler
 import os
 import sys
+
+faulthandler.dump_traceback_later(float(os.environ.get("DDP_JOB_STACKS_S", "50")), exit=False)
 
 
 def env_int(*names):
@@ -33,8 +42,11 @@ except ImportError as e:
     sys.exit(77)
 import rcoll.torch  # noqa: F401  (registers the "rcoll" backend)
 
-dist.init_process_group("rcoll", init_method="env://", rank=rank, world_size=size)
-gloo = dist.new_group(backend="gloo")
+timeout = datetime.timedelta(seconds=float(os.environ.get("DDP_JOB_TIMEOUT_S", "40")))
+dist.init_process_group("rcoll", init_method="env://", rank=rank, world_size=size,
+                        timeout=timeout)
+print(f"ddp_job: rank {rank} of {size}: process group up", file=sys.stderr, flush=True)
+gloo = dist.new_group(backend="gloo", timeout=timeout)
 torch.manual_seed(0)  # the same initial parameters everywhere (DDP also broadcasts rank 0's)
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 ref = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
@@ -70,4 +82,5 @@ dist.destroy_process_group()
 if wrong:
     print(f"ddp_job: rank {rank} of {size}: FAILED ({steps} steps, {wrong} wrong)")
     sys.exit(1)
+faulthandler.cancel_dump_traceback_later()
 print(f"ddp_job: rank {rank} of {size}: OK ({steps} steps, 0 wrong)")
