@@ -509,14 +509,14 @@ static void rl_down(bs_relay_t *r, char *buf)
     char *inner = buf + sizeof(h) + sizeof(f);
     size_t inner_len = sizeof(in) + in.len;
     rcoll_bs_restamp(buf); /* the frame and the message inside */
-    if (f.rank == BS_FWD_ALL) {
+    if (f.rank == BS_FWD_ALL) { /* the child relays first: most ranks are below them */
+        for (int j = 0; j < r->nchild; j++)
+            if (r->child[j].fd >= 0) rcoll_net_send_all(r->child[j].fd, buf, len, deadline);
         for (int k = r->lo; k < r->hi; k++) {
             rl_rank_t *m = &r->ranks[k - r->lo];
             if (k != f.except && m->fd >= 0 && !m->left)
                 rcoll_net_send_all(m->fd, inner, inner_len, deadline);
         }
-        for (int j = 0; j < r->nchild; j++)
-            if (r->child[j].fd >= 0) rcoll_net_send_all(r->child[j].fd, buf, len, deadline);
         return;
     }
     if (f.rank >= r->lo && f.rank < r->hi) {

@@ -1093,19 +1093,20 @@ static void *root_main(void *arg)
         }
         if (table && bytes) {
             uint64_t deadline = rcoll_now_ns() + (uint64_t)(r->timeout_s * 1e9);
-            for (int k = 0; k < r->nranks; k++)
-                if (r->members[k]->link < 0 &&
-                    rcoll_bs_send_msg(r->members[k]->fd, BS_TABLE, table, (uint32_t)bytes,
-                                      deadline) != RCOLL_OK)
-                    RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to rank %d: %s",
-                               k, rcoll_err_get());
-            /* Once down each relay link: the relays hand it to every rank below them. */
+            /* Once down each relay link first: the relays hand it to every rank below them
+             * (most of the job) while the root serves its own block. */
             for (int j = 0; j < r->nlinks; j++)
                 if (r->links[j].fd >= 0 &&
                     rcoll_bs_send_fwd(r->links[j].fd, BS_FWD_ALL, -1, BS_TABLE, table,
                                       (uint32_t)bytes, deadline) != RCOLL_OK)
                     RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to relay %d: %s",
                                r->links[j].node, rcoll_err_get());
+            for (int k = 0; k < r->nranks; k++)
+                if (r->members[k]->link < 0 &&
+                    rcoll_bs_send_msg(r->members[k]->fd, BS_TABLE, table, (uint32_t)bytes,
+                                      deadline) != RCOLL_OK)
+                    RCOLL_WARN(BOOTSTRAP, "root: could not send the rank table to rank %d: %s",
+                               k, rcoll_err_get());
             free(table);
             RCOLL_INFO(BOOTSTRAP, "root: all %d ranks joined", r->nranks);
             root_watch_phase(r);
