@@ -1,8 +1,9 @@
 """A small DDP training job on the "rcoll" torch.distributed backend, one process per rank, as
 a cluster's launcher starts it (mpirun, srun): the rank and size come from the launcher's
 variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_PROCID/SLURM_NTASKS), torch's env://
-store from MASTER_ADDR (by default host 0 of tools/netns-cluster: the first of NETNS_ADDRS)
-and MASTER_PORT.
+store from MASTER_ADDR and MASTER_PORT.  Without MASTER_ADDR: under srun the address of the
+step's first node (rank 0's, from `scontrol show node`), else host 0 of tools/netns-cluster
+(the first of NETNS_ADDRS: rank 0's under the harness's mpirun).
 
 Each of 4 steps checks DDP's gradients against the mean of every rank's own gradients, summed
 over a gloo group of the same ranks (a wrong element is one off by more than rounding), and at
@@ -16,6 +17,8 @@ its Python threads' stacks to stderr (a hang outside the collectives: the store,
 import datetime
 import faulthandler
 import os
+import re
+import subprocess
 import sys
 
 faulthandler.dump_traceback_later(float(os.environ.get("DDP_JOB_STACKS_S", "50")), exit=False)
@@ -29,8 +32,25 @@ def env_int(*names):
     raise SystemExit(f"ddp_job: none of {', '.join(names)} is set")
 
 
-if not os.environ.get("MASTER_ADDR") and os.environ.get("NETNS_ADDRS"):
-    os.environ["MASTER_ADDR"] = os.environ["NETNS_ADDRS"].split()[0]
+def slurm_first_node_addr():
+    """Under srun, rank 0 runs on the step's first node, which need not be host 0: Slurm picks
+    the nodes of `-N 2` among the idle ones (those of a job that just ended may still be
+    completing).  Its address is the node's NodeAddr (its name need not resolve)."""
+    nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if not nodes:
+        return None
+    run = lambda *a: subprocess.run(a, capture_output=True, text=True, check=True).stdout
+    first = run("scontrol", "show", "hostnames", nodes).split()[0]
+    m = re.search(r"\bNodeAddr=(\S+)", run("scontrol", "show", "node", "-o", first))
+    return m.group(1) if m else first
+
+
+if not os.environ.get("MASTER_ADDR"):
+    addr = slurm_first_node_addr()
+    if not addr and os.environ.get("NETNS_ADDRS"):
+        addr = os.environ["NETNS_ADDRS"].split()[0]
+    if addr:
+        os.environ["MASTER_ADDR"] = addr
 rank = env_int("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 size = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
 try:

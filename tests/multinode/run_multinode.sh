@@ -541,7 +541,9 @@ else
     # shellcheck disable=SC2016 # expanded on host 0
     sj+=('slurm_all_reduce_perf_4x2_nopmix:srun --label -K --mpi=none -N 4 -n 8 env RCOLL_ROOT=$NETNS_ADDR:29400 RCOLL_SECRET=$RANDOM$RANDOM RCOLL_SPIN=0 '"$perf_small")
     if ((have_torch)); then
-        sj+=("slurm_torch_ddp_2x2:srun --label -K --mpi=none -N 2 -n 4 env MASTER_PORT=29511 OMP_NUM_THREADS=1 RCOLL_SPIN=0 /usr/bin/python3 $src/tests/multinode/ddp_job.py")
+        # On n2 and n3: rank 0 (the torch store's) is not on host 0, as when Slurm picks the
+        # nodes itself (ddp_job.py then takes the step's first node's address).
+        sj+=("slurm_torch_ddp_2x2:srun --label -K --mpi=none -N 2 -n 4 -w n2,n3 env MASTER_PORT=29511 OMP_NUM_THREADS=1 RCOLL_SPIN=0 /usr/bin/python3 $src/tests/multinode/ddp_job.py")
     fi
     rm -f "$logdir"/slurm-*
     run_cluster slurm_cluster_up --hosts 4 --ranks-per-host 2 --launcher --timeout 240 \
@@ -611,7 +613,7 @@ else
             grep -q "ddp_job: rank $r of 4: OK (4 steps, 0 wrong)" "$log" ||
                 problems+="rank $r: no OK line; "
         done
-        verdict slurm_torch_ddp_2x2 "$problems" "srun -N 2 -n 4: DDP gradients = the mean over gloo, 0 wrong"
+        verdict slurm_torch_ddp_2x2 "$problems" "srun -N 2 -n 4 -w n2,n3: DDP gradients = the mean over gloo, 0 wrong"
     else
         skip_case slurm_torch_ddp_2x2 "/usr/bin/python3 cannot import torch (apt-get install python3-torch)"
     fi
