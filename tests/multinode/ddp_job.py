@@ -39,7 +39,16 @@ def slurm_first_node_addr():
     nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
     if not nodes:
         return None
-    run = lambda *a: subprocess.run(a, capture_output=True, text=True, check=True).stdout
+
+    def run(*cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                  timeout=20).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            why = (getattr(e, "stderr", None) or str(e)).strip().splitlines()
+            raise SystemExit(f"ddp_job: cannot find rank 0's node under Slurm: "
+                             f"`{' '.join(cmd)}` failed: {why[-1] if why else e}; "
+                             f"set MASTER_ADDR") from None
     first = run("scontrol", "show", "hostnames", nodes).split()[0]
     m = re.search(r"\bNodeAddr=(\S+)", run("scontrol", "show", "node", "-o", first))
     return m.group(1) if m else first
