@@ -327,6 +327,8 @@ struct rcoll_vrb_comm {
 /* Build the QPs, CQ and FIFO of a comm on dev (state INIT), fill c->local. */
 rcoll_status_t rcoll_vrb_comm_setup(rcoll_vrb_comm_t *c, rcoll_vrb_dev_t *dev, int is_recv,
                                    int nqps, uint64_t nonce);
+/* Tries of a QP's move to RTR that the kernel's address resolution timed out (1 s each). */
+#define RCOLL_VRB_RTR_TRIES 5
 /* Move every QP to RTR and RTS towards c->remote. */
 rcoll_status_t rcoll_vrb_comm_connect_qps(rcoll_vrb_comm_t *c);
 /* The checks of what a peer sent, apart from the sockets, so that tests/fuzz can feed them

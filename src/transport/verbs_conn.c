@@ -239,9 +239,28 @@ static rcoll_status_t qp_to_rtr_rts(rcoll_vrb_comm_t *c, struct ibv_qp *qp,
         a.ah_attr.grh.hop_limit = 255;
         a.ah_attr.grh.traffic_class = (uint8_t)cfg->ib_tc;
     }
-    int rc = rcoll_ibv->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                  IBV_QP_MIN_RNR_TIMER);
+    /* On RoCE v2 the kernel resolves the peer's MAC address (ARP or IPv6 neighbour
+     * discovery) inside this call and gives up after 1 s with ETIMEDOUT.  On a port that has
+     * just come up, or the new port of a failover, that is a slow first resolution, not a dead
+     * peer: the QP stays in INIT, so the call is made again, RCOLL_VRB_RTR_TRIES times. */
+    int rc, tries = 0;
+    while ((rc = rcoll_ibv->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) ==
+               ETIMEDOUT &&
+           ++tries < RCOLL_VRB_RTR_TRIES) {
+        char g[64];
+        RCOLL_INFO(VERBS, "verbs: QP 0x%x to RTR on %s: the address of the peer's GID %s not "
+                   "resolved yet (try %d of %d)", qp->qp_num, c->dev->name,
+                   rcoll_vrb_gid_str(r->gid, g, sizeof(g)), tries, RCOLL_VRB_RTR_TRIES);
+    }
+    if (rc == ETIMEDOUT) {
+        char g[64];
+        return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "verbs: QP 0x%x to RTR on %s: the "
+                                   "address of the peer's GID %s not resolved in %d tries",
+                                   qp->qp_num, c->dev->name,
+                                   rcoll_vrb_gid_str(r->gid, g, sizeof(g)), tries);
+    }
     if (rc) return rcoll_err_set_errno(RCOLL_ERR_SYSTEM, rc, "verbs: QP 0x%x to RTR",
                                        qp->qp_num);
     struct ibv_qp_attr s = {

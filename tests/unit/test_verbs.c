@@ -743,6 +743,61 @@ static void test_missing_library(rcoll_vrb_config_t *cfg)
               strstr(rcoll_err_get(), "no verbs devices"), "missing library: no devices");
 }
 
+/* A QP's move to RTR that the kernel's address resolution timed out (ETIMEDOUT after its 1 s,
+ * seen on Soft-RoCE right after a failover to a new port) is tried again; a peer whose address
+ * never resolves fails after RCOLL_VRB_RTR_TRIES tries, naming its GID.  Any other error of
+ * the modify fails at once. */
+static int rtr_timeouts, rtr_calls, rts_calls, rtr_errno = ETIMEDOUT;
+static int s_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+    (void)qp, (void)mask;
+    if (a->qp_state == IBV_QPS_RTS) return rts_calls++, 0;
+    if (a->qp_state != IBV_QPS_RTR) return EINVAL;
+    return ++rtr_calls <= rtr_timeouts ? rtr_errno : 0;
+}
+
+static void test_rtr_retry(rcoll_vrb_config_t *cfg)
+{
+    const rcoll_transport_ops_t *T = &rcoll_transport_verbs;
+    rcoll_ibv_api_t table = scripted;
+    table.modify_qp = s_modify_qp;
+    rcoll_ibv_set_api(&table);
+    if (T->init(cfg) != RCOLL_OK) {
+        CHECK(0, "scripted device: %s", rcoll_err_get());
+        rcoll_ibv_set_api(NULL);
+        return;
+    }
+    struct ibv_qp qp = {.qp_num = 0x42};
+    rcoll_vrb_comm_t c = {.dev = rcoll_vrb_dev(0), .nqps = 1, .qp = {&qp}};
+    c.local.mtu = c.remote.mtu = IBV_MTU_1024;
+    c.remote.link_layer = IBV_LINK_LAYER_ETHERNET;
+    c.remote.qpn[0] = 7;
+    memset(c.remote.gid, 0, sizeof(c.remote.gid));
+    c.remote.gid[0] = 0xfe, c.remote.gid[1] = 0x80, c.remote.gid[15] = 0x09;
+
+    rtr_timeouts = RCOLL_VRB_RTR_TRIES - 1, rtr_calls = rts_calls = 0;
+    rcoll_status_t st = rcoll_vrb_comm_connect_qps(&c);
+    CHECK(st == RCOLL_OK && rtr_calls == RCOLL_VRB_RTR_TRIES && rts_calls == 1,
+          "RTR timed out %d times, then connected: status %d, %d RTR calls, %d RTS",
+          RCOLL_VRB_RTR_TRIES - 1, st, rtr_calls, rts_calls);
+
+    rtr_timeouts = 1000, rtr_calls = rts_calls = 0;
+    st = rcoll_vrb_comm_connect_qps(&c);
+    CHECK(st == RCOLL_ERR_SYSTEM && rtr_calls == RCOLL_VRB_RTR_TRIES && rts_calls == 0 &&
+              strstr(rcoll_err_get(), "QP 0x42 to RTR on fake0") &&
+              strstr(rcoll_err_get(), "fe80::9 not resolved in 5 tries") &&
+              strstr(rcoll_err_get(), "timed out"),
+          "a GID that never resolves: %d RTR calls, then the error names it", rtr_calls);
+
+    rtr_errno = EINVAL, rtr_timeouts = 1000, rtr_calls = 0;
+    st = rcoll_vrb_comm_connect_qps(&c);
+    CHECK(st == RCOLL_ERR_SYSTEM && rtr_calls == 1 && strstr(rcoll_err_get(), "QP 0x42 to RTR"),
+          "another error is not tried again: %d RTR call(s)", rtr_calls);
+    rtr_errno = ETIMEDOUT;
+    T->fini();
+    rcoll_ibv_set_api(NULL);
+}
+
 int main(void)
 {
     static rcoll_vrb_config_t cfg;
@@ -757,6 +812,7 @@ int main(void)
     test_gdr_scripted(&cfg);
     test_gdr_cache(&cfg);
     test_gdr_cache_bound(&cfg);
+    test_rtr_retry(&cfg);
     test_missing_library(&cfg); /* last: the load result is kept for the process */
     return check_summary();
 }
