@@ -417,8 +417,8 @@ rcoll_status_t rcoll_req_wait(struct rcoll_request *req);
 /* rcoll_req_wait until deadline_ns (0: none): RCOLL_INPROGRESS when it passed first. */
 rcoll_status_t rcoll_req_wait_until(struct rcoll_request *req, uint64_t deadline_ns);
 /* After a mismatch the root announced: "rank A called X as operation #n while rank B called
- * Y" from the signatures the root relays (waits up to 500 ms for two that differ).  1 when
- * found. */
+ * Y" from the signatures the root relays (waits for two that differ up to an eighth of
+ * RCOLL_TIMEOUT, within [0.5 s, 3 s]).  1 when found. */
 int rcoll_sig_explain(rcoll_comm_t comm, char *buf, size_t len);
 /* Fail every queued operation with st (the communicator's error). */
 void rcoll_comm_fail(rcoll_comm_t comm, rcoll_status_t st, int culprit, const char *text);

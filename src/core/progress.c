@@ -630,7 +630,21 @@ static int begin_op(rcoll_comm_t comm, struct rcoll_request *r)
  * ---------------------------------------------------------------------------------------- */
 
 _Static_assert(sizeof(rcoll_sig_t) <= RCOLL_BS_SIG_BYTES, "signature size");
-#define SIG_WAIT_NS 500000000ull /* how long to wait for a differing peer's signature */
+/* How long a failing rank waits for a differing peer's signature.  That peer sends it as
+ * soon as it runs again, which on a loaded host (a descheduled process) or in a program busy
+ * outside the library can take well over a second; the wait ends when it arrives and is
+ * spent whole only when no differing signature exists or its rank is gone.  An eighth of
+ * RCOLL_TIMEOUT, within [0.5 s, 3 s]; all-to-all-v, whose signatures may agree (one pair's
+ * sizes differ), waits the least. */
+#define SIG_WAIT_MIN_NS 500000000ull
+#define SIG_WAIT_MAX_NS 3000000000ull
+static uint64_t sig_wait_ns(const rcoll_comm_t comm)
+{
+    double w = comm->cfg.timeout_s * 1e9 / 8;
+    if (w < (double)SIG_WAIT_MIN_NS) return SIG_WAIT_MIN_NS;
+    if (w > (double)SIG_WAIT_MAX_NS) return SIG_WAIT_MAX_NS;
+    return (uint64_t)w;
+}
 
 static void sig_send(rcoll_comm_t comm, const rcoll_sig_t *mine, int stalled)
 {
@@ -647,7 +661,10 @@ static void sig_send(rcoll_comm_t comm, const rcoll_sig_t *mine, int stalled)
 
 /* A peer's signature that differs from mine: from the host segment's announcements, or as
  * relayed by the root within wait_ns.  A call with my call's number comes first (peer `prefer`
- * first among those); another number only when none arrives in time.  1 when found. */
+ * first among those); another number only when none arrives in time, which is then
+ * SIG_WAIT_MIN_NS once one of another number is at hand (this rank is past the mismatched
+ * operation: its peers failed in it and send no signature of this rank's number).  1 when
+ * found. */
 static int sig_find_other(rcoll_comm_t comm, const rcoll_sig_t *mine, int prefer,
                           uint64_t wait_ns, int *who, rcoll_sig_t *theirs)
 {
@@ -660,7 +677,7 @@ static int sig_find_other(rcoll_comm_t comm, const rcoll_sig_t *mine, int prefer
             return 1;
         }
     }
-    uint64_t until = rcoll_now_ns() + wait_ns;
+    uint64_t start = rcoll_now_ns(), until = start + wait_ns;
     int rank_other = -1;
     rcoll_sig_t other;
     for (;;) {
@@ -683,7 +700,8 @@ static int sig_find_other(rcoll_comm_t comm, const rcoll_sig_t *mine, int prefer
             }
         }
         if (found >= 0) return 1;
-        if (rcoll_now_ns() >= until) break;
+        uint64_t now = rcoll_now_ns();
+        if (now >= until || (rank_other >= 0 && now - start >= SIG_WAIT_MIN_NS)) break;
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
@@ -726,7 +744,8 @@ static void mismatch_failed(rcoll_comm_t comm, struct rcoll_request *r, int peer
     }
     /* All-to-all-v signatures may agree (the sizes of one pair differ): then the detail, which
      * names the pair and the sizes, says it; another rank's next call would not. */
-    if (sig_find_other(comm, &mine, peer, SIG_WAIT_NS, &who, &theirs) &&
+    uint64_t wait_ns = r->kind == RCOLL_OP_ALLTOALLV ? SIG_WAIT_MIN_NS : sig_wait_ns(comm);
+    if (sig_find_other(comm, &mine, peer, wait_ns, &who, &theirs) &&
         (r->kind != RCOLL_OP_ALLTOALLV || theirs.seq == mine.seq)) {
         rcoll_sig_sentence(&theirs, who, &mine, -1, &comm->opnum, sent, sizeof(sent));
         snprintf(text, sizeof(text), "rank %d: %s", comm->rank, sent);
@@ -738,7 +757,7 @@ static void mismatch_failed(rcoll_comm_t comm, struct rcoll_request *r, int peer
 
 int rcoll_sig_explain(rcoll_comm_t comm, char *buf, size_t len)
 {
-    uint64_t until = rcoll_now_ns() + SIG_WAIT_NS;
+    uint64_t until = rcoll_now_ns() + sig_wait_ns(comm);
     for (;;) {
         rcoll_bs_sig_t got[32];
         int n = rcoll_bs_sigs(comm->bs, comm->ctx, got, 32);
