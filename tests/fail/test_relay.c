@@ -17,10 +17,14 @@
  *  - the critical-path clock: one rank's CPU work before its call is on every rank's path
  *    when the path starts at the processes (RCOLL_SETUP_PATH=process), on none by default.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,13 +46,38 @@ static double clock_s(clockid_t id)
 
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
-/* Ports below the ephemeral range (no outgoing connection takes them), one run apart. */
+/* Whether TCP port p on 127.0.0.1 can be bound now. */
+static int port_free(int p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)p);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* The root's port and the six relays' after it: below the kernel's ephemeral range (no
+ * outgoing connection takes them) and below the 16 K ports under it from which rcoll-run
+ * draws its jobs' root and relay ports (tools/rcoll-run.c), so that a job of another test
+ * running beside this one never draws a port of this one's.  (The ranges overlapped when CI
+ * once saw the root hold 7 connections; the likely cause is such a job, whose own root could
+ * not bind the port, sending its ranks here.)  All seven free when drawn. */
 static void pick_ports(void)
 {
-    static int round;
-    srand((unsigned)getpid());
-    int base = 20000 + (rand() % 800) * 10 + 10000 * 0;
-    base += 8 * round++;
+    static unsigned seed;
+    if (!seed) seed = (unsigned)getpid() * 2654435761u | 1u;
+    int base = 12000;
+    for (int t = 0; t < 100; t++) {
+        base = 12000 + (int)(rand_r(&seed) % 500u) * 8;
+        int ok = 1;
+        for (int i = 0; i <= 6 && ok; i++) ok = port_free(base + i);
+        if (ok) break;
+    }
     root_port = base;
     snprintf(root_env, sizeof(root_env), "127.0.0.1:%d", base);
     snprintf(relays_env, sizeof(relays_env), "6@127.0.0.1:%d", base + 1);
@@ -115,7 +144,12 @@ static int forms_fn(const rcoll_unique_id_t *id, int rank, int n, void *arg)
          * on a busy machine, its cause not found; one root
          * would hold 13 */
         if (acc < 4 || acc > 6) {
-            fprintf(stderr, "rank 0: the root holds %d accepted connections, want 4\n", acc);
+            fprintf(stderr, "rank 0: the root holds %d accepted connections, want 4; "
+                    "the port's sockets and their processes:\n", acc);
+            char cmd[160];
+            snprintf(cmd, sizeof(cmd), "ss -tnpa '( sport = :%d or dport = :%d )' >&2",
+                     root_port, root_port);
+            if (system(cmd) != 0) fprintf(stderr, "(ss failed)\n");
             rc = 2;
         }
     }
