@@ -193,6 +193,7 @@ struct rcoll_comm {
     struct rcoll_request *free_reqs;
     uint64_t next_seq;
     uint64_t last_ctl_poll_ns;
+    uint64_t last_poke_ns;  /* the connections' transport poke (rcoll_conn_poke) */
     uint32_t polls_since_clock; /* fruitless polls since the clock was last read */
     /* Doorbells (util/bell.h, comm.c setup_bells): this process's, and those of the ranks on
      * this host that may sleep (other ranks only: not this rank's own process bell), rung after
@@ -349,6 +350,10 @@ void rcoll_conn_drop_early(rcoll_comm_t comm);
 void rcoll_conn_want(rcoll_comm_t comm, int p, int send, int recv);
 /* Non-blocking: connect wanted peers, accept and identify incoming connections. */
 rcoll_status_t rcoll_conn_progress(rcoll_comm_t comm);
+/* Each connection whose transport has a poke (transport.h): called every
+ * RCOLL_CONN_POKE_NS while an operation waits. */
+#define RCOLL_CONN_POKE_NS 5000000ull
+void rcoll_conn_poke(rcoll_comm_t comm);
 int rcoll_conn_missing(rcoll_comm_t comm);
 int rcoll_conn_first_missing(rcoll_comm_t comm);
 /* Blocking until every wanted connection exists (communicator creation). */

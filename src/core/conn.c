@@ -290,6 +290,16 @@ static rcoll_status_t progress_recvs(rcoll_comm_t c, rcoll_conn_state_t *s)
     return RCOLL_OK;
 }
 
+void rcoll_conn_poke(rcoll_comm_t c)
+{
+    for (int p = 0; p < c->nranks; p++) {
+        const rcoll_transport_ops_t *tp = c->link.tps ? c->link.tps[p] : NULL;
+        if (!tp || !tp->poke) continue;
+        if (c->link.send_comms[p]) tp->poke(c->link.send_comms[p]);
+        if (c->link.recv_comms[p]) tp->poke(c->link.recv_comms[p]);
+    }
+}
+
 rcoll_status_t rcoll_conn_progress(rcoll_comm_t c)
 {
     rcoll_conn_state_t *s = c->conn;

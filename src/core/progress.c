@@ -1162,6 +1162,10 @@ static int progress_pass(rcoll_comm_t comm)
         if (r->last_progress_ns == 0) r->last_progress_ns = now;
         if (now - comm->last_ctl_poll_ns > CTL_POLL_INTERVAL_NS) {
             comm->last_ctl_poll_ns = now;
+            if (now - comm->last_poke_ns > RCOLL_CONN_POKE_NS) {
+                comm->last_poke_ns = now;
+                rcoll_conn_poke(comm);
+            }
             if (comm->ras) rcoll_ras_op_wait(comm->ras, comm, r);
             if (revoke_check(comm)) return 1;
             int culprit = -1;

@@ -116,6 +116,14 @@ typedef struct rcoll_transport_ops {
      * for receives, sizes[i] (may be NULL) holds each received length.  A request that fails
      * returns the error (and is freed). */
     rcoll_status_t (*test)(void *request, int *done, size_t *sizes);
+    /* Optional (NULL: none).  Called every few milliseconds for each send and receive
+     * connection of a communicator while one of its operations waits, whatever that
+     * operation waits on.  For a transport whose connections have work of their own besides
+     * the requests the core tests: verbs failover, where a peer's move of a connection is
+     * answered only when this end of it is progressed, and an operation held on another
+     * connection may not touch this one until that move is done.  A failure stays with the
+     * connection (its next request returns it). */
+    void (*poke)(void *comm);
 
     rcoll_status_t (*close_send)(void *send_comm);
     rcoll_status_t (*close_recv)(void *recv_comm);

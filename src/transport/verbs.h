@@ -387,6 +387,10 @@ rcoll_status_t rcoll_vrb_irecv(void *recv_comm, int n, void **data, size_t *size
 rcoll_status_t rcoll_vrb_iflush(void *recv_comm, int n, void **data, int *sizes,
                                void **mhandles, void **request);
 rcoll_status_t rcoll_vrb_test(void *request, int *done, size_t *sizes);
+/* A failover connection's own work while the core waits on something else (transport.h
+ * poke): its move (or its peer's), the messages it writes again after one, its
+ * completions. */
+void rcoll_vrb_poke(void *comm);
 rcoll_status_t rcoll_vrb_close_comm(void *comm);
 
 #endif

@@ -276,6 +276,14 @@ static rcoll_status_t progress(rcoll_vrb_comm_t *c)
     return RCOLL_OK;
 }
 
+void rcoll_vrb_poke(void *comm)
+{
+    rcoll_vrb_comm_t *c = comm;
+    if (!c || !c->fo || c->failed) return;
+    /* an error is kept in c (failed, fail_text): the next request on c returns it */
+    (void)progress(c);
+}
+
 /* Called while waiting (for request r, or for room when r is NULL): now and then look at
  * async events and the peer's socket. */
 static rcoll_status_t idle_check(rcoll_vrb_comm_t *c, const rcoll_vrb_req_t *r)

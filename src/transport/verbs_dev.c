@@ -560,6 +560,7 @@ const rcoll_transport_ops_t rcoll_transport_verbs = {
     .irecv = rcoll_vrb_irecv,
     .iflush = rcoll_vrb_iflush,
     .test = rcoll_vrb_test,
+    .poke = rcoll_vrb_poke,
     .close_send = rcoll_vrb_close_comm,
     .close_recv = rcoll_vrb_close_comm,
     .close_listen = rcoll_vrb_close_listen,
