@@ -9,8 +9,10 @@
 # 4 MiB all-reduces checked element by element, veth1 goes down 5 s in and up 5 s later; a
 # run passes when both ranks exit 0 having found no wrong element, with 4 moves and 4 moves
 # back said.  A failing run's last
-# 45 lines are printed (the moves are said at WARN, verbs INFO lines are on).  Ends with
-# "failover_repeat: P passed, F failed" and exit status 1 when any failed.
+# 45 lines are printed (the moves are said at WARN, verbs INFO lines are on); with N=1 a passing
+# run's moves and loop lines too (the rdma suite's check 11 is this script with N=1, in_vm.sh).
+# Ends with "failover_repeat: P passed, F failed" and exit status 1 when any failed.  The second
+# link stays (the suite's check 12 uses it).
 BUILD=$1
 N=${2:-10}
 [ -x "$BUILD/tests/mn_check" ] || { echo "usage: $0 BUILD N (no $BUILD/tests/mn_check)"; exit 2; }
@@ -41,6 +43,7 @@ while [ $i -lt "$N" ]; do
     if [ $rc = 0 ] && [ "$right" = 2 ] && [ "$moved" = 4 ] && [ "$back" = 4 ]; then
         pass=$((pass + 1))
         echo "run $i ok"
+        [ "$N" = 1 ] && grep -E 'moved from|went back|loop:' "$out" | cut -c1-300 | head -n 20
     else
         fail=$((fail + 1))
         echo "run $i FAIL rc=$rc right=$right moved=$moved back=$back"

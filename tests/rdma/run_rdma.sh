@@ -15,15 +15,16 @@ if [ "$rc" != 0 ]; then
     echo "SKIP: the Soft-RoCE VM cannot run here (tools/rxe-vm --check gave $rc)"
     exit 77
 fi
-# Into the VM: what in_vm.sh runs (its "$BUILD/..." paths; rxe-vm adds their shared
-# libraries), not the whole build tree: the VM unpacks its image into half its memory, and
-# the tree (750 MB, a 16 MB binary per test) stopped fitting ("Initramfs unpacking failed:
-# write error" on the VM's console, in_vm.sh itself missing).
+# Into the VM: what in_vm.sh and failover_repeat.sh run (their "$BUILD/..." paths; rxe-vm
+# adds their shared libraries), not the whole build tree: the VM unpacks its image into half
+# its memory, and the tree (750 MB, a 16 MB binary per test) stopped fitting ("Initramfs
+# unpacking failed: write error" on the VM's console, in_vm.sh itself missing).
 includes=()
-for rel in $(grep -o '\$BUILD/[A-Za-z0-9_./+-]*' "$SRC/tests/rdma/in_vm.sh" | sed 's|^\$BUILD/||' |
-             sort -u); do
+for rel in $(cat "$SRC/tests/rdma/in_vm.sh" "$SRC/tests/rdma/failover_repeat.sh" |
+             grep -o '\$BUILD/[A-Za-z0-9_./+-]*' | sed 's|^\$BUILD/||' | sort -u); do
     [ -e "$BUILD/$rel" ] && includes+=(--include "$BUILD/$rel")
 done
 exec "$VM" --timeout "${RXE_VM_TIMEOUT:-1500}" --mem 2048 "${includes[@]}" \
-    --include "$SRC/tests/rdma/in_vm.sh" --include "$SRC/tests/fixtures/vm_rxe_2gpu.json" \
+    --include "$SRC/tests/rdma/in_vm.sh" --include "$SRC/tests/rdma/failover_repeat.sh" \
+    --include "$SRC/tests/fixtures/vm_rxe_2gpu.json" \
     -- /bin/sh "$SRC/tests/rdma/in_vm.sh" "$BUILD" "$SRC/tests/fixtures/vm_rxe_2gpu.json"
